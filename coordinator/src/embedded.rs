@@ -1,0 +1,48 @@
+//! `covmerge merge`: the coordinator and `workers` task loops in one process, over the
+//! in-process queue and a local store in a temporary directory (removed afterwards).
+//! Same code path as the fleet: only the queue and the store differ.
+
+use std::sync::Arc;
+
+use covmerge_proto::JobSpec;
+use covmerge_queue::{memory::MemoryQueue, Queue};
+use covmerge_storage::Store;
+use covmerge_worker::{run::Executor, run_worker, WorkerConfig};
+use tokio::sync::watch;
+
+use crate::progress::ProgressView;
+use crate::{run_job, JobError, JobOptions, JobOutcome};
+
+/// Runs a whole job in this process with `workers` parallel task loops.
+pub async fn run_embedded(
+    spec: JobSpec,
+    opts: &JobOptions,
+    workers: usize,
+    worker_cfg: WorkerConfig,
+    show_progress: bool,
+) -> Result<JobOutcome, JobError> {
+    let tmp = tempfile::Builder::new()
+        .prefix("covmerge-")
+        .tempdir()
+        .map_err(|e| JobError::Plan(format!("temporary directory: {e}")))?;
+    let store = Store::open(&format!("file://{}", tmp.path().display()))?;
+    let queue: Arc<dyn Queue> = Arc::new(MemoryQueue::default());
+    let exec = Arc::new(Executor::new(store.clone(), worker_cfg));
+    let (stop_tx, stop_rx) = watch::channel(false);
+    let mut loops = Vec::new();
+    for _ in 0..workers.max(1) {
+        loops.push(tokio::spawn(run_worker(queue.clone(), exec.clone(), stop_rx.clone())));
+    }
+    let progress =
+        if show_progress { ProgressView::terminal(Some(exec.progress.clone())) } else { ProgressView::hidden() };
+    let mut opts = opts.clone();
+    opts.result_in_store = false;
+    opts.cleanup = false;
+    let r = run_job(spec, &opts, queue, store, &progress).await;
+    let _ = stop_tx.send(true);
+    for l in loops {
+        let _ = l.await;
+    }
+    drop(tmp);
+    r
+}

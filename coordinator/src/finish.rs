@@ -1,0 +1,124 @@
+//! The result is the header's gzip member followed by the parts' gzip members in shard
+//! order (a multi-member gzip stream), written in one atomic step: a local file is
+//! written under a temporary name in the same directory and renamed; a store object is
+//! a multipart upload that becomes visible only when it completes.
+
+use std::io::Write;
+use std::path::PathBuf;
+
+use bytes::Bytes;
+use covmerge_proto::output::{write_header, HistoryRecord};
+use covmerge_proto::{Counts, JobId, JobSpec, Manifest};
+use covmerge_storage::{is_store_url, open_object, Store};
+use covmerge_worker::run::keys;
+use flate2::{write::GzEncoder, Compression};
+use futures::StreamExt;
+
+use crate::{JobError, JobOptions};
+
+/// Where the result goes.
+pub enum Destination {
+    Local(PathBuf),
+    Store(Store, String),
+    /// Only under the job's prefix.
+    JobStore,
+}
+
+impl Destination {
+    pub fn parse(out: Option<&str>, _job_store: &Store, _job: &JobId, in_store: bool) -> Result<Self, JobError> {
+        match out {
+            None if in_store => Ok(Destination::JobStore),
+            None => Err(JobError::Plan("--out is required".into())),
+            Some(o) if is_store_url(o) => {
+                let (s, k) = open_object(o).map_err(|e| JobError::Plan(e.to_string()))?;
+                Ok(Destination::Store(s, k))
+            }
+            Some(o) => Ok(Destination::Local(PathBuf::from(o))),
+        }
+    }
+}
+
+/// The header line as its own gzip member.
+pub fn header_member(spec: &JobSpec, totals: &Counts) -> Bytes {
+    let h = HistoryRecord {
+        session: "",
+        time: "0001-01-01T00:00:00Z",
+        namespace: &spec.header.namespace,
+        repo: &spec.base_repo,
+        commit: &spec.base_commit,
+        duration: spec.header.duration,
+        date_to: &spec.header.date_to,
+        total_rows: spec.header.total_rows.unwrap_or(totals.rows_in.min(i64::MAX as u64) as i64),
+    };
+    let mut enc = GzEncoder::new(Vec::new(), Compression::new(6));
+    write_header(&mut enc, &h).expect("in-memory write");
+    Bytes::from(enc.finish().expect("in-memory write"))
+}
+
+fn out_err(dest: &str, e: impl std::fmt::Display) -> JobError {
+    JobError::Output { dest: dest.to_string(), message: e.to_string() }
+}
+
+/// Writes the result; returns its location.
+pub async fn write_result(
+    dest: &Destination,
+    store: &Store,
+    header: Bytes,
+    parts: &[String],
+    in_store: bool,
+    job: &JobId,
+) -> Result<String, JobError> {
+    let job_key = format!("{}/result.jsonl.gz", keys::job_prefix(job));
+    if in_store {
+        store.concat(&job_key, header.clone(), store, parts).await?;
+    }
+    match dest {
+        Destination::JobStore => Ok(format!("{store}/{job_key}")),
+        Destination::Store(s, k) => {
+            s.concat(k, header, store, parts).await?;
+            Ok(format!("{s}/{k}"))
+        }
+        Destination::Local(path) => {
+            let shown = path.display().to_string();
+            let dir = match path.parent() {
+                Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
+                _ => PathBuf::from("."),
+            };
+            let mut tmp = tempfile::Builder::new()
+                .prefix(".covmerge-")
+                .suffix(".partial")
+                .tempfile_in(&dir)
+                .map_err(|e| out_err(&shown, e))?;
+            tmp.write_all(&header).map_err(|e| out_err(&shown, e))?;
+            for p in parts {
+                let mut s = store.get_stream(p).await?;
+                while let Some(chunk) = s.next().await {
+                    tmp.write_all(&chunk?).map_err(|e| out_err(&shown, e))?;
+                }
+            }
+            tmp.as_file().sync_all().map_err(|e| out_err(&shown, e))?;
+            tmp.persist(path).map_err(|e| out_err(&shown, e.error))?;
+            Ok(shown)
+        }
+    }
+}
+
+/// Writes the manifest locally (atomically) and, in fleet mode, under the job prefix.
+pub async fn write_manifest(m: &Manifest, opts: &JobOptions, store: &Store, job: &JobId) -> Result<(), JobError> {
+    let body = serde_json::to_vec_pretty(m).expect("manifest encodes");
+    if opts.result_in_store {
+        store.put(&format!("{}/manifest.json", keys::job_prefix(job)), Bytes::from(body.clone())).await?;
+    }
+    if let Some(path) = &opts.manifest {
+        let shown = path.display().to_string();
+        let dir = match path.parent() {
+            Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
+            _ => PathBuf::from("."),
+        };
+        let mut tmp = tempfile::NamedTempFile::new_in(&dir).map_err(|e| out_err(&shown, e))?;
+        tmp.write_all(&body).map_err(|e| out_err(&shown, e))?;
+        tmp.write_all(b"\n").map_err(|e| out_err(&shown, e))?;
+        tmp.persist(path).map_err(|e| out_err(&shown, e.error))?;
+    }
+    Ok(())
+}

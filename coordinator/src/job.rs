@@ -1,0 +1,284 @@
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use bytes::Bytes;
+use covmerge_proto::manifest::FailedTask;
+use covmerge_proto::wire::{self, MergeOutcome, MergeTask, ReportStatus, SplitOutcome, SplitTask, Task, TaskRef, TaskReport};
+use covmerge_proto::{Counts, JobSpec, Manifest, ShardId, SplitId};
+use covmerge_queue::{Event, Queue, QueueError};
+use covmerge_storage::{Store, StoreError};
+use covmerge_worker::run::keys;
+use tracing::{info, instrument, warn};
+
+use crate::finish::{self, Destination};
+use crate::progress::ProgressView;
+use crate::state::{Output, TaskState};
+
+/// Why a job did not produce its result.
+#[derive(Debug, thiserror::Error)]
+pub enum JobError {
+    #[error("{0}")]
+    Plan(String),
+    #[error("queue: {0}")]
+    Queue(#[from] QueueError),
+    #[error("store: {0}")]
+    Store(#[from] StoreError),
+    #[error("job {job}: {} task(s) failed, no result published:\n{}", failed.len(), failed.iter().map(|f| format!("  {}: {}", f.task, f.error)).collect::<Vec<_>>().join("\n"))]
+    TasksFailed { job: String, failed: Vec<FailedTask> },
+    #[error("{first} ({count} bad row(s) in all; --max-bad-rows {max}); no result published")]
+    TooManyBadRows { first: String, count: u64, max: u64 },
+    #[error("writing the result {dest}: {message}")]
+    Output { dest: String, message: String },
+    #[error("dashboard: {0} (the result stays in storage)")]
+    Dashboard(String),
+}
+
+/// How the job's result is delivered.
+#[derive(Debug, Clone, Default)]
+pub struct JobOptions {
+    /// OUT: a local path or a store URL.
+    pub out: Option<String>,
+    /// Where to write the manifest locally.
+    pub manifest: Option<std::path::PathBuf>,
+    /// Also keep `result.jsonl.gz` and `manifest.json` under the job's prefix (fleet mode).
+    pub result_in_store: bool,
+    /// Continue a job whose spec is stored: re-run only tasks without a `.done` marker.
+    pub resume: bool,
+    pub dashboard: Option<crate::dashboard::Dashboard>,
+    /// Delete spill chunks once the result is written.
+    pub cleanup: bool,
+}
+
+/// A finished job.
+#[derive(Debug, Clone)]
+pub struct JobOutcome {
+    pub manifest: Manifest,
+    pub result: String,
+}
+
+struct Tracker<'a> {
+    queue: &'a dyn Queue,
+    job: &'a str,
+    states: BTreeMap<TaskRef, TaskState>,
+    progress: &'a ProgressView,
+}
+
+impl Tracker<'_> {
+    async fn wait_all(&mut self) -> Result<(), JobError> {
+        while self.states.values().any(|s| !s.is_final()) {
+            match self.queue.next_event(self.job).await? {
+                Event::Report(body) => {
+                    let r: TaskReport = match wire::decode(&body) {
+                        Ok(r) => r,
+                        Err(e) => {
+                            warn!(error = %e, "undecodable report ignored");
+                            continue;
+                        }
+                    };
+                    if r.job.as_str() != self.job {
+                        continue;
+                    }
+                    let Some(state) = self.states.get_mut(&r.task) else { continue };
+                    let changed = match r.status {
+                        ReportStatus::Split(o) => state.complete(Output::Split(o), r.attempt.0),
+                        ReportStatus::Merged(o) => state.complete(Output::Merge(o), r.attempt.0),
+                        ReportStatus::Failed { error } => state.fail(error),
+                    };
+                    if changed {
+                        self.progress.task_finished(&r.task);
+                        info!(task = %r.task, attempt = r.attempt.0, "task settled");
+                    }
+                }
+                Event::DeadLetter { body, reason } => {
+                    let task: Task = match wire::decode(&body) {
+                        Ok(t) => t,
+                        Err(e) => {
+                            warn!(error = %e, "undecodable dead letter ignored");
+                            continue;
+                        }
+                    };
+                    if let Some(state) = self.states.get_mut(&task.task_ref()) {
+                        if state.fail(format!("dead-lettered: {reason}")) {
+                            warn!(task = %task.task_ref(), %reason, "task dead-lettered");
+                            self.progress.task_finished(&task.task_ref());
+                        }
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn failed(&self) -> Vec<FailedTask> {
+        self.states
+            .iter()
+            .filter_map(|(t, s)| match s {
+                TaskState::Failed { error } => Some(FailedTask { task: t.to_string(), error: error.clone() }),
+                _ => None,
+            })
+            .collect()
+    }
+}
+
+async fn load_marker<T: serde::de::DeserializeOwned>(store: &Store, key: &str) -> Result<Option<T>, JobError> {
+    Ok(match store.get_opt(key).await? {
+        Some(b) => match wire::decode(&b) {
+            Ok(v) => Some(v),
+            Err(e) => {
+                warn!(key, error = %e, "unreadable marker: the task will run again");
+                None
+            }
+        },
+        None => None,
+    })
+}
+
+/// Runs (or, with `resume`, continues) a job over `queue` and `store`.
+#[instrument(skip_all, fields(job = %spec.job))]
+pub async fn run_job(
+    spec: JobSpec,
+    opts: &JobOptions,
+    queue: Arc<dyn Queue>,
+    store: Store,
+    progress: &ProgressView,
+) -> Result<JobOutcome, JobError> {
+    let job = spec.job.clone();
+    let spec_key = format!("{}/job.json", keys::job_prefix(&job));
+    let spec = if opts.resume {
+        match store.get_opt(&spec_key).await? {
+            Some(b) => serde_json::from_slice::<JobSpec>(&b)
+                .map_err(|e| JobError::Plan(format!("job {job}: stored spec unreadable: {e}")))?,
+            None => return Err(JobError::Plan(format!("--resume: job {job} not found in {store}"))),
+        }
+    } else {
+        let body = serde_json::to_vec_pretty(&spec).expect("spec encodes");
+        store.put(&spec_key, Bytes::from(body)).await?;
+        spec
+    };
+    queue.open_job(job.as_str()).await?;
+
+    // Map phase.
+    let mut tracker = Tracker { queue: queue.as_ref(), job: job.as_str(), states: BTreeMap::new(), progress };
+    progress.phase("split", spec.inputs.len() as u64);
+    for (i, input) in spec.inputs.iter().enumerate() {
+        let split = SplitId(i as u32);
+        let mut state = TaskState::Pending;
+        if let Some(o) = load_marker::<SplitOutcome>(&store, &keys::split_done(&job, split)).await? {
+            state.complete(Output::Split(o), 0);
+            progress.task_finished(&TaskRef::Split(split));
+        } else {
+            let task = Task::Split(SplitTask {
+                job: job.clone(),
+                split,
+                input: input.clone(),
+                shards: spec.shards,
+                max_bad_rows: spec.max_bad_rows,
+            });
+            queue.publish_task(job.as_str(), wire::encode(&task).expect("task encodes")).await?;
+            state.publish();
+        }
+        tracker.states.insert(TaskRef::Split(split), state);
+    }
+    tracker.wait_all().await?;
+    let split_failed = tracker.failed();
+    let mut totals = Counts::default();
+    let mut chunks: Vec<Vec<String>> = vec![Vec::new(); spec.shards as usize];
+    let mut first_bad = None;
+    for s in tracker.states.values() {
+        if let TaskState::Done { output: Output::Split(o), .. } = s {
+            totals.rows_in += o.counts.rows_in;
+            totals.rows_bad += o.counts.rows_bad;
+            if first_bad.is_none() {
+                first_bad = o.bad_rows.first().cloned();
+            }
+            for (shard, key) in &o.chunks {
+                if let Some(c) = chunks.get_mut(shard.index()) {
+                    c.push(key.clone());
+                }
+            }
+        }
+    }
+    let mut failed = split_failed;
+    if failed.is_empty() && totals.rows_bad > spec.max_bad_rows {
+        let first = first_bad.map(|b| b.to_string()).unwrap_or_default();
+        return Err(JobError::TooManyBadRows { first, count: totals.rows_bad, max: spec.max_bad_rows });
+    }
+
+    // Reduce phase (only when every split is in: a shard needs every split's chunks).
+    let mut merges: BTreeMap<TaskRef, TaskState> = BTreeMap::new();
+    if failed.is_empty() {
+        progress.phase("merge", spec.shards as u64);
+        let mut tracker = Tracker { queue: queue.as_ref(), job: job.as_str(), states: BTreeMap::new(), progress };
+        for (i, shard_chunks) in chunks.into_iter().enumerate() {
+            let shard = ShardId(i as u32);
+            let mut state = TaskState::Pending;
+            if let Some(o) = load_marker::<MergeOutcome>(&store, &keys::part_done(&job, shard)).await? {
+                state.complete(Output::Merge(o), 0);
+                progress.task_finished(&TaskRef::Merge(shard));
+            } else {
+                let task = Task::Merge(MergeTask {
+                    job: job.clone(),
+                    shard,
+                    base_commit: spec.base_commit.clone(),
+                    source: spec.source.clone(),
+                    chunks: shard_chunks,
+                });
+                queue.publish_task(job.as_str(), wire::encode(&task).expect("task encodes")).await?;
+                state.publish();
+            }
+            tracker.states.insert(TaskRef::Merge(shard), state);
+        }
+        tracker.wait_all().await?;
+        failed.extend(tracker.failed());
+        merges = tracker.states;
+    }
+    progress.done();
+
+    let mut manifest = Manifest {
+        job: job.to_string(),
+        status: "complete".into(),
+        base_repo: spec.base_repo.clone(),
+        base_commit: spec.base_commit.clone(),
+        result: None,
+        inputs: spec.inputs.clone(),
+        totals,
+        shards: Vec::new(),
+        failed: Vec::new(),
+    };
+    let mut parts = Vec::new();
+    for (t, s) in &merges {
+        if let (TaskRef::Merge(shard), TaskState::Done { output: Output::Merge(o), attempts }) = (t, s) {
+            manifest.totals.add(&o.counts);
+            manifest.shards.push(covmerge_proto::ShardEntry {
+                index: shard.0,
+                records: o.records,
+                bytes: o.bytes,
+                sha256: o.sha256.clone(),
+                attempts: (*attempts).max(1),
+            });
+            parts.push(o.part.clone());
+        }
+    }
+    if !failed.is_empty() {
+        manifest.status = "failed".into();
+        manifest.failed = failed.clone();
+        finish::write_manifest(&manifest, opts, &store, &job).await?;
+        return Err(JobError::TasksFailed { job: job.to_string(), failed });
+    }
+
+    let dest = Destination::parse(opts.out.as_deref(), &store, &job, opts.result_in_store)?;
+    let header = finish::header_member(&spec, &manifest.totals);
+    let result = finish::write_result(&dest, &store, header, &parts, opts.result_in_store, &job).await?;
+    manifest.result = Some(result.clone());
+    finish::write_manifest(&manifest, opts, &store, &job).await?;
+    if let Some(d) = &opts.dashboard {
+        d.notify(&result).await.map_err(JobError::Dashboard)?;
+    }
+    if opts.cleanup {
+        for key in store.list(&format!("{}/spill", keys::job_prefix(&job))).await? {
+            store.delete(&key).await.ok();
+        }
+        queue.close_job(job.as_str()).await.ok();
+    }
+    Ok(JobOutcome { manifest, result })
+}

@@ -1,0 +1,26 @@
+//! `covmerge-coordinator` runs a job: it plans the splits and shards, publishes tasks,
+//! tracks every task through its states until each is done or failed, assembles the
+//! result from the parts (header first, parts in shard order, one atomic write), writes
+//! the manifest and notifies the dashboard.
+//!
+//! It never reads a row or a source file: that is the workers' job. Embedded mode
+//! ([`embedded`]) runs the same coordinator with workers in the same process over an
+//! in-process queue and a temporary local store.
+
+/// syzkaller dashboard notification (SPEC §8).
+pub mod dashboard;
+/// `covmerge merge`: coordinator and workers in one process.
+pub mod embedded;
+/// Assembling the result and the manifest.
+pub mod finish;
+/// Running a job over a queue and a store.
+pub mod job;
+/// Planning: inputs, shard count, the job spec.
+pub mod plan;
+/// The terminal progress display.
+pub mod progress;
+/// Task states and their transitions.
+pub mod state;
+
+pub use job::{run_job, JobError, JobOptions, JobOutcome};
+pub use plan::{plan_job, JobRequest};

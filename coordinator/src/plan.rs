@@ -1,0 +1,134 @@
+use covmerge_proto::job::HeaderSpec;
+use covmerge_proto::{JobId, JobSpec};
+use covmerge_storage::{expand_inputs, is_store_url, open_object};
+
+use crate::JobError;
+
+/// A job as the command line asks for it.
+#[derive(Debug, Clone)]
+pub struct JobRequest {
+    pub job: Option<JobId>,
+    pub inputs: Vec<String>,
+    pub source: String,
+    pub base_repo: String,
+    pub base_commit: String,
+    pub shards: Option<u32>,
+    pub max_bad_rows: u64,
+    pub namespace: String,
+    pub duration: i64,
+    pub date_to: Option<String>,
+    pub total_rows: Option<i64>,
+}
+
+/// Rows a shard should hold at most by default: its aggregate (~40 bytes an entry)
+/// then stays in tens of megabytes.
+pub const ROWS_PER_SHARD: u64 = 400_000;
+
+/// Estimated rows from input bytes: syzkaller's CSV rows are ~180 bytes, ~5 gzipped.
+fn estimate_rows(bytes: u64, gz: bool) -> u64 {
+    if gz {
+        bytes / 5
+    } else {
+        bytes / 180
+    }
+}
+
+/// The default shard count for inputs of these sizes.
+pub fn default_shards(sizes: &[(u64, bool)]) -> u32 {
+    let rows: u64 = sizes.iter().map(|&(b, gz)| estimate_rows(b, gz)).sum();
+    rows.div_ceil(ROWS_PER_SHARD).clamp(1, 4096) as u32
+}
+
+/// Today's date (UTC) as YYYY-MM-DD.
+pub fn today_utc() -> String {
+    let secs = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0);
+    let days = (secs / 86_400) as i64;
+    // Howard Hinnant's civil_from_days.
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let y = yoe + era * 400;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    format!("{:04}-{:02}-{:02}", if m <= 2 { y + 1 } else { y }, m, d)
+}
+
+fn valid_date(s: &str) -> bool {
+    let b = s.as_bytes();
+    b.len() == 10
+        && b[4] == b'-'
+        && b[7] == b'-'
+        && b.iter().enumerate().all(|(i, c)| i == 4 || i == 7 || c.is_ascii_digit())
+}
+
+/// Lists the inputs, checks they exist, and fixes the job's parameters.
+pub async fn plan_job(req: &JobRequest) -> Result<JobSpec, JobError> {
+    if req.inputs.is_empty() {
+        return Err(JobError::Plan("no --input given".into()));
+    }
+    let inputs = expand_inputs(&req.inputs).await.map_err(|e| JobError::Plan(e.to_string()))?;
+    let mut sizes = Vec::new();
+    for i in &inputs {
+        if is_store_url(i) {
+            let (store, key) = open_object(i).map_err(|e| JobError::Plan(e.to_string()))?;
+            let size = store.size(&key).await.map_err(|e| JobError::Plan(format!("input {i}: {e}")))?;
+            sizes.push((size, i.ends_with(".gz")));
+        } else {
+            let meta = std::fs::metadata(i).map_err(|e| JobError::Plan(format!("input {i}: {e}")))?;
+            if !meta.is_file() {
+                return Err(JobError::Plan(format!("input {i}: not a file")));
+            }
+            let mut magic = [0u8; 2];
+            let gz = std::fs::File::open(i)
+                .and_then(|mut f| std::io::Read::read(&mut f, &mut magic))
+                .map(|n| n == 2 && magic == [0x1f, 0x8b])
+                .unwrap_or(false);
+            sizes.push((meta.len(), gz));
+        }
+    }
+    let date_to = req.date_to.clone().unwrap_or_else(today_utc);
+    if !valid_date(&date_to) {
+        return Err(JobError::Plan(format!("--date-to {date_to:?}: expected YYYY-MM-DD")));
+    }
+    if req.shards == Some(0) {
+        return Err(JobError::Plan("--shards must be at least 1".into()));
+    }
+    Ok(JobSpec {
+        job: req.job.clone().unwrap_or_else(JobId::new_random),
+        inputs,
+        base_repo: req.base_repo.clone(),
+        base_commit: req.base_commit.clone(),
+        source: req.source.clone(),
+        shards: req.shards.unwrap_or_else(|| default_shards(&sizes)),
+        max_bad_rows: req.max_bad_rows,
+        header: HeaderSpec {
+            namespace: req.namespace.clone(),
+            duration: req.duration,
+            date_to,
+            total_rows: req.total_rows,
+        },
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn shard_count_follows_input_size() {
+        assert_eq!(default_shards(&[(1000, false)]), 1);
+        assert_eq!(default_shards(&[(54_000_000, true)]), 27);
+        assert_eq!(default_shards(&[(u64::MAX / 2, false)]), 4096);
+    }
+
+    #[test]
+    fn date_is_iso() {
+        assert!(valid_date(&today_utc()), "{}", today_utc());
+    }
+}

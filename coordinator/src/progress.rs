@@ -1,0 +1,71 @@
+//! A live progress line on a terminal: phase, tasks done, rows read, rows/s, ETA.
+//! Nothing is drawn when stderr is not a terminal or with `--quiet`.
+
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use covmerge_proto::wire::TaskRef;
+use covmerge_worker::run::Progress;
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+
+/// Progress of one job, shown or not.
+pub struct ProgressView {
+    bar: Option<ProgressBar>,
+    rows: Option<Arc<Progress>>,
+    start: Instant,
+}
+
+impl ProgressView {
+    pub fn hidden() -> Self {
+        ProgressView { bar: None, rows: None, start: Instant::now() }
+    }
+
+    /// Draws on stderr if it is a terminal; `rows` are the live counters of in-process workers.
+    pub fn terminal(rows: Option<Arc<Progress>>) -> Self {
+        use std::io::IsTerminal;
+        if !std::io::stderr().is_terminal() {
+            return ProgressView { bar: None, rows, start: Instant::now() };
+        }
+        let bar = ProgressBar::with_draw_target(Some(0), ProgressDrawTarget::stderr_with_hz(5));
+        bar.set_style(
+            ProgressStyle::with_template("{prefix:>6} [{bar:30}] {pos}/{len} tasks  {msg}  eta {eta}")
+                .expect("valid template")
+                .progress_chars("=> "),
+        );
+        bar.enable_steady_tick(Duration::from_millis(200));
+        let view = ProgressView { bar: Some(bar), rows, start: Instant::now() };
+        view.tick();
+        view
+    }
+
+    fn tick(&self) {
+        if let (Some(bar), Some(rows)) = (&self.bar, &self.rows) {
+            let n = rows.rows_read.load(Ordering::Relaxed);
+            let secs = self.start.elapsed().as_secs_f64().max(0.001);
+            bar.set_message(format!("{n} rows read, {:.0} rows/s", n as f64 / secs));
+        }
+    }
+
+    pub fn phase(&self, name: &str, tasks: u64) {
+        if let Some(bar) = &self.bar {
+            bar.set_prefix(name.to_string());
+            bar.set_length(tasks);
+            bar.set_position(0);
+            bar.reset_eta();
+        }
+    }
+
+    pub fn task_finished(&self, _t: &TaskRef) {
+        if let Some(bar) = &self.bar {
+            bar.inc(1);
+            self.tick();
+        }
+    }
+
+    pub fn done(&self) {
+        if let Some(bar) = &self.bar {
+            bar.finish_and_clear();
+        }
+    }
+}

@@ -1,0 +1,78 @@
+use std::fmt;
+
+use serde::{Deserialize, Serialize};
+
+/// A job: one merge of one input set onto one base revision.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct JobId(String);
+
+impl JobId {
+    /// A fresh random id.
+    pub fn new_random() -> Self {
+        JobId(uuid::Uuid::new_v4().simple().to_string()[..16].to_string())
+    }
+
+    /// Accepts ids made of `[A-Za-z0-9._-]`, 1..=64 chars: they become object-store
+    /// prefixes and queue routing keys, so nothing else is allowed.
+    pub fn parse(s: &str) -> Result<Self, String> {
+        let ok = !s.is_empty()
+            && s.len() <= 64
+            && s.bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_' || b == b'.');
+        if ok && s != "." && s != ".." {
+            Ok(JobId(s.to_string()))
+        } else {
+            Err(format!(
+                "job id {s:?} must be 1-64 characters of [A-Za-z0-9._-]"
+            ))
+        }
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Display for JobId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+macro_rules! index_id {
+    ($(#[$m:meta])* $name:ident, $fmt:literal) => {
+        $(#[$m])*
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+        #[serde(transparent)]
+        pub struct $name(pub u32);
+
+        impl $name {
+            pub fn index(self) -> usize {
+                self.0 as usize
+            }
+        }
+
+        impl fmt::Display for $name {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                write!(f, $fmt, self.0)
+            }
+        }
+    };
+}
+
+index_id!(
+    /// A shard of the merge phase: every row of a file path lands in the same shard.
+    ShardId,
+    "{:05}"
+);
+index_id!(
+    /// A split task of the map phase: one input object (or a part of one).
+    SplitId,
+    "{:05}"
+);
+index_id!(
+    /// How many times a task has been delivered (1 = first delivery).
+    Attempt,
+    "{}"
+);

@@ -1,0 +1,27 @@
+//! `covmerge-proto` is what the coordinator and the workers share, and nothing else:
+//! typed ids, the wire messages that travel over the queue (with their protocol
+//! version), the stable file → shard hash, the binary spill format that carries rows
+//! from the split phase to the merge phase, the syzkaller output records and the
+//! manifest.
+//!
+//! It owns no I/O, no threads and no policy: it must stay small and boring so that
+//! both sides can depend on it without depending on each other.
+
+/// Typed ids: jobs, shards, splits, attempts.
+pub mod ids;
+/// The job description every task carries.
+pub mod job;
+/// The manifest of SPEC §7 and the counters it totals.
+pub mod manifest;
+/// syzkaller's `coveragedb` JSON lines (SPEC §4), written without intermediate trees.
+pub mod output;
+/// The stable hash that assigns a file path to a shard.
+pub mod shard_hash;
+/// The binary spill format: interned, pre-aggregated row blocks.
+pub mod spill;
+/// Wire messages (MessagePack) with protocol version and size cap.
+pub mod wire;
+
+pub use ids::{Attempt, JobId, ShardId, SplitId};
+pub use job::JobSpec;
+pub use manifest::{Counts, Manifest, ShardEntry};

@@ -1,0 +1,81 @@
+use serde::{Deserialize, Serialize};
+
+/// Row and line counters. Every data row read (`rows_in`) ends in exactly one of
+/// `rows_merged`, `rows_bad`, `rows_without_line`, `rows_lost` or `rows_deleted`
+/// (rows of files that do not exist at the base; SPEC §3.1 counts such files under
+/// `files_deleted` and not their rows as lost).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Counts {
+    pub rows_in: u64,
+    pub rows_bad: u64,
+    pub rows_without_line: u64,
+    pub rows_lost: u64,
+    pub hits_lost: u64,
+    pub files: u64,
+    pub files_deleted: u64,
+    pub instrumented: u64,
+    pub covered: u64,
+    #[serde(default)]
+    pub rows_merged: u64,
+    #[serde(default)]
+    pub rows_deleted: u64,
+    /// Revision pairs whose diff hit the size cap and were mapped by anchors only.
+    #[serde(default)]
+    pub diffs_capped: u64,
+}
+
+impl Counts {
+    /// Adds `o` into `self` (saturating: counters never wrap).
+    pub fn add(&mut self, o: &Counts) {
+        let f = |a: &mut u64, b: u64| *a = a.saturating_add(b);
+        f(&mut self.rows_in, o.rows_in);
+        f(&mut self.rows_bad, o.rows_bad);
+        f(&mut self.rows_without_line, o.rows_without_line);
+        f(&mut self.rows_lost, o.rows_lost);
+        f(&mut self.hits_lost, o.hits_lost);
+        f(&mut self.files, o.files);
+        f(&mut self.files_deleted, o.files_deleted);
+        f(&mut self.instrumented, o.instrumented);
+        f(&mut self.covered, o.covered);
+        f(&mut self.rows_merged, o.rows_merged);
+        f(&mut self.rows_deleted, o.rows_deleted);
+        f(&mut self.diffs_capped, o.diffs_capped);
+    }
+}
+
+/// One part of the result.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ShardEntry {
+    pub index: u32,
+    /// JSON lines in the part.
+    pub records: u64,
+    /// Compressed bytes of the part.
+    pub bytes: u64,
+    /// SHA-256 of the part's compressed bytes (hex).
+    pub sha256: String,
+    /// Deliveries it took (1 = first try).
+    pub attempts: u32,
+}
+
+/// A shard that could not be merged.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FailedTask {
+    pub task: String,
+    pub error: String,
+}
+
+/// The manifest of SPEC §7.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Manifest {
+    pub job: String,
+    /// `complete` or `failed`.
+    pub status: String,
+    pub base_repo: String,
+    pub base_commit: String,
+    pub result: Option<String>,
+    pub inputs: Vec<String>,
+    pub totals: Counts,
+    pub shards: Vec<ShardEntry>,
+    #[serde(default)]
+    pub failed: Vec<FailedTask>,
+}

@@ -1,0 +1,280 @@
+//! Rows travel from the split phase to the merge phase as *spill chunks*: immutable
+//! objects made of self-contained blocks. A block has its own string table, so
+//! chunks written by different splitters can be read in any order and concatenated.
+//!
+//! ```text
+//! block   := "CMS1" u32le(body_len) body
+//! body    := varint(n_strings) { varint(len) bytes }*  varint(n_rows) { row }*
+//! row     := varint(file) varint(commit) varint(func) varint(manager)
+//!            varint(sl) varint(hits) varint(rows)
+//! ```
+//!
+//! Strings are indices into the block's table. `rows` is how many input rows were
+//! pre-aggregated into the entry (identical file, commit, func, manager and line), so
+//! the merge can still count lost rows and pick function names by row frequency.
+
+use rustc_hash::FxHashMap;
+
+const MAGIC: &[u8; 4] = b"CMS1";
+
+/// A spill chunk that does not parse.
+#[derive(Debug, thiserror::Error)]
+#[error("corrupt spill block at byte {offset}: {what}")]
+pub struct SpillError {
+    pub offset: usize,
+    pub what: &'static str,
+}
+
+/// Key of a pre-aggregated entry: indices into the block's string table, and the line.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct RawKey {
+    pub file: u32,
+    pub commit: u32,
+    pub func: u32,
+    pub manager: u32,
+    pub sl: u32,
+}
+
+/// Sums for one key.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct RawVal {
+    pub hits: u64,
+    pub rows: u64,
+}
+
+/// Accumulates rows of one shard and encodes them as one block.
+#[derive(Default)]
+pub struct BlockBuilder {
+    strings: Vec<Box<[u8]>>,
+    index: FxHashMap<Box<[u8]>, u32>,
+    bytes_of_strings: usize,
+    entries: FxHashMap<RawKey, RawVal>,
+}
+
+impl BlockBuilder {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// The block-local id of `s`.
+    pub fn intern(&mut self, s: &[u8]) -> u32 {
+        if let Some(&id) = self.index.get(s) {
+            return id;
+        }
+        let id = self.strings.len() as u32;
+        let b: Box<[u8]> = s.into();
+        self.bytes_of_strings += b.len();
+        self.strings.push(b.clone());
+        self.index.insert(b, id);
+        id
+    }
+
+    /// Adds one row (or `rows` rows already summed) under interned ids.
+    pub fn add(&mut self, key: RawKey, hits: u64, rows: u64) {
+        let v = self.entries.entry(key).or_default();
+        v.hits = v.hits.saturating_add(hits);
+        v.rows += rows;
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+
+    /// Distinct entries held.
+    pub fn len(&self) -> usize {
+        self.entries.len()
+    }
+
+    /// An estimate of the memory held, to decide when to flush.
+    pub fn approx_bytes(&self) -> usize {
+        self.entries.len() * 48 + self.bytes_of_strings + self.strings.len() * 40
+    }
+
+    /// Encodes the block into `out` in a deterministic order and resets the builder.
+    pub fn finish_into(&mut self, out: &mut Vec<u8>) {
+        let mut entries: Vec<(RawKey, RawVal)> = self.entries.drain().collect();
+        entries.sort_unstable_by_key(|(k, _)| (k.file, k.commit, k.sl, k.manager, k.func));
+        let start = out.len();
+        out.extend_from_slice(MAGIC);
+        out.extend_from_slice(&[0; 4]);
+        put_varint(out, self.strings.len() as u64);
+        for s in &self.strings {
+            put_varint(out, s.len() as u64);
+            out.extend_from_slice(s);
+        }
+        put_varint(out, entries.len() as u64);
+        for (k, v) in &entries {
+            for x in [k.file, k.commit, k.func, k.manager, k.sl] {
+                put_varint(out, x as u64);
+            }
+            put_varint(out, v.hits);
+            put_varint(out, v.rows);
+        }
+        let body = (out.len() - start - 8) as u32;
+        out[start + 4..start + 8].copy_from_slice(&body.to_le_bytes());
+        self.strings.clear();
+        self.index.clear();
+        self.bytes_of_strings = 0;
+    }
+}
+
+fn put_varint(out: &mut Vec<u8>, mut v: u64) {
+    while v >= 0x80 {
+        out.push((v as u8) | 0x80);
+        v >>= 7;
+    }
+    out.push(v as u8);
+}
+
+struct Cursor<'a> {
+    buf: &'a [u8],
+    pos: usize,
+    base: usize,
+}
+
+impl<'a> Cursor<'a> {
+    fn err(&self, what: &'static str) -> SpillError {
+        SpillError { offset: self.base + self.pos, what }
+    }
+
+    fn varint(&mut self) -> Result<u64, SpillError> {
+        let mut v = 0u64;
+        let mut shift = 0;
+        loop {
+            let b = *self.buf.get(self.pos).ok_or_else(|| self.err("truncated varint"))?;
+            self.pos += 1;
+            if shift >= 64 {
+                return Err(self.err("varint too long"));
+            }
+            v |= ((b & 0x7f) as u64) << shift;
+            if b < 0x80 {
+                return Ok(v);
+            }
+            shift += 7;
+        }
+    }
+
+    fn bytes(&mut self, n: usize) -> Result<&'a [u8], SpillError> {
+        let end = self.pos.checked_add(n).filter(|&e| e <= self.buf.len());
+        let end = end.ok_or_else(|| self.err("truncated bytes"))?;
+        let s = &self.buf[self.pos..end];
+        self.pos = end;
+        Ok(s)
+    }
+}
+
+/// One decoded block: its string table and its entries.
+pub struct Block<'a> {
+    pub strings: Vec<&'a [u8]>,
+    pub entries: Vec<(RawKey, RawVal)>,
+}
+
+/// Decodes every block of a chunk, calling `f` for each.
+pub fn for_each_block<'a>(
+    chunk: &'a [u8],
+    mut f: impl FnMut(Block<'a>) -> Result<(), SpillError>,
+) -> Result<(), SpillError> {
+    let mut pos = 0;
+    while pos < chunk.len() {
+        if chunk.len() - pos < 8 || &chunk[pos..pos + 4] != MAGIC {
+            return Err(SpillError { offset: pos, what: "bad block magic" });
+        }
+        let len = u32::from_le_bytes(chunk[pos + 4..pos + 8].try_into().unwrap()) as usize;
+        let body_start = pos + 8;
+        if chunk.len() - body_start < len {
+            return Err(SpillError { offset: pos, what: "truncated block" });
+        }
+        let mut c = Cursor { buf: &chunk[body_start..body_start + len], pos: 0, base: body_start };
+        let n_strings = c.varint()? as usize;
+        if n_strings > len {
+            return Err(c.err("string count exceeds block"));
+        }
+        let mut strings = Vec::with_capacity(n_strings);
+        for _ in 0..n_strings {
+            let n = c.varint()? as usize;
+            strings.push(c.bytes(n)?);
+        }
+        let n_rows = c.varint()? as usize;
+        if n_rows > len {
+            return Err(c.err("row count exceeds block"));
+        }
+        let mut entries = Vec::with_capacity(n_rows);
+        let ns = strings.len() as u64;
+        for _ in 0..n_rows {
+            let mut ids = [0u32; 4];
+            for id in ids.iter_mut() {
+                let v = c.varint()?;
+                if v >= ns {
+                    return Err(c.err("string index out of range"));
+                }
+                *id = v as u32;
+            }
+            let sl = c.varint()?;
+            let sl = u32::try_from(sl).map_err(|_| c.err("line out of range"))?;
+            let hits = c.varint()?;
+            let rows = c.varint()?;
+            let key = RawKey { file: ids[0], commit: ids[1], func: ids[2], manager: ids[3], sl };
+            entries.push((key, RawVal { hits, rows }));
+        }
+        if c.pos != len {
+            return Err(c.err("trailing bytes in block"));
+        }
+        f(Block { strings, entries })?;
+        pos = body_start + len;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn round_trip_and_aggregation() {
+        let mut b = BlockBuilder::new();
+        let (f, c, func, m) = (b.intern(b"a.c"), b.intern(b"c1"), b.intern(b"fn"), b.intern(b"m"));
+        let k = RawKey { file: f, commit: c, func, manager: m, sl: 3 };
+        b.add(k, 5, 1);
+        b.add(k, 7, 1);
+        b.add(RawKey { sl: 300_000, ..k }, u64::MAX, 1);
+        let mut out = Vec::new();
+        b.finish_into(&mut out);
+        assert!(b.is_empty());
+        // A second block in the same chunk with its own table.
+        let x = b.intern(b"b.c");
+        b.add(RawKey { file: x, commit: x, func: x, manager: x, sl: 1 }, 1, 1);
+        b.finish_into(&mut out);
+        let mut seen = Vec::new();
+        for_each_block(&out, |blk| {
+            for (k, v) in blk.entries {
+                seen.push((blk.strings[k.file as usize].to_vec(), k.sl, v.hits, v.rows));
+            }
+            Ok(())
+        })
+        .unwrap();
+        assert_eq!(
+            seen,
+            vec![
+                (b"a.c".to_vec(), 3, 12, 2),
+                (b"a.c".to_vec(), 300_000, u64::MAX, 1),
+                (b"b.c".to_vec(), 1, 1, 1)
+            ]
+        );
+    }
+
+    #[test]
+    fn corruption_is_an_error_not_a_panic() {
+        let mut b = BlockBuilder::new();
+        let f = b.intern(b"a.c");
+        b.add(RawKey { file: f, commit: f, func: f, manager: f, sl: 1 }, 1, 1);
+        let mut out = Vec::new();
+        b.finish_into(&mut out);
+        for cut in 0..out.len() {
+            assert!(for_each_block(&out[..cut], |_| Ok(())).is_err() || cut == 0);
+        }
+        let mut bad = out.clone();
+        let n = bad.len();
+        bad[n - 7] = 0x7f; // the row's file index, far out of range
+        assert!(for_each_block(&bad, |_| Ok(())).is_err());
+    }
+}

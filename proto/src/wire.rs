@@ -1,0 +1,210 @@
+//! Messages on the queue, MessagePack-encoded (rmp-serde) inside a versioned envelope.
+//!
+//! A receiver checks the version and the size before anything else: a message from an
+//! incompatible release, or one too large to be a task, is *poison* and goes to the
+//! dead-letter queue instead of crash-looping a worker.
+
+use serde::{de::DeserializeOwned, Deserialize, Serialize};
+
+use crate::{Attempt, Counts, JobId, ShardId, SplitId};
+
+/// Bumped on any incompatible change to the types below.
+pub const PROTOCOL_VERSION: u16 = 1;
+
+/// Largest message a receiver decodes. A merge task lists its spill chunks; 16 MiB is
+/// ~100k chunk keys, far beyond any real job.
+pub const MAX_MESSAGE_BYTES: usize = 16 << 20;
+
+#[derive(Serialize, Deserialize)]
+struct Envelope<T> {
+    version: u16,
+    body: T,
+}
+
+/// Why a message could not be decoded. Always permanent: redelivering it cannot help.
+#[derive(Debug, thiserror::Error)]
+pub enum WireError {
+    #[error("message of {size} bytes exceeds the cap of {max} bytes")]
+    TooLarge { size: usize, max: usize },
+    #[error("protocol version {got}, this build speaks {want}")]
+    Version { got: u16, want: u16 },
+    #[error("undecodable message: {0}")]
+    Decode(String),
+    #[error("unencodable message: {0}")]
+    Encode(String),
+}
+
+/// Encodes `body` in a versioned envelope.
+pub fn encode<T: Serialize>(body: &T) -> Result<Vec<u8>, WireError> {
+    rmp_serde::to_vec_named(&Envelope { version: PROTOCOL_VERSION, body })
+        .map_err(|e| WireError::Encode(e.to_string()))
+}
+
+/// Decodes a versioned envelope, checking size and version first.
+pub fn decode<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, WireError> {
+    if bytes.len() > MAX_MESSAGE_BYTES {
+        return Err(WireError::TooLarge { size: bytes.len(), max: MAX_MESSAGE_BYTES });
+    }
+    #[derive(Deserialize)]
+    struct VersionOnly {
+        version: u16,
+    }
+    let v: VersionOnly =
+        rmp_serde::from_slice(bytes).map_err(|e| WireError::Decode(e.to_string()))?;
+    if v.version != PROTOCOL_VERSION {
+        return Err(WireError::Version { got: v.version, want: PROTOCOL_VERSION });
+    }
+    let env: Envelope<T> =
+        rmp_serde::from_slice(bytes).map_err(|e| WireError::Decode(e.to_string()))?;
+    Ok(env.body)
+}
+
+/// Work for a worker.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Task {
+    Split(SplitTask),
+    Merge(MergeTask),
+}
+
+impl Task {
+    pub fn job(&self) -> &JobId {
+        match self {
+            Task::Split(t) => &t.job,
+            Task::Merge(t) => &t.job,
+        }
+    }
+
+    pub fn task_ref(&self) -> TaskRef {
+        match self {
+            Task::Split(t) => TaskRef::Split(t.split),
+            Task::Merge(t) => TaskRef::Merge(t.shard),
+        }
+    }
+}
+
+/// Names a task within its job.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub enum TaskRef {
+    Split(SplitId),
+    Merge(ShardId),
+}
+
+impl std::fmt::Display for TaskRef {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            TaskRef::Split(s) => write!(f, "split {s}"),
+            TaskRef::Merge(s) => write!(f, "shard {s}"),
+        }
+    }
+}
+
+/// Map phase: read one input and partition its rows into per-shard spill chunks.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SplitTask {
+    pub job: JobId,
+    pub split: SplitId,
+    /// Local path or object-store URL of the input.
+    pub input: String,
+    pub shards: u32,
+    /// The splitter stops early once it has seen more bad rows than this.
+    pub max_bad_rows: u64,
+}
+
+/// Reduce phase: merge one shard from its spill chunks into a part.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MergeTask {
+    pub job: JobId,
+    pub shard: ShardId,
+    pub base_commit: String,
+    /// Source spec to use when the worker has none of its own.
+    pub source: String,
+    /// Store keys of this shard's spill chunks, in split order.
+    pub chunks: Vec<String>,
+}
+
+/// A bad row, as reported to the user.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BadRow {
+    pub input: String,
+    /// 1-based line number in the (decompressed) input.
+    pub line: u64,
+    pub problem: String,
+}
+
+impl std::fmt::Display for BadRow {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}:{}: {}", self.input, self.line, self.problem)
+    }
+}
+
+/// What a split produced; also stored as `splits/<id>.done` (the split's commit point).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SplitOutcome {
+    /// `rows_in`, `rows_bad` filled.
+    pub counts: Counts,
+    /// The first bad rows (at most a few), for the error message.
+    pub bad_rows: Vec<BadRow>,
+    /// `(shard, key)` of every chunk written, in write order.
+    pub chunks: Vec<(ShardId, String)>,
+}
+
+/// What a merge produced; also stored as `parts/<shard>.done` (the shard's commit point).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MergeOutcome {
+    pub counts: Counts,
+    pub part: String,
+    pub records: u64,
+    pub bytes: u64,
+    pub sha256: String,
+}
+
+/// Worker → coordinator.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TaskReport {
+    pub job: JobId,
+    pub task: TaskRef,
+    pub attempt: Attempt,
+    pub status: ReportStatus,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum ReportStatus {
+    Split(SplitOutcome),
+    Merged(MergeOutcome),
+    /// The task failed for good (bad input, missing base source): the job cannot finish.
+    Failed { error: String },
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn task() -> Task {
+        Task::Merge(MergeTask {
+            job: JobId::parse("j1").unwrap(),
+            shard: ShardId(3),
+            base_commit: "c".into(),
+            source: "dir:/x".into(),
+            chunks: vec!["a".into()],
+        })
+    }
+
+    #[test]
+    fn round_trip() {
+        let b = encode(&task()).unwrap();
+        assert_eq!(decode::<Task>(&b).unwrap(), task());
+    }
+
+    #[test]
+    fn wrong_version_is_rejected() {
+        let b = rmp_serde::to_vec_named(&Envelope { version: 99, body: task() }).unwrap();
+        assert!(matches!(decode::<Task>(&b), Err(WireError::Version { got: 99, .. })));
+    }
+
+    #[test]
+    fn garbage_and_oversize_are_rejected() {
+        assert!(matches!(decode::<Task>(b"\xff\x00garbage"), Err(WireError::Decode(_))));
+        let big = vec![0u8; MAX_MESSAGE_BYTES + 1];
+        assert!(matches!(decode::<Task>(&big), Err(WireError::TooLarge { .. })));
+    }
+}

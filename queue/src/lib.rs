@@ -1,0 +1,98 @@
+//! `covmerge-queue` moves tasks from the coordinator to workers and reports back, with
+//! at-least-once delivery: a task is acknowledged only after its output is durable, a
+//! delivery that is neither acknowledged nor rejected (the worker died) comes back, a
+//! task that keeps failing is dead-lettered to its job's coordinator after a delivery
+//! limit, and a task that can never succeed is dead-lettered at once.
+//!
+//! Two implementations behind one interface: [`memory::MemoryQueue`] (embedded mode,
+//! one process) and [`amqp::AmqpQueue`] (RabbitMQ quorum queues). The queue moves
+//! opaque bytes: it knows nothing of the messages' meaning.
+
+use async_trait::async_trait;
+
+/// Checks every implementation must pass.
+pub mod conformance;
+/// RabbitMQ: durable quorum queues, confirms, dead-lettering, reconnects.
+pub mod amqp;
+/// The in-process queue used by embedded mode and tests.
+pub mod memory;
+
+/// Deliveries after which a failing task is dead-lettered (RabbitMQ `x-delivery-limit`:
+/// the first delivery plus this many redeliveries).
+pub const DEFAULT_DELIVERY_LIMIT: u32 = 4;
+
+/// Queue failures.
+#[derive(Debug, thiserror::Error)]
+pub enum QueueError {
+    /// The broker cannot be reached or the connection broke; reconnecting may help.
+    #[error("broker unavailable: {0}")]
+    Unavailable(String),
+    /// The broker refused a message (unroutable, nacked): the publisher must not
+    /// assume it was delivered.
+    #[error("message not accepted by the broker: {0}")]
+    NotAccepted(String),
+    /// The queue was closed (shutdown).
+    #[error("queue closed")]
+    Closed,
+}
+
+/// What happened to a task, seen by its job's coordinator.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Event {
+    /// A worker's report (an encoded `TaskReport`).
+    Report(Vec<u8>),
+    /// A task that was dead-lettered: the body as published, and why.
+    DeadLetter { body: Vec<u8>, reason: String },
+}
+
+/// How a delivery ends.
+#[async_trait]
+pub trait Settle: Send {
+    /// Done: remove it from the queue.
+    async fn ack(self: Box<Self>) -> Result<(), QueueError>;
+    /// Failed, may succeed later: deliver it again (counts toward the delivery limit).
+    async fn retry(self: Box<Self>) -> Result<(), QueueError>;
+    /// Can never succeed (poison): dead-letter it now.
+    async fn reject(self: Box<Self>) -> Result<(), QueueError>;
+}
+
+/// One delivered task.
+pub struct Delivery {
+    pub body: Vec<u8>,
+    /// 1 on the first delivery, 2 on the first redelivery, ...
+    pub attempt: u32,
+    settle: Box<dyn Settle>,
+}
+
+impl Delivery {
+    pub fn new(body: Vec<u8>, attempt: u32, settle: Box<dyn Settle>) -> Self {
+        Delivery { body, attempt, settle }
+    }
+    pub async fn ack(self) -> Result<(), QueueError> {
+        self.settle.ack().await
+    }
+    pub async fn retry(self) -> Result<(), QueueError> {
+        self.settle.retry().await
+    }
+    pub async fn reject(self) -> Result<(), QueueError> {
+        self.settle.reject().await
+    }
+}
+
+/// The work queue shared by a coordinator and its workers.
+#[async_trait]
+pub trait Queue: Send + Sync {
+    /// Creates whatever the job needs (its report and dead-letter queues). Idempotent:
+    /// a resumed coordinator calls it again and finds what the first one left.
+    async fn open_job(&self, job: &str) -> Result<(), QueueError>;
+    /// Publishes a task for `job`; returns only once the broker has it durably.
+    async fn publish_task(&self, job: &str, body: Vec<u8>) -> Result<(), QueueError>;
+    /// The next task for any job (workers). Waits until one arrives.
+    async fn next_task(&self) -> Result<Delivery, QueueError>;
+    /// Sends a report to `job`'s coordinator; returns once the broker has it.
+    async fn publish_report(&self, job: &str, body: Vec<u8>) -> Result<(), QueueError>;
+    /// The next report or dead letter of `job` (coordinator). Waits until one arrives.
+    async fn next_event(&self, job: &str) -> Result<Event, QueueError>;
+    /// Removes the job's queues once it is finished.
+    async fn close_job(&self, job: &str) -> Result<(), QueueError>;
+}

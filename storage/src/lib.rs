@@ -1,0 +1,367 @@
+//! `covmerge-storage` owns every byte that covmerge keeps in object storage: it turns a
+//! store URL (`file://`, `s3://`, `memory:`, ...) into a [`Store`], and offers the few
+//! operations the pipeline needs — whole-object puts (atomic: an object appears whole
+//! or not at all), gets, listing, and the streamed concatenation that assembles the
+//! result from parts without holding it in memory.
+//!
+//! It knows nothing about rows, shards or queues. Credentials come from the usual
+//! environment variables (`AWS_*`) and never appear in an error or a log line: the
+//! [`Store`] displays its URL without user info or query.
+
+use std::sync::Arc;
+
+use bytes::Bytes;
+use futures::TryStreamExt;
+use object_store::{memory::InMemory, path::Path, ObjectStore, ObjectStoreExt, PutPayload, WriteMultipart};
+
+/// Storage errors with the object they concern.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    #[error("invalid store URL {url}: {reason}")]
+    Url { url: String, reason: String },
+    #[error("object {key} not found in {store}")]
+    NotFound { store: String, key: String },
+    #[error("{op} {key} in {store}: {source}")]
+    Io {
+        op: &'static str,
+        store: String,
+        key: String,
+        #[source]
+        source: object_store::Error,
+    },
+}
+
+impl StoreError {
+    /// Whether trying again may succeed (network, throttling, server errors).
+    pub fn is_transient(&self) -> bool {
+        match self {
+            StoreError::Io { source, .. } => !matches!(
+                source,
+                object_store::Error::NotFound { .. }
+                    | object_store::Error::InvalidPath { .. }
+                    | object_store::Error::NotSupported { .. }
+                    | object_store::Error::PermissionDenied { .. }
+                    | object_store::Error::Unauthenticated { .. }
+            ),
+            _ => false,
+        }
+    }
+}
+
+/// A store and a prefix inside it.
+#[derive(Clone)]
+pub struct Store {
+    inner: Arc<dyn ObjectStore>,
+    prefix: Path,
+    display: String,
+}
+
+impl std::fmt::Debug for Store {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.display)
+    }
+}
+
+impl std::fmt::Display for Store {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.display)
+    }
+}
+
+/// A URL without credentials: safe for logs.
+pub fn redact_url(url: &str) -> String {
+    match url::Url::parse(url) {
+        Ok(mut u) => {
+            let _ = u.set_password(None);
+            let _ = u.set_username("");
+            u.set_query(None);
+            u.to_string()
+        }
+        Err(_) => url.to_string(),
+    }
+}
+
+/// Whether `s` names an object-store location rather than a local path.
+pub fn is_store_url(s: &str) -> bool {
+    ["file://", "s3://", "s3a://", "gs://", "az://", "abfs://", "memory:", "http://", "https://"]
+        .iter()
+        .any(|p| s.starts_with(p))
+}
+
+impl Store {
+    /// Opens a store URL; the URL's path becomes the prefix of every key.
+    pub fn open(url: &str) -> Result<Store, StoreError> {
+        let bad = |reason: String| StoreError::Url { url: redact_url(url), reason };
+        if url == "memory:" || url.starts_with("memory:/") {
+            return Ok(Store::from_object_store(Arc::new(InMemory::new()), "", "memory:"));
+        }
+        let u = url::Url::parse(url).map_err(|e| bad(e.to_string()))?;
+        match u.scheme() {
+            "file" => {
+                let dir = u.to_file_path().map_err(|_| bad("not an absolute file path".into()))?;
+                std::fs::create_dir_all(&dir).map_err(|e| bad(e.to_string()))?;
+                let fs = object_store::local::LocalFileSystem::new_with_prefix(&dir)
+                    .map_err(|e| bad(e.to_string()))?;
+                Ok(Store::from_object_store(Arc::new(fs), "", &redact_url(url)))
+            }
+            "s3" | "s3a" => {
+                let bucket = u.host_str().ok_or_else(|| bad("no bucket".into()))?;
+                let mut b = object_store::aws::AmazonS3Builder::from_env().with_bucket_name(bucket);
+                if let Ok(ep) = std::env::var("AWS_ENDPOINT_URL").or_else(|_| std::env::var("AWS_ENDPOINT")) {
+                    if ep.starts_with("http://") {
+                        b = b.with_allow_http(true);
+                    }
+                    b = b.with_endpoint(ep);
+                }
+                if std::env::var("AWS_REGION").is_err() && std::env::var("AWS_DEFAULT_REGION").is_err() {
+                    b = b.with_region("us-east-1");
+                }
+                let s3 = b.build().map_err(|e| bad(e.to_string()))?;
+                Ok(Store::from_object_store(Arc::new(s3), u.path(), &redact_url(url)))
+            }
+            other => Err(bad(format!(
+                "scheme {other}: this build supports file://, s3:// and memory: \
+                 (gs:// and az:// need object_store's gcp/azure features)"
+            ))),
+        }
+    }
+
+    /// Wraps an existing object store (tests hand in an `InMemory`).
+    pub fn from_object_store(inner: Arc<dyn ObjectStore>, prefix: &str, display: &str) -> Store {
+        Store { inner, prefix: Path::from(prefix.trim_matches('/')), display: display.to_string() }
+    }
+
+    /// The same store, one level deeper.
+    pub fn scoped(&self, sub: &str) -> Store {
+        Store {
+            inner: self.inner.clone(),
+            prefix: self.path(sub),
+            display: format!("{}/{}", self.display.trim_end_matches('/'), sub),
+        }
+    }
+
+    fn path(&self, key: &str) -> Path {
+        let key = key.trim_matches('/');
+        if self.prefix.as_ref().is_empty() {
+            Path::from(key)
+        } else if key.is_empty() {
+            self.prefix.clone()
+        } else {
+            Path::from(format!("{}/{}", self.prefix, key))
+        }
+    }
+
+    fn io(&self, op: &'static str, key: &str, source: object_store::Error) -> StoreError {
+        if let object_store::Error::NotFound { .. } = source {
+            return StoreError::NotFound { store: self.display.clone(), key: key.to_string() };
+        }
+        StoreError::Io { op, store: self.display.clone(), key: key.to_string(), source }
+    }
+
+    /// Writes a whole object. Readers see the old object or the new one, never a part.
+    pub async fn put(&self, key: &str, data: Bytes) -> Result<(), StoreError> {
+        self.inner
+            .put(&self.path(key), PutPayload::from(data))
+            .await
+            .map(|_| ())
+            .map_err(|e| self.io("put", key, e))
+    }
+
+    pub async fn get(&self, key: &str) -> Result<Bytes, StoreError> {
+        let r = self.inner.get(&self.path(key)).await.map_err(|e| self.io("get", key, e))?;
+        r.bytes().await.map_err(|e| self.io("get", key, e))
+    }
+
+    /// The object as a stream of chunks.
+    pub async fn get_stream(
+        &self,
+        key: &str,
+    ) -> Result<futures::stream::BoxStream<'static, Result<Bytes, StoreError>>, StoreError> {
+        let r = self.inner.get(&self.path(key)).await.map_err(|e| self.io("get", key, e))?;
+        let (store, k) = (self.display.clone(), key.to_string());
+        Ok(Box::pin(r.into_stream().map_err(move |source| StoreError::Io {
+            op: "get",
+            store: store.clone(),
+            key: k.clone(),
+            source,
+        })))
+    }
+
+    /// `None` when the object does not exist.
+    pub async fn get_opt(&self, key: &str) -> Result<Option<Bytes>, StoreError> {
+        match self.get(key).await {
+            Ok(b) => Ok(Some(b)),
+            Err(StoreError::NotFound { .. }) => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Size in bytes of an object.
+    pub async fn size(&self, key: &str) -> Result<u64, StoreError> {
+        self.inner.head(&self.path(key)).await.map(|m| m.size).map_err(|e| self.io("head", key, e))
+    }
+
+    pub async fn exists(&self, key: &str) -> Result<bool, StoreError> {
+        match self.inner.head(&self.path(key)).await {
+            Ok(_) => Ok(true),
+            Err(object_store::Error::NotFound { .. }) => Ok(false),
+            Err(e) => Err(self.io("head", key, e)),
+        }
+    }
+
+    /// Keys (relative to this store's prefix) under `prefix`, sorted.
+    pub async fn list(&self, prefix: &str) -> Result<Vec<String>, StoreError> {
+        let p = self.path(prefix);
+        let metas: Vec<_> = self
+            .inner
+            .list(Some(&p))
+            .try_collect()
+            .await
+            .map_err(|e| self.io("list", prefix, e))?;
+        let strip = self.prefix.as_ref();
+        let mut keys: Vec<String> = metas
+            .into_iter()
+            .map(|m| {
+                let s = m.location.to_string();
+                if strip.is_empty() {
+                    s
+                } else {
+                    s.strip_prefix(strip).unwrap_or(&s).trim_start_matches('/').to_string()
+                }
+            })
+            .collect();
+        keys.sort();
+        Ok(keys)
+    }
+
+    pub async fn delete(&self, key: &str) -> Result<(), StoreError> {
+        match self.inner.delete(&self.path(key)).await {
+            Ok(()) | Err(object_store::Error::NotFound { .. }) => Ok(()),
+            Err(e) => Err(self.io("delete", key, e)),
+        }
+    }
+
+    /// Writes `head` followed by the objects `parts` of `src`, in order, as the single
+    /// object `key`, streaming through a multipart upload: the object appears only when
+    /// the upload completes, and memory holds a few chunks at a time.
+    pub async fn concat(
+        &self,
+        key: &str,
+        head: Bytes,
+        src: &Store,
+        parts: &[String],
+    ) -> Result<u64, StoreError> {
+        let upload = self
+            .inner
+            .put_multipart(&self.path(key))
+            .await
+            .map_err(|e| self.io("put_multipart", key, e))?;
+        let mut w = WriteMultipart::new_with_chunk_size(upload, 8 << 20);
+        let mut total = head.len() as u64;
+        w.put(head);
+        for p in parts {
+            let r = src.inner.get(&src.path(p)).await;
+            let r = match r {
+                Ok(r) => r,
+                Err(e) => {
+                    w.abort().await.ok();
+                    return Err(src.io("get", p, e));
+                }
+            };
+            let mut s = r.into_stream();
+            loop {
+                match s.try_next().await {
+                    Ok(Some(b)) => {
+                        total += b.len() as u64;
+                        if let Err(e) = w.wait_for_capacity(4).await {
+                            return Err(self.io("put_part", key, e));
+                        }
+                        w.put(b);
+                    }
+                    Ok(None) => break,
+                    Err(e) => {
+                        w.abort().await.ok();
+                        return Err(src.io("get", p, e));
+                    }
+                }
+            }
+        }
+        w.finish().await.map_err(|e| self.io("complete", key, e))?;
+        Ok(total)
+    }
+}
+
+/// Splits an object URL (`s3://bucket/dir/obj.csv.gz`) into the store of its parent and the key.
+pub fn open_object(url: &str) -> Result<(Store, String), StoreError> {
+    let (parent, name) = match url.rfind('/') {
+        Some(i) if i + 1 < url.len() && !url[..i].ends_with('/') => (&url[..i], &url[i + 1..]),
+        _ => {
+            return Err(StoreError::Url {
+                url: redact_url(url),
+                reason: "expected a URL naming an object".into(),
+            })
+        }
+    };
+    Ok((Store::open(parent)?, name.to_string()))
+}
+
+/// Expands input specs: local paths stay as they are; a store URL ending in `*` or `/`
+/// lists the objects under that prefix (a trailing `*` matches any suffix).
+pub async fn expand_inputs(specs: &[String]) -> Result<Vec<String>, StoreError> {
+    let mut out = Vec::new();
+    for spec in specs {
+        if !is_store_url(spec) || !(spec.ends_with('*') || spec.ends_with('/')) {
+            out.push(spec.clone());
+            continue;
+        }
+        let pat = spec.trim_end_matches('*');
+        let (dir, stem) = match pat.rfind('/') {
+            Some(i) => (&pat[..i], &pat[i + 1..]),
+            None => (pat, ""),
+        };
+        let store = Store::open(dir)?;
+        let mut found: Vec<String> = store
+            .list("")
+            .await?
+            .into_iter()
+            .filter(|k| k.starts_with(stem))
+            .map(|k| format!("{}/{}", dir.trim_end_matches('/'), k))
+            .collect();
+        found.sort();
+        if found.is_empty() {
+            return Err(StoreError::NotFound { store: redact_url(dir), key: format!("{stem}*") });
+        }
+        out.extend(found);
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn put_get_list_concat_on_memory_and_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let url = format!("file://{}", dir.path().display());
+        for store in [Store::open("memory:").unwrap(), Store::open(&url).unwrap().scoped("job")] {
+            store.put("p/1", Bytes::from_static(b"one")).await.unwrap();
+            store.put("p/0", Bytes::from_static(b"zero")).await.unwrap();
+            assert_eq!(store.list("p").await.unwrap(), vec!["p/0", "p/1"]);
+            assert!(store.get_opt("nope").await.unwrap().is_none());
+            assert!(matches!(store.get("nope").await, Err(StoreError::NotFound { .. })));
+            let n = store
+                .concat("out", Bytes::from_static(b"H"), &store, &["p/0".into(), "p/1".into()])
+                .await
+                .unwrap();
+            assert_eq!(n, 8);
+            assert_eq!(&store.get("out").await.unwrap()[..], b"Hzeroone");
+        }
+    }
+
+    #[test]
+    fn redaction_hides_credentials() {
+        let r = redact_url("amqp://user:s3cret@host:5672/vh?x=secret");
+        assert!(!r.contains("s3cret") && !r.contains("secret"), "{r}");
+    }
+}

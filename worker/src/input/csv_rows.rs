@@ -1,0 +1,303 @@
+use std::io::{self, Read};
+
+/// The required columns of SPEC §2, in the order of [`Columns`]' fields.
+pub const REQUIRED: [&str; 7] =
+    ["kernel_repo", "kernel_commit", "file_path", "func_name", "manager", "sl", "hit_count"];
+
+/// An input that cannot be read at all (as opposed to one bad row).
+#[derive(Debug, thiserror::Error)]
+pub enum InputError {
+    #[error("{input}: cannot open: {source}")]
+    Open {
+        input: String,
+        #[source]
+        source: io::Error,
+    },
+    #[error("{input}: required column `{column}` missing from the header")]
+    MissingColumn { input: String, column: &'static str },
+    #[error("{input}: empty input, expected a header row")]
+    Empty { input: String },
+    #[error("{input}:{line}: {problem}")]
+    Read { input: String, line: u64, problem: String },
+}
+
+/// Positions of the required columns in this input.
+#[derive(Debug, Clone, Copy)]
+pub struct Columns {
+    pub repo: usize,
+    pub commit: usize,
+    pub file: usize,
+    pub func: usize,
+    pub manager: usize,
+    pub sl: usize,
+    pub hits: usize,
+}
+
+/// One valid row, borrowing the reader's buffer.
+#[derive(Debug, Clone, Copy)]
+pub struct Row<'a> {
+    pub repo: &'a [u8],
+    pub commit: &'a [u8],
+    pub file: &'a [u8],
+    pub func: &'a [u8],
+    pub manager: &'a [u8],
+    /// 0 means "no line information" (SPEC §2).
+    pub sl: u32,
+    pub hits: u64,
+}
+
+/// Why a row is malformed (SPEC §6).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RowProblem {
+    FieldCount { want: usize, got: usize },
+    BadInteger { column: &'static str, value: String },
+    Negative { column: &'static str, value: String },
+    Overflow { column: &'static str, value: String },
+    BadPath { value: String },
+}
+
+impl std::fmt::Display for RowProblem {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            RowProblem::FieldCount { want, got } => {
+                write!(f, "expected {want} fields like the header, found {got}")
+            }
+            RowProblem::BadInteger { column, value } => {
+                write!(f, "column `{column}`: {value:?} is not an integer")
+            }
+            RowProblem::Negative { column, value } => {
+                write!(f, "column `{column}`: {value:?} is negative")
+            }
+            RowProblem::Overflow { column, value } => {
+                write!(f, "column `{column}`: {value:?} overflows a 64-bit count")
+            }
+            RowProblem::BadPath { value } => write!(
+                f,
+                "column `file_path`: {value:?} must be a relative path without `..`"
+            ),
+        }
+    }
+}
+
+/// Parses a non-negative decimal that must fit an i64 (Go's `int64` on the dashboard).
+fn parse_count(column: &'static str, v: &[u8]) -> Result<u64, RowProblem> {
+    let v = v.trim_ascii();
+    let show = || String::from_utf8_lossy(v).into_owned();
+    let digits = match v.first() {
+        Some(b'-') => {
+            let rest = &v[1..];
+            if !rest.is_empty() && rest.iter().all(u8::is_ascii_digit) {
+                if rest.iter().all(|&b| b == b'0') {
+                    return Ok(0);
+                }
+                return Err(RowProblem::Negative { column, value: show() });
+            }
+            return Err(RowProblem::BadInteger { column, value: show() });
+        }
+        Some(b'+') => &v[1..],
+        _ => v,
+    };
+    if digits.is_empty() || !digits.iter().all(u8::is_ascii_digit) {
+        return Err(RowProblem::BadInteger { column, value: show() });
+    }
+    let mut n: u64 = 0;
+    for &d in digits {
+        n = n
+            .checked_mul(10)
+            .and_then(|n| n.checked_add((d - b'0') as u64))
+            .ok_or_else(|| RowProblem::Overflow { column, value: show() })?;
+    }
+    if n > i64::MAX as u64 {
+        return Err(RowProblem::Overflow { column, value: show() });
+    }
+    Ok(n)
+}
+
+fn valid_path(p: &[u8]) -> bool {
+    !p.is_empty()
+        && p[0] != b'/'
+        && p[0] != b'\\'
+        && !p.contains(&0)
+        && p.split(|&b| b == b'/' || b == b'\\').all(|c| c != b"..")
+}
+
+/// Reads CSV rows of one input: the header names the columns; a repeated header is
+/// skipped; blank lines are ignored.
+pub struct RowReader<R: Read> {
+    name: String,
+    rdr: csv::Reader<R>,
+    header: csv::ByteRecord,
+    cols: Columns,
+    rec: csv::ByteRecord,
+}
+
+impl<R: Read> RowReader<R> {
+    /// Reads the header; refuses the input if a required column is missing.
+    pub fn new(name: &str, input: R) -> Result<Self, InputError> {
+        let mut rdr = csv::ReaderBuilder::new()
+            .has_headers(false)
+            .flexible(true)
+            .buffer_capacity(1 << 16)
+            .from_reader(input);
+        let mut header = csv::ByteRecord::new();
+        let got = rdr.read_byte_record(&mut header).map_err(|e| read_err(name, &e))?;
+        if !got {
+            return Err(InputError::Empty { input: name.to_string() });
+        }
+        // A UTF-8 BOM before the first column name is not part of the name.
+        let fields: Vec<Vec<u8>> = header
+            .iter()
+            .enumerate()
+            .map(|(i, f)| {
+                let f = if i == 0 { f.strip_prefix(b"\xef\xbb\xbf").unwrap_or(f) } else { f };
+                f.trim_ascii().to_vec()
+            })
+            .collect();
+        let find = |c: &'static str| {
+            fields.iter().position(|f| f == c.as_bytes()).ok_or_else(|| {
+                InputError::MissingColumn { input: name.to_string(), column: c }
+            })
+        };
+        let cols = Columns {
+            repo: find(REQUIRED[0])?,
+            commit: find(REQUIRED[1])?,
+            file: find(REQUIRED[2])?,
+            func: find(REQUIRED[3])?,
+            manager: find(REQUIRED[4])?,
+            sl: find(REQUIRED[5])?,
+            hits: find(REQUIRED[6])?,
+        };
+        Ok(RowReader { name: name.to_string(), rdr, header, cols, rec: csv::ByteRecord::new() })
+    }
+
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// Calls `f` with every data row: `Ok(row)` or `Err(problem)` with its 1-based line.
+    /// Stops early when `f` returns `false`.
+    pub fn for_each(
+        &mut self,
+        mut f: impl FnMut(u64, Result<Row<'_>, RowProblem>) -> bool,
+    ) -> Result<(), InputError> {
+        let c = self.cols;
+        let want = self.header.len();
+        loop {
+            let got = self.rdr.read_byte_record(&mut self.rec).map_err(|e| read_err(&self.name, &e))?;
+            if !got {
+                return Ok(());
+            }
+            let rec = &self.rec;
+            let line = rec.position().map(|p| p.line()).unwrap_or(0);
+            if rec.len() == 1 && rec[0].is_empty() {
+                continue; // blank line
+            }
+            if rec.len() != want {
+                if !f(line, Err(RowProblem::FieldCount { want, got: rec.len() })) {
+                    return Ok(());
+                }
+                continue;
+            }
+            if rec == &self.header {
+                continue; // a repeated header
+            }
+            let parsed = (|| {
+                let file = &rec[c.file];
+                if !valid_path(file) {
+                    return Err(RowProblem::BadPath { value: String::from_utf8_lossy(file).into() });
+                }
+                let sl = parse_count("sl", &rec[c.sl])?;
+                let hits = parse_count("hit_count", &rec[c.hits])?;
+                Ok(Row {
+                    repo: &rec[c.repo],
+                    commit: rec[c.commit].trim_ascii(),
+                    file,
+                    func: &rec[c.func],
+                    manager: &rec[c.manager],
+                    // A line past u32 is past the end of any file: it is lost, not bad.
+                    sl: sl.min(u32::MAX as u64) as u32,
+                    hits,
+                })
+            })();
+            if !f(line, parsed) {
+                return Ok(());
+            }
+        }
+    }
+}
+
+fn read_err(name: &str, e: &csv::Error) -> InputError {
+    let line = e.position().map(|p| p.line()).unwrap_or(0);
+    let problem = match e.kind() {
+        csv::ErrorKind::Io(io) => io.to_string(),
+        _ => e.to_string(),
+    };
+    InputError::Read { input: name.to_string(), line, problem }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rows(text: &str) -> Result<Vec<(u64, Result<String, RowProblem>)>, InputError> {
+        let mut r = RowReader::new("t.csv", text.as_bytes())?;
+        let mut out = Vec::new();
+        r.for_each(|line, row| {
+            out.push((
+                line,
+                row.map(|r| {
+                    format!(
+                        "{}|{}|{}|{}|{}",
+                        String::from_utf8_lossy(r.file),
+                        String::from_utf8_lossy(r.commit),
+                        String::from_utf8_lossy(r.manager),
+                        r.sl,
+                        r.hits
+                    )
+                }),
+            ));
+            true
+        })?;
+        Ok(out)
+    }
+
+    const H: &str = "x,manager,sl,hit_count,kernel_repo,kernel_commit,file_path,func_name\n";
+
+    #[test]
+    fn columns_by_name_in_any_order_with_extras() {
+        let t = format!("{H}1,m,3,5,r,c1,a.c,f\n{H}2,m,0,0,r,c1,b.c,\n\n");
+        let got = rows(&t).unwrap();
+        assert_eq!(got.len(), 2, "repeated header and blank line skipped: {got:?}");
+        assert_eq!(got[0], (2, Ok("a.c|c1|m|3|5".into())));
+        assert_eq!(got[1], (4, Ok("b.c|c1|m|0|0".into())));
+    }
+
+    #[test]
+    fn missing_column_is_refused_by_name() {
+        let e = rows("kernel_repo,kernel_commit,file_path,func_name,manager,sl\n").unwrap_err();
+        assert!(matches!(e, InputError::MissingColumn { column: "hit_count", .. }), "{e}");
+        assert!(e.to_string().contains("t.csv") && e.to_string().contains("hit_count"));
+    }
+
+    #[test]
+    fn malformed_rows_name_their_line_and_problem() {
+        let t = format!(
+            "{H}1,m,x,5,r,c,a.c,f\n1,m,-3,5,r,c,a.c,f\n1,m,3,99999999999999999999,r,c,a.c,f\n\
+             1,m,3,5,r,c,/abs.c,f\n1,m,3,5,r,c,a/../b.c,f\n1,m,3\n1,m,3,9223372036854775808,r,c,a.c,f\n"
+        );
+        let got = rows(&t).unwrap();
+        let probs: Vec<_> = got.iter().map(|(l, r)| (*l, r.clone().unwrap_err())).collect();
+        assert!(matches!(probs[0], (2, RowProblem::BadInteger { column: "sl", .. })));
+        assert!(matches!(probs[1], (3, RowProblem::Negative { column: "sl", .. })));
+        assert!(matches!(probs[2], (4, RowProblem::Overflow { column: "hit_count", .. })));
+        assert!(matches!(probs[3], (5, RowProblem::BadPath { .. })));
+        assert!(matches!(probs[4], (6, RowProblem::BadPath { .. })));
+        assert_eq!(probs[5], (7, RowProblem::FieldCount { want: 8, got: 3 }));
+        assert!(matches!(probs[6], (8, RowProblem::Overflow { .. })));
+    }
+
+    #[test]
+    fn empty_input_is_an_error() {
+        assert!(matches!(rows(""), Err(InputError::Empty { .. })));
+    }
+}

@@ -1,0 +1,176 @@
+//! Projecting lines of one version of a file onto the base version.
+//!
+//! The diff is imara-diff's **Histogram** algorithm (git's `--histogram`, a
+//! patience-style diff that anchors on rare lines) followed by imara-diff's
+//! line post-processing (git's indent heuristic for sliding ambiguous hunks). With
+//! repeated lines (`}`, `return ret;`) any diff must choose an alignment; this is the
+//! one covmerge documents and applies deterministically. A line maps to the base only
+//! inside an unchanged run; changed, deleted and out-of-range lines map to nothing.
+//!
+//! Bounds: imara-diff's Myers fallback carries git's heuristics, so time stays near
+//! linear even when every line differs. Beyond that, a pair whose line counts
+//! multiply past [`MAX_DIFF_CELLS`] is not diffed at all: only a common prefix and
+//! suffix are mapped, and the pair is counted in `diffs_capped`.
+
+use std::sync::{Arc, Mutex};
+
+use imara_diff::{Algorithm, Diff, InternedInput};
+use rustc_hash::FxHashMap;
+
+use crate::source::{BlobId, FileVersion};
+
+/// A pair with more than this many `from_lines × to_lines` is mapped by prefix and
+/// suffix only (10^12: two 1,000,000-line files).
+pub const MAX_DIFF_CELLS: u64 = 1_000_000_000_000;
+
+/// `map[i]` is the 1-based base line of line `i + 1`, or 0 when it has none.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LineMap {
+    map: Vec<u32>,
+    pub capped: bool,
+}
+
+impl LineMap {
+    /// The base line of 1-based line `sl`, if it maps.
+    pub fn project(&self, sl: u32) -> Option<u32> {
+        if sl == 0 {
+            return None;
+        }
+        self.map.get(sl as usize - 1).copied().filter(|&t| t != 0)
+    }
+
+    fn bytes(&self) -> usize {
+        self.map.len() * 4 + 64
+    }
+}
+
+/// Computes the line map of `from` onto `to`.
+pub fn line_map(from: &FileVersion, to: &FileVersion) -> LineMap {
+    let a: Vec<&[u8]> = from.lines().collect();
+    let b: Vec<&[u8]> = to.lines().collect();
+    line_map_lines(&a, &b)
+}
+
+/// [`line_map`] over already split lines.
+pub fn line_map_lines(a: &[&[u8]], b: &[&[u8]]) -> LineMap {
+    if a == b {
+        return LineMap { map: (1..=a.len() as u32).collect(), capped: false };
+    }
+    if (a.len() as u64) * (b.len() as u64) > MAX_DIFF_CELLS {
+        let mut map = vec![0u32; a.len()];
+        let pre = a.iter().zip(b).take_while(|(x, y)| x == y).count();
+        for (i, m) in map.iter_mut().enumerate().take(pre) {
+            *m = i as u32 + 1;
+        }
+        let suf = a[pre..].iter().rev().zip(b[pre..].iter().rev()).take_while(|(x, y)| x == y).count();
+        for k in 0..suf {
+            map[a.len() - 1 - k] = (b.len() - k) as u32;
+        }
+        return LineMap { map, capped: true };
+    }
+    let mut input: InternedInput<&[u8]> = InternedInput::default();
+    input.reserve(a.len() as u32, b.len() as u32);
+    input.update_before(a.iter().copied());
+    input.update_after(b.iter().copied());
+    let mut diff = Diff::compute(Algorithm::Histogram, &input);
+    diff.postprocess_lines(&input);
+    let mut map = vec![0u32; a.len()];
+    let (mut i, mut j) = (0u32, 0u32);
+    let (n, m) = (a.len() as u32, b.len() as u32);
+    while i < n {
+        if diff.is_removed(i) {
+            i += 1;
+            continue;
+        }
+        while j < m && diff.is_added(j) {
+            j += 1;
+        }
+        debug_assert!(j < m, "unchanged line without a partner");
+        if j >= m {
+            break;
+        }
+        map[i as usize] = j + 1;
+        i += 1;
+        j += 1;
+    }
+    LineMap { map, capped: false }
+}
+
+/// Line maps keyed by (from blob, to blob), shared by a worker's merge threads, up to
+/// a byte budget (then cleared: maps are cheap to recompute relative to the budget).
+pub struct ProjectionCache {
+    budget: usize,
+    inner: Mutex<(FxHashMap<(BlobId, BlobId), Arc<LineMap>>, usize)>,
+}
+
+impl ProjectionCache {
+    pub fn new(budget_bytes: usize) -> Self {
+        ProjectionCache { budget: budget_bytes, inner: Mutex::default() }
+    }
+
+    /// The map of `from` onto `to`, computed at most once while cached.
+    pub fn get(&self, from: &FileVersion, to: &FileVersion) -> Arc<LineMap> {
+        let key = (from.id, to.id);
+        if let Some(m) = self.inner.lock().unwrap().0.get(&key) {
+            return m.clone();
+        }
+        let m = Arc::new(line_map(from, to));
+        let mut g = self.inner.lock().unwrap();
+        if g.1 + m.bytes() > self.budget {
+            g.0.clear();
+            g.1 = 0;
+        }
+        g.1 += m.bytes();
+        g.0.insert(key, m.clone());
+        m
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn map(a: &str, b: &str) -> Vec<Option<u32>> {
+        let (a, b) = (FileVersion::new(a.into()), FileVersion::new(b.into()));
+        let m = line_map(&a, &b);
+        (1..=a.lines().count() as u32 + 1).map(|l| m.project(l)).collect()
+    }
+
+    #[test]
+    fn identical_is_identity_and_beyond_end_is_none() {
+        assert_eq!(map("a\nb\n", "a\nb\n"), vec![Some(1), Some(2), None]);
+    }
+
+    #[test]
+    fn inserted_line_shifts_below() {
+        assert_eq!(map("a\nb\nc\n", "a\nNEW\nb\nc\n"), vec![Some(1), Some(3), Some(4), None]);
+    }
+
+    #[test]
+    fn changed_and_deleted_lines_are_lost() {
+        assert_eq!(map("a\nb\nc\n", "a\nB\nc\n"), vec![Some(1), None, Some(3), None]);
+        assert_eq!(map("a\nb\nc\n", "c\n"), vec![None, None, Some(1), None]);
+    }
+
+    #[test]
+    fn crlf_differs_from_lf() {
+        assert_eq!(map("a\r\nb\r\n", "a\nb\n"), vec![None, None, None]);
+    }
+
+    #[test]
+    fn pathological_pairs_stay_bounded() {
+        // Every line differs: a full Myers search would be quadratic.
+        let a: String = (0..20_000).map(|i| format!("a{i}\n")).collect();
+        let b: String = (0..20_000).map(|i| format!("b{i}\n")).collect();
+        let m = map(&a, &b);
+        assert!(m.iter().all(|x| x.is_none()));
+    }
+
+    #[test]
+    fn capped_pairs_map_prefix_and_suffix() {
+        let a: Vec<&[u8]> = vec![b"x", b"y", b"z"];
+        let b: Vec<&[u8]> = vec![b"x", b"q", b"z"];
+        let m = line_map_lines(&a, &b);
+        assert_eq!((m.project(1), m.project(2), m.project(3)), (Some(1), None, Some(3)));
+    }
+}

@@ -1,0 +1,336 @@
+//! Executing tasks ([`Executor`]) and the worker loop over a queue ([`run_worker`]).
+//!
+//! A task's outputs are written under the job's prefix in the store, data first and
+//! the `.done` marker last; the report is published and the delivery acknowledged only
+//! after that. A worker killed at any point leaves either nothing, or objects that a
+//! redelivery overwrites with identical bytes.
+//!
+//! ```text
+//! jobs/<job>/spill/<split>/<shard>-<seq>.cms   spill chunks of one split
+//! jobs/<job>/splits/<split>.done               SplitOutcome (the split's commit point)
+//! jobs/<job>/parts/<shard>.jsonl.gz            a merged part
+//! jobs/<job>/parts/<shard>.done                MergeOutcome (the shard's commit point)
+//! ```
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use bytes::Bytes;
+use covmerge_proto::wire::{
+    self, MergeOutcome, MergeTask, ReportStatus, SplitOutcome, SplitTask, Task, TaskReport,
+};
+use covmerge_proto::{Attempt, JobId, ShardId, SplitId};
+use covmerge_queue::Queue;
+use covmerge_storage::Store;
+use sha2::Digest;
+use tokio::sync::watch;
+use tracing::{info, instrument, warn};
+
+use crate::merge::{merge_shard, MergeError, ProjectionCache};
+use crate::source::{open_source, CachedSource, Source, SourceError};
+use crate::split::{split_input, SplitError, SplitSettings};
+
+/// Keys of a job's objects.
+pub mod keys {
+    use super::*;
+
+    pub fn job_prefix(job: &JobId) -> String {
+        format!("jobs/{job}")
+    }
+    pub fn spill(job: &JobId, split: SplitId, shard: ShardId, seq: u32) -> String {
+        format!("jobs/{job}/spill/{split}/{shard}-{seq:05}.cms")
+    }
+    pub fn split_done(job: &JobId, split: SplitId) -> String {
+        format!("jobs/{job}/splits/{split}.done")
+    }
+    pub fn part(job: &JobId, shard: ShardId) -> String {
+        format!("jobs/{job}/parts/{shard}.jsonl.gz")
+    }
+    pub fn part_done(job: &JobId, shard: ShardId) -> String {
+        format!("jobs/{job}/parts/{shard}.done")
+    }
+}
+
+/// A task failure, classified once: retrying helps (`Transient`) or not (`Permanent`).
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum TaskError {
+    #[error("{0}")]
+    Transient(String),
+    #[error("{0}")]
+    Permanent(String),
+}
+
+impl From<SplitError> for TaskError {
+    fn from(e: SplitError) -> Self {
+        match &e {
+            SplitError::Emit { transient: true, .. } => TaskError::Transient(e.to_string()),
+            SplitError::Input(crate::input::InputError::Read { problem, .. })
+                if problem.contains("truncated") || problem.contains("corrupt") =>
+            {
+                TaskError::Permanent(e.to_string())
+            }
+            _ => TaskError::Permanent(e.to_string()),
+        }
+    }
+}
+
+impl From<MergeError> for TaskError {
+    fn from(e: MergeError) -> Self {
+        match &e {
+            MergeError::Fetch { transient: true, .. } | MergeError::Source(SourceError::Io { .. }) => {
+                TaskError::Transient(e.to_string())
+            }
+            _ => TaskError::Permanent(e.to_string()),
+        }
+    }
+}
+
+/// What a worker process is configured with.
+#[derive(Debug, Clone)]
+pub struct WorkerConfig {
+    /// The worker's own source; overrides the one named in merge tasks.
+    pub source: Option<String>,
+    /// Memory the split builders may hold before flushing chunks.
+    pub split_budget: usize,
+    /// Bytes of file versions to cache.
+    pub source_cache: usize,
+    /// Bytes of line maps to cache.
+    pub projection_cache: usize,
+    /// After SIGTERM: how long the current task may still run before it is handed back.
+    pub grace: Duration,
+}
+
+impl Default for WorkerConfig {
+    fn default() -> Self {
+        WorkerConfig {
+            source: None,
+            split_budget: 48 << 20,
+            source_cache: 64 << 20,
+            projection_cache: 32 << 20,
+            grace: Duration::from_secs(25),
+        }
+    }
+}
+
+/// Live counters, for a progress display.
+#[derive(Debug, Default)]
+pub struct Progress {
+    pub rows_read: AtomicU64,
+    pub shards_merged: AtomicU64,
+}
+
+/// Runs tasks against a store. One per worker process, shared by its task loops.
+pub struct Executor {
+    store: Store,
+    cfg: WorkerConfig,
+    sources: Mutex<HashMap<String, Arc<dyn Source>>>,
+    cache: ProjectionCache,
+    pub progress: Arc<Progress>,
+}
+
+fn transient_store(e: &covmerge_storage::StoreError) -> bool {
+    e.is_transient()
+}
+
+impl Executor {
+    pub fn new(store: Store, cfg: WorkerConfig) -> Self {
+        let cache = ProjectionCache::new(cfg.projection_cache);
+        Executor { store, cfg, sources: Mutex::default(), cache, progress: Arc::default() }
+    }
+
+    fn source(&self, spec: &str) -> Result<Arc<dyn Source>, TaskError> {
+        let spec = self.cfg.source.as_deref().unwrap_or(spec);
+        if let Some(s) = self.sources.lock().unwrap().get(spec) {
+            return Ok(s.clone());
+        }
+        let inner = open_source(spec).map_err(|e| TaskError::Permanent(e.to_string()))?;
+        let s: Arc<dyn Source> = Arc::new(CachedSource::new(inner, self.cfg.source_cache));
+        self.sources.lock().unwrap().insert(spec.to_string(), s.clone());
+        Ok(s)
+    }
+
+    /// Runs one task to completion: outputs and marker written.
+    pub async fn execute(self: &Arc<Self>, task: &Task) -> Result<ReportStatus, TaskError> {
+        match task {
+            Task::Split(t) => self.split(t).await.map(ReportStatus::Split),
+            Task::Merge(t) => self.merge(t).await.map(ReportStatus::Merged),
+        }
+    }
+
+    #[instrument(skip_all, fields(job = %t.job, split = %t.split))]
+    async fn split(self: &Arc<Self>, t: &SplitTask) -> Result<SplitOutcome, TaskError> {
+        let this = self.clone();
+        let t2 = t.clone();
+        let rt = tokio::runtime::Handle::current();
+        let outcome = tokio::task::spawn_blocking(move || -> Result<SplitOutcome, TaskError> {
+            let reader = crate::input::open_input(&t2.input, &rt)
+                .map_err(|e| TaskError::Permanent(e.to_string()))?;
+            let mut seq: HashMap<ShardId, u32> = HashMap::new();
+            let mut chunks = Vec::new();
+            let settings = SplitSettings {
+                shards: t2.shards,
+                max_bad_rows: t2.max_bad_rows,
+                memory_budget: this.cfg.split_budget,
+            };
+            let mut emit = |shard: ShardId, chunk: Vec<u8>| -> Result<(), SplitError> {
+                let n = seq.entry(shard).or_insert(0);
+                let key = keys::spill(&t2.job, t2.split, shard, *n);
+                *n += 1;
+                rt.block_on(this.store.put(&key, Bytes::from(chunk))).map_err(|e| SplitError::Emit {
+                    shard,
+                    message: e.to_string(),
+                    transient: transient_store(&e),
+                })?;
+                chunks.push((shard, key));
+                Ok(())
+            };
+            let mut outcome = split_input(&t2.input, reader, settings, &mut emit)?;
+            outcome.chunks = chunks;
+            this.progress.rows_read.fetch_add(outcome.counts.rows_in, Ordering::Relaxed);
+            Ok(outcome)
+        })
+        .await
+        .map_err(|e| TaskError::Transient(format!("split thread: {e}")))??;
+        if outcome.counts.rows_bad > t.max_bad_rows {
+            let first = outcome.bad_rows.first().map(|b| b.to_string()).unwrap_or_default();
+            return Err(TaskError::Permanent(format!(
+                "{first} ({} bad row(s) in {}; --max-bad-rows {})",
+                outcome.counts.rows_bad, t.input, t.max_bad_rows
+            )));
+        }
+        let marker = wire::encode(&outcome).map_err(|e| TaskError::Permanent(e.to_string()))?;
+        let key = keys::split_done(&t.job, t.split);
+        self.store.put(&key, Bytes::from(marker)).await.map_err(|e| TaskError::Transient(e.to_string()))?;
+        info!(rows = outcome.counts.rows_in, bad = outcome.counts.rows_bad, chunks = outcome.chunks.len(), "split done");
+        Ok(outcome)
+    }
+
+    #[instrument(skip_all, fields(job = %t.job, shard = %t.shard))]
+    async fn merge(self: &Arc<Self>, t: &MergeTask) -> Result<MergeOutcome, TaskError> {
+        let source = self.source(&t.source)?;
+        let this = self.clone();
+        let t2 = t.clone();
+        let rt = tokio::runtime::Handle::current();
+        let part = tokio::task::spawn_blocking(move || {
+            let chunks = t2.chunks.iter().map(|k| {
+                rt.block_on(this.store.get(k)).map(|b| (k.clone(), b)).map_err(|e| MergeError::Fetch {
+                    chunk: k.clone(),
+                    message: e.to_string(),
+                    transient: transient_store(&e),
+                })
+            });
+            merge_shard(chunks, t2.base_commit.as_bytes(), source.as_ref(), &this.cache)
+        })
+        .await
+        .map_err(|e| TaskError::Transient(format!("merge thread: {e}")))??;
+        let key = keys::part(&t.job, t.shard);
+        let sha = hex::encode(sha2::Sha256::digest(&part.gz));
+        let outcome = MergeOutcome {
+            counts: part.counts,
+            part: key.clone(),
+            records: part.records,
+            bytes: part.gz.len() as u64,
+            sha256: sha,
+        };
+        self.store.put(&key, Bytes::from(part.gz)).await.map_err(|e| TaskError::Transient(e.to_string()))?;
+        let marker = wire::encode(&outcome).map_err(|e| TaskError::Permanent(e.to_string()))?;
+        self.store
+            .put(&keys::part_done(&t.job, t.shard), Bytes::from(marker))
+            .await
+            .map_err(|e| TaskError::Transient(e.to_string()))?;
+        self.progress.shards_merged.fetch_add(1, Ordering::Relaxed);
+        info!(records = outcome.records, bytes = outcome.bytes, "part written");
+        Ok(outcome)
+    }
+}
+
+/// Backoff before handing a failed task back: 0.5 s × 2^(attempt-1), capped at 30 s,
+/// with ±50 % jitter so a fleet does not retry in lockstep.
+pub fn retry_backoff(attempt: u32) -> Duration {
+    let base = 500u64.saturating_mul(1 << attempt.saturating_sub(1).min(6)).min(30_000);
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.subsec_nanos())
+        .unwrap_or(0) as u64;
+    let jitter = base / 2 + nanos % (base.max(1));
+    Duration::from_millis(jitter)
+}
+
+/// Serves tasks from `queue` until `shutdown` turns true. After shutdown no new task
+/// is taken; the current one may run for `grace`, then it is handed back.
+pub async fn run_worker(
+    queue: Arc<dyn Queue>,
+    exec: Arc<Executor>,
+    mut shutdown: watch::Receiver<bool>,
+) -> Result<(), covmerge_queue::QueueError> {
+    loop {
+        if *shutdown.borrow() {
+            return Ok(());
+        }
+        let delivery = tokio::select! {
+            d = queue.next_task() => d?,
+            _ = shutdown.changed() => return Ok(()),
+        };
+        let task: Task = match wire::decode(&delivery.body) {
+            Ok(t) => t,
+            Err(e) => {
+                warn!(error = %e, bytes = delivery.body.len(), "poison message: dead-lettering it");
+                delivery.reject().await.ok();
+                continue;
+            }
+        };
+        let attempt = Attempt(delivery.attempt);
+        let job = task.job().clone();
+        let task_ref = task.task_ref();
+        let run = exec.execute(&task);
+        tokio::pin!(run);
+        let result = tokio::select! {
+            r = &mut run => r,
+            _ = shutdown.changed() => {
+                info!(task = %task_ref, grace = ?exec.cfg.grace, "shutdown: finishing the current task within the grace period");
+                match tokio::time::timeout(exec.cfg.grace, &mut run).await {
+                    Ok(r) => r,
+                    Err(_) => {
+                        warn!(task = %task_ref, "grace period over: handing the task back");
+                        delivery.retry().await.ok();
+                        return Ok(());
+                    }
+                }
+            }
+        };
+        match result {
+            Ok(status) => {
+                let report = TaskReport { job: job.clone(), task: task_ref, attempt, status };
+                let body = wire::encode(&report).expect("reports encode");
+                if let Err(e) = queue.publish_report(job.as_str(), body).await {
+                    // The outputs and marker are stored: a resumed coordinator finds them.
+                    warn!(%job, task = %task_ref, error = %e, "report not delivered");
+                }
+                delivery.ack().await.ok();
+            }
+            Err(TaskError::Permanent(msg)) => {
+                warn!(%job, task = %task_ref, error = %msg, "task failed permanently");
+                let report = TaskReport {
+                    job: job.clone(),
+                    task: task_ref,
+                    attempt,
+                    status: ReportStatus::Failed { error: msg },
+                };
+                let body = wire::encode(&report).expect("reports encode");
+                queue.publish_report(job.as_str(), body).await.ok();
+                delivery.reject().await.ok();
+            }
+            Err(TaskError::Transient(msg)) => {
+                let wait = retry_backoff(attempt.0);
+                warn!(%job, task = %task_ref, attempt = attempt.0, error = %msg, ?wait, "task failed, will be retried");
+                tokio::select! {
+                    _ = tokio::time::sleep(wait) => {}
+                    _ = shutdown.changed() => {}
+                }
+                delivery.retry().await.ok();
+            }
+        }
+    }
+}

@@ -1,0 +1,52 @@
+use std::collections::VecDeque;
+use std::sync::{Arc, Mutex};
+
+use rustc_hash::FxHashMap;
+
+use super::{FileVersion, Source, SourceError};
+
+type Key = (Box<[u8]>, Box<[u8]>);
+
+/// Keeps recently used versions (and known absences) of any source, up to a byte
+/// budget, evicting the oldest first. Shared by the merge threads of one worker.
+pub struct CachedSource {
+    inner: Arc<dyn Source>,
+    budget: usize,
+    state: Mutex<CacheState>,
+}
+
+#[derive(Default)]
+struct CacheState {
+    map: FxHashMap<Key, Option<Arc<FileVersion>>>,
+    order: VecDeque<Key>,
+    bytes: usize,
+}
+
+impl CachedSource {
+    pub fn new(inner: Arc<dyn Source>, budget_bytes: usize) -> Self {
+        CachedSource { inner, budget: budget_bytes, state: Mutex::default() }
+    }
+}
+
+impl Source for CachedSource {
+    fn get(&self, commit: &[u8], path: &[u8]) -> Result<Option<Arc<FileVersion>>, SourceError> {
+        let key: Key = (commit.into(), path.into());
+        if let Some(v) = self.state.lock().unwrap().map.get(&key) {
+            return Ok(v.clone());
+        }
+        let v = self.inner.get(commit, path)?;
+        let size = v.as_ref().map_or(0, |f| f.data.len()) + key.0.len() + key.1.len() + 64;
+        let mut st = self.state.lock().unwrap();
+        if st.map.insert(key.clone(), v.clone()).is_none() {
+            st.order.push_back(key);
+            st.bytes += size;
+        }
+        while st.bytes > self.budget {
+            let Some(old) = st.order.pop_front() else { break };
+            if let Some(ov) = st.map.remove(&old) {
+                st.bytes -= ov.as_ref().map_or(0, |f| f.data.len()) + old.0.len() + old.1.len() + 64;
+            }
+        }
+        Ok(v)
+    }
+}

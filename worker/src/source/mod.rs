@@ -1,0 +1,133 @@
+//! Where file versions come from: `dir:ROOT` (ROOT/<commit>/<path>), `git:PATH` (blobs
+//! straight from a repository's object database) and `store:URL` (content-addressed
+//! blobs in object storage, for stateless fleet workers). Every provider answers
+//! "the content of `path` at `commit`, or none"; a shared cache keeps recent versions.
+
+mod cache;
+mod dir;
+mod git;
+mod store;
+
+use std::sync::Arc;
+
+pub use cache::CachedSource;
+pub use dir::DirSource;
+pub use git::{all_paths, GitSource};
+pub use store::{export_commits, StoreSource};
+
+/// Git's blob id of some content: `sha1("blob <len>\0" + content)`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct BlobId(pub [u8; 20]);
+
+impl BlobId {
+    pub fn of(content: &[u8]) -> BlobId {
+        let mut h = sha1_smol::Sha1::new();
+        h.update(format!("blob {}\0", content.len()).as_bytes());
+        h.update(content);
+        BlobId(h.digest().bytes())
+    }
+
+    pub fn hex(&self) -> String {
+        hex::encode(self.0)
+    }
+}
+
+/// One version of one file.
+#[derive(Debug)]
+pub struct FileVersion {
+    pub id: BlobId,
+    pub data: Vec<u8>,
+}
+
+impl FileVersion {
+    pub fn new(data: Vec<u8>) -> Self {
+        FileVersion { id: BlobId::of(&data), data }
+    }
+
+    /// The lines of SPEC §3: split on `\n`; the empty piece after a final newline is
+    /// not a line; a trailing `\r` stays part of its line.
+    pub fn lines(&self) -> impl Iterator<Item = &[u8]> {
+        let d = &self.data[..];
+        let d = d.strip_suffix(b"\n").unwrap_or(d);
+        let empty = self.data.is_empty();
+        d.split(|&b| b == b'\n').take(if empty { 0 } else { usize::MAX })
+    }
+}
+
+/// A source failure that is not "no such file": the shard should be retried.
+#[derive(Debug, thiserror::Error)]
+pub enum SourceError {
+    #[error("source {source_name}: reading {what}: {message}")]
+    Io { source_name: String, what: String, message: String },
+    #[error("invalid source spec {spec:?}: {reason}")]
+    Spec { spec: String, reason: String },
+}
+
+/// A provider of file versions. `Ok(None)`: that commit or that file does not exist.
+pub trait Source: Send + Sync {
+    fn get(&self, commit: &[u8], path: &[u8]) -> Result<Option<Arc<FileVersion>>, SourceError>;
+}
+
+/// A commit id from the input becomes part of a filesystem path or an object key:
+/// only plain names are accepted, anything else does not exist.
+pub(crate) fn plain_commit(commit: &[u8]) -> Option<&str> {
+    let s = std::str::from_utf8(commit).ok()?;
+    let ok = !s.is_empty()
+        && s != "."
+        && s != ".."
+        && s.bytes().all(|b| b.is_ascii_alphanumeric() || b"._-".contains(&b));
+    ok.then_some(s)
+}
+
+/// Opens a source spec: `dir:ROOT`, `git:PATH`, or `store:URL`.
+pub fn open_source(spec: &str) -> Result<Arc<dyn Source>, SourceError> {
+    let bad = |reason: &str| SourceError::Spec { spec: spec.to_string(), reason: reason.to_string() };
+    if let Some(root) = spec.strip_prefix("dir:") {
+        if !std::path::Path::new(root).is_dir() {
+            return Err(bad("not a directory"));
+        }
+        Ok(Arc::new(DirSource::new(root)))
+    } else if let Some(path) = spec.strip_prefix("git:") {
+        Ok(Arc::new(GitSource::open(path)?))
+    } else if let Some(url) = spec.strip_prefix("store:") {
+        let store = covmerge_storage::Store::open(url).map_err(|e| bad(&e.to_string()))?;
+        Ok(Arc::new(StoreSource::new(store)))
+    } else {
+        Err(bad("expected dir:ROOT, git:PATH or store:URL"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn lines(s: &str) -> Vec<String> {
+        FileVersion::new(s.as_bytes().to_vec())
+            .lines()
+            .map(|l| String::from_utf8(l.to_vec()).unwrap())
+            .collect()
+    }
+
+    #[test]
+    fn line_splitting_follows_the_spec() {
+        assert_eq!(lines(""), Vec::<String>::new());
+        assert_eq!(lines("a\nb\n"), vec!["a", "b"]);
+        assert_eq!(lines("a\nb"), vec!["a", "b"]);
+        assert_eq!(lines("a\r\n\n"), vec!["a\r", ""]);
+        assert_eq!(lines("\n"), vec![""]);
+    }
+
+    #[test]
+    fn blob_id_matches_git() {
+        // `printf 'hello\n' | git hash-object --stdin`
+        assert_eq!(BlobId::of(b"hello\n").hex(), "ce013625030ba8dba906f756967f9e9ca394464a");
+    }
+
+    #[test]
+    fn commit_names_cannot_escape() {
+        assert!(plain_commit(b"../etc").is_none());
+        assert!(plain_commit(b"..").is_none());
+        assert!(plain_commit(b"a/b").is_none());
+        assert_eq!(plain_commit(b"fe46a7dd"), Some("fe46a7dd"));
+    }
+}

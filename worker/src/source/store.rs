@@ -1,0 +1,121 @@
+//! `store:URL`: file versions kept in object storage for workers that have no
+//! repository. Layout under the store URL:
+//!
+//! ```text
+//! blobs/<blob id hex>          the content, stored once however many commits share it
+//! commits/<commit>.idx         "<blob id hex> <path>\n" for every exported path
+//! ```
+//!
+//! A commit index is written last, after its blobs: a present index means every blob
+//! it names is there. Indexes and blobs are immutable, so any number of jobs reuse them.
+
+use std::collections::BTreeSet;
+use std::sync::{Arc, Mutex};
+
+use bytes::Bytes;
+use covmerge_storage::Store;
+use rustc_hash::FxHashMap;
+
+use super::{plain_commit, BlobId, FileVersion, GitSource, Source, SourceError};
+
+/// Reads versions from a content-addressed snapshot in object storage.
+pub struct StoreSource {
+    store: Store,
+    rt: tokio::runtime::Handle,
+    /// commit → (path → blob id); `None` when the commit has no index.
+    indexes: Mutex<FxHashMap<String, Option<Arc<FxHashMap<String, String>>>>>,
+}
+
+impl StoreSource {
+    /// Must be created inside a tokio runtime; `get` is called from blocking threads.
+    pub fn new(store: Store) -> Self {
+        StoreSource {
+            store,
+            rt: tokio::runtime::Handle::current(),
+            indexes: Mutex::default(),
+        }
+    }
+
+    fn io(&self, what: String, e: impl std::fmt::Display) -> SourceError {
+        SourceError::Io { source_name: format!("store:{}", self.store), what, message: e.to_string() }
+    }
+
+    fn index(&self, commit: &str) -> Result<Option<Arc<FxHashMap<String, String>>>, SourceError> {
+        if let Some(v) = self.indexes.lock().unwrap().get(commit) {
+            return Ok(v.clone());
+        }
+        let key = format!("commits/{commit}.idx");
+        let raw = self.rt.block_on(self.store.get_opt(&key)).map_err(|e| self.io(key.clone(), e))?;
+        let parsed = raw.map(|b| {
+            let text = String::from_utf8_lossy(&b);
+            let map: FxHashMap<String, String> = text
+                .lines()
+                .filter_map(|l| l.split_once(' '))
+                .map(|(id, p)| (p.to_string(), id.to_string()))
+                .collect();
+            Arc::new(map)
+        });
+        self.indexes.lock().unwrap().insert(commit.to_string(), parsed.clone());
+        Ok(parsed)
+    }
+}
+
+impl Source for StoreSource {
+    fn get(&self, commit: &[u8], path: &[u8]) -> Result<Option<Arc<FileVersion>>, SourceError> {
+        let Some(commit) = plain_commit(commit) else { return Ok(None) };
+        let Ok(path) = std::str::from_utf8(path) else { return Ok(None) };
+        let Some(idx) = self.index(commit)? else { return Ok(None) };
+        let Some(id) = idx.get(path) else { return Ok(None) };
+        let key = format!("blobs/{id}");
+        let data = self.rt.block_on(self.store.get(&key)).map_err(|e| self.io(key.clone(), e))?;
+        let v = FileVersion::new(data.to_vec());
+        if v.id.hex() != *id {
+            return Err(self.io(key, "content does not match its blob id"));
+        }
+        Ok(Some(Arc::new(v)))
+    }
+}
+
+/// Exports `paths` (all of them, when `None`... not supported: the caller names the
+/// paths) at each of `commits` from a git repository into a store snapshot. Blobs
+/// already present are not uploaded again. Returns (blobs uploaded, indexes written).
+pub async fn export_commits(
+    git: &GitSource,
+    store: &Store,
+    commits: &[String],
+    paths: &BTreeSet<String>,
+) -> Result<(u64, u64), SourceError> {
+    let io = |what: String, e: &dyn std::fmt::Display| SourceError::Io {
+        source_name: format!("store:{store}"),
+        what,
+        message: e.to_string(),
+    };
+    let mut uploaded = 0;
+    let mut indexes = 0;
+    for commit in commits {
+        let idx_key = format!("commits/{commit}.idx");
+        if store.exists(&idx_key).await.map_err(|e| io(idx_key.clone(), &e))? {
+            continue;
+        }
+        let mut idx = String::new();
+        for p in paths {
+            let Some(v) = git.get(commit.as_bytes(), p.as_bytes())? else { continue };
+            let id: BlobId = v.id;
+            let key = format!("blobs/{}", id.hex());
+            if !store.exists(&key).await.map_err(|e| io(key.clone(), &e))? {
+                store
+                    .put(&key, Bytes::from(v.data.clone()))
+                    .await
+                    .map_err(|e| io(key.clone(), &e))?;
+                uploaded += 1;
+            }
+            idx.push_str(&id.hex());
+            idx.push(' ');
+            idx.push_str(p);
+            idx.push('\n');
+        }
+        store.put(&idx_key, Bytes::from(idx)).await.map_err(|e| io(idx_key.clone(), &e))?;
+        indexes += 1;
+    }
+    Ok((uploaded, indexes))
+}
