@@ -110,15 +110,11 @@ pub struct CoordinatorArgs {
     #[arg(long)]
     pub out: Option<String>,
     /// Name the job (default: a new id, printed first).
-    #[arg(long)]
+    #[arg(long = "job", id = "job_id")]
     pub job_id: Option<String>,
     /// Continue job ID, re-running only what has no finished output.
     #[arg(long, requires = "job_id")]
     pub resume: bool,
-    /// Export the needed file versions from this git repository into the store before
-    /// merging, so that workers can use the stateless `store:` source.
-    #[arg(long)]
-    pub export_sources: bool,
 }
 
 #[derive(Args, Debug)]
@@ -282,9 +278,6 @@ async fn coordinator(c: CoordinatorArgs) -> Result<()> {
     println!("job {}", spec.job);
     let queue: Arc<dyn Queue> = Arc::new(AmqpQueue::connect(&c.amqp, DEFAULT_DELIVERY_LIMIT).await?);
     info!(amqp = %redact_url(&c.amqp), store = %store, job = %spec.job, "coordinator started");
-    if c.export_sources {
-        export_for_job(&spec, &store).await?;
-    }
     let opts = JobOptions {
         out: c.out.clone(),
         manifest: c.job.manifest.clone(),
@@ -298,10 +291,6 @@ async fn coordinator(c: CoordinatorArgs) -> Result<()> {
     println!("result {}", outcome.result);
     println!("{}", totals_line(outcome.manifest.totals.instrumented, outcome.manifest.totals.covered));
     Ok(())
-}
-
-async fn export_for_job(_spec: &covmerge_proto::JobSpec, _store: &Store) -> Result<()> {
-    bail!("--export-sources is not available yet: run `covmerge sources` first")
 }
 
 async fn worker(w: WorkerArgs) -> Result<()> {

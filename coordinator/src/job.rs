@@ -120,6 +120,17 @@ impl Tracker<'_> {
     }
 }
 
+/// Publishes a task; with `COVMERGE_FAULT_DUPLICATE_TASKS=1` (tests) every task twice,
+/// to show duplicates are harmless.
+async fn publish(queue: &dyn Queue, job: &str, task: &Task) -> Result<(), JobError> {
+    let body = wire::encode(task).expect("task encodes");
+    if std::env::var("COVMERGE_FAULT_DUPLICATE_TASKS").is_ok_and(|v| v == "1") {
+        queue.publish_task(job, body.clone()).await?;
+    }
+    queue.publish_task(job, body).await?;
+    Ok(())
+}
+
 async fn load_marker<T: serde::de::DeserializeOwned>(store: &Store, key: &str) -> Result<Option<T>, JobError> {
     Ok(match store.get_opt(key).await? {
         Some(b) => match wire::decode(&b) {
@@ -174,7 +185,7 @@ pub async fn run_job(
                 shards: spec.shards,
                 max_bad_rows: spec.max_bad_rows,
             });
-            queue.publish_task(job.as_str(), wire::encode(&task).expect("task encodes")).await?;
+            publish(queue.as_ref(), job.as_str(), &task).await?;
             state.publish();
         }
         tracker.states.insert(TaskRef::Split(split), state);
@@ -223,7 +234,7 @@ pub async fn run_job(
                     source: spec.source.clone(),
                     chunks: shard_chunks,
                 });
-                queue.publish_task(job.as_str(), wire::encode(&task).expect("task encodes")).await?;
+                publish(queue.as_ref(), job.as_str(), &task).await?;
                 state.publish();
             }
             tracker.states.insert(TaskRef::Merge(shard), state);

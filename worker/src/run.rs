@@ -184,6 +184,9 @@ impl Executor {
                     transient: transient_store(&e),
                 })?;
                 chunks.push((shard, key));
+                if chunks.len() == 1 {
+                    crate::fault::pause_blocking("split");
+                }
                 Ok(())
             };
             let mut outcome = split_input(&t2.input, reader, settings, &mut emit)?;
@@ -210,6 +213,10 @@ impl Executor {
     #[instrument(skip_all, fields(job = %t.job, shard = %t.shard))]
     async fn merge(self: &Arc<Self>, t: &MergeTask) -> Result<MergeOutcome, TaskError> {
         let source = self.source(&t.source)?;
+        crate::fault::pause_async("merge").await;
+        if crate::fault::fail_shard(t.shard.0) {
+            return Err(TaskError::Transient(format!("injected failure of shard {}", t.shard)));
+        }
         let this = self.clone();
         let t2 = t.clone();
         let rt = tokio::runtime::Handle::current();
@@ -235,6 +242,7 @@ impl Executor {
             sha256: sha,
         };
         self.store.put(&key, Bytes::from(part.gz)).await.map_err(|e| TaskError::Transient(e.to_string()))?;
+        crate::fault::pause_async("upload").await;
         let marker = wire::encode(&outcome).map_err(|e| TaskError::Permanent(e.to_string()))?;
         self.store
             .put(&keys::part_done(&t.job, t.shard), Bytes::from(marker))
@@ -308,6 +316,7 @@ pub async fn run_worker(
                     // The outputs and marker are stored: a resumed coordinator finds them.
                     warn!(%job, task = %task_ref, error = %e, "report not delivered");
                 }
+                crate::fault::pause_async("ack").await;
                 delivery.ack().await.ok();
             }
             Err(TaskError::Permanent(msg)) => {

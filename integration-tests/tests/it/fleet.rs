@@ -1,0 +1,350 @@
+//! Fleet mode (coordinator + worker processes) against the real RabbitMQ and an S3
+//! server, with faults injected: every final result must equal the embedded one.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use covmerge_corpus::{generate, Corpus, CorpusSpec};
+use covmerge_integration_tests::fleet::{self, bucket, coordinator_run, download, upload, worker};
+use covmerge_integration_tests::{gunzip, manifest, merge_ok};
+
+const SHARDS: &str = "6";
+const LONG: Duration = Duration::from_secs(180);
+
+struct Setup {
+    tmp: tempfile::TempDir,
+    corpus: Corpus,
+    /// The embedded merge's decompressed result.
+    want: Vec<u8>,
+}
+
+fn inputs(c: &Corpus) -> Vec<String> {
+    c.inputs.iter().map(|p| p.display().to_string()).collect()
+}
+
+fn src(c: &Corpus) -> String {
+    format!("dir:{}", c.sources.display())
+}
+
+fn job_args<'a>(c: &'a Corpus, source: &'a str, ins: &'a [String]) -> Vec<&'a str> {
+    let mut a = vec![
+        "--source", source, "--base-repo", &c.base_repo, "--base-commit", &c.base_commit,
+        "--shards", SHARDS, "--date-to", "2024-04-08", "--input",
+    ];
+    a.extend(ins.iter().map(|s| s.as_str()));
+    a
+}
+
+fn setup(seed: u64, git: bool) -> Setup {
+    let tmp = tempfile::tempdir().unwrap();
+    let spec = CorpusSpec { seed, files: 12, lines: 150, commits: 5, managers: 3, parts: 3, no_git: !git, ..CorpusSpec::default() };
+    let corpus = generate(&spec, &tmp.path().join("corpus")).unwrap();
+    let out = tmp.path().join("embedded.jsonl.gz");
+    let ins = inputs(&corpus);
+    let source = src(&corpus);
+    let mut a = job_args(&corpus, &source, &ins);
+    a.extend_from_slice(&["--out", out.to_str().unwrap()]);
+    merge_ok(&a);
+    let want = gunzip(&out);
+    Setup { tmp, corpus, want }
+}
+
+fn file_store(dir: &Path) -> String {
+    format!("file://{}", dir.display())
+}
+
+fn run_ok(args: &[&str], env: &[(&str, &str)]) -> String {
+    let o = coordinator_run(args, env, LONG);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "coordinator failed:\n{err}");
+    String::from_utf8(o.stdout).unwrap()
+}
+
+fn job_id(stdout: &str) -> String {
+    stdout.lines().next().unwrap().strip_prefix("job ").expect("job id printed first").to_string()
+}
+
+/// Two workers on S3 with inputs listed from a bucket prefix: the result object (and
+/// `--out`) decompress to exactly the embedded result.
+#[test]
+fn fleet_on_s3_equals_embedded() {
+    let _g = fleet::lock();
+    let s = setup(41, false);
+    let b = bucket("eq");
+    for p in &s.corpus.inputs {
+        upload(&b, &format!("in/{}", p.file_name().unwrap().to_string_lossy()), p);
+    }
+    let store = format!("s3://{b}/fleet");
+    let _w1 = worker(s.tmp.path(), 1, &store, &[], &[]);
+    let _w2 = worker(s.tmp.path(), 2, &store, &[], &[]);
+    let ins = vec![format!("s3://{b}/in/*")];
+    let source = src(&s.corpus);
+    let mut a = job_args(&s.corpus, &source, &ins);
+    let amqp = fleet::amqp();
+    let out = format!("s3://{b}/out/result.jsonl.gz");
+    let man = s.tmp.path().join("manifest.json");
+    a.extend_from_slice(&["--amqp", &amqp, "--store", &store, "--out", &out, "--manifest", man.to_str().unwrap()]);
+    let stdout = run_ok(&a, &[]);
+    let job = job_id(&stdout);
+    assert!(stdout.contains("total instrumented("));
+    let got = s.tmp.path().join("got.gz");
+    download(&b, "out/result.jsonl.gz", &got);
+    assert_eq!(gunzip(&got), s.want, "fleet result differs from embedded");
+    let in_store = s.tmp.path().join("in-store.gz");
+    download(&b, &format!("fleet/jobs/{job}/result.jsonl.gz"), &in_store);
+    assert_eq!(gunzip(&in_store), s.want);
+    let m = manifest(&man);
+    assert_eq!(m["status"], "complete");
+    assert_eq!(m["shards"].as_array().unwrap().len(), 6);
+    assert_eq!(m["totals"]["rows_in"].as_u64().unwrap(), s.corpus.rows);
+}
+
+/// SIGKILL a worker at each dangerous point (mid-split, mid-merge, between part upload
+/// and marker, between report and ack); another worker finishes; same result.
+#[test]
+fn sigkill_at_any_point_loses_nothing() {
+    let _g = fleet::lock();
+    let s = setup(43, false);
+    let amqp = fleet::amqp();
+    let ins = inputs(&s.corpus);
+    let source = src(&s.corpus);
+    for point in ["split", "merge", "upload", "ack"] {
+        let store_dir = s.tmp.path().join(format!("store-{point}"));
+        let store = file_store(&store_dir);
+        let mut doomed = worker(s.tmp.path(), 10, &store, &[], &[("COVMERGE_FAULT_SLEEP", &format!("{point}:60000"))]);
+        let out = s.tmp.path().join(format!("out-{point}.gz"));
+        let mut a = job_args(&s.corpus, &source, &ins);
+        a.extend_from_slice(&["--amqp", &amqp, "--store", &store, "--out", out.to_str().unwrap()]);
+        let args: Vec<String> = a.iter().map(|x| x.to_string()).collect();
+        let coord = std::thread::spawn(move || {
+            let a: Vec<&str> = args.iter().map(|s| s.as_str()).collect();
+            coordinator_run(&a, &[], LONG)
+        });
+        doomed.wait_log("fault point reached", Duration::from_secs(60));
+        doomed.kill9();
+        let _healthy = worker(s.tmp.path(), 11, &store, &[], &[]);
+        let o = coord.join().unwrap();
+        assert!(o.status.success(), "{point}: {}", String::from_utf8_lossy(&o.stderr));
+        assert_eq!(gunzip(&out), s.want, "killed at {point}: result differs");
+    }
+}
+
+/// SIGTERM: a worker finishes its task within the grace period and exits 0; with a
+/// grace too short it hands the task back and exits 0; the job completes either way.
+#[test]
+fn sigterm_drains_or_hands_back() {
+    let _g = fleet::lock();
+    let s = setup(47, false);
+    let amqp = fleet::amqp();
+    let ins = inputs(&s.corpus);
+    let source = src(&s.corpus);
+    for (grace, pause, finishes) in [("20", "2000", true), ("1", "30000", false)] {
+        let store = file_store(&s.tmp.path().join(format!("store-{grace}")));
+        let mut w = worker(
+            s.tmp.path(),
+            20,
+            &store,
+            &["--grace", grace],
+            &[("COVMERGE_FAULT_SLEEP", &format!("merge:{pause}"))],
+        );
+        let out = s.tmp.path().join(format!("out-{grace}.gz"));
+        let mut a = job_args(&s.corpus, &source, &ins);
+        a.extend_from_slice(&["--amqp", &amqp, "--store", &store, "--out", out.to_str().unwrap()]);
+        let args: Vec<String> = a.iter().map(|x| x.to_string()).collect();
+        let coord = std::thread::spawn(move || {
+            let a: Vec<&str> = args.iter().map(|s| s.as_str()).collect();
+            coordinator_run(&a, &[], LONG)
+        });
+        w.wait_log("fault point reached", Duration::from_secs(60));
+        w.signal(libc::SIGTERM);
+        let code = w.wait_exit(Duration::from_secs(40));
+        assert_eq!(code, Some(0), "worker exit after SIGTERM; log:\n{}", w.log_text());
+        let log = w.log_text();
+        if finishes {
+            assert!(log.contains("part written"), "the current shard was finished:\n{log}");
+            assert!(!log.contains("handing the task back"));
+        } else {
+            assert!(log.contains("handing the task back"), "{log}");
+        }
+        let _w2 = worker(s.tmp.path(), 21, &store, &[], &[]);
+        let o = coord.join().unwrap();
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        assert_eq!(gunzip(&out), s.want);
+    }
+}
+
+/// A shard that keeps failing is retried with backoff up to the delivery limit, then
+/// dead-lettered; the coordinator names it and fails without a result; `--resume`
+/// re-runs only that shard and completes.
+#[test]
+fn failing_shard_is_dead_lettered_then_resume_completes() {
+    let _g = fleet::lock();
+    let s = setup(53, false);
+    let amqp = fleet::amqp();
+    let ins = inputs(&s.corpus);
+    let source = src(&s.corpus);
+    let store_dir = s.tmp.path().join("store");
+    let store = file_store(&store_dir);
+    let out = s.tmp.path().join("out.gz");
+    let man = s.tmp.path().join("manifest.json");
+    let mut a = job_args(&s.corpus, &source, &ins);
+    a.extend_from_slice(&["--amqp", &amqp, "--store", &store, "--out", out.to_str().unwrap()]);
+    a.extend_from_slice(&["--manifest", man.to_str().unwrap(), "--job", "poison-shard-job"]);
+    {
+        let _w = worker(s.tmp.path(), 30, &store, &[], &[("COVMERGE_FAULT_FAIL_SHARD", "2")]);
+        let o = coordinator_run(&a, &[], LONG);
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(!o.status.success());
+        assert!(err.contains("shard 00002") && err.contains("dead-lettered"), "{err}");
+        assert!(!out.exists(), "no result on failure");
+        let m = manifest(&man);
+        assert_eq!(m["status"], "failed");
+        assert_eq!(m["failed"][0]["task"], "shard 00002");
+        assert!(_w.log_text().matches("will be retried").count() >= 3, "retried before dead-lettering");
+    }
+    let before: Vec<_> = (0..6)
+        .filter(|i| *i != 2)
+        .map(|i| std::fs::metadata(store_dir.join(format!("jobs/poison-shard-job/parts/{i:05}.done"))).unwrap().modified().unwrap())
+        .collect();
+    let _w = worker(s.tmp.path(), 31, &store, &[], &[]);
+    let mut r = a.clone();
+    r.push("--resume");
+    run_ok(&r, &[]);
+    assert_eq!(gunzip(&out), s.want);
+    let after: Vec<_> = (0..6)
+        .filter(|i| *i != 2)
+        .map(|i| std::fs::metadata(store_dir.join(format!("jobs/poison-shard-job/parts/{i:05}.done"))).unwrap().modified().unwrap())
+        .collect();
+    assert_eq!(before, after, "finished shards were not redone");
+}
+
+/// A bad row fails its split permanently (dead-lettered at once, named with input and
+/// line); after the input is fixed, `--resume` completes the same job.
+#[test]
+fn poison_input_reported_then_fixed_and_resumed() {
+    let _g = fleet::lock();
+    let s = setup(59, false);
+    let amqp = fleet::amqp();
+    let ins = inputs(&s.corpus);
+    let source = src(&s.corpus);
+    let store = file_store(&s.tmp.path().join("store"));
+    let out = s.tmp.path().join("out.gz");
+    // Break input 2: append a row with a non-numeric line (plain CSV in the same dir).
+    let bad: PathBuf = s.corpus.inputs[1].clone();
+    let good_bytes = std::fs::read(&bad).unwrap();
+    let mut text = String::from_utf8(gunzip(&bad)).unwrap();
+    text.push_str(&format!("x,1,1,amd64,b,m,{},master,{},a.c,f,NaN,0,1,0,1,false,1\n", s.corpus.base_repo, s.corpus.base_commit));
+    std::fs::write(&bad, text.as_bytes()).unwrap();
+    let mut a = job_args(&s.corpus, &source, &ins);
+    a.extend_from_slice(&["--amqp", &amqp, "--store", &store, "--out", out.to_str().unwrap(), "--job", "poison-input-job"]);
+    let _w = worker(s.tmp.path(), 40, &store, &[], &[]);
+    let o = coordinator_run(&a, &[], LONG);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success());
+    assert!(err.contains("split 00001") && err.contains(&format!("{}:", bad.display())) && err.contains("`sl`"), "{err}");
+    assert!(!out.exists());
+    std::fs::write(&bad, good_bytes).unwrap();
+    let mut r = a.clone();
+    r.push("--resume");
+    run_ok(&r, &[]);
+    assert_eq!(gunzip(&out), s.want);
+}
+
+/// Every task published twice: the duplicates are harmless.
+#[test]
+fn duplicate_tasks_are_harmless() {
+    let _g = fleet::lock();
+    let s = setup(61, false);
+    let amqp = fleet::amqp();
+    let ins = inputs(&s.corpus);
+    let source = src(&s.corpus);
+    let store = file_store(&s.tmp.path().join("store"));
+    let out = s.tmp.path().join("out.gz");
+    let _w1 = worker(s.tmp.path(), 50, &store, &[], &[]);
+    let _w2 = worker(s.tmp.path(), 51, &store, &[], &[]);
+    let mut a = job_args(&s.corpus, &source, &ins);
+    a.extend_from_slice(&["--amqp", &amqp, "--store", &store, "--out", out.to_str().unwrap()]);
+    run_ok(&a, &[("COVMERGE_FAULT_DUPLICATE_TASKS", "1")]);
+    assert_eq!(gunzip(&out), s.want);
+}
+
+/// The coordinator is killed mid-job and started again with `--resume`: it finishes
+/// without redoing finished shards. Meanwhile the broker drops every connection once.
+#[test]
+fn coordinator_killed_and_resumed_with_a_broker_connection_cut() {
+    let _g = fleet::lock();
+    let s = setup(67, false);
+    let amqp = fleet::amqp();
+    let ins = inputs(&s.corpus);
+    let source = src(&s.corpus);
+    let store_dir = s.tmp.path().join("store");
+    let store = file_store(&store_dir);
+    let out = s.tmp.path().join("out.gz");
+    let w = worker(s.tmp.path(), 60, &store, &[], &[("COVMERGE_FAULT_SLEEP", "merge:700")]);
+    let mut a = job_args(&s.corpus, &source, &ins);
+    a.extend_from_slice(&["--amqp", &amqp, "--store", &store, "--out", out.to_str().unwrap(), "--job", "coord-crash-job"]);
+    let mut c = fleet::Proc::spawn(
+        fleet::fleet_cmd(&[&["coordinator", "--quiet"][..], &a[..]].concat()),
+        s.tmp.path().join("coord-1.log"),
+        "coordinator",
+    );
+    let parts = store_dir.join("jobs/coord-crash-job/parts");
+    let done = |n: usize| std::fs::read_dir(&parts).map(|d| d.filter(|e| e.as_ref().unwrap().file_name().to_string_lossy().ends_with(".done")).count() >= n).unwrap_or(false);
+    let t0 = std::time::Instant::now();
+    while !done(2) {
+        assert!(t0.elapsed() < LONG, "no progress: {}", w.log_text());
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    c.kill9();
+    let finished: Vec<(PathBuf, std::time::SystemTime)> = std::fs::read_dir(&parts)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.to_string_lossy().ends_with(".done"))
+        .map(|p| {
+            let t = std::fs::metadata(&p).unwrap().modified().unwrap();
+            (p, t)
+        })
+        .collect();
+    // Cut every broker connection (the worker's too): both sides reconnect.
+    let cut = std::process::Command::new("rabbitmqctl").args(["-q", "close_all_connections", "covmerge test: connection cut"]).output().unwrap();
+    assert!(cut.status.success(), "{}", String::from_utf8_lossy(&cut.stderr));
+    let mut r = a.clone();
+    r.push("--resume");
+    run_ok(&r, &[]);
+    assert_eq!(gunzip(&out), s.want);
+    for (p, t) in finished {
+        assert_eq!(std::fs::metadata(&p).unwrap().modified().unwrap(), t, "{} was redone", p.display());
+    }
+    assert!(w.log_text().contains("reconnect") || w.log_text().contains("Reconnect"), "the worker reconnected:\n{}", w.log_text());
+}
+
+/// A worker with no repository at all merges from a content-addressed snapshot in S3
+/// exported by `covmerge sources`.
+#[test]
+fn stateless_workers_use_the_store_source() {
+    let _g = fleet::lock();
+    let s = setup(71, true);
+    let amqp = fleet::amqp();
+    let b = bucket("src");
+    let snapshot = format!("s3://{b}/sources");
+    let git = s.corpus.git.clone().unwrap();
+    let mut export = vec!["sources", "--git", git.to_str().unwrap(), "--store", &snapshot, "--commit"];
+    export.extend(s.corpus.commits.iter().map(|c| c.as_str()));
+    let o = fleet::fleet_cmd(&export).output().unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    // Exporting again uploads nothing new.
+    let again = fleet::fleet_cmd(&export).output().unwrap();
+    assert!(String::from_utf8_lossy(&again.stdout).contains("exported 0 commit index(es), uploaded 0 new blob(s)"));
+    // No local repository or source tree from here on.
+    std::fs::remove_dir_all(&git).unwrap();
+    std::fs::remove_dir_all(&s.corpus.sources).unwrap();
+    let store = format!("s3://{b}/fleet");
+    let _w = worker(s.tmp.path(), 70, &store, &[], &[]);
+    let ins = inputs(&s.corpus);
+    let source = format!("store:{snapshot}");
+    let out = s.tmp.path().join("out.gz");
+    let mut a = job_args(&s.corpus, &source, &ins);
+    a.extend_from_slice(&["--amqp", &amqp, "--store", &store, "--out", out.to_str().unwrap()]);
+    run_ok(&a, &[]);
+    assert_eq!(gunzip(&out), s.want);
+}

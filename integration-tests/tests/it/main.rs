@@ -1,0 +1,14 @@
+//! covmerge's end-to-end tests, one binary (ripgrep's layout).
+
+/// Dashboard notification (SPEC §8).
+mod dashboard;
+/// Bad input rules of SPEC §6.
+mod bad_input;
+/// Fleet mode against RabbitMQ and an S3 server, with injected faults.
+mod fleet;
+/// Exact output format (Go field names, header, order).
+mod output_format;
+/// Results independent of shards and workers; agreement with the reference merger.
+mod property;
+/// Every rule of SPEC §3 on the project's own fixture.
+mod semantics;

@@ -1,0 +1,1048 @@
+//! RabbitMQ implementation of [`Queue`]: durable quorum queues, publisher confirms,
+//! broker-side dead-lettering, and reconnects.
+//!
+//! Topology (declared idempotently, with identical arguments, by every process that
+//! connects — coordinators and workers alike):
+//!
+//! - topic exchange `covmerge.tasks` → quorum queue `covmerge.tasks`
+//!   (`x-delivery-limit`, `x-dead-letter-exchange=covmerge.dead`), bound with `job.#`;
+//!   tasks are published with routing key `job.<job>`.
+//! - topic exchange `covmerge.dead` → catch-all quorum queue `covmerge.dead` (`#`, for
+//!   operators) and, per job, quorum queue `covmerge.dead.<job>` bound with `job.<job>`
+//!   (dead-lettered tasks keep their routing key).
+//! - direct exchange `covmerge.reports` → per job quorum queue `covmerge.reports.<job>`
+//!   bound with `<job>`.
+//!
+//! Every publish is persistent, `mandatory` and confirmed: it returns only once the
+//! broker has acknowledged it, and an unroutable or nacked message is
+//! [`QueueError::NotAccepted`]. If the connection breaks, the next operation (and any
+//! waiting [`Queue::next_task`] / [`Queue::next_event`]) reconnects with exponential
+//! backoff, redeclares the topology and the consumers, and carries on.
+//!
+//! The password of the broker URL never appears in logs, errors or `Debug` output:
+//! everything that names the broker uses [`redact`].
+
+use std::collections::hash_map::RandomState;
+use std::collections::{HashMap, HashSet};
+use std::fmt;
+use std::future::Future;
+use std::hash::{BuildHasher, Hasher};
+use std::str::FromStr;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex as StdMutex};
+use std::time::{Duration, Instant};
+
+use async_trait::async_trait;
+use futures::StreamExt;
+use lapin::message::Delivery as LapinDelivery;
+use lapin::options::{
+    BasicAckOptions, BasicConsumeOptions, BasicNackOptions, BasicPublishOptions, BasicQosOptions,
+    BasicRejectOptions, ConfirmSelectOptions, ExchangeDeclareOptions, QueueBindOptions,
+    QueueDeclareOptions, QueueDeleteOptions,
+};
+use lapin::types::{AMQPValue, FieldTable, ShortString};
+use lapin::uri::AMQPUri;
+use lapin::{
+    Acker, BasicProperties, Channel, Confirmation, Connection, ConnectionProperties, Consumer,
+    ExchangeKind,
+};
+use tokio::sync::{mpsc, Mutex};
+use tokio::task::JoinHandle;
+use tracing::{debug, info, warn};
+
+use crate::{Delivery, Event, Queue, QueueError, Settle, DEFAULT_DELIVERY_LIMIT};
+
+/// Exchange tasks are published to (topic, routing key `job.<job>`).
+pub const TASK_EXCHANGE: &str = "covmerge.tasks";
+/// The quorum queue all workers consume.
+pub const TASK_QUEUE: &str = "covmerge.tasks";
+/// Dead-letter exchange of the task queue (topic; dead letters keep `job.<job>`).
+pub const DEAD_EXCHANGE: &str = "covmerge.dead";
+/// Catch-all dead-letter queue for operators (bound with `#`).
+pub const DEAD_QUEUE: &str = "covmerge.dead";
+/// Exchange reports are published to (direct, routing key `<job>`).
+pub const REPORT_EXCHANGE: &str = "covmerge.reports";
+
+/// Prefetch of a coordinator's report and dead-letter consumers (per consumer).
+const EVENT_PREFETCH: u16 = 64;
+/// How long a publish waits for the broker's confirm before giving the connection up.
+const CONFIRM_TIMEOUT: Duration = Duration::from_secs(30);
+/// Publishes and topology operations retried after a broken connection.
+const MAX_ATTEMPTS: u32 = 5;
+/// Backoff between connection attempts.
+const BACKOFF_MIN: Duration = Duration::from_millis(100);
+const BACKOFF_MAX: Duration = Duration::from_secs(5);
+/// One connection attempt (TCP + AMQP handshake + topology) at most.
+const ATTEMPT_TIMEOUT: Duration = Duration::from_secs(15);
+
+/// The broker URL without its user info (user name and password), for logs and
+/// errors. A URL that does not parse is not echoed at all.
+pub fn redact(url: &str) -> String {
+    match url::Url::parse(url) {
+        Ok(mut u) => {
+            let _ = u.set_username("");
+            let _ = u.set_password(None);
+            u.to_string()
+        }
+        Err(_) => "<unparseable AMQP URL>".to_string(),
+    }
+}
+
+/// Settings of an [`AmqpQueue`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AmqpOptions {
+    /// `x-delivery-limit` of the task queue. Must be the same in every process that
+    /// declares the queue (the broker refuses a declaration with other arguments).
+    pub delivery_limit: u32,
+    /// Unacknowledged tasks a worker holds at once (`basic.qos`).
+    pub prefetch: u16,
+    /// Total time spent (re)connecting, with backoff, before an operation fails with
+    /// [`QueueError::Unavailable`].
+    pub connect_timeout: Duration,
+    /// Connection name shown by the broker's management tools.
+    pub connection_name: String,
+}
+
+impl Default for AmqpOptions {
+    fn default() -> Self {
+        AmqpOptions {
+            delivery_limit: DEFAULT_DELIVERY_LIMIT,
+            prefetch: 1,
+            connect_timeout: Duration::from_secs(60),
+            connection_name: "covmerge".to_string(),
+        }
+    }
+}
+
+impl AmqpOptions {
+    /// Default options with the given delivery limit.
+    pub fn new(delivery_limit: u32) -> Self {
+        AmqpOptions { delivery_limit, ..AmqpOptions::default() }
+    }
+}
+
+/// A [`Queue`] on RabbitMQ. Cheap to clone (clones share the connection).
+#[derive(Clone)]
+pub struct AmqpQueue {
+    inner: Arc<Inner>,
+}
+
+impl fmt::Debug for AmqpQueue {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("AmqpQueue")
+            .field("url", &self.inner.redacted)
+            .field("options", &self.inner.opts)
+            .field("closed", &self.inner.closed.load(Ordering::Relaxed))
+            .finish()
+    }
+}
+
+impl fmt::Display for AmqpQueue {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "RabbitMQ at {}", self.inner.redacted)
+    }
+}
+
+/// The parsed broker URL. Holds the password: deliberately neither `Debug` nor
+/// `Display`.
+struct Secret {
+    uri: AMQPUri,
+    /// Strings scrubbed from every message that reaches a log or an error.
+    hide: Vec<String>,
+}
+
+struct Inner {
+    secret: Secret,
+    redacted: String,
+    opts: AmqpOptions,
+    /// The current connection; the lock is held while (re)connecting so that only one
+    /// caller connects and the others wait for it.
+    link: Mutex<Option<Arc<Link>>>,
+    generation: AtomicU64,
+    closed: AtomicBool,
+    /// The worker side's task consumer; the lock is held by the `next_task` waiting.
+    tasks: Mutex<Option<TaskConsumer>>,
+    /// The coordinator side: event streams of the jobs `next_event` was called for.
+    jobs: StdMutex<HashMap<String, Arc<JobEvents>>>,
+    /// Jobs opened by this process and not closed: redeclared after a reconnect.
+    open_jobs: StdMutex<HashSet<String>>,
+}
+
+struct Link {
+    generation: u64,
+    conn: Connection,
+    /// Confirm-mode channel shared by all publishes.
+    publisher: Channel,
+}
+
+impl Link {
+    fn healthy(&self) -> bool {
+        self.conn.status().connected() && self.publisher.status().connected()
+    }
+}
+
+struct TaskConsumer {
+    channel: Channel,
+    consumer: Consumer,
+}
+
+/// A job's reports and dead letters, fed by two consumers on one channel.
+struct JobEvents {
+    tx: mpsc::UnboundedSender<EventMsg>,
+    rx: Mutex<mpsc::UnboundedReceiver<EventMsg>>,
+    consumers: StdMutex<Option<EventConsumers>>,
+    seq: AtomicU64,
+}
+
+enum EventMsg {
+    Item(Event, Acker),
+    /// The consumers of this sequence number stopped (channel closed or cancelled).
+    Stopped(u64),
+}
+
+struct EventConsumers {
+    seq: u64,
+    channel: Channel,
+    forwarders: Vec<JoinHandle<()>>,
+}
+
+impl Drop for EventConsumers {
+    fn drop(&mut self) {
+        // Dropping the forwarders drops the consumers; dropping the last handle of the
+        // channel closes it, and the broker requeues whatever was not acknowledged.
+        for f in &self.forwarders {
+            f.abort();
+        }
+    }
+}
+
+/// Exponential backoff with jitter within a total time budget.
+struct Backoff {
+    next: Duration,
+    deadline: Instant,
+}
+
+impl Backoff {
+    fn new(budget: Duration) -> Self {
+        Backoff { next: BACKOFF_MIN, deadline: Instant::now() + budget }
+    }
+
+    /// Sleeps before the next attempt; `false` when the budget is spent.
+    async fn wait(&mut self) -> bool {
+        let now = Instant::now();
+        if now >= self.deadline {
+            return false;
+        }
+        let delay = jitter(self.next).min(self.deadline - now);
+        self.next = (self.next * 2).min(BACKOFF_MAX);
+        tokio::time::sleep(delay).await;
+        true
+    }
+
+    fn remaining(&self) -> Duration {
+        self.deadline.saturating_duration_since(Instant::now())
+    }
+}
+
+/// `d` scaled by a random factor in [0.5, 1.0).
+fn jitter(d: Duration) -> Duration {
+    let r = RandomState::new().build_hasher().finish();
+    let factor = 0.5 + (r % 1000) as f64 / 2000.0;
+    d.mul_f64(factor)
+}
+
+/// A broker error that reconnecting will not cure (a channel-level refusal such as
+/// PRECONDITION_FAILED for a declaration with other arguments, or ACCESS_REFUSED).
+fn is_permanent(e: &lapin::Error) -> bool {
+    e.is_amqp_soft_error()
+}
+
+fn short(s: String) -> Result<ShortString, QueueError> {
+    ShortString::try_new(s).map_err(|e| QueueError::NotAccepted(format!("name too long: {e}")))
+}
+
+/// Job names become queue names and routing keys.
+fn check_job(job: &str) -> Result<(), QueueError> {
+    let ok = !job.is_empty()
+        && job.len() <= 200
+        && !job.contains(['*', '#'])
+        && !job.chars().any(char::is_control);
+    if ok {
+        Ok(())
+    } else {
+        Err(QueueError::NotAccepted(format!("invalid job name {job:?}")))
+    }
+}
+
+fn report_queue(job: &str) -> String {
+    format!("{REPORT_EXCHANGE}.{job}")
+}
+
+fn dead_queue(job: &str) -> String {
+    format!("{DEAD_QUEUE}.{job}")
+}
+
+fn task_key(job: &str) -> String {
+    format!("job.{job}")
+}
+
+fn quorum_args() -> FieldTable {
+    let mut args = FieldTable::default();
+    args.insert("x-queue-type".into(), AMQPValue::LongString("quorum".into()));
+    args
+}
+
+fn task_queue_args(limit: u32) -> FieldTable {
+    let mut args = quorum_args();
+    args.insert("x-delivery-limit".into(), AMQPValue::LongInt(limit.min(i32::MAX as u32) as i32));
+    args.insert("x-dead-letter-exchange".into(), AMQPValue::LongString(DEAD_EXCHANGE.into()));
+    args
+}
+
+fn durable_queue() -> QueueDeclareOptions {
+    QueueDeclareOptions { durable: true, ..QueueDeclareOptions::default() }
+}
+
+fn durable_exchange() -> ExchangeDeclareOptions {
+    ExchangeDeclareOptions { durable: true, ..ExchangeDeclareOptions::default() }
+}
+
+async fn declare_topology(ch: &Channel, limit: u32) -> lapin::Result<()> {
+    let ex = |name: &str, kind: ExchangeKind| {
+        ch.exchange_declare(name.into(), kind, durable_exchange(), FieldTable::default())
+    };
+    ex(TASK_EXCHANGE, ExchangeKind::Topic).await?;
+    ex(DEAD_EXCHANGE, ExchangeKind::Topic).await?;
+    ex(REPORT_EXCHANGE, ExchangeKind::Direct).await?;
+    ch.queue_declare(DEAD_QUEUE.into(), durable_queue(), quorum_args()).await?;
+    ch.queue_bind(
+        DEAD_QUEUE.into(),
+        DEAD_EXCHANGE.into(),
+        "#".into(),
+        QueueBindOptions::default(),
+        FieldTable::default(),
+    )
+    .await?;
+    ch.queue_declare(TASK_QUEUE.into(), durable_queue(), task_queue_args(limit)).await?;
+    // `job.#` rather than `job.*`: job ids may contain dots.
+    ch.queue_bind(
+        TASK_QUEUE.into(),
+        TASK_EXCHANGE.into(),
+        "job.#".into(),
+        QueueBindOptions::default(),
+        FieldTable::default(),
+    )
+    .await?;
+    Ok(())
+}
+
+async fn declare_job(ch: &Channel, job: &str) -> lapin::Result<()> {
+    let dead = dead_queue(job);
+    let reports = report_queue(job);
+    ch.queue_declare(dead.as_str().into(), durable_queue(), quorum_args()).await?;
+    ch.queue_bind(
+        dead.as_str().into(),
+        DEAD_EXCHANGE.into(),
+        task_key(job).into(),
+        QueueBindOptions::default(),
+        FieldTable::default(),
+    )
+    .await?;
+    ch.queue_declare(reports.as_str().into(), durable_queue(), quorum_args()).await?;
+    ch.queue_bind(
+        reports.as_str().into(),
+        REPORT_EXCHANGE.into(),
+        job.into(),
+        QueueBindOptions::default(),
+        FieldTable::default(),
+    )
+    .await?;
+    Ok(())
+}
+
+fn header<'a>(d: &'a LapinDelivery, key: &str) -> Option<&'a AMQPValue> {
+    d.properties.headers().as_ref().and_then(|h| h.inner().get(key))
+}
+
+fn as_int(v: &AMQPValue) -> Option<i64> {
+    match v {
+        AMQPValue::ShortShortInt(n) => Some(i64::from(*n)),
+        AMQPValue::ShortShortUInt(n) => Some(i64::from(*n)),
+        AMQPValue::ShortInt(n) => Some(i64::from(*n)),
+        AMQPValue::ShortUInt(n) => Some(i64::from(*n)),
+        AMQPValue::LongInt(n) => Some(i64::from(*n)),
+        AMQPValue::LongUInt(n) => Some(i64::from(*n)),
+        AMQPValue::LongLongInt(n) => Some(*n),
+        AMQPValue::Timestamp(n) => i64::try_from(*n).ok(),
+        _ => None,
+    }
+}
+
+fn as_text(v: &AMQPValue) -> Option<String> {
+    match v {
+        AMQPValue::LongString(s) => Some(String::from_utf8_lossy(s.as_bytes()).into_owned()),
+        AMQPValue::ShortString(s) => Some(s.as_str().to_string()),
+        _ => None,
+    }
+}
+
+/// 1 on the first delivery; quorum queues count redeliveries in `x-delivery-count`.
+fn attempt_of(d: &LapinDelivery) -> u32 {
+    let count = header(d, "x-delivery-count").and_then(as_int).unwrap_or(0);
+    u32::try_from(count.max(0)).unwrap_or(u32::MAX - 1).saturating_add(1)
+}
+
+/// Why a task was dead-lettered, from the `x-death` (or `x-first-death-*`) headers.
+fn death_reason(d: &LapinDelivery, limit: u32) -> String {
+    let latest = header(d, "x-death").and_then(|v| match v {
+        AMQPValue::FieldArray(a) => a.as_slice().first().and_then(|e| match e {
+            AMQPValue::FieldTable(t) => Some(t.clone()),
+            _ => None,
+        }),
+        _ => None,
+    });
+    let (reason, queue) = match &latest {
+        Some(t) => (
+            t.inner().get("reason").and_then(as_text),
+            t.inner().get("queue").and_then(as_text),
+        ),
+        None => (None, None),
+    };
+    let reason = reason.or_else(|| header(d, "x-first-death-reason").and_then(as_text));
+    let queue = queue.or_else(|| header(d, "x-first-death-queue").and_then(as_text));
+    let text = match reason.as_deref() {
+        Some("delivery_limit") => format!("delivery limit {limit} exceeded"),
+        Some("rejected") => "rejected by a worker".to_string(),
+        Some(other) => other.to_string(),
+        None => return "dead-lettered (no x-death header)".to_string(),
+    };
+    match queue {
+        Some(q) => format!("{text} (queue {q})"),
+        None => text,
+    }
+}
+
+impl AmqpQueue {
+    /// Connects (retrying with backoff for up to a minute, so a worker started before
+    /// the broker still comes up) and declares the shared topology.
+    pub async fn connect(url: &str, delivery_limit: u32) -> Result<AmqpQueue, QueueError> {
+        Self::connect_with(url, AmqpOptions::new(delivery_limit)).await
+    }
+
+    /// [`AmqpQueue::connect`] with explicit options.
+    pub async fn connect_with(url: &str, opts: AmqpOptions) -> Result<AmqpQueue, QueueError> {
+        let redacted = redact(url);
+        let uri = AMQPUri::from_str(url).map_err(|_| {
+            // The parser's message quotes the URL: do not pass it on.
+            QueueError::Unavailable(format!("invalid AMQP URL {redacted}"))
+        })?;
+        let mut hide = Vec::new();
+        let password = uri.authority.userinfo.password.clone();
+        if !password.is_empty() {
+            hide.push(password.clone());
+            if let Ok(u) = url::Url::parse(url) {
+                if let Some(p) = u.password() {
+                    if p != password {
+                        hide.push(p.to_string());
+                    }
+                }
+            }
+        }
+        if opts.prefetch == 0 {
+            return Err(QueueError::Unavailable("prefetch must be at least 1".into()));
+        }
+        let q = AmqpQueue {
+            inner: Arc::new(Inner {
+                secret: Secret { uri, hide },
+                redacted,
+                opts,
+                link: Mutex::new(None),
+                generation: AtomicU64::new(0),
+                closed: AtomicBool::new(false),
+                tasks: Mutex::new(None),
+                jobs: StdMutex::new(HashMap::new()),
+                open_jobs: StdMutex::new(HashSet::new()),
+            }),
+        };
+        q.inner.link().await?;
+        Ok(q)
+    }
+
+    /// The broker URL without credentials.
+    pub fn url(&self) -> &str {
+        &self.inner.redacted
+    }
+
+    /// The options this queue was created with.
+    pub fn options(&self) -> &AmqpOptions {
+        &self.inner.opts
+    }
+
+    /// Closes the connection; every later (or waiting) operation fails with
+    /// [`QueueError::Closed`]. Unacknowledged deliveries go back to the broker.
+    pub async fn close(&self) {
+        self.inner.closed.store(true, Ordering::SeqCst);
+        self.inner.jobs.lock().unwrap().clear();
+        let link = self.inner.link.lock().await.take();
+        if let Some(link) = link {
+            if let Err(e) = link.conn.close(200, "closing".into()).await {
+                debug!(error = %self.inner.scrub(&e), "closing the connection");
+            }
+        }
+        info!(url = %self.inner.redacted, "closed the RabbitMQ connection");
+    }
+}
+
+impl Inner {
+    /// `msg` with the password removed.
+    fn scrub(&self, msg: &dyn fmt::Display) -> String {
+        let mut s = msg.to_string();
+        for h in &self.secret.hide {
+            s = s.replace(h.as_str(), "***");
+        }
+        s
+    }
+
+    fn unavailable(&self, what: &str, e: &dyn fmt::Display) -> QueueError {
+        QueueError::Unavailable(format!("{what} ({}): {}", self.redacted, self.scrub(e)))
+    }
+
+    fn check_open(&self) -> Result<(), QueueError> {
+        if self.closed.load(Ordering::SeqCst) {
+            Err(QueueError::Closed)
+        } else {
+            Ok(())
+        }
+    }
+
+    /// The current connection, reconnecting (with backoff) if it is gone.
+    async fn link(&self) -> Result<Arc<Link>, QueueError> {
+        self.check_open()?;
+        let mut guard = self.link.lock().await;
+        self.check_open()?;
+        if let Some(link) = guard.as_ref() {
+            if link.healthy() {
+                return Ok(link.clone());
+            }
+            warn!(url = %self.redacted, "RabbitMQ connection lost; reconnecting");
+            let old = guard.take().expect("checked");
+            tokio::spawn(async move {
+                let _ = old.conn.close(200, "reconnecting".into()).await;
+            });
+        }
+        let link = Arc::new(self.connect_with_backoff().await?);
+        *guard = Some(link.clone());
+        Ok(link)
+    }
+
+    /// Drops the connection of generation `generation` (if it is still the current
+    /// one) so that the next operation reconnects.
+    async fn invalidate(&self, generation: u64) {
+        let mut guard = self.link.lock().await;
+        if guard.as_ref().is_some_and(|l| l.generation == generation) {
+            let old = guard.take().expect("checked");
+            tokio::spawn(async move {
+                let _ = old.conn.close(200, "reconnecting".into()).await;
+            });
+        }
+    }
+
+    async fn connect_with_backoff(&self) -> Result<Link, QueueError> {
+        let mut backoff = Backoff::new(self.opts.connect_timeout);
+        let mut tries = 0u32;
+        loop {
+            tries += 1;
+            let limit = backoff.remaining().clamp(Duration::from_millis(50), ATTEMPT_TIMEOUT);
+            let err = match tokio::time::timeout(limit, self.connect_once()).await {
+                Ok(Ok(link)) => {
+                    let reconnect = link.generation > 1;
+                    info!(
+                        url = %self.redacted,
+                        generation = link.generation,
+                        attempts = tries,
+                        "{} RabbitMQ",
+                        if reconnect { "reconnected to" } else { "connected to" }
+                    );
+                    return Ok(link);
+                }
+                Ok(Err(e)) if is_permanent(&e) => {
+                    warn!(url = %self.redacted, error = %self.scrub(&e), "RabbitMQ refused the setup");
+                    return Err(self.unavailable("RabbitMQ refused the setup", &e));
+                }
+                Ok(Err(e)) => self.scrub(&e),
+                Err(_) => format!("attempt timed out after {limit:?}"),
+            };
+            warn!(url = %self.redacted, attempt = tries, error = %err, "cannot connect to RabbitMQ; retrying");
+            if !backoff.wait().await {
+                return Err(QueueError::Unavailable(format!(
+                    "cannot connect to RabbitMQ at {} within {:?} ({tries} attempts): {err}",
+                    self.redacted, self.opts.connect_timeout
+                )));
+            }
+            self.check_open()?;
+        }
+    }
+
+    async fn connect_once(&self) -> lapin::Result<Link> {
+        let props = ConnectionProperties::default()
+            .with_connection_name(self.opts.connection_name.as_str().into());
+        let conn = Connection::connect_uri(self.secret.uri.clone(), props).await?;
+        let setup = conn.create_channel().await?;
+        declare_topology(&setup, self.opts.delivery_limit).await?;
+        let jobs: Vec<String> = self.open_jobs.lock().unwrap().iter().cloned().collect();
+        for job in &jobs {
+            declare_job(&setup, job).await?;
+        }
+        let _ = setup.close(200, "topology declared".into()).await;
+        let publisher = conn.create_channel().await?;
+        publisher.confirm_select(ConfirmSelectOptions::default()).await?;
+        let generation = self.generation.fetch_add(1, Ordering::SeqCst) + 1;
+        Ok(Link { generation, conn, publisher })
+    }
+
+    /// Runs `f` on a fresh channel, retrying after a broken connection.
+    async fn on_channel<T, F, Fut>(&self, what: &str, f: F) -> Result<T, QueueError>
+    where
+        F: Fn(Channel) -> Fut,
+        Fut: Future<Output = lapin::Result<T>>,
+    {
+        let mut attempt = 0;
+        loop {
+            attempt += 1;
+            let link = self.link().await?;
+            let res = async {
+                let ch = link.conn.create_channel().await?;
+                let out = f(ch.clone()).await?;
+                let _ = ch.close(200, "done".into()).await;
+                Ok::<T, lapin::Error>(out)
+            }
+            .await;
+            match res {
+                Ok(v) => return Ok(v),
+                Err(e) if is_permanent(&e) || attempt >= MAX_ATTEMPTS => {
+                    warn!(url = %self.redacted, error = %self.scrub(&e), "{what} failed");
+                    return Err(self.unavailable(what, &e));
+                }
+                Err(e) => {
+                    warn!(url = %self.redacted, error = %self.scrub(&e), attempt, "{what} failed; retrying");
+                    if !link.healthy() {
+                        self.invalidate(link.generation).await;
+                    }
+                }
+            }
+        }
+    }
+
+    /// Publishes persistent, mandatory and confirmed; retries after a broken connection.
+    async fn publish(&self, what: &str, exchange: &str, key: String, body: &[u8]) -> Result<(), QueueError> {
+        let key = short(key)?;
+        let mut attempt = 0;
+        loop {
+            attempt += 1;
+            let link = self.link().await?;
+            let res = tokio::time::timeout(CONFIRM_TIMEOUT, async {
+                link.publisher
+                    .basic_publish(
+                        exchange.into(),
+                        key.clone(),
+                        BasicPublishOptions { mandatory: true, ..BasicPublishOptions::default() },
+                        body,
+                        BasicProperties::default().with_delivery_mode(2),
+                    )
+                    .await?
+                    .await
+            })
+            .await;
+            let err = match res {
+                Ok(Ok(Confirmation::Ack(None))) => return Ok(()),
+                Ok(Ok(Confirmation::Ack(Some(ret)) | Confirmation::Nack(Some(ret)))) => {
+                    return Err(QueueError::NotAccepted(format!(
+                        "{what} to {exchange} with key {key} returned: {} {}",
+                        ret.reply_code, ret.reply_text
+                    )));
+                }
+                Ok(Ok(Confirmation::Nack(None))) => {
+                    return Err(QueueError::NotAccepted(format!(
+                        "{what} to {exchange} with key {key} nacked by the broker"
+                    )));
+                }
+                Ok(Ok(Confirmation::NotRequested)) => {
+                    // Cannot happen on a confirm channel; do not trust this channel.
+                    "publish not confirmed".to_string()
+                }
+                Ok(Err(e)) if is_permanent(&e) => {
+                    // E.g. NOT_FOUND: an exchange deleted under us. Reconnecting
+                    // redeclares the topology, so retry once more at least.
+                    self.scrub(&e)
+                }
+                Ok(Err(e)) => self.scrub(&e),
+                Err(_) => format!("no confirm within {CONFIRM_TIMEOUT:?}"),
+            };
+            if attempt >= MAX_ATTEMPTS {
+                warn!(url = %self.redacted, error = %err, "{what} failed");
+                return Err(QueueError::Unavailable(format!("{what} ({}): {err}", self.redacted)));
+            }
+            warn!(url = %self.redacted, error = %err, attempt, "{what} failed; reconnecting and retrying");
+            self.invalidate(link.generation).await;
+        }
+    }
+
+    async fn open_task_consumer(&self) -> Result<TaskConsumer, QueueError> {
+        let mut attempt = 0;
+        loop {
+            attempt += 1;
+            let link = self.link().await?;
+            let res = async {
+                let channel = link.conn.create_channel().await?;
+                channel.basic_qos(self.opts.prefetch, BasicQosOptions::default()).await?;
+                // Recreates the queue if it was deleted under us.
+                channel
+                    .queue_declare(TASK_QUEUE.into(), durable_queue(), task_queue_args(self.opts.delivery_limit))
+                    .await?;
+                let consumer = channel
+                    .basic_consume(
+                        TASK_QUEUE.into(),
+                        "".into(),
+                        BasicConsumeOptions::default(),
+                        FieldTable::default(),
+                    )
+                    .await?;
+                Ok::<_, lapin::Error>(TaskConsumer { channel, consumer })
+            }
+            .await;
+            match res {
+                Ok(tc) => {
+                    debug!(url = %self.redacted, prefetch = self.opts.prefetch, "consuming {TASK_QUEUE}");
+                    return Ok(tc);
+                }
+                Err(e) if is_permanent(&e) || attempt >= MAX_ATTEMPTS => {
+                    return Err(self.unavailable("consuming tasks", &e));
+                }
+                Err(e) => {
+                    warn!(url = %self.redacted, error = %self.scrub(&e), "cannot consume tasks; retrying");
+                    self.invalidate(link.generation).await;
+                }
+            }
+        }
+    }
+
+    async fn open_event_consumers(&self, job: &str, events: &JobEvents) -> Result<EventConsumers, QueueError> {
+        let seq = events.seq.fetch_add(1, Ordering::SeqCst) + 1;
+        let limit = self.opts.delivery_limit;
+        let (reports, dead) = (report_queue(job), dead_queue(job));
+        let mut attempt = 0;
+        loop {
+            attempt += 1;
+            let link = self.link().await?;
+            let res = async {
+                let channel = link.conn.create_channel().await?;
+                channel.basic_qos(EVENT_PREFETCH, BasicQosOptions::default()).await?;
+                declare_job(&channel, job).await?;
+                let consume = |queue: &str| {
+                    channel.basic_consume(
+                        queue.into(),
+                        "".into(),
+                        BasicConsumeOptions::default(),
+                        FieldTable::default(),
+                    )
+                };
+                let report_consumer = consume(&reports).await?;
+                let dead_consumer = consume(&dead).await?;
+                Ok::<_, lapin::Error>((channel, report_consumer, dead_consumer))
+            }
+            .await;
+            match res {
+                Ok((channel, report_consumer, dead_consumer)) => {
+                    let forwarders = vec![
+                        forward(report_consumer, events.tx.clone(), seq, |d| Event::Report(d.data)),
+                        forward(dead_consumer, events.tx.clone(), seq, move |d| {
+                            let reason = death_reason(&d, limit);
+                            Event::DeadLetter { body: d.data, reason }
+                        }),
+                    ];
+                    debug!(url = %self.redacted, job, "consuming the job's reports and dead letters");
+                    return Ok(EventConsumers { seq, channel, forwarders });
+                }
+                Err(e) if is_permanent(&e) || attempt >= MAX_ATTEMPTS => {
+                    return Err(self.unavailable(&format!("consuming the events of job {job}"), &e));
+                }
+                Err(e) => {
+                    warn!(url = %self.redacted, job, error = %self.scrub(&e), "cannot consume job events; retrying");
+                    self.invalidate(link.generation).await;
+                }
+            }
+        }
+    }
+
+    fn job_events(&self, job: &str) -> Arc<JobEvents> {
+        self.jobs
+            .lock()
+            .unwrap()
+            .entry(job.to_string())
+            .or_insert_with(|| {
+                let (tx, rx) = mpsc::unbounded_channel();
+                Arc::new(JobEvents {
+                    tx,
+                    rx: Mutex::new(rx),
+                    consumers: StdMutex::new(None),
+                    seq: AtomicU64::new(0),
+                })
+            })
+            .clone()
+    }
+}
+
+/// Feeds a consumer's deliveries into a job's event stream until it stops.
+fn forward(
+    mut consumer: Consumer,
+    tx: mpsc::UnboundedSender<EventMsg>,
+    seq: u64,
+    to_event: impl Fn(LapinDelivery) -> Event + Send + 'static,
+) -> JoinHandle<()> {
+    tokio::spawn(async move {
+        let queue = consumer.queue();
+        while let Some(next) = consumer.next().await {
+            match next {
+                Ok(d) => {
+                    let acker = d.acker.clone();
+                    if tx.send(EventMsg::Item(to_event(d), acker)).is_err() {
+                        return;
+                    }
+                }
+                Err(e) => {
+                    // Errors are scrubbed of nothing: lapin's do not contain the URL.
+                    warn!(queue = %queue, error = %e, "event consumer failed");
+                    break;
+                }
+            }
+        }
+        let _ = tx.send(EventMsg::Stopped(seq));
+    })
+}
+
+/// Settles one task delivery; dropped unsettled, it requeues the task.
+struct AmqpSettle {
+    acker: Option<Acker>,
+    runtime: Option<tokio::runtime::Handle>,
+}
+
+impl AmqpSettle {
+    fn stale(&self, op: &str) -> QueueError {
+        warn!("{op} of a task from a closed channel not sent: the broker redelivers the task");
+        QueueError::Unavailable(format!(
+            "{op}: the channel of this delivery is closed; the broker redelivers the task"
+        ))
+    }
+}
+
+impl Drop for AmqpSettle {
+    fn drop(&mut self) {
+        let Some(acker) = self.acker.take() else { return };
+        if !acker.usable() {
+            return; // Its channel is gone: the broker requeues it by itself.
+        }
+        let Some(rt) = self.runtime.take() else { return };
+        debug!("unsettled task delivery dropped; requeueing it");
+        rt.spawn(async move {
+            let requeue = BasicNackOptions { requeue: true, ..BasicNackOptions::default() };
+            if let Err(e) = acker.nack(requeue).await {
+                warn!(error = %e, "requeueing a dropped delivery failed; the broker redelivers it when the channel closes");
+            }
+        });
+    }
+}
+
+#[async_trait]
+impl Settle for AmqpSettle {
+    async fn ack(mut self: Box<Self>) -> Result<(), QueueError> {
+        let acker = self.acker.take().expect("settled once");
+        match acker.ack(BasicAckOptions::default()).await {
+            Ok(true) => Ok(()),
+            Ok(false) => Err(self.stale("ack")),
+            Err(e) => Err(QueueError::Unavailable(format!("ack: {e}"))),
+        }
+    }
+
+    async fn retry(mut self: Box<Self>) -> Result<(), QueueError> {
+        let acker = self.acker.take().expect("settled once");
+        let opts = BasicNackOptions { requeue: true, ..BasicNackOptions::default() };
+        match acker.nack(opts).await {
+            Ok(true) => Ok(()),
+            Ok(false) => {
+                // The closed channel already returned it to the queue, which counts
+                // toward the delivery limit too: the outcome asked for.
+                warn!("retry of a task from a closed channel: the broker redelivers it anyway");
+                Ok(())
+            }
+            Err(e) => Err(QueueError::Unavailable(format!("retry: {e}"))),
+        }
+    }
+
+    async fn reject(mut self: Box<Self>) -> Result<(), QueueError> {
+        let acker = self.acker.take().expect("settled once");
+        match acker.reject(BasicRejectOptions { requeue: false }).await {
+            Ok(true) => Ok(()),
+            Ok(false) => Err(self.stale("reject")),
+            Err(e) => Err(QueueError::Unavailable(format!("reject: {e}"))),
+        }
+    }
+}
+
+#[async_trait]
+impl Queue for AmqpQueue {
+    async fn open_job(&self, job: &str) -> Result<(), QueueError> {
+        check_job(job)?;
+        let inner = &self.inner;
+        inner.open_jobs.lock().unwrap().insert(job.to_string());
+        inner
+            .on_channel(&format!("declaring the queues of job {job}"), |ch| async move {
+                declare_job(&ch, job).await
+            })
+            .await?;
+        debug!(job, "opened job queues");
+        Ok(())
+    }
+
+    async fn publish_task(&self, job: &str, body: Vec<u8>) -> Result<(), QueueError> {
+        check_job(job)?;
+        self.inner.publish("publishing a task", TASK_EXCHANGE, task_key(job), &body).await
+    }
+
+    async fn next_task(&self) -> Result<Delivery, QueueError> {
+        let inner = &self.inner;
+        let mut guard = inner.tasks.lock().await;
+        let mut backoff: Option<Backoff> = None;
+        loop {
+            inner.check_open()?;
+            let alive = guard.as_ref().is_some_and(|tc| tc.channel.status().connected());
+            if !alive {
+                *guard = None;
+                *guard = Some(inner.open_task_consumer().await?);
+            }
+            let tc = guard.as_mut().expect("just set");
+            let stopped = match tc.consumer.next().await {
+                Some(Ok(d)) => {
+                    let attempt = attempt_of(&d);
+                    let settle = AmqpSettle {
+                        acker: Some(d.acker.clone()),
+                        runtime: tokio::runtime::Handle::try_current().ok(),
+                    };
+                    return Ok(Delivery::new(d.data, attempt, Box::new(settle)));
+                }
+                Some(Err(e)) => format!("failed: {}", inner.scrub(&e)),
+                None => "cancelled".to_string(),
+            };
+            warn!(url = %inner.redacted, "task consumer {stopped}; consuming again");
+            *guard = None;
+            // A consumer that keeps dying while the connection looks fine (the queue
+            // deleted and redeclared, say) must not spin.
+            let b = backoff.get_or_insert_with(|| Backoff::new(inner.opts.connect_timeout));
+            if !b.wait().await {
+                return Err(QueueError::Unavailable(format!(
+                    "the task consumer keeps stopping ({})",
+                    inner.redacted
+                )));
+            }
+        }
+    }
+
+    async fn publish_report(&self, job: &str, body: Vec<u8>) -> Result<(), QueueError> {
+        check_job(job)?;
+        self.inner.publish("publishing a report", REPORT_EXCHANGE, job.to_string(), &body).await
+    }
+
+    async fn next_event(&self, job: &str) -> Result<Event, QueueError> {
+        check_job(job)?;
+        let inner = &self.inner;
+        let events = inner.job_events(job);
+        let mut rx = events.rx.lock().await;
+        loop {
+            inner.check_open()?;
+            let alive = events.consumers.lock().unwrap().as_ref().is_some_and(|c| c.channel.status().connected());
+            if !alive {
+                events.consumers.lock().unwrap().take();
+                let c = inner.open_event_consumers(job, &events).await?;
+                *events.consumers.lock().unwrap() = Some(c);
+            }
+            match rx.recv().await {
+                Some(EventMsg::Item(event, acker)) => match acker.ack(BasicAckOptions::default()).await {
+                    Ok(true) => return Ok(event),
+                    // Its channel closed: the broker delivers it again.
+                    Ok(false) => debug!(job, "skipping an event from a closed channel"),
+                    Err(e) => warn!(job, error = %e, "acking an event failed; it will be redelivered"),
+                },
+                Some(EventMsg::Stopped(seq)) => {
+                    let mut c = events.consumers.lock().unwrap();
+                    if c.as_ref().is_some_and(|c| c.seq == seq) {
+                        warn!(url = %inner.redacted, job, "job event consumers stopped; consuming again");
+                        c.take();
+                    }
+                }
+                None => return Err(QueueError::Closed),
+            }
+        }
+    }
+
+    async fn close_job(&self, job: &str) -> Result<(), QueueError> {
+        check_job(job)?;
+        let inner = &self.inner;
+        inner.open_jobs.lock().unwrap().remove(job);
+        if let Some(events) = inner.jobs.lock().unwrap().remove(job) {
+            events.consumers.lock().unwrap().take();
+        }
+        inner
+            .on_channel(&format!("deleting the queues of job {job}"), |ch| async move {
+                for q in [report_queue(job), dead_queue(job)] {
+                    ch.queue_delete(q.as_str().into(), QueueDeleteOptions::default()).await?;
+                }
+                Ok(())
+            })
+            .await?;
+        debug!(job, "deleted job queues");
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn redact_drops_user_info() {
+        assert_eq!(redact("amqp://guest:s3cret@host:5672/%2f"), "amqp://host:5672/%2f");
+        assert_eq!(redact("amqps://user@host/vh"), "amqps://host/vh");
+        assert_eq!(redact("amqp://host"), "amqp://host");
+        assert!(!redact("not a url with s3cret").contains("s3cret"));
+    }
+
+    #[test]
+    fn job_names() {
+        assert!(check_job("j-1_a.b").is_ok());
+        assert!(check_job("").is_err());
+        assert!(check_job("a#").is_err());
+        assert!(check_job("a*b").is_err());
+        assert!(check_job(&"x".repeat(201)).is_err());
+    }
+
+    #[test]
+    fn attempts_and_reasons() {
+        let mut d = LapinDelivery::mock(1, "".into(), "".into(), false, b"x".to_vec());
+        assert_eq!(attempt_of(&d), 1);
+        assert_eq!(death_reason(&d, 4), "dead-lettered (no x-death header)");
+        let mut death = FieldTable::default();
+        death.insert("reason".into(), AMQPValue::LongString("delivery_limit".into()));
+        death.insert("queue".into(), AMQPValue::LongString("covmerge.tasks".into()));
+        let mut h = FieldTable::default();
+        h.insert("x-delivery-count".into(), AMQPValue::LongLongInt(2));
+        h.insert("x-death".into(), AMQPValue::FieldArray(vec![AMQPValue::FieldTable(death)].into()));
+        d.properties = BasicProperties::default().with_headers(h);
+        assert_eq!(attempt_of(&d), 3);
+        assert_eq!(death_reason(&d, 4), "delivery limit 4 exceeded (queue covmerge.tasks)");
+    }
+
+    #[tokio::test]
+    async fn bad_url_is_not_echoed() {
+        let err = AmqpQueue::connect("amqp://u:s3cret@host:notaport/%2f", 1).await.unwrap_err();
+        assert!(!err.to_string().contains("s3cret"), "{err}");
+    }
+}

@@ -1,0 +1,53 @@
+//! Fault injection for the fleet's end-to-end tests, off unless the environment asks:
+//!
+//! - `COVMERGE_FAULT_SLEEP=<point>:<ms>` pauses at a point so a test can kill or stop
+//!   the worker exactly there. Points: `split` (after the first spill chunk is stored),
+//!   `merge` (before a shard is merged), `upload` (part stored, marker not yet),
+//!   `ack` (report sent, delivery not yet acknowledged).
+//! - `COVMERGE_FAULT_FAIL_SHARD=<index>` makes merging that shard fail transiently,
+//!   to exercise retries and the delivery limit.
+//!
+//! Each hook logs `fault point reached` with the point, which tests wait for.
+
+use std::sync::OnceLock;
+use std::time::Duration;
+
+fn sleep_spec() -> Option<&'static (String, u64)> {
+    static S: OnceLock<Option<(String, u64)>> = OnceLock::new();
+    S.get_or_init(|| {
+        let v = std::env::var("COVMERGE_FAULT_SLEEP").ok()?;
+        let (p, ms) = v.split_once(':')?;
+        Some((p.to_string(), ms.parse().ok()?))
+    })
+    .as_ref()
+}
+
+/// The pause configured for `point`, if any (logged).
+pub fn pause(point: &str) -> Option<Duration> {
+    let (p, ms) = sleep_spec()?;
+    if p != point {
+        return None;
+    }
+    tracing::warn!(point, ms, "fault point reached");
+    Some(Duration::from_millis(*ms))
+}
+
+/// Blocking pause (split/merge threads).
+pub fn pause_blocking(point: &str) {
+    if let Some(d) = pause(point) {
+        std::thread::sleep(d);
+    }
+}
+
+/// Async pause.
+pub async fn pause_async(point: &str) {
+    if let Some(d) = pause(point) {
+        tokio::time::sleep(d).await;
+    }
+}
+
+/// Whether merging `shard` should fail (transiently).
+pub fn fail_shard(shard: u32) -> bool {
+    static S: OnceLock<Option<u32>> = OnceLock::new();
+    S.get_or_init(|| std::env::var("COVMERGE_FAULT_FAIL_SHARD").ok()?.parse().ok()) == &Some(shard)
+}
