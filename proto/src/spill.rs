@@ -92,7 +92,9 @@ impl BlockBuilder {
 
     /// Encodes the block into `out` in a deterministic order and resets the builder.
     pub fn finish_into(&mut self, out: &mut Vec<u8>) {
-        let mut entries: Vec<(RawKey, RawVal)> = self.entries.drain().collect();
+        // `take`, not `drain`: a drained map keeps its capacity, and a splitter whose
+        // rows arrive sorted by file would keep one peak-sized table per shard.
+        let mut entries: Vec<(RawKey, RawVal)> = std::mem::take(&mut self.entries).into_iter().collect();
         entries.sort_unstable_by_key(|(k, _)| (k.file, k.commit, k.sl, k.manager, k.func));
         let start = out.len();
         out.extend_from_slice(MAGIC);
@@ -112,8 +114,8 @@ impl BlockBuilder {
         }
         let body = (out.len() - start - 8) as u32;
         out[start + 4..start + 8].copy_from_slice(&body.to_le_bytes());
-        self.strings.clear();
-        self.index.clear();
+        self.strings = Vec::new();
+        self.index = FxHashMap::default();
         self.bytes_of_strings = 0;
     }
 }

@@ -1,0 +1,123 @@
+//! End-to-end benchmark: generates (or reuses) a corpus, measures the `zcat | wc -l`
+//! floor and `covmerge merge` side by side, and prints one row per run with rows/s,
+//! MB/s (compressed input), wall, CPU and peak RSS.
+//!
+//! ```sh
+//! cargo build --release --workspace
+//! target/release/covmerge-bench --corpus /tmp/c20 --files 200 --lines 1000 --commits 40 \
+//!     --managers 20 --parts 1 --sorted [--runs 1] [-- extra merge flags]
+//! ```
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Instant;
+
+use clap::Parser;
+use covmerge_corpus::CorpusSpec;
+
+#[derive(Parser, Debug)]
+struct Args {
+    /// Corpus directory (generated when it has no corpus.json).
+    #[arg(long)]
+    corpus: PathBuf,
+    #[command(flatten)]
+    spec: CorpusSpec,
+    /// Measured runs of each command.
+    #[arg(long, default_value_t = 1)]
+    runs: usize,
+    /// The covmerge binary (default: next to this one).
+    #[arg(long)]
+    covmerge: Option<PathBuf>,
+    /// Extra flags for `covmerge merge`.
+    #[arg(last = true)]
+    extra: Vec<String>,
+}
+
+struct Usage {
+    wall: f64,
+    cpu: f64,
+    max_rss_kb: i64,
+}
+
+/// Runs `cmd`, returning wall time, CPU (user+sys of children) and the peak RSS of the
+/// largest child, from getrusage(RUSAGE_CHILDREN) deltas in a fresh process.
+fn measure(cmd: &mut Command) -> Usage {
+    // Peak RSS of children is a maximum over all reaped children: run through a
+    // throwaway shell per measurement so earlier runs do not mask later ones.
+    let before = rusage();
+    let t0 = Instant::now();
+    let st = cmd.status().expect("spawn");
+    let wall = t0.elapsed().as_secs_f64();
+    assert!(st.success(), "{cmd:?} failed");
+    let after = rusage();
+    Usage { wall, cpu: after.0 - before.0, max_rss_kb: after.1 }
+}
+
+fn rusage() -> (f64, i64) {
+    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+    unsafe { libc::getrusage(libc::RUSAGE_CHILDREN, &mut ru) };
+    let t = |tv: libc::timeval| tv.tv_sec as f64 + tv.tv_usec as f64 / 1e6;
+    (t(ru.ru_utime) + t(ru.ru_stime), ru.ru_maxrss)
+}
+
+fn json_field(text: &str, key: &str) -> String {
+    let v: serde_json::Value = serde_json::from_str(text).unwrap();
+    match &v[key] {
+        serde_json::Value::String(s) => s.clone(),
+        other => other.to_string(),
+    }
+}
+
+fn main() {
+    let a = Args::parse();
+    let meta = a.corpus.join("corpus.json");
+    if !meta.is_file() {
+        eprintln!("generating corpus in {} ...", a.corpus.display());
+        let t0 = Instant::now();
+        covmerge_corpus::generate(&a.spec, &a.corpus).expect("generate");
+        eprintln!("generated in {:.1} s", t0.elapsed().as_secs_f64());
+    }
+    let text = std::fs::read_to_string(&meta).unwrap();
+    let base = json_field(&text, "base_commit");
+    let repo = json_field(&text, "base_repo");
+    let rows: u64 = json_field(&text, "rows").parse().unwrap();
+    let v: serde_json::Value = serde_json::from_str(&text).unwrap();
+    let inputs: Vec<PathBuf> =
+        v["inputs"].as_array().unwrap().iter().map(|i| a.corpus.join(i.as_str().unwrap())).collect();
+    let gz_bytes: u64 = inputs.iter().map(|p| std::fs::metadata(p).unwrap().len()).sum();
+    let bin = a.covmerge.clone().unwrap_or_else(|| {
+        std::env::current_exe().unwrap().parent().unwrap().join("covmerge")
+    });
+    let out = std::env::temp_dir().join(format!("covmerge-bench-{}.jsonl.gz", std::process::id()));
+    println!("corpus {} | {} rows | {:.1} MB gz in {} part(s)", a.corpus.display(), rows, gz_bytes as f64 / 1e6, inputs.len());
+    println!("| command | wall s | CPU s | peak RSS MB | rows/s | MB/s (gz) |");
+    println!("|---|---|---|---|---|---|");
+    let row = |name: &str, u: &Usage| {
+        println!(
+            "| {name} | {:.2} | {:.2} | {:.0} | {:.0} | {:.1} |",
+            u.wall,
+            u.cpu,
+            u.max_rss_kb as f64 / 1024.0,
+            rows as f64 / u.wall,
+            gz_bytes as f64 / 1e6 / u.wall
+        );
+    };
+    for _ in 0..a.runs {
+        let files: Vec<String> = inputs.iter().map(|p| p.display().to_string()).collect();
+        let mut floor = Command::new("sh");
+        floor.arg("-c").arg(format!("zcat {} | wc -l >/dev/null", files.join(" ")));
+        row("zcat | wc -l", &measure(&mut floor));
+        let mut m = Command::new(&bin);
+        m.args(["merge", "--quiet", "--source", &format!("dir:{}", a.corpus.join("sources").display())])
+            .args(["--base-repo", &repo, "--base-commit", &base, "--out", out.to_str().unwrap()])
+            .args(&a.extra)
+            .arg("--input")
+            .args(&files);
+        // A fresh child process so its peak RSS is its own.
+        let mut wrapped = Command::new("sh");
+        wrapped.arg("-c").arg("\"$@\" >/dev/null").arg("sh").arg(m.get_program()).args(m.get_args());
+        row("covmerge merge", &measure(&mut wrapped));
+    }
+    let _ = std::fs::remove_file(&out);
+    let _ = Path::new(&out);
+}
