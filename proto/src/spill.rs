@@ -90,12 +90,12 @@ impl BlockBuilder {
         self.entries.len() * 48 + self.bytes_of_strings + self.strings.len() * 40
     }
 
-    /// Encodes the block into `out` in a deterministic order and resets the builder.
+    /// Encodes the block into `out` and resets the builder. Entry order is the map's:
+    /// the merge aggregates, so it does not depend on it.
     pub fn finish_into(&mut self, out: &mut Vec<u8>) {
         // `take`, not `drain`: a drained map keeps its capacity, and a splitter whose
         // rows arrive sorted by file would keep one peak-sized table per shard.
-        let mut entries: Vec<(RawKey, RawVal)> = std::mem::take(&mut self.entries).into_iter().collect();
-        entries.sort_unstable_by_key(|(k, _)| (k.file, k.commit, k.sl, k.manager, k.func));
+        let entries = std::mem::take(&mut self.entries);
         let start = out.len();
         out.extend_from_slice(MAGIC);
         out.extend_from_slice(&[0; 4]);
@@ -105,7 +105,7 @@ impl BlockBuilder {
             out.extend_from_slice(s);
         }
         put_varint(out, entries.len() as u64);
-        for (k, v) in &entries {
+        for (k, v) in entries.iter() {
             for x in [k.file, k.commit, k.func, k.manager, k.sl] {
                 put_varint(out, x as u64);
             }
@@ -254,6 +254,7 @@ mod tests {
             Ok(())
         })
         .unwrap();
+        seen.sort();
         assert_eq!(
             seen,
             vec![

@@ -6,7 +6,7 @@
 //! redelivery overwrites with identical bytes.
 //!
 //! ```text
-//! jobs/<job>/spill/<split>/<shard>-<seq>.cms   spill chunks of one split
+//! jobs/<job>/spill/<split>/<nonce>/<shard>-<seq>.cms   spill chunks of one split attempt
 //! jobs/<job>/splits/<split>.done               SplitOutcome (the split's commit point)
 //! jobs/<job>/parts/<shard>.jsonl.gz            a merged part
 //! jobs/<job>/parts/<shard>.done                MergeOutcome (the shard's commit point)
@@ -39,8 +39,8 @@ pub mod keys {
     pub fn job_prefix(job: &JobId) -> String {
         format!("jobs/{job}")
     }
-    pub fn spill(job: &JobId, split: SplitId, shard: ShardId, seq: u32) -> String {
-        format!("jobs/{job}/spill/{split}/{shard}-{seq:05}.cms")
+    pub fn spill(job: &JobId, split: SplitId, nonce: &str, shard: ShardId, seq: u32) -> String {
+        format!("jobs/{job}/spill/{split}/{nonce}/{shard}-{seq:05}.cms")
     }
     pub fn split_done(job: &JobId, split: SplitId) -> String {
         format!("jobs/{job}/splits/{split}.done")
@@ -94,6 +94,8 @@ pub struct WorkerConfig {
     pub source: Option<String>,
     /// Memory the split builders may hold before flushing chunks.
     pub split_budget: usize,
+    /// Parse threads per split.
+    pub split_threads: usize,
     /// Bytes of file versions to cache.
     pub source_cache: usize,
     /// Bytes of line maps to cache.
@@ -107,6 +109,7 @@ impl Default for WorkerConfig {
         WorkerConfig {
             source: None,
             split_budget: 48 << 20,
+            split_threads: std::thread::available_parallelism().map(|n| n.get()).unwrap_or(2),
             source_cache: 64 << 20,
             projection_cache: 32 << 20,
             grace: Duration::from_secs(25),
@@ -167,29 +170,39 @@ impl Executor {
         let outcome = tokio::task::spawn_blocking(move || -> Result<SplitOutcome, TaskError> {
             let reader = crate::input::open_input(&t2.input, &rt)
                 .map_err(|e| TaskError::Permanent(e.to_string()))?;
-            let mut seq: HashMap<ShardId, u32> = HashMap::new();
-            let mut chunks = Vec::new();
+            // Chunk contents depend on how pieces fell to parse threads, so every
+            // attempt writes under its own nonce: two attempts running at once never
+            // overwrite each other's chunks, and the marker names only its own.
+            let nonce = uuid_like();
+            let seq = AtomicU64::new(0);
+            let chunks = Mutex::new(Vec::new());
             let settings = SplitSettings {
                 shards: t2.shards,
                 max_bad_rows: t2.max_bad_rows,
                 memory_budget: this.cfg.split_budget,
+                threads: this.cfg.split_threads,
             };
-            let mut emit = |shard: ShardId, chunk: Vec<u8>| -> Result<(), SplitError> {
-                let n = seq.entry(shard).or_insert(0);
-                let key = keys::spill(&t2.job, t2.split, shard, *n);
-                *n += 1;
+            let emit = |shard: ShardId, chunk: Vec<u8>| -> Result<(), SplitError> {
+                let n = seq.fetch_add(1, Ordering::Relaxed) as u32;
+                let key = keys::spill(&t2.job, t2.split, &nonce, shard, n);
                 rt.block_on(this.store.put(&key, Bytes::from(chunk))).map_err(|e| SplitError::Emit {
                     shard,
                     message: e.to_string(),
                     transient: transient_store(&e),
                 })?;
-                chunks.push((shard, key));
-                if chunks.len() == 1 {
+                let first = {
+                    let mut c = chunks.lock().unwrap();
+                    c.push((shard, key));
+                    c.len() == 1
+                };
+                if first {
                     crate::fault::pause_blocking("split");
                 }
                 Ok(())
             };
-            let mut outcome = split_input(&t2.input, reader, settings, &mut emit)?;
+            let mut outcome = split_input(&t2.input, reader, settings, &emit)?;
+            let mut chunks = chunks.into_inner().unwrap();
+            chunks.sort();
             outcome.chunks = chunks;
             this.progress.rows_read.fetch_add(outcome.counts.rows_in, Ordering::Relaxed);
             Ok(outcome)
@@ -252,6 +265,15 @@ impl Executor {
         info!(records = outcome.records, bytes = outcome.bytes, "part written");
         Ok(outcome)
     }
+}
+
+/// A random-enough name for one attempt's objects (time and pid based).
+fn uuid_like() -> String {
+    use std::hash::{BuildHasher, Hasher};
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    h.write_u128(std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos()).unwrap_or(0));
+    h.write_u32(std::process::id());
+    format!("{:016x}", h.finish())
 }
 
 /// Backoff before handing a failed task back: 0.5 s × 2^(attempt-1), capped at 30 s,

@@ -129,16 +129,26 @@ pub struct RowReader<R: Read> {
     header: csv::ByteRecord,
     cols: Columns,
     rec: csv::ByteRecord,
+    /// Lines before this reader's input (a chunk of a larger input).
+    line_offset: u64,
+}
+
+/// An input's header: its name, the header record and the required columns' positions.
+#[derive(Debug, Clone)]
+pub struct Header {
+    name: String,
+    record: csv::ByteRecord,
+    cols: Columns,
+}
+
+fn csv_reader<R: Read>(input: R) -> csv::Reader<R> {
+    csv::ReaderBuilder::new().has_headers(false).flexible(true).buffer_capacity(1 << 16).from_reader(input)
 }
 
 impl<R: Read> RowReader<R> {
     /// Reads the header; refuses the input if a required column is missing.
     pub fn new(name: &str, input: R) -> Result<Self, InputError> {
-        let mut rdr = csv::ReaderBuilder::new()
-            .has_headers(false)
-            .flexible(true)
-            .buffer_capacity(1 << 16)
-            .from_reader(input);
+        let mut rdr = csv_reader(input);
         let mut header = csv::ByteRecord::new();
         let got = rdr.read_byte_record(&mut header).map_err(|e| read_err(name, &e))?;
         if !got {
@@ -167,7 +177,24 @@ impl<R: Read> RowReader<R> {
             sl: find(REQUIRED[5])?,
             hits: find(REQUIRED[6])?,
         };
-        Ok(RowReader { name: name.to_string(), rdr, header, cols, rec: csv::ByteRecord::new() })
+        Ok(RowReader { name: name.to_string(), rdr, header, cols, rec: csv::ByteRecord::new(), line_offset: 0 })
+    }
+
+    /// The header this reader found.
+    pub fn header(&self) -> Header {
+        Header { name: self.name.clone(), record: self.header.clone(), cols: self.cols }
+    }
+
+    /// Reads a headerless piece of an input whose first line is line `first_line`.
+    pub fn from_header(h: &Header, input: R, first_line: u64) -> Self {
+        RowReader {
+            name: h.name.clone(),
+            rdr: csv_reader(input),
+            header: h.record.clone(),
+            cols: h.cols,
+            rec: csv::ByteRecord::new(),
+            line_offset: first_line.saturating_sub(1),
+        }
     }
 
     pub fn name(&self) -> &str {
@@ -183,12 +210,18 @@ impl<R: Read> RowReader<R> {
         let c = self.cols;
         let want = self.header.len();
         loop {
-            let got = self.rdr.read_byte_record(&mut self.rec).map_err(|e| read_err(&self.name, &e))?;
+            let got = self.rdr.read_byte_record(&mut self.rec).map_err(|e| {
+                let mut e = read_err(&self.name, &e);
+                if let InputError::Read { line, .. } = &mut e {
+                    *line += self.line_offset;
+                }
+                e
+            })?;
             if !got {
                 return Ok(());
             }
             let rec = &self.rec;
-            let line = rec.position().map(|p| p.line()).unwrap_or(0);
+            let line = rec.position().map(|p| p.line()).unwrap_or(0) + self.line_offset;
             if rec.len() == 1 && rec[0].is_empty() {
                 continue; // blank line
             }
