@@ -108,10 +108,13 @@ impl Default for WorkerConfig {
     fn default() -> Self {
         WorkerConfig {
             source: None,
-            split_budget: 48 << 20,
+            // A file's rows all land in one shard, so the versions and line maps a merge
+            // needs are those of its own few files: small caches suffice, and every
+            // byte here counts toward the 256 MB peak at 2 merges in parallel.
+            split_budget: 40 << 20,
             split_threads: std::thread::available_parallelism().map(|n| n.get()).unwrap_or(2),
-            source_cache: 64 << 20,
-            projection_cache: 32 << 20,
+            source_cache: 24 << 20,
+            projection_cache: 8 << 20,
             grace: Duration::from_secs(25),
         }
     }

@@ -5,8 +5,10 @@ use covmerge_proto::{output, spill, Counts};
 use flate2::{write::GzEncoder, Compression};
 use rustc_hash::FxHashMap;
 
-use super::ProjectionCache;
-use crate::source::{Source, SourceError};
+use std::sync::Arc;
+
+use super::{LineMap, ProjectionCache};
+use crate::source::{FileVersion, Source, SourceError};
 
 /// Why a shard could not be merged.
 #[derive(Debug, thiserror::Error)]
@@ -33,15 +35,6 @@ pub struct MergedPart {
     pub counts: Counts,
 }
 
-#[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-struct Key {
-    file: u32,
-    commit: u32,
-    sl: u32,
-    manager: u32,
-    func: u32,
-}
-
 #[derive(Default)]
 struct Interner {
     strings: Vec<Box<[u8]>>,
@@ -64,8 +57,19 @@ impl Interner {
     }
 }
 
-/// Merges one shard from its spill chunks (`(name, bytes)`, fetched lazily: only one
-/// chunk is held at a time besides the aggregate).
+/// What one file of the shard accumulates: projected sums only, never raw rows, so a
+/// shard's memory is bounded by its output (lines × managers), however many rows or
+/// builds its files have.
+struct FileAcc {
+    /// `None`: the file does not exist at the base.
+    base: Option<Arc<FileVersion>>,
+    star: FxHashMap<u32, u64>,
+    per_mgr: FxHashMap<(u32, u32), u64>,
+    names: FxHashMap<(u32, u32), u64>,
+}
+
+/// Merges one shard from its spill chunks (`(name, bytes)`, fetched lazily: one chunk
+/// is held at a time). Every entry is projected onto the base as soon as it is read.
 pub fn merge_shard(
     chunks: impl Iterator<Item = Result<(String, Bytes), MergeError>>,
     base_commit: &[u8],
@@ -73,108 +77,111 @@ pub fn merge_shard(
     cache: &ProjectionCache,
 ) -> Result<MergedPart, MergeError> {
     let mut strings = Interner::default();
-    let mut agg: FxHashMap<Key, (u64, u64)> = FxHashMap::default();
+    let mut files: FxHashMap<u32, FileAcc> = FxHashMap::default();
+    let mut maps: FxHashMap<(u32, u32), Option<Arc<LineMap>>> = FxHashMap::default();
+    let mut counts = Counts::default();
     let mut remap: Vec<u32> = Vec::new();
     for chunk in chunks {
         let (name, bytes) = chunk?;
+        let mut failed: Option<MergeError> = None;
         spill::for_each_block(&bytes, |block| {
             remap.clear();
             remap.extend(block.strings.iter().map(|s| strings.intern(s)));
             for (k, v) in block.entries {
-                let key = Key {
-                    file: remap[k.file as usize],
-                    commit: remap[k.commit as usize],
-                    sl: k.sl,
-                    manager: remap[k.manager as usize],
-                    func: remap[k.func as usize],
+                let (file, commit) = (remap[k.file as usize], remap[k.commit as usize]);
+                let acc = match files.entry(file) {
+                    std::collections::hash_map::Entry::Occupied(e) => e.into_mut(),
+                    std::collections::hash_map::Entry::Vacant(e) => {
+                        let base = match source.get(base_commit, strings.get(file)) {
+                            Ok(b) => b,
+                            Err(err) => {
+                                failed = Some(err.into());
+                                return Ok(());
+                            }
+                        };
+                        e.insert(FileAcc {
+                            base,
+                            star: FxHashMap::default(),
+                            per_mgr: FxHashMap::default(),
+                            names: FxHashMap::default(),
+                        })
+                    }
                 };
-                let e = agg.entry(key).or_insert((0, 0));
-                e.0 = e.0.saturating_add(v.hits);
-                e.1 += v.rows;
+                let Some(base) = &acc.base else {
+                    counts.rows_deleted += v.rows;
+                    continue;
+                };
+                if k.sl == 0 {
+                    counts.rows_without_line += v.rows;
+                    continue;
+                }
+                let map = match maps.entry((file, commit)) {
+                    std::collections::hash_map::Entry::Occupied(e) => e.into_mut(),
+                    std::collections::hash_map::Entry::Vacant(e) => {
+                        let version = match source.get(strings.get(commit), strings.get(file)) {
+                            Ok(v) => v,
+                            Err(err) => {
+                                failed = Some(err.into());
+                                return Ok(());
+                            }
+                        };
+                        let m = version.map(|v| cache.get(&v, base));
+                        if m.as_ref().is_some_and(|m| m.capped) {
+                            counts.diffs_capped += 1;
+                        }
+                        e.insert(m)
+                    }
+                };
+                let Some(line) = map.as_ref().and_then(|m| m.project(k.sl)) else {
+                    counts.rows_lost += v.rows;
+                    counts.hits_lost = counts.hits_lost.saturating_add(v.hits);
+                    continue;
+                };
+                counts.rows_merged += v.rows;
+                let s = acc.star.entry(line).or_insert(0);
+                *s = s.saturating_add(v.hits);
+                let m = acc.per_mgr.entry((remap[k.manager as usize], line)).or_insert(0);
+                *m = m.saturating_add(v.hits);
+                let func = remap[k.func as usize];
+                if !strings.get(func).is_empty() {
+                    *acc.names.entry((line, func)).or_insert(0) += v.rows;
+                }
             }
             Ok(())
         })
         .map_err(|source| MergeError::Spill { chunk: name.clone(), source })?;
+        if let Some(e) = failed {
+            return Err(e);
+        }
     }
+    drop(maps);
 
     // Files in path order: the part's order is deterministic.
-    let mut files: Vec<u32> = agg.keys().map(|k| k.file).collect();
-    files.sort_unstable();
-    files.dedup();
-    files.sort_by(|a, b| strings.get(*a).cmp(strings.get(*b)));
-    let mut rank = vec![u32::MAX; strings.strings.len()];
-    for (r, f) in files.iter().enumerate() {
-        rank[*f as usize] = r as u32;
-    }
-    let mut entries: Vec<(Key, (u64, u64))> = agg.into_iter().collect();
-    entries.sort_unstable_by_key(|(k, _)| (rank[k.file as usize], k.commit, k.sl, k.manager, k.func));
-
-    let mut counts = Counts::default();
+    let mut order: Vec<(u32, FileAcc)> = files.into_iter().collect();
+    order.sort_by(|a, b| strings.get(a.0).cmp(strings.get(b.0)));
     let mut enc = GzEncoder::new(Vec::new(), Compression::new(6));
     let mut records = 0u64;
-    let mut start = 0;
-    while start < entries.len() {
-        let file = entries[start].0.file;
-        let end = start + entries[start..].iter().take_while(|(k, _)| k.file == file).count();
-        records += merge_file(&entries[start..end], &strings, base_commit, source, cache, &mut counts, &mut enc)?;
-        start = end;
+    for (file, acc) in order {
+        if acc.base.is_none() {
+            counts.files_deleted += 1;
+            continue;
+        }
+        counts.files += 1;
+        records += write_file(strings.get(file), acc, &strings, &mut counts, &mut enc)?;
     }
     let gz = enc.finish()?;
     Ok(MergedPart { gz, records, counts })
 }
 
-/// Merges the entries of one file (sorted by commit, line); writes its records.
-fn merge_file(
-    entries: &[(Key, (u64, u64))],
+/// Writes one file's records: `*`, managers by name, functions by name.
+fn write_file(
+    path: &[u8],
+    acc: FileAcc,
     strings: &Interner,
-    base_commit: &[u8],
-    source: &dyn Source,
-    cache: &ProjectionCache,
     counts: &mut Counts,
     out: &mut impl Write,
 ) -> Result<u64, MergeError> {
-    let path = strings.get(entries[0].0.file);
-    let Some(base) = source.get(base_commit, path)? else {
-        counts.files_deleted += 1;
-        counts.rows_deleted += entries.iter().map(|(_, v)| v.1).sum::<u64>();
-        return Ok(0);
-    };
-    counts.files += 1;
-    let mut star: FxHashMap<u32, u64> = FxHashMap::default();
-    let mut per_mgr: FxHashMap<(u32, u32), u64> = FxHashMap::default();
-    let mut names: FxHashMap<(u32, u32), u64> = FxHashMap::default();
-    let mut start = 0;
-    while start < entries.len() {
-        let commit = entries[start].0.commit;
-        let end = start + entries[start..].iter().take_while(|(k, _)| k.commit == commit).count();
-        let group = &entries[start..end];
-        start = end;
-        let version = source.get(strings.get(commit), path)?;
-        let map = version.as_ref().map(|v| cache.get(v, &base));
-        if map.as_ref().is_some_and(|m| m.capped) {
-            counts.diffs_capped += 1;
-        }
-        for (k, (hits, rows)) in group {
-            if k.sl == 0 {
-                counts.rows_without_line += rows;
-                continue;
-            }
-            let Some(line) = map.as_ref().and_then(|m| m.project(k.sl)) else {
-                counts.rows_lost += rows;
-                counts.hits_lost = counts.hits_lost.saturating_add(*hits);
-                continue;
-            };
-            counts.rows_merged += rows;
-            let s = star.entry(line).or_insert(0);
-            *s = s.saturating_add(*hits);
-            let m = per_mgr.entry((k.manager, line)).or_insert(0);
-            *m = m.saturating_add(*hits);
-            if !strings.get(k.func).is_empty() {
-                *names.entry((line, k.func)).or_insert(0) += rows;
-            }
-        }
-    }
-
+    let FileAcc { star, per_mgr, names, .. } = acc;
     let mut records = 0;
     // `*` always, even when nothing projected.
     let mut star: Vec<(u32, u64)> = star.into_iter().collect();
