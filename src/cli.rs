@@ -132,6 +132,9 @@ pub struct WorkerArgs {
     /// Parallel task loops in this process.
     #[arg(long, default_value_t = 1)]
     pub concurrency: usize,
+    /// Parse threads per split task (default: the cores).
+    #[arg(long)]
+    pub split_threads: Option<usize>,
 }
 
 #[derive(Args, Debug)]
@@ -167,7 +170,9 @@ pub fn init_tracing(cli: &Cli) {
     };
     let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(default));
     let json = cli.log_json || std::env::var("COVMERGE_LOG_FORMAT").is_ok_and(|v| v == "json");
-    let b = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
+    let b = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
     if json {
         b.json().init();
     } else {
@@ -192,8 +197,13 @@ fn request(a: &JobArgs, job: Option<JobId>) -> JobRequest {
 }
 
 fn dashboard(a: &JobArgs) -> Result<Option<Dashboard>> {
-    let Some(url) = &a.dashboard else { return Ok(None) };
-    let client = a.dashboard_client.as_deref().context("--dashboard needs --dashboard-client")?;
+    let Some(url) = &a.dashboard else {
+        return Ok(None);
+    };
+    let client = a
+        .dashboard_client
+        .as_deref()
+        .context("--dashboard needs --dashboard-client")?;
     let key = std::env::var("COVMERGE_DASHBOARD_KEY")
         .context("--dashboard needs the key in the environment variable COVMERGE_DASHBOARD_KEY")?;
     Ok(Some(Dashboard::new(url, client, key)))
@@ -213,8 +223,17 @@ pub async fn run(cli: Cli) -> Result<()> {
         Command::Worker(w) => worker(w).await,
         Command::Gen(g) => {
             let c = covmerge_corpus::generate(&g.spec, &g.out).context("generating the corpus")?;
-            println!("wrote {} rows in {} input part(s) to {}", c.rows, c.inputs.len(), g.out.display());
-            println!("base commit {} ({} commits)", c.base_commit, c.commits.len());
+            println!(
+                "wrote {} rows in {} input part(s) to {}",
+                c.rows,
+                c.inputs.len(),
+                g.out.display()
+            );
+            println!(
+                "base commit {} ({} commits)",
+                c.base_commit,
+                c.commits.len()
+            );
             Ok(())
         }
         Command::Sources(s) => {
@@ -225,8 +244,12 @@ pub async fn run(cli: Cli) -> Result<()> {
             } else {
                 s.path.iter().cloned().collect()
             };
-            let (blobs, idx) = covmerge_worker::source::export_commits(&git, &store, &s.commit, &paths).await?;
-            println!("exported {idx} commit index(es), uploaded {blobs} new blob(s) to {}", redact_url(&s.store));
+            let (blobs, idx) =
+                covmerge_worker::source::export_commits(&git, &store, &s.commit, &paths).await?;
+            println!(
+                "exported {idx} commit index(es), uploaded {blobs} new blob(s) to {}",
+                redact_url(&s.store)
+            );
             Ok(())
         }
     }
@@ -235,7 +258,11 @@ pub async fn run(cli: Cli) -> Result<()> {
 async fn merge(m: MergeArgs) -> Result<()> {
     check_source(&m.job.source)?;
     let spec = plan_job(&request(&m.job, None)).await?;
-    let workers = m.workers.unwrap_or_else(|| std::thread::available_parallelism().map(|n| n.get()).unwrap_or(2));
+    let workers = m.workers.unwrap_or_else(|| {
+        std::thread::available_parallelism()
+            .map(|n| n.get())
+            .unwrap_or(2)
+    });
     let opts = JobOptions {
         out: Some(m.out.clone()),
         manifest: m.job.manifest.clone(),
@@ -244,14 +271,31 @@ async fn merge(m: MergeArgs) -> Result<()> {
         dashboard: dashboard(&m.job)?,
         cleanup: false,
     };
-    let outcome = run_embedded(spec, &opts, workers, WorkerConfig::default(), !m.job.quiet).await?;
-    println!("{}", totals_line(outcome.manifest.totals.instrumented, outcome.manifest.totals.covered));
+    // Split tasks run `workers` at a time: share one budget between them.
+    let base = WorkerConfig::default();
+    let cfg = WorkerConfig {
+        split_budget: base.split_budget / workers.max(1),
+        ..base
+    };
+    let outcome = run_embedded(spec, &opts, workers, cfg, !m.job.quiet).await?;
+    println!(
+        "{}",
+        totals_line(
+            outcome.manifest.totals.instrumented,
+            outcome.manifest.totals.covered
+        )
+    );
     Ok(())
 }
 
 async fn coordinator(c: CoordinatorArgs) -> Result<()> {
     check_source(&c.job.source)?;
-    let job = c.job_id.as_deref().map(JobId::parse).transpose().map_err(anyhow::Error::msg)?;
+    let job = c
+        .job_id
+        .as_deref()
+        .map(JobId::parse)
+        .transpose()
+        .map_err(anyhow::Error::msg)?;
     let store = Store::open(&c.store)?;
     let spec = if c.resume {
         // The stored spec wins; the request only names the job.
@@ -276,7 +320,8 @@ async fn coordinator(c: CoordinatorArgs) -> Result<()> {
         plan_job(&request(&c.job, job)).await?
     };
     println!("job {}", spec.job);
-    let queue: Arc<dyn Queue> = Arc::new(AmqpQueue::connect(&c.amqp, DEFAULT_DELIVERY_LIMIT).await?);
+    let queue: Arc<dyn Queue> =
+        Arc::new(AmqpQueue::connect(&c.amqp, DEFAULT_DELIVERY_LIMIT).await?);
     info!(amqp = %redact_url(&c.amqp), store = %store, job = %spec.job, "coordinator started");
     let opts = JobOptions {
         out: c.out.clone(),
@@ -286,17 +331,36 @@ async fn coordinator(c: CoordinatorArgs) -> Result<()> {
         dashboard: dashboard(&c.job)?,
         cleanup: true,
     };
-    let progress = if c.job.quiet { ProgressView::hidden() } else { ProgressView::terminal(None) };
+    let progress = if c.job.quiet {
+        ProgressView::hidden()
+    } else {
+        ProgressView::terminal(None)
+    };
     let outcome = run_job(spec, &opts, queue, store, &progress).await?;
     println!("result {}", outcome.result);
-    println!("{}", totals_line(outcome.manifest.totals.instrumented, outcome.manifest.totals.covered));
+    println!(
+        "{}",
+        totals_line(
+            outcome.manifest.totals.instrumented,
+            outcome.manifest.totals.covered
+        )
+    );
     Ok(())
 }
 
 async fn worker(w: WorkerArgs) -> Result<()> {
     let store = Store::open(&w.store)?;
-    let queue: Arc<dyn Queue> = Arc::new(AmqpQueue::connect(&w.amqp, DEFAULT_DELIVERY_LIMIT).await?);
-    let cfg = WorkerConfig { source: w.source.clone(), grace: Duration::from_secs(w.grace), ..WorkerConfig::default() };
+    let queue: Arc<dyn Queue> =
+        Arc::new(AmqpQueue::connect(&w.amqp, DEFAULT_DELIVERY_LIMIT).await?);
+    let mut cfg = WorkerConfig {
+        source: w.source.clone(),
+        grace: Duration::from_secs(w.grace),
+        ..WorkerConfig::default()
+    };
+    cfg.split_budget /= w.concurrency.max(1);
+    if let Some(t) = w.split_threads {
+        cfg.split_threads = t.max(1);
+    }
     let exec = Arc::new(Executor::new(store.clone(), cfg));
     let (tx, rx) = watch::channel(false);
     tokio::spawn(async move {
@@ -312,7 +376,11 @@ async fn worker(w: WorkerArgs) -> Result<()> {
     info!(amqp = %redact_url(&w.amqp), store = %store, "worker started");
     let mut loops = Vec::new();
     for _ in 0..w.concurrency.max(1) {
-        loops.push(tokio::spawn(run_worker(queue.clone(), exec.clone(), rx.clone())));
+        loops.push(tokio::spawn(run_worker(
+            queue.clone(),
+            exec.clone(),
+            rx.clone(),
+        )));
     }
     for l in loops {
         l.await.context("worker loop")??;

@@ -13,7 +13,11 @@ fn main() -> ExitCode {
     cli::init_tracing(&args);
     // Blocking threads run splits, merges and local file I/O; each new thread costs a
     // malloc arena, so keep the pool small.
-    let rt = match tokio::runtime::Builder::new_multi_thread().max_blocking_threads(16).enable_all().build() {
+    let rt = match tokio::runtime::Builder::new_multi_thread()
+        .max_blocking_threads(16)
+        .enable_all()
+        .build()
+    {
         Ok(rt) => rt,
         Err(e) => {
             eprintln!("covmerge: cannot start the runtime: {e}");

@@ -20,7 +20,11 @@ pub struct Dashboard {
 
 impl std::fmt::Debug for Dashboard {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Dashboard").field("url", &self.url).field("client", &self.client).field("key", &"<redacted>").finish()
+        f.debug_struct("Dashboard")
+            .field("url", &self.url)
+            .field("client", &self.client)
+            .field("key", &"<redacted>")
+            .finish()
     }
 }
 
@@ -46,7 +50,10 @@ impl Dashboard {
     /// Calls `save_coverage`, retrying non-200 answers and connection errors with
     /// exponential backoff; the last failure is returned.
     pub async fn notify(&self, result: &str) -> Result<(), String> {
-        let client = reqwest::Client::builder().timeout(Duration::from_secs(60)).build().map_err(|e| e.to_string())?;
+        let client = reqwest::Client::builder()
+            .timeout(Duration::from_secs(60))
+            .build()
+            .map_err(|e| e.to_string())?;
         let url = format!("{}/api", self.url);
         let mut wait = self.first_backoff;
         let mut last = String::new();
@@ -55,7 +62,10 @@ impl Dashboard {
                 .text("client", self.client.clone())
                 .text("key", self.key.clone())
                 .text("method", "save_coverage")
-                .part("payload", reqwest::multipart::Part::bytes(Self::payload(result)));
+                .part(
+                    "payload",
+                    reqwest::multipart::Part::bytes(Self::payload(result)),
+                );
             match client.post(&url).multipart(form).send().await {
                 Ok(r) if r.status().is_success() => {
                     info!(url = %url, "dashboard notified");

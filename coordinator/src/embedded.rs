@@ -31,10 +31,17 @@ pub async fn run_embedded(
     let (stop_tx, stop_rx) = watch::channel(false);
     let mut loops = Vec::new();
     for _ in 0..workers.max(1) {
-        loops.push(tokio::spawn(run_worker(queue.clone(), exec.clone(), stop_rx.clone())));
+        loops.push(tokio::spawn(run_worker(
+            queue.clone(),
+            exec.clone(),
+            stop_rx.clone(),
+        )));
     }
-    let progress =
-        if show_progress { ProgressView::terminal(Some(exec.progress.clone())) } else { ProgressView::hidden() };
+    let progress = if show_progress {
+        ProgressView::terminal(Some(exec.progress.clone()))
+    } else {
+        ProgressView::hidden()
+    };
     let mut opts = opts.clone();
     opts.result_in_store = false;
     opts.cleanup = false;

@@ -25,7 +25,12 @@ pub enum Destination {
 }
 
 impl Destination {
-    pub fn parse(out: Option<&str>, _job_store: &Store, _job: &JobId, in_store: bool) -> Result<Self, JobError> {
+    pub fn parse(
+        out: Option<&str>,
+        _job_store: &Store,
+        _job: &JobId,
+        in_store: bool,
+    ) -> Result<Self, JobError> {
         match out {
             None if in_store => Ok(Destination::JobStore),
             None => Err(JobError::Plan("--out is required".into())),
@@ -48,7 +53,10 @@ pub fn header_member(spec: &JobSpec, totals: &Counts) -> Bytes {
         commit: &spec.base_commit,
         duration: spec.header.duration,
         date_to: &spec.header.date_to,
-        total_rows: spec.header.total_rows.unwrap_or(totals.rows_in.min(i64::MAX as u64) as i64),
+        total_rows: spec
+            .header
+            .total_rows
+            .unwrap_or(totals.rows_in.min(i64::MAX as u64) as i64),
     };
     let mut enc = GzEncoder::new(Vec::new(), Compression::new(6));
     write_header(&mut enc, &h).expect("in-memory write");
@@ -56,7 +64,10 @@ pub fn header_member(spec: &JobSpec, totals: &Counts) -> Bytes {
 }
 
 fn out_err(dest: &str, e: impl std::fmt::Display) -> JobError {
-    JobError::Output { dest: dest.to_string(), message: e.to_string() }
+    JobError::Output {
+        dest: dest.to_string(),
+        message: e.to_string(),
+    }
 }
 
 /// Writes the result; returns its location.
@@ -104,10 +115,20 @@ pub async fn write_result(
 }
 
 /// Writes the manifest locally (atomically) and, in fleet mode, under the job prefix.
-pub async fn write_manifest(m: &Manifest, opts: &JobOptions, store: &Store, job: &JobId) -> Result<(), JobError> {
+pub async fn write_manifest(
+    m: &Manifest,
+    opts: &JobOptions,
+    store: &Store,
+    job: &JobId,
+) -> Result<(), JobError> {
     let body = serde_json::to_vec_pretty(m).expect("manifest encodes");
     if opts.result_in_store {
-        store.put(&format!("{}/manifest.json", keys::job_prefix(job)), Bytes::from(body.clone())).await?;
+        store
+            .put(
+                &format!("{}/manifest.json", keys::job_prefix(job)),
+                Bytes::from(body.clone()),
+            )
+            .await?;
     }
     if let Some(path) = &opts.manifest {
         let shown = path.display().to_string();

@@ -3,7 +3,9 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 use covmerge_proto::manifest::FailedTask;
-use covmerge_proto::wire::{self, MergeOutcome, MergeTask, ReportStatus, SplitOutcome, SplitTask, Task, TaskRef, TaskReport};
+use covmerge_proto::wire::{
+    self, MergeOutcome, MergeTask, ReportStatus, SplitOutcome, SplitTask, Task, TaskRef, TaskReport,
+};
 use covmerge_proto::{Counts, JobSpec, Manifest, ShardId, SplitId};
 use covmerge_queue::{Event, Queue, QueueError};
 use covmerge_storage::{Store, StoreError};
@@ -24,7 +26,10 @@ pub enum JobError {
     #[error("store: {0}")]
     Store(#[from] StoreError),
     #[error("job {job}: {} task(s) failed, no result published:\n{}", failed.len(), failed.iter().map(|f| format!("  {}: {}", f.task, f.error)).collect::<Vec<_>>().join("\n"))]
-    TasksFailed { job: String, failed: Vec<FailedTask> },
+    TasksFailed {
+        job: String,
+        failed: Vec<FailedTask>,
+    },
     #[error("{first} ({count} bad row(s) in all; --max-bad-rows {max}); no result published")]
     TooManyBadRows { first: String, count: u64, max: u64 },
     #[error("writing the result {dest}: {message}")]
@@ -78,7 +83,9 @@ impl Tracker<'_> {
                     if r.job.as_str() != self.job {
                         continue;
                     }
-                    let Some(state) = self.states.get_mut(&r.task) else { continue };
+                    let Some(state) = self.states.get_mut(&r.task) else {
+                        continue;
+                    };
                     let changed = match r.status {
                         ReportStatus::Split(o) => state.complete(Output::Split(o), r.attempt.0),
                         ReportStatus::Merged(o) => state.complete(Output::Merge(o), r.attempt.0),
@@ -113,7 +120,10 @@ impl Tracker<'_> {
         self.states
             .iter()
             .filter_map(|(t, s)| match s {
-                TaskState::Failed { error } => Some(FailedTask { task: t.to_string(), error: error.clone() }),
+                TaskState::Failed { error } => Some(FailedTask {
+                    task: t.to_string(),
+                    error: error.clone(),
+                }),
                 _ => None,
             })
             .collect()
@@ -131,7 +141,10 @@ async fn publish(queue: &dyn Queue, job: &str, task: &Task) -> Result<(), JobErr
     Ok(())
 }
 
-async fn load_marker<T: serde::de::DeserializeOwned>(store: &Store, key: &str) -> Result<Option<T>, JobError> {
+async fn load_marker<T: serde::de::DeserializeOwned>(
+    store: &Store,
+    key: &str,
+) -> Result<Option<T>, JobError> {
     Ok(match store.get_opt(key).await? {
         Some(b) => match wire::decode(&b) {
             Ok(v) => Some(v),
@@ -159,7 +172,11 @@ pub async fn run_job(
         match store.get_opt(&spec_key).await? {
             Some(b) => serde_json::from_slice::<JobSpec>(&b)
                 .map_err(|e| JobError::Plan(format!("job {job}: stored spec unreadable: {e}")))?,
-            None => return Err(JobError::Plan(format!("--resume: job {job} not found in {store}"))),
+            None => {
+                return Err(JobError::Plan(format!(
+                    "--resume: job {job} not found in {store}"
+                )))
+            }
         }
     } else {
         let body = serde_json::to_vec_pretty(&spec).expect("spec encodes");
@@ -169,12 +186,18 @@ pub async fn run_job(
     queue.open_job(job.as_str()).await?;
 
     // Map phase.
-    let mut tracker = Tracker { queue: queue.as_ref(), job: job.as_str(), states: BTreeMap::new(), progress };
+    let mut tracker = Tracker {
+        queue: queue.as_ref(),
+        job: job.as_str(),
+        states: BTreeMap::new(),
+        progress,
+    };
     progress.phase("split", spec.inputs.len() as u64);
     for (i, input) in spec.inputs.iter().enumerate() {
         let split = SplitId(i as u32);
         let mut state = TaskState::Pending;
-        if let Some(o) = load_marker::<SplitOutcome>(&store, &keys::split_done(&job, split)).await? {
+        if let Some(o) = load_marker::<SplitOutcome>(&store, &keys::split_done(&job, split)).await?
+        {
             state.complete(Output::Split(o), 0);
             progress.task_finished(&TaskRef::Split(split));
         } else {
@@ -196,7 +219,11 @@ pub async fn run_job(
     let mut chunks: Vec<Vec<String>> = vec![Vec::new(); spec.shards as usize];
     let mut first_bad = None;
     for s in tracker.states.values() {
-        if let TaskState::Done { output: Output::Split(o), .. } = s {
+        if let TaskState::Done {
+            output: Output::Split(o),
+            ..
+        } = s
+        {
             totals.rows_in += o.counts.rows_in;
             totals.rows_bad += o.counts.rows_bad;
             if first_bad.is_none() {
@@ -212,18 +239,29 @@ pub async fn run_job(
     let mut failed = split_failed;
     if failed.is_empty() && totals.rows_bad > spec.max_bad_rows {
         let first = first_bad.map(|b| b.to_string()).unwrap_or_default();
-        return Err(JobError::TooManyBadRows { first, count: totals.rows_bad, max: spec.max_bad_rows });
+        return Err(JobError::TooManyBadRows {
+            first,
+            count: totals.rows_bad,
+            max: spec.max_bad_rows,
+        });
     }
 
     // Reduce phase (only when every split is in: a shard needs every split's chunks).
     let mut merges: BTreeMap<TaskRef, TaskState> = BTreeMap::new();
     if failed.is_empty() {
         progress.phase("merge", spec.shards as u64);
-        let mut tracker = Tracker { queue: queue.as_ref(), job: job.as_str(), states: BTreeMap::new(), progress };
+        let mut tracker = Tracker {
+            queue: queue.as_ref(),
+            job: job.as_str(),
+            states: BTreeMap::new(),
+            progress,
+        };
         for (i, shard_chunks) in chunks.into_iter().enumerate() {
             let shard = ShardId(i as u32);
             let mut state = TaskState::Pending;
-            if let Some(o) = load_marker::<MergeOutcome>(&store, &keys::part_done(&job, shard)).await? {
+            if let Some(o) =
+                load_marker::<MergeOutcome>(&store, &keys::part_done(&job, shard)).await?
+            {
                 state.complete(Output::Merge(o), 0);
                 progress.task_finished(&TaskRef::Merge(shard));
             } else {
@@ -258,7 +296,14 @@ pub async fn run_job(
     };
     let mut parts = Vec::new();
     for (t, s) in &merges {
-        if let (TaskRef::Merge(shard), TaskState::Done { output: Output::Merge(o), attempts }) = (t, s) {
+        if let (
+            TaskRef::Merge(shard),
+            TaskState::Done {
+                output: Output::Merge(o),
+                attempts,
+            },
+        ) = (t, s)
+        {
             manifest.totals.add(&o.counts);
             manifest.shards.push(covmerge_proto::ShardEntry {
                 index: shard.0,
@@ -274,19 +319,26 @@ pub async fn run_job(
         manifest.status = "failed".into();
         manifest.failed = failed.clone();
         finish::write_manifest(&manifest, opts, &store, &job).await?;
-        return Err(JobError::TasksFailed { job: job.to_string(), failed });
+        return Err(JobError::TasksFailed {
+            job: job.to_string(),
+            failed,
+        });
     }
 
     let dest = Destination::parse(opts.out.as_deref(), &store, &job, opts.result_in_store)?;
     let header = finish::header_member(&spec, &manifest.totals);
-    let result = finish::write_result(&dest, &store, header, &parts, opts.result_in_store, &job).await?;
+    let result =
+        finish::write_result(&dest, &store, header, &parts, opts.result_in_store, &job).await?;
     manifest.result = Some(result.clone());
     finish::write_manifest(&manifest, opts, &store, &job).await?;
     if let Some(d) = &opts.dashboard {
         d.notify(&result).await.map_err(JobError::Dashboard)?;
     }
     if opts.cleanup {
-        for key in store.list(&format!("{}/spill", keys::job_prefix(&job))).await? {
+        for key in store
+            .list(&format!("{}/spill", keys::job_prefix(&job)))
+            .await?
+        {
             store.delete(&key).await.ok();
         }
         queue.close_job(job.as_str()).await.ok();

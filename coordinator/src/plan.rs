@@ -64,7 +64,9 @@ fn valid_date(s: &str) -> bool {
     b.len() == 10
         && b[4] == b'-'
         && b[7] == b'-'
-        && b.iter().enumerate().all(|(i, c)| i == 4 || i == 7 || c.is_ascii_digit())
+        && b.iter()
+            .enumerate()
+            .all(|(i, c)| i == 4 || i == 7 || c.is_ascii_digit())
 }
 
 /// Lists the inputs, checks they exist, and fixes the job's parameters.
@@ -72,15 +74,21 @@ pub async fn plan_job(req: &JobRequest) -> Result<JobSpec, JobError> {
     if req.inputs.is_empty() {
         return Err(JobError::Plan("no --input given".into()));
     }
-    let inputs = expand_inputs(&req.inputs).await.map_err(|e| JobError::Plan(e.to_string()))?;
+    let inputs = expand_inputs(&req.inputs)
+        .await
+        .map_err(|e| JobError::Plan(e.to_string()))?;
     let mut sizes = Vec::new();
     for i in &inputs {
         if is_store_url(i) {
             let (store, key) = open_object(i).map_err(|e| JobError::Plan(e.to_string()))?;
-            let size = store.size(&key).await.map_err(|e| JobError::Plan(format!("input {i}: {e}")))?;
+            let size = store
+                .size(&key)
+                .await
+                .map_err(|e| JobError::Plan(format!("input {i}: {e}")))?;
             sizes.push((size, i.ends_with(".gz")));
         } else {
-            let meta = std::fs::metadata(i).map_err(|e| JobError::Plan(format!("input {i}: {e}")))?;
+            let meta =
+                std::fs::metadata(i).map_err(|e| JobError::Plan(format!("input {i}: {e}")))?;
             if !meta.is_file() {
                 return Err(JobError::Plan(format!("input {i}: not a file")));
             }
@@ -94,7 +102,9 @@ pub async fn plan_job(req: &JobRequest) -> Result<JobSpec, JobError> {
     }
     let date_to = req.date_to.clone().unwrap_or_else(today_utc);
     if !valid_date(&date_to) {
-        return Err(JobError::Plan(format!("--date-to {date_to:?}: expected YYYY-MM-DD")));
+        return Err(JobError::Plan(format!(
+            "--date-to {date_to:?}: expected YYYY-MM-DD"
+        )));
     }
     if req.shards == Some(0) {
         return Err(JobError::Plan("--shards must be at least 1".into()));

@@ -18,23 +18,37 @@ pub struct ProgressView {
 
 impl ProgressView {
     pub fn hidden() -> Self {
-        ProgressView { bar: None, rows: None, start: Instant::now() }
+        ProgressView {
+            bar: None,
+            rows: None,
+            start: Instant::now(),
+        }
     }
 
     /// Draws on stderr if it is a terminal; `rows` are the live counters of in-process workers.
     pub fn terminal(rows: Option<Arc<Progress>>) -> Self {
         use std::io::IsTerminal;
         if !std::io::stderr().is_terminal() {
-            return ProgressView { bar: None, rows, start: Instant::now() };
+            return ProgressView {
+                bar: None,
+                rows,
+                start: Instant::now(),
+            };
         }
         let bar = ProgressBar::with_draw_target(Some(0), ProgressDrawTarget::stderr_with_hz(5));
         bar.set_style(
-            ProgressStyle::with_template("{prefix:>6} [{bar:30}] {pos}/{len} tasks  {msg}  eta {eta}")
-                .expect("valid template")
-                .progress_chars("=> "),
+            ProgressStyle::with_template(
+                "{prefix:>6} [{bar:30}] {pos}/{len} tasks  {msg}  eta {eta}",
+            )
+            .expect("valid template")
+            .progress_chars("=> "),
         );
         bar.enable_steady_tick(Duration::from_millis(200));
-        let view = ProgressView { bar: Some(bar), rows, start: Instant::now() };
+        let view = ProgressView {
+            bar: Some(bar),
+            rows,
+            start: Instant::now(),
+        };
         view.tick();
         view
     }

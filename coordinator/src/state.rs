@@ -79,7 +79,10 @@ mod tests {
         assert!(matches!(s, TaskState::Done { attempts: 2, .. }));
         let mut f = TaskState::Published;
         assert!(f.fail("boom".into()));
-        assert!(!f.complete(Output::Split(SplitOutcome::default()), 1), "failed is final");
+        assert!(
+            !f.complete(Output::Split(SplitOutcome::default()), 1),
+            "failed is final"
+        );
         assert!(f.is_final());
     }
 }

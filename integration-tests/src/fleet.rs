@@ -16,12 +16,15 @@ static LOCK: Mutex<()> = Mutex::new(());
 /// Serializes fleet tests and clears tasks left by earlier runs.
 pub fn lock() -> MutexGuard<'static, ()> {
     let g = LOCK.lock().unwrap_or_else(|e| e.into_inner());
-    let _ = Command::new("rabbitmqctl").args(["-q", "purge_queue", "covmerge.tasks"]).output();
+    let _ = Command::new("rabbitmqctl")
+        .args(["-q", "purge_queue", "covmerge.tasks"])
+        .output();
     g
 }
 
 pub fn amqp() -> String {
-    std::env::var("COVMERGE_TEST_AMQP").unwrap_or_else(|_| "amqp://guest:guest@127.0.0.1:5672/%2f".into())
+    std::env::var("COVMERGE_TEST_AMQP")
+        .unwrap_or_else(|_| "amqp://guest:guest@127.0.0.1:5672/%2f".into())
 }
 
 pub fn s3_endpoint() -> String {
@@ -33,13 +36,22 @@ pub fn bucket(tag: &str) -> String {
     let name = format!(
         "cm-{tag}-{}-{}",
         std::process::id(),
-        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_millis() % 1_000_000_000
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_millis()
+            % 1_000_000_000
     );
     let o = Command::new("curl")
         .args(["-fsS", "-X", "PUT", &format!("{}/{name}", s3_endpoint())])
         .output()
         .expect("curl");
-    assert!(o.status.success(), "creating bucket {name} on {}: {}", s3_endpoint(), String::from_utf8_lossy(&o.stderr));
+    assert!(
+        o.status.success(),
+        "creating bucket {name} on {}: {}",
+        s3_endpoint(),
+        String::from_utf8_lossy(&o.stderr)
+    );
     name
 }
 
@@ -57,7 +69,11 @@ fn s3(bucket: &str) -> covmerge_storage::Store {
 }
 
 fn block_on<F: std::future::Future>(f: F) -> F::Output {
-    tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(f)
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap()
+        .block_on(f)
 }
 
 /// Uploads a local file as `s3://bucket/key`.
@@ -95,8 +111,16 @@ pub struct Proc {
 impl Proc {
     pub fn spawn(mut cmd: Command, log: PathBuf, name: &str) -> Proc {
         let f = std::fs::File::create(&log).unwrap();
-        let child = cmd.stdout(Stdio::piped()).stderr(f).spawn().expect("spawn covmerge");
-        Proc { child, log, name: name.to_string() }
+        let child = cmd
+            .stdout(Stdio::piped())
+            .stderr(f)
+            .spawn()
+            .expect("spawn covmerge");
+        Proc {
+            child,
+            log,
+            name: name.to_string(),
+        }
     }
 
     pub fn log_text(&self) -> String {
@@ -112,7 +136,11 @@ impl Proc {
             }
             std::thread::sleep(Duration::from_millis(50));
         }
-        panic!("{}: {needle:?} not logged within {timeout:?}; log:\n{}", self.name, self.log_text());
+        panic!(
+            "{}: {needle:?} not logged within {timeout:?}; log:\n{}",
+            self.name,
+            self.log_text()
+        );
     }
 
     pub fn signal(&self, sig: i32) {
@@ -134,7 +162,11 @@ impl Proc {
                 return s.code();
             }
             if t0.elapsed() > timeout {
-                panic!("{} did not exit within {timeout:?}; log:\n{}", self.name, self.log_text());
+                panic!(
+                    "{} did not exit within {timeout:?}; log:\n{}",
+                    self.name,
+                    self.log_text()
+                );
             }
             std::thread::sleep(Duration::from_millis(50));
         }
@@ -175,7 +207,11 @@ pub fn coordinator_run(args: &[&str], env: &[(&str, &str)], timeout: Duration) -
     for (k, v) in env {
         c.env(k, v);
     }
-    let mut child = c.stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().expect("spawn coordinator");
+    let mut child = c
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn coordinator");
     let t0 = Instant::now();
     loop {
         if child.try_wait().unwrap().is_some() {

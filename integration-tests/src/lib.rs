@@ -14,16 +14,24 @@ use serde_json::{json, Map, Value};
 
 /// The workspace root.
 pub fn root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_path_buf()
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .unwrap()
+        .to_path_buf()
 }
 
 /// The `covmerge` binary built by the same `cargo test`/`nextest` invocation.
 pub fn bin() -> PathBuf {
-    let target = std::env::var_os("CARGO_TARGET_DIR").map(PathBuf::from).unwrap_or_else(|| root().join("target"));
+    let target = std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| root().join("target"));
     // The test binary lives in target/<profile>/deps; the binary in target/<profile>.
     let exe = std::env::current_exe().unwrap();
     let profile_dir = exe.parent().and_then(|d| d.parent()).map(Path::to_path_buf);
-    for dir in profile_dir.into_iter().chain([target.join("debug"), target.join("release")]) {
+    for dir in profile_dir
+        .into_iter()
+        .chain([target.join("debug"), target.join("release")])
+    {
         let p = dir.join("covmerge");
         if p.is_file() {
             return p;
@@ -33,12 +41,18 @@ pub fn bin() -> PathBuf {
 }
 
 pub fn fixture(name: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures").join(name)
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("fixtures")
+        .join(name)
 }
 
 /// Runs `covmerge ARGS`.
 pub fn covmerge(args: &[&str]) -> Output {
-    Command::new(bin()).args(args).env("RUST_LOG", "warn").output().expect("run covmerge")
+    Command::new(bin())
+        .args(args)
+        .env("RUST_LOG", "warn")
+        .output()
+        .expect("run covmerge")
 }
 
 /// Runs `covmerge merge` and asserts success; returns stdout.
@@ -59,7 +73,9 @@ pub fn merge_ok(args: &[&str]) -> String {
 pub fn gunzip(path: &Path) -> Vec<u8> {
     let raw = std::fs::read(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
     let mut out = Vec::new();
-    flate2::read::MultiGzDecoder::new(&raw[..]).read_to_end(&mut out).expect("valid gzip");
+    flate2::read::MultiGzDecoder::new(&raw[..])
+        .read_to_end(&mut out)
+        .expect("valid gzip");
     out
 }
 
@@ -84,40 +100,75 @@ pub fn canon(path: &Path) -> Value {
     let head: Value = serde_json::from_str(lines.next().expect("header line")).unwrap();
     assert_eq!(
         keys(&head),
-        sorted(&["Session", "Time", "Namespace", "Repo", "Commit", "Duration", "DateTo", "TotalRows"])
+        sorted(&[
+            "Session",
+            "Time",
+            "Namespace",
+            "Repo",
+            "Commit",
+            "Duration",
+            "DateTo",
+            "TotalRows"
+        ])
     );
-    let mut files: BTreeMap<String, (Map<String, Value>, Map<String, Value>)> = BTreeMap::new();
+    // path → (manager → line → hits, function → lines)
+    type PerFile = (Map<String, Value>, Map<String, Value>);
+    let mut files: BTreeMap<String, PerFile> = BTreeMap::new();
     let (mut inst, mut cov) = (0u64, 0u64);
     for (n, l) in lines.enumerate() {
         let o: Value = serde_json::from_str(l).unwrap_or_else(|e| panic!("line {}: {e}", n + 2));
         assert_eq!(keys(&o), sorted(&["MCR", "FL"]), "line {}", n + 2);
         match (&o["MCR"], &o["FL"]) {
             (Value::Object(m), Value::Null) => {
-                assert_eq!(keys(&o["MCR"]), sorted(&["Manager", "FilePath", "FileData"]));
+                assert_eq!(
+                    keys(&o["MCR"]),
+                    sorted(&["Manager", "FilePath", "FileData"])
+                );
                 let d = &m["FileData"];
-                assert_eq!(keys(d), sorted(&["Instrumented", "Covered", "LinesInstrumented", "HitCounts"]));
+                assert_eq!(
+                    keys(d),
+                    sorted(&["Instrumented", "Covered", "LinesInstrumented", "HitCounts"])
+                );
                 let li: Vec<u64> = serde_json::from_value(d["LinesInstrumented"].clone()).unwrap();
                 let hc: Vec<u64> = serde_json::from_value(d["HitCounts"].clone()).unwrap();
                 assert_eq!(li.len(), hc.len());
                 assert_eq!(d["Instrumented"].as_u64().unwrap(), li.len() as u64);
-                assert_eq!(d["Covered"].as_u64().unwrap(), hc.iter().filter(|&&h| h > 0).count() as u64);
-                assert!(li.windows(2).all(|w| w[0] < w[1]), "LinesInstrumented ascending");
+                assert_eq!(
+                    d["Covered"].as_u64().unwrap(),
+                    hc.iter().filter(|&&h| h > 0).count() as u64
+                );
+                assert!(
+                    li.windows(2).all(|w| w[0] < w[1]),
+                    "LinesInstrumented ascending"
+                );
                 let path = m["FilePath"].as_str().unwrap().to_string();
                 let mgr = m["Manager"].as_str().unwrap().to_string();
-                let per: Map<String, Value> = li.iter().zip(&hc).map(|(l, h)| (l.to_string(), json!(h))).collect();
+                let per: Map<String, Value> = li
+                    .iter()
+                    .zip(&hc)
+                    .map(|(l, h)| (l.to_string(), json!(h)))
+                    .collect();
                 if mgr == "*" {
                     inst += li.len() as u64;
                     cov += hc.iter().filter(|&&h| h > 0).count() as u64;
                 }
                 let e = files.entry(path).or_default();
-                assert!(e.0.insert(mgr, Value::Object(per)).is_none(), "duplicate MCR");
+                assert!(
+                    e.0.insert(mgr, Value::Object(per)).is_none(),
+                    "duplicate MCR"
+                );
             }
             (Value::Null, Value::Object(f)) => {
                 assert_eq!(keys(&o["FL"]), sorted(&["FilePath", "FuncName", "Lines"]));
-                let e = files.entry(f["FilePath"].as_str().unwrap().to_string()).or_default();
+                let e = files
+                    .entry(f["FilePath"].as_str().unwrap().to_string())
+                    .or_default();
                 let mut lines: Vec<u64> = serde_json::from_value(f["Lines"].clone()).unwrap();
                 lines.sort();
-                assert!(e.1.insert(f["FuncName"].as_str().unwrap().to_string(), json!(lines)).is_none());
+                assert!(e
+                    .1
+                    .insert(f["FuncName"].as_str().unwrap().to_string(), json!(lines))
+                    .is_none());
             }
             _ => panic!("line {}: exactly one of MCR/FL must be set", n + 2),
         }

@@ -88,7 +88,12 @@ pub fn write_mcr<W: Write>(
 }
 
 /// One `{"MCR":null,"FL":{...}}` line. `lines` ascending.
-pub fn write_fl<W: Write>(w: &mut W, file_path: &[u8], func: &[u8], lines: &[u32]) -> io::Result<()> {
+pub fn write_fl<W: Write>(
+    w: &mut W,
+    file_path: &[u8],
+    func: &[u8],
+    lines: &[u32],
+) -> io::Result<()> {
     w.write_all(b"{\"MCR\":null,\"FL\":{\"FilePath\":")?;
     write_str(w, file_path)?;
     w.write_all(b",\"FuncName\":")?;
@@ -129,13 +134,25 @@ mod tests {
         write_mcr(&mut v, b"*", b"f.c", &[], &[]).unwrap();
         let s = String::from_utf8(v).unwrap();
         let mut it = s.lines();
-        assert_eq!(it.next().unwrap(), r#"{"MCR":null,"FL":{"FilePath":"f.c","FuncName":"fn","Lines":[1,2]}}"#);
-        assert!(it.next().unwrap().contains(r#""Instrumented":0,"Covered":0,"LinesInstrumented":[],"HitCounts":[]"#));
+        assert_eq!(
+            it.next().unwrap(),
+            r#"{"MCR":null,"FL":{"FilePath":"f.c","FuncName":"fn","Lines":[1,2]}}"#
+        );
+        assert!(it
+            .next()
+            .unwrap()
+            .contains(r#""Instrumented":0,"Covered":0,"LinesInstrumented":[],"HitCounts":[]"#));
     }
 
     #[test]
     fn totals_line_format() {
-        assert_eq!(totals_line(48, 45), "total instrumented(48), covered(45), 93.75%");
-        assert_eq!(totals_line(0, 0), "total instrumented(0), covered(0), 0.00%");
+        assert_eq!(
+            totals_line(48, 45),
+            "total instrumented(48), covered(45), 93.75%"
+        );
+        assert_eq!(
+            totals_line(0, 0),
+            "total instrumented(0), covered(0), 0.00%"
+        );
     }
 }

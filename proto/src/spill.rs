@@ -136,14 +136,20 @@ struct Cursor<'a> {
 
 impl<'a> Cursor<'a> {
     fn err(&self, what: &'static str) -> SpillError {
-        SpillError { offset: self.base + self.pos, what }
+        SpillError {
+            offset: self.base + self.pos,
+            what,
+        }
     }
 
     fn varint(&mut self) -> Result<u64, SpillError> {
         let mut v = 0u64;
         let mut shift = 0;
         loop {
-            let b = *self.buf.get(self.pos).ok_or_else(|| self.err("truncated varint"))?;
+            let b = *self
+                .buf
+                .get(self.pos)
+                .ok_or_else(|| self.err("truncated varint"))?;
             self.pos += 1;
             if shift >= 64 {
                 return Err(self.err("varint too long"));
@@ -179,14 +185,24 @@ pub fn for_each_block<'a>(
     let mut pos = 0;
     while pos < chunk.len() {
         if chunk.len() - pos < 8 || &chunk[pos..pos + 4] != MAGIC {
-            return Err(SpillError { offset: pos, what: "bad block magic" });
+            return Err(SpillError {
+                offset: pos,
+                what: "bad block magic",
+            });
         }
         let len = u32::from_le_bytes(chunk[pos + 4..pos + 8].try_into().unwrap()) as usize;
         let body_start = pos + 8;
         if chunk.len() - body_start < len {
-            return Err(SpillError { offset: pos, what: "truncated block" });
+            return Err(SpillError {
+                offset: pos,
+                what: "truncated block",
+            });
         }
-        let mut c = Cursor { buf: &chunk[body_start..body_start + len], pos: 0, base: body_start };
+        let mut c = Cursor {
+            buf: &chunk[body_start..body_start + len],
+            pos: 0,
+            base: body_start,
+        };
         let n_strings = c.varint()? as usize;
         if n_strings > len {
             return Err(c.err("string count exceeds block"));
@@ -215,7 +231,13 @@ pub fn for_each_block<'a>(
             let sl = u32::try_from(sl).map_err(|_| c.err("line out of range"))?;
             let hits = c.varint()?;
             let rows = c.varint()?;
-            let key = RawKey { file: ids[0], commit: ids[1], func: ids[2], manager: ids[3], sl };
+            let key = RawKey {
+                file: ids[0],
+                commit: ids[1],
+                func: ids[2],
+                manager: ids[3],
+                sl,
+            };
             entries.push((key, RawVal { hits, rows }));
         }
         if c.pos != len {
@@ -234,8 +256,19 @@ mod tests {
     #[test]
     fn round_trip_and_aggregation() {
         let mut b = BlockBuilder::new();
-        let (f, c, func, m) = (b.intern(b"a.c"), b.intern(b"c1"), b.intern(b"fn"), b.intern(b"m"));
-        let k = RawKey { file: f, commit: c, func, manager: m, sl: 3 };
+        let (f, c, func, m) = (
+            b.intern(b"a.c"),
+            b.intern(b"c1"),
+            b.intern(b"fn"),
+            b.intern(b"m"),
+        );
+        let k = RawKey {
+            file: f,
+            commit: c,
+            func,
+            manager: m,
+            sl: 3,
+        };
         b.add(k, 5, 1);
         b.add(k, 7, 1);
         b.add(RawKey { sl: 300_000, ..k }, u64::MAX, 1);
@@ -244,7 +277,17 @@ mod tests {
         assert!(b.is_empty());
         // A second block in the same chunk with its own table.
         let x = b.intern(b"b.c");
-        b.add(RawKey { file: x, commit: x, func: x, manager: x, sl: 1 }, 1, 1);
+        b.add(
+            RawKey {
+                file: x,
+                commit: x,
+                func: x,
+                manager: x,
+                sl: 1,
+            },
+            1,
+            1,
+        );
         b.finish_into(&mut out);
         let mut seen = Vec::new();
         for_each_block(&out, |blk| {
@@ -269,7 +312,17 @@ mod tests {
     fn corruption_is_an_error_not_a_panic() {
         let mut b = BlockBuilder::new();
         let f = b.intern(b"a.c");
-        b.add(RawKey { file: f, commit: f, func: f, manager: f, sl: 1 }, 1, 1);
+        b.add(
+            RawKey {
+                file: f,
+                commit: f,
+                func: f,
+                manager: f,
+                sl: 1,
+            },
+            1,
+            1,
+        );
         let mut out = Vec::new();
         b.finish_into(&mut out);
         for cut in 0..out.len() {

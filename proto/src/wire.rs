@@ -36,14 +36,20 @@ pub enum WireError {
 
 /// Encodes `body` in a versioned envelope.
 pub fn encode<T: Serialize>(body: &T) -> Result<Vec<u8>, WireError> {
-    rmp_serde::to_vec_named(&Envelope { version: PROTOCOL_VERSION, body })
-        .map_err(|e| WireError::Encode(e.to_string()))
+    rmp_serde::to_vec_named(&Envelope {
+        version: PROTOCOL_VERSION,
+        body,
+    })
+    .map_err(|e| WireError::Encode(e.to_string()))
 }
 
 /// Decodes a versioned envelope, checking size and version first.
 pub fn decode<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, WireError> {
     if bytes.len() > MAX_MESSAGE_BYTES {
-        return Err(WireError::TooLarge { size: bytes.len(), max: MAX_MESSAGE_BYTES });
+        return Err(WireError::TooLarge {
+            size: bytes.len(),
+            max: MAX_MESSAGE_BYTES,
+        });
     }
     #[derive(Deserialize)]
     struct VersionOnly {
@@ -52,7 +58,10 @@ pub fn decode<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, WireError> {
     let v: VersionOnly =
         rmp_serde::from_slice(bytes).map_err(|e| WireError::Decode(e.to_string()))?;
     if v.version != PROTOCOL_VERSION {
-        return Err(WireError::Version { got: v.version, want: PROTOCOL_VERSION });
+        return Err(WireError::Version {
+            got: v.version,
+            want: PROTOCOL_VERSION,
+        });
     }
     let env: Envelope<T> =
         rmp_serde::from_slice(bytes).map_err(|e| WireError::Decode(e.to_string()))?;
@@ -172,7 +181,9 @@ pub enum ReportStatus {
     Split(SplitOutcome),
     Merged(MergeOutcome),
     /// The task failed for good (bad input, missing base source): the job cannot finish.
-    Failed { error: String },
+    Failed {
+        error: String,
+    },
 }
 
 #[cfg(test)]
@@ -197,14 +208,27 @@ mod tests {
 
     #[test]
     fn wrong_version_is_rejected() {
-        let b = rmp_serde::to_vec_named(&Envelope { version: 99, body: task() }).unwrap();
-        assert!(matches!(decode::<Task>(&b), Err(WireError::Version { got: 99, .. })));
+        let b = rmp_serde::to_vec_named(&Envelope {
+            version: 99,
+            body: task(),
+        })
+        .unwrap();
+        assert!(matches!(
+            decode::<Task>(&b),
+            Err(WireError::Version { got: 99, .. })
+        ));
     }
 
     #[test]
     fn garbage_and_oversize_are_rejected() {
-        assert!(matches!(decode::<Task>(b"\xff\x00garbage"), Err(WireError::Decode(_))));
+        assert!(matches!(
+            decode::<Task>(b"\xff\x00garbage"),
+            Err(WireError::Decode(_))
+        ));
         let big = vec![0u8; MAX_MESSAGE_BYTES + 1];
-        assert!(matches!(decode::<Task>(&big), Err(WireError::TooLarge { .. })));
+        assert!(matches!(
+            decode::<Task>(&big),
+            Err(WireError::TooLarge { .. })
+        ));
     }
 }

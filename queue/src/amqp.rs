@@ -117,7 +117,10 @@ impl Default for AmqpOptions {
 impl AmqpOptions {
     /// Default options with the given delivery limit.
     pub fn new(delivery_limit: u32) -> Self {
-        AmqpOptions { delivery_limit, ..AmqpOptions::default() }
+        AmqpOptions {
+            delivery_limit,
+            ..AmqpOptions::default()
+        }
     }
 }
 
@@ -184,6 +187,7 @@ impl Link {
 struct TaskConsumer {
     channel: Channel,
     consumer: Consumer,
+    opened: Instant,
 }
 
 /// A job's reports and dead letters, fed by two consumers on one channel.
@@ -198,6 +202,16 @@ enum EventMsg {
     Item(Event, Acker),
     /// The consumers of this sequence number stopped (channel closed or cancelled).
     Stopped(u64),
+    /// The job was closed (or the whole queue): waiting `next_event` calls end.
+    Closed,
+}
+
+impl JobEvents {
+    /// Stops the consumers and wakes whoever waits for an event.
+    fn shut(&self) {
+        self.consumers.lock().unwrap().take();
+        let _ = self.tx.send(EventMsg::Closed);
+    }
 }
 
 struct EventConsumers {
@@ -224,7 +238,10 @@ struct Backoff {
 
 impl Backoff {
     fn new(budget: Duration) -> Self {
-        Backoff { next: BACKOFF_MIN, deadline: Instant::now() + budget }
+        Backoff {
+            next: BACKOFF_MIN,
+            deadline: Instant::now() + budget,
+        }
     }
 
     /// Sleeps before the next attempt; `false` when the budget is spent.
@@ -288,23 +305,38 @@ fn task_key(job: &str) -> String {
 
 fn quorum_args() -> FieldTable {
     let mut args = FieldTable::default();
-    args.insert("x-queue-type".into(), AMQPValue::LongString("quorum".into()));
+    args.insert(
+        "x-queue-type".into(),
+        AMQPValue::LongString("quorum".into()),
+    );
     args
 }
 
 fn task_queue_args(limit: u32) -> FieldTable {
     let mut args = quorum_args();
-    args.insert("x-delivery-limit".into(), AMQPValue::LongInt(limit.min(i32::MAX as u32) as i32));
-    args.insert("x-dead-letter-exchange".into(), AMQPValue::LongString(DEAD_EXCHANGE.into()));
+    args.insert(
+        "x-delivery-limit".into(),
+        AMQPValue::LongInt(limit.min(i32::MAX as u32) as i32),
+    );
+    args.insert(
+        "x-dead-letter-exchange".into(),
+        AMQPValue::LongString(DEAD_EXCHANGE.into()),
+    );
     args
 }
 
 fn durable_queue() -> QueueDeclareOptions {
-    QueueDeclareOptions { durable: true, ..QueueDeclareOptions::default() }
+    QueueDeclareOptions {
+        durable: true,
+        ..QueueDeclareOptions::default()
+    }
 }
 
 fn durable_exchange() -> ExchangeDeclareOptions {
-    ExchangeDeclareOptions { durable: true, ..ExchangeDeclareOptions::default() }
+    ExchangeDeclareOptions {
+        durable: true,
+        ..ExchangeDeclareOptions::default()
+    }
 }
 
 async fn declare_topology(ch: &Channel, limit: u32) -> lapin::Result<()> {
@@ -314,7 +346,8 @@ async fn declare_topology(ch: &Channel, limit: u32) -> lapin::Result<()> {
     ex(TASK_EXCHANGE, ExchangeKind::Topic).await?;
     ex(DEAD_EXCHANGE, ExchangeKind::Topic).await?;
     ex(REPORT_EXCHANGE, ExchangeKind::Direct).await?;
-    ch.queue_declare(DEAD_QUEUE.into(), durable_queue(), quorum_args()).await?;
+    ch.queue_declare(DEAD_QUEUE.into(), durable_queue(), quorum_args())
+        .await?;
     ch.queue_bind(
         DEAD_QUEUE.into(),
         DEAD_EXCHANGE.into(),
@@ -323,7 +356,8 @@ async fn declare_topology(ch: &Channel, limit: u32) -> lapin::Result<()> {
         FieldTable::default(),
     )
     .await?;
-    ch.queue_declare(TASK_QUEUE.into(), durable_queue(), task_queue_args(limit)).await?;
+    ch.queue_declare(TASK_QUEUE.into(), durable_queue(), task_queue_args(limit))
+        .await?;
     // `job.#` rather than `job.*`: job ids may contain dots.
     ch.queue_bind(
         TASK_QUEUE.into(),
@@ -339,7 +373,8 @@ async fn declare_topology(ch: &Channel, limit: u32) -> lapin::Result<()> {
 async fn declare_job(ch: &Channel, job: &str) -> lapin::Result<()> {
     let dead = dead_queue(job);
     let reports = report_queue(job);
-    ch.queue_declare(dead.as_str().into(), durable_queue(), quorum_args()).await?;
+    ch.queue_declare(dead.as_str().into(), durable_queue(), quorum_args())
+        .await?;
     ch.queue_bind(
         dead.as_str().into(),
         DEAD_EXCHANGE.into(),
@@ -348,7 +383,8 @@ async fn declare_job(ch: &Channel, job: &str) -> lapin::Result<()> {
         FieldTable::default(),
     )
     .await?;
-    ch.queue_declare(reports.as_str().into(), durable_queue(), quorum_args()).await?;
+    ch.queue_declare(reports.as_str().into(), durable_queue(), quorum_args())
+        .await?;
     ch.queue_bind(
         reports.as_str().into(),
         REPORT_EXCHANGE.into(),
@@ -361,7 +397,10 @@ async fn declare_job(ch: &Channel, job: &str) -> lapin::Result<()> {
 }
 
 fn header<'a>(d: &'a LapinDelivery, key: &str) -> Option<&'a AMQPValue> {
-    d.properties.headers().as_ref().and_then(|h| h.inner().get(key))
+    d.properties
+        .headers()
+        .as_ref()
+        .and_then(|h| h.inner().get(key))
 }
 
 fn as_int(v: &AMQPValue) -> Option<i64> {
@@ -389,7 +428,9 @@ fn as_text(v: &AMQPValue) -> Option<String> {
 /// 1 on the first delivery; quorum queues count redeliveries in `x-delivery-count`.
 fn attempt_of(d: &LapinDelivery) -> u32 {
     let count = header(d, "x-delivery-count").and_then(as_int).unwrap_or(0);
-    u32::try_from(count.max(0)).unwrap_or(u32::MAX - 1).saturating_add(1)
+    u32::try_from(count.max(0))
+        .unwrap_or(u32::MAX - 1)
+        .saturating_add(1)
 }
 
 /// Why a task was dead-lettered, from the `x-death` (or `x-first-death-*`) headers.
@@ -449,7 +490,9 @@ impl AmqpQueue {
             }
         }
         if opts.prefetch == 0 {
-            return Err(QueueError::Unavailable("prefetch must be at least 1".into()));
+            return Err(QueueError::Unavailable(
+                "prefetch must be at least 1".into(),
+            ));
         }
         let q = AmqpQueue {
             inner: Arc::new(Inner {
@@ -482,7 +525,10 @@ impl AmqpQueue {
     /// [`QueueError::Closed`]. Unacknowledged deliveries go back to the broker.
     pub async fn close(&self) {
         self.inner.closed.store(true, Ordering::SeqCst);
-        self.inner.jobs.lock().unwrap().clear();
+        let jobs: Vec<_> = self.inner.jobs.lock().unwrap().drain().collect();
+        for (_, events) in jobs {
+            events.shut();
+        }
         let link = self.inner.link.lock().await.take();
         if let Some(link) = link {
             if let Err(e) = link.conn.close(200, "closing".into()).await {
@@ -552,7 +598,9 @@ impl Inner {
         let mut tries = 0u32;
         loop {
             tries += 1;
-            let limit = backoff.remaining().clamp(Duration::from_millis(50), ATTEMPT_TIMEOUT);
+            let limit = backoff
+                .remaining()
+                .clamp(Duration::from_millis(50), ATTEMPT_TIMEOUT);
             let err = match tokio::time::timeout(limit, self.connect_once()).await {
                 Ok(Ok(link)) => {
                     let reconnect = link.generation > 1;
@@ -595,9 +643,15 @@ impl Inner {
         }
         let _ = setup.close(200, "topology declared".into()).await;
         let publisher = conn.create_channel().await?;
-        publisher.confirm_select(ConfirmSelectOptions::default()).await?;
+        publisher
+            .confirm_select(ConfirmSelectOptions::default())
+            .await?;
         let generation = self.generation.fetch_add(1, Ordering::SeqCst) + 1;
-        Ok(Link { generation, conn, publisher })
+        Ok(Link {
+            generation,
+            conn,
+            publisher,
+        })
     }
 
     /// Runs `f` on a fresh channel, retrying after a broken connection.
@@ -634,7 +688,13 @@ impl Inner {
     }
 
     /// Publishes persistent, mandatory and confirmed; retries after a broken connection.
-    async fn publish(&self, what: &str, exchange: &str, key: String, body: &[u8]) -> Result<(), QueueError> {
+    async fn publish(
+        &self,
+        what: &str,
+        exchange: &str,
+        key: String,
+        body: &[u8],
+    ) -> Result<(), QueueError> {
         let key = short(key)?;
         let mut attempt = 0;
         loop {
@@ -645,7 +705,10 @@ impl Inner {
                     .basic_publish(
                         exchange.into(),
                         key.clone(),
-                        BasicPublishOptions { mandatory: true, ..BasicPublishOptions::default() },
+                        BasicPublishOptions {
+                            mandatory: true,
+                            ..BasicPublishOptions::default()
+                        },
                         body,
                         BasicProperties::default().with_delivery_mode(2),
                     )
@@ -680,7 +743,10 @@ impl Inner {
             };
             if attempt >= MAX_ATTEMPTS {
                 warn!(url = %self.redacted, error = %err, "{what} failed");
-                return Err(QueueError::Unavailable(format!("{what} ({}): {err}", self.redacted)));
+                return Err(QueueError::Unavailable(format!(
+                    "{what} ({}): {err}",
+                    self.redacted
+                )));
             }
             warn!(url = %self.redacted, error = %err, attempt, "{what} failed; reconnecting and retrying");
             self.invalidate(link.generation).await;
@@ -694,10 +760,16 @@ impl Inner {
             let link = self.link().await?;
             let res = async {
                 let channel = link.conn.create_channel().await?;
-                channel.basic_qos(self.opts.prefetch, BasicQosOptions::default()).await?;
+                channel
+                    .basic_qos(self.opts.prefetch, BasicQosOptions::default())
+                    .await?;
                 // Recreates the queue if it was deleted under us.
                 channel
-                    .queue_declare(TASK_QUEUE.into(), durable_queue(), task_queue_args(self.opts.delivery_limit))
+                    .queue_declare(
+                        TASK_QUEUE.into(),
+                        durable_queue(),
+                        task_queue_args(self.opts.delivery_limit),
+                    )
                     .await?;
                 let consumer = channel
                     .basic_consume(
@@ -707,7 +779,11 @@ impl Inner {
                         FieldTable::default(),
                     )
                     .await?;
-                Ok::<_, lapin::Error>(TaskConsumer { channel, consumer })
+                Ok::<_, lapin::Error>(TaskConsumer {
+                    channel,
+                    consumer,
+                    opened: Instant::now(),
+                })
             }
             .await;
             match res {
@@ -726,7 +802,11 @@ impl Inner {
         }
     }
 
-    async fn open_event_consumers(&self, job: &str, events: &JobEvents) -> Result<EventConsumers, QueueError> {
+    async fn open_event_consumers(
+        &self,
+        job: &str,
+        events: &JobEvents,
+    ) -> Result<EventConsumers, QueueError> {
         let seq = events.seq.fetch_add(1, Ordering::SeqCst) + 1;
         let limit = self.opts.delivery_limit;
         let (reports, dead) = (report_queue(job), dead_queue(job));
@@ -736,7 +816,9 @@ impl Inner {
             let link = self.link().await?;
             let res = async {
                 let channel = link.conn.create_channel().await?;
-                channel.basic_qos(EVENT_PREFETCH, BasicQosOptions::default()).await?;
+                channel
+                    .basic_qos(EVENT_PREFETCH, BasicQosOptions::default())
+                    .await?;
                 declare_job(&channel, job).await?;
                 let consume = |queue: &str| {
                     channel.basic_consume(
@@ -754,14 +836,23 @@ impl Inner {
             match res {
                 Ok((channel, report_consumer, dead_consumer)) => {
                     let forwarders = vec![
-                        forward(report_consumer, events.tx.clone(), seq, |d| Event::Report(d.data)),
+                        forward(report_consumer, events.tx.clone(), seq, |d| {
+                            Event::Report(d.data)
+                        }),
                         forward(dead_consumer, events.tx.clone(), seq, move |d| {
                             let reason = death_reason(&d, limit);
-                            Event::DeadLetter { body: d.data, reason }
+                            Event::DeadLetter {
+                                body: d.data,
+                                reason,
+                            }
                         }),
                     ];
                     debug!(url = %self.redacted, job, "consuming the job's reports and dead letters");
-                    return Ok(EventConsumers { seq, channel, forwarders });
+                    return Ok(EventConsumers {
+                        seq,
+                        channel,
+                        forwarders,
+                    });
                 }
                 Err(e) if is_permanent(&e) || attempt >= MAX_ATTEMPTS => {
                     return Err(self.unavailable(&format!("consuming the events of job {job}"), &e));
@@ -810,7 +901,7 @@ fn forward(
                     }
                 }
                 Err(e) => {
-                    // Errors are scrubbed of nothing: lapin's do not contain the URL.
+                    // lapin's errors do not contain the URL (nor its password).
                     warn!(queue = %queue, error = %e, "event consumer failed");
                     break;
                 }
@@ -837,11 +928,15 @@ impl AmqpSettle {
 
 impl Drop for AmqpSettle {
     fn drop(&mut self) {
-        let Some(acker) = self.acker.take() else { return };
+        let Some(acker) = self.acker.take() else {
+            return;
+        };
         if !acker.usable() {
             return; // Its channel is gone: the broker requeues it by itself.
         }
-        let Some(rt) = self.runtime.take() else { return };
+        let Some(rt) = self.runtime.take() else {
+            return;
+        };
         debug!("unsettled task delivery dropped; requeueing it");
         rt.spawn(async move {
             let requeue = BasicNackOptions { requeue: true, ..BasicNackOptions::default() };
@@ -865,7 +960,10 @@ impl Settle for AmqpSettle {
 
     async fn retry(mut self: Box<Self>) -> Result<(), QueueError> {
         let acker = self.acker.take().expect("settled once");
-        let opts = BasicNackOptions { requeue: true, ..BasicNackOptions::default() };
+        let opts = BasicNackOptions {
+            requeue: true,
+            ..BasicNackOptions::default()
+        };
         match acker.nack(opts).await {
             Ok(true) => Ok(()),
             Ok(false) => {
@@ -895,9 +993,10 @@ impl Queue for AmqpQueue {
         let inner = &self.inner;
         inner.open_jobs.lock().unwrap().insert(job.to_string());
         inner
-            .on_channel(&format!("declaring the queues of job {job}"), |ch| async move {
-                declare_job(&ch, job).await
-            })
+            .on_channel(
+                &format!("declaring the queues of job {job}"),
+                |ch| async move { declare_job(&ch, job).await },
+            )
             .await?;
         debug!(job, "opened job queues");
         Ok(())
@@ -905,7 +1004,9 @@ impl Queue for AmqpQueue {
 
     async fn publish_task(&self, job: &str, body: Vec<u8>) -> Result<(), QueueError> {
         check_job(job)?;
-        self.inner.publish("publishing a task", TASK_EXCHANGE, task_key(job), &body).await
+        self.inner
+            .publish("publishing a task", TASK_EXCHANGE, task_key(job), &body)
+            .await
     }
 
     async fn next_task(&self) -> Result<Delivery, QueueError> {
@@ -914,7 +1015,9 @@ impl Queue for AmqpQueue {
         let mut backoff: Option<Backoff> = None;
         loop {
             inner.check_open()?;
-            let alive = guard.as_ref().is_some_and(|tc| tc.channel.status().connected());
+            let alive = guard
+                .as_ref()
+                .is_some_and(|tc| tc.channel.status().connected());
             if !alive {
                 *guard = None;
                 *guard = Some(inner.open_task_consumer().await?);
@@ -933,6 +1036,9 @@ impl Queue for AmqpQueue {
                 None => "cancelled".to_string(),
             };
             warn!(url = %inner.redacted, "task consumer {stopped}; consuming again");
+            if tc.opened.elapsed() > Duration::from_secs(10) {
+                backoff = None; // It worked for a while: a new incident.
+            }
             *guard = None;
             // A consumer that keeps dying while the connection looks fine (the queue
             // deleted and redeclared, say) must not spin.
@@ -948,7 +1054,14 @@ impl Queue for AmqpQueue {
 
     async fn publish_report(&self, job: &str, body: Vec<u8>) -> Result<(), QueueError> {
         check_job(job)?;
-        self.inner.publish("publishing a report", REPORT_EXCHANGE, job.to_string(), &body).await
+        self.inner
+            .publish(
+                "publishing a report",
+                REPORT_EXCHANGE,
+                job.to_string(),
+                &body,
+            )
+            .await
     }
 
     async fn next_event(&self, job: &str) -> Result<Event, QueueError> {
@@ -958,27 +1071,44 @@ impl Queue for AmqpQueue {
         let mut rx = events.rx.lock().await;
         loop {
             inner.check_open()?;
-            let alive = events.consumers.lock().unwrap().as_ref().is_some_and(|c| c.channel.status().connected());
+            let alive = events
+                .consumers
+                .lock()
+                .unwrap()
+                .as_ref()
+                .is_some_and(|c| c.channel.status().connected());
             if !alive {
                 events.consumers.lock().unwrap().take();
                 let c = inner.open_event_consumers(job, &events).await?;
                 *events.consumers.lock().unwrap() = Some(c);
             }
             match rx.recv().await {
-                Some(EventMsg::Item(event, acker)) => match acker.ack(BasicAckOptions::default()).await {
-                    Ok(true) => return Ok(event),
-                    // Its channel closed: the broker delivers it again.
-                    Ok(false) => debug!(job, "skipping an event from a closed channel"),
-                    Err(e) => warn!(job, error = %e, "acking an event failed; it will be redelivered"),
-                },
-                Some(EventMsg::Stopped(seq)) => {
-                    let mut c = events.consumers.lock().unwrap();
-                    if c.as_ref().is_some_and(|c| c.seq == seq) {
-                        warn!(url = %inner.redacted, job, "job event consumers stopped; consuming again");
-                        c.take();
+                Some(EventMsg::Item(event, acker)) => {
+                    match acker.ack(BasicAckOptions::default()).await {
+                        Ok(true) => return Ok(event),
+                        // Its channel closed: the broker delivers it again.
+                        Ok(false) => debug!(job, "skipping an event from a closed channel"),
+                        Err(e) => {
+                            warn!(job, error = %e, "acking an event failed; it will be redelivered")
+                        }
                     }
                 }
-                None => return Err(QueueError::Closed),
+                Some(EventMsg::Stopped(seq)) => {
+                    let current = {
+                        let mut c = events.consumers.lock().unwrap();
+                        let current = c.as_ref().is_some_and(|c| c.seq == seq);
+                        if current {
+                            c.take();
+                        }
+                        current
+                    };
+                    if current {
+                        warn!(url = %inner.redacted, job, "job event consumers stopped; consuming again");
+                        // Consumers that keep stopping must not spin.
+                        tokio::time::sleep(jitter(BACKOFF_MIN * 2)).await;
+                    }
+                }
+                Some(EventMsg::Closed) | None => return Err(QueueError::Closed),
             }
         }
     }
@@ -987,16 +1117,21 @@ impl Queue for AmqpQueue {
         check_job(job)?;
         let inner = &self.inner;
         inner.open_jobs.lock().unwrap().remove(job);
-        if let Some(events) = inner.jobs.lock().unwrap().remove(job) {
-            events.consumers.lock().unwrap().take();
+        let events = inner.jobs.lock().unwrap().remove(job);
+        if let Some(events) = events {
+            events.shut();
         }
         inner
-            .on_channel(&format!("deleting the queues of job {job}"), |ch| async move {
-                for q in [report_queue(job), dead_queue(job)] {
-                    ch.queue_delete(q.as_str().into(), QueueDeleteOptions::default()).await?;
-                }
-                Ok(())
-            })
+            .on_channel(
+                &format!("deleting the queues of job {job}"),
+                |ch| async move {
+                    for q in [report_queue(job), dead_queue(job)] {
+                        ch.queue_delete(q.as_str().into(), QueueDeleteOptions::default())
+                            .await?;
+                    }
+                    Ok(())
+                },
+            )
             .await?;
         debug!(job, "deleted job queues");
         Ok(())
@@ -1009,7 +1144,10 @@ mod tests {
 
     #[test]
     fn redact_drops_user_info() {
-        assert_eq!(redact("amqp://guest:s3cret@host:5672/%2f"), "amqp://host:5672/%2f");
+        assert_eq!(
+            redact("amqp://guest:s3cret@host:5672/%2f"),
+            "amqp://host:5672/%2f"
+        );
         assert_eq!(redact("amqps://user@host/vh"), "amqps://host/vh");
         assert_eq!(redact("amqp://host"), "amqp://host");
         assert!(!redact("not a url with s3cret").contains("s3cret"));
@@ -1030,19 +1168,33 @@ mod tests {
         assert_eq!(attempt_of(&d), 1);
         assert_eq!(death_reason(&d, 4), "dead-lettered (no x-death header)");
         let mut death = FieldTable::default();
-        death.insert("reason".into(), AMQPValue::LongString("delivery_limit".into()));
-        death.insert("queue".into(), AMQPValue::LongString("covmerge.tasks".into()));
+        death.insert(
+            "reason".into(),
+            AMQPValue::LongString("delivery_limit".into()),
+        );
+        death.insert(
+            "queue".into(),
+            AMQPValue::LongString("covmerge.tasks".into()),
+        );
         let mut h = FieldTable::default();
         h.insert("x-delivery-count".into(), AMQPValue::LongLongInt(2));
-        h.insert("x-death".into(), AMQPValue::FieldArray(vec![AMQPValue::FieldTable(death)].into()));
+        h.insert(
+            "x-death".into(),
+            AMQPValue::FieldArray(vec![AMQPValue::FieldTable(death)].into()),
+        );
         d.properties = BasicProperties::default().with_headers(h);
         assert_eq!(attempt_of(&d), 3);
-        assert_eq!(death_reason(&d, 4), "delivery limit 4 exceeded (queue covmerge.tasks)");
+        assert_eq!(
+            death_reason(&d, 4),
+            "delivery limit 4 exceeded (queue covmerge.tasks)"
+        );
     }
 
     #[tokio::test]
     async fn bad_url_is_not_echoed() {
-        let err = AmqpQueue::connect("amqp://u:s3cret@host:notaport/%2f", 1).await.unwrap_err();
+        let err = AmqpQueue::connect("amqp://u:s3cret@host:notaport/%2f", 1)
+            .await
+            .unwrap_err();
         assert!(!err.to_string().contains("s3cret"), "{err}");
     }
 }

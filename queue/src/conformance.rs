@@ -35,7 +35,10 @@ pub async fn ack_and_report(q: &dyn Queue, job: &str) {
     assert_eq!(d.attempt, 1);
     d.ack().await.unwrap();
     q.publish_report(job, b"report-1".to_vec()).await.unwrap();
-    assert_eq!(within("report", q.next_event(job)).await.unwrap(), Event::Report(b"report-1".to_vec()));
+    assert_eq!(
+        within("report", q.next_event(job)).await.unwrap(),
+        Event::Report(b"report-1".to_vec())
+    );
     q.close_job(job).await.unwrap();
 }
 

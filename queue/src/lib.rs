@@ -10,10 +10,10 @@
 
 use async_trait::async_trait;
 
-/// Checks every implementation must pass.
-pub mod conformance;
 /// RabbitMQ: durable quorum queues, confirms, dead-lettering, reconnects.
 pub mod amqp;
+/// Checks every implementation must pass.
+pub mod conformance;
 /// The in-process queue used by embedded mode and tests.
 pub mod memory;
 
@@ -66,7 +66,11 @@ pub struct Delivery {
 
 impl Delivery {
     pub fn new(body: Vec<u8>, attempt: u32, settle: Box<dyn Settle>) -> Self {
-        Delivery { body, attempt, settle }
+        Delivery {
+            body,
+            attempt,
+            settle,
+        }
     }
     pub async fn ack(self) -> Result<(), QueueError> {
         self.settle.ack().await

@@ -52,12 +52,22 @@ impl Inner {
             self.dead(job, body, format!("delivery limit {} exceeded", self.limit));
             return;
         }
-        self.state.lock().unwrap().tasks.push_back((job, body, attempt + 1));
+        self.state
+            .lock()
+            .unwrap()
+            .tasks
+            .push_back((job, body, attempt + 1));
         self.task_ready.notify_one();
     }
 
     fn dead(&self, job: String, body: Vec<u8>, reason: String) {
-        self.state.lock().unwrap().events.entry(job).or_default().push_back(Event::DeadLetter { body, reason });
+        self.state
+            .lock()
+            .unwrap()
+            .events
+            .entry(job)
+            .or_default()
+            .push_back(Event::DeadLetter { body, reason });
         self.event_ready.notify_waiters();
     }
 }
@@ -73,7 +83,8 @@ impl Drop for MemSettle {
     // An unsettled delivery (the worker task died) comes back, like a closed channel.
     fn drop(&mut self) {
         if let Some(body) = self.body.take() {
-            self.inner.requeue(std::mem::take(&mut self.job), body, self.attempt);
+            self.inner
+                .requeue(std::mem::take(&mut self.job), body, self.attempt);
         }
     }
 }
@@ -89,7 +100,11 @@ impl Settle for MemSettle {
     }
     async fn reject(mut self: Box<Self>) -> Result<(), QueueError> {
         if let Some(body) = self.body.take() {
-            self.inner.dead(std::mem::take(&mut self.job), body, "rejected by a worker".into());
+            self.inner.dead(
+                std::mem::take(&mut self.job),
+                body,
+                "rejected by a worker".into(),
+            );
         }
         Ok(())
     }
@@ -98,12 +113,23 @@ impl Settle for MemSettle {
 #[async_trait]
 impl Queue for MemoryQueue {
     async fn open_job(&self, job: &str) -> Result<(), QueueError> {
-        self.inner.state.lock().unwrap().events.entry(job.to_string()).or_default();
+        self.inner
+            .state
+            .lock()
+            .unwrap()
+            .events
+            .entry(job.to_string())
+            .or_default();
         Ok(())
     }
 
     async fn publish_task(&self, job: &str, body: Vec<u8>) -> Result<(), QueueError> {
-        self.inner.state.lock().unwrap().tasks.push_back((job.to_string(), body, 1));
+        self.inner
+            .state
+            .lock()
+            .unwrap()
+            .tasks
+            .push_back((job.to_string(), body, 1));
         self.inner.task_ready.notify_one();
         Ok(())
     }
@@ -112,8 +138,12 @@ impl Queue for MemoryQueue {
         loop {
             let notified = self.inner.task_ready.notified();
             if let Some((job, body, attempt)) = self.inner.state.lock().unwrap().tasks.pop_front() {
-                let settle =
-                    MemSettle { inner: self.inner.clone(), job, body: Some(body.clone()), attempt };
+                let settle = MemSettle {
+                    inner: self.inner.clone(),
+                    job,
+                    body: Some(body.clone()),
+                    attempt,
+                };
                 return Ok(Delivery::new(body, attempt, Box::new(settle)));
             }
             notified.await;
@@ -123,7 +153,9 @@ impl Queue for MemoryQueue {
     async fn publish_report(&self, job: &str, body: Vec<u8>) -> Result<(), QueueError> {
         let mut st = self.inner.state.lock().unwrap();
         let Some(q) = st.events.get_mut(job) else {
-            return Err(QueueError::NotAccepted(format!("no coordinator queue for job {job}")));
+            return Err(QueueError::NotAccepted(format!(
+                "no coordinator queue for job {job}"
+            )));
         };
         q.push_back(Event::Report(body));
         drop(st);
@@ -136,7 +168,15 @@ impl Queue for MemoryQueue {
             let notified = self.inner.event_ready.notified();
             tokio::pin!(notified);
             notified.as_mut().enable();
-            if let Some(e) = self.inner.state.lock().unwrap().events.get_mut(job).and_then(|q| q.pop_front()) {
+            if let Some(e) = self
+                .inner
+                .state
+                .lock()
+                .unwrap()
+                .events
+                .get_mut(job)
+                .and_then(|q| q.pop_front())
+            {
                 return Ok(e);
             }
             notified.await;

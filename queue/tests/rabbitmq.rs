@@ -23,7 +23,10 @@ fn broker_url() -> String {
 
 /// Unique per run, so reruns do not collide with leftovers.
 fn run_id() -> String {
-    let nanos = SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_nanos();
+    let nanos = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_nanos();
     format!("{}-{}", std::process::id(), nanos % 1_000_000_000_000)
 }
 
@@ -36,7 +39,12 @@ async fn connect(connection_name: &str) -> AmqpQueue {
     };
     AmqpQueue::connect_with(&url, opts)
         .await
-        .unwrap_or_else(|e| panic!("RabbitMQ at {} is required by these tests: {e}", redact(&url)))
+        .unwrap_or_else(|e| {
+            panic!(
+                "RabbitMQ at {} is required by these tests: {e}",
+                redact(&url)
+            )
+        })
 }
 
 async fn within<T>(what: &str, secs: u64, f: impl std::future::Future<Output = T>) -> T {
@@ -74,7 +82,13 @@ fn rabbitmqctl(args: &[&str]) -> String {
 fn force_close(name: &str) {
     let deadline = Instant::now() + Duration::from_secs(10);
     loop {
-        let listing = rabbitmqctl(&["-q", "list_connections", "--no-table-headers", "pid", "client_properties"]);
+        let listing = rabbitmqctl(&[
+            "-q",
+            "list_connections",
+            "--no-table-headers",
+            "pid",
+            "client_properties",
+        ]);
         let pids: Vec<&str> = listing
             .lines()
             .filter(|l| l.contains(name))
@@ -86,7 +100,10 @@ fn force_close(name: &str) {
             }
             return;
         }
-        assert!(Instant::now() < deadline, "no connection named {name} in:\n{listing}");
+        assert!(
+            Instant::now() < deadline,
+            "no connection named {name} in:\n{listing}"
+        );
         std::thread::sleep(Duration::from_millis(200));
     }
 }
@@ -100,27 +117,64 @@ async fn rabbitmq_conformance() {
     let q = connect(&format!("covmerge-test-conformance-{run}")).await;
 
     conformance::ack_and_report(&q, &format!("t-ack-{run}")).await;
-    conformance::retry_until_dead_letter(&q, &format!("t-retry-{run}"), DEFAULT_DELIVERY_LIMIT).await;
+    conformance::retry_until_dead_letter(&q, &format!("t-retry-{run}"), DEFAULT_DELIVERY_LIMIT)
+        .await;
     conformance::reject_dead_letters_now(&q, &format!("t-reject-{run}")).await;
     conformance::dropped_delivery_comes_back(&q, &format!("t-drop-{run}")).await;
 
     // A report for a job without queues is unroutable.
-    let err = q.publish_report(&format!("t-nojob-{run}"), b"r".to_vec()).await.unwrap_err();
+    let err = q
+        .publish_report(&format!("t-nojob-{run}"), b"r".to_vec())
+        .await
+        .unwrap_err();
     assert!(matches!(err, QueueError::NotAccepted(_)), "{err:?}");
 
     // The dead letter says why.
     let job = format!("t-reason-{run}");
     q.open_job(&job).await.unwrap();
-    q.publish_task(&job, format!("{job}:x").into_bytes()).await.unwrap();
+    q.publish_task(&job, format!("{job}:x").into_bytes())
+        .await
+        .unwrap();
     let d = within("a task", 20, task_with_prefix(&q, job.as_bytes())).await;
     d.reject().await.unwrap();
-    match within("a dead letter", 20, q.next_event(&job)).await.unwrap() {
+    match within("a dead letter", 20, q.next_event(&job))
+        .await
+        .unwrap()
+    {
         Event::DeadLetter { reason, .. } => assert!(reason.contains("rejected"), "{reason}"),
         other => panic!("expected a dead letter, got {other:?}"),
     }
+    let body = format!("{job}:again").into_bytes();
+    q.publish_task(&job, body.clone()).await.unwrap();
+    for attempt in 1..=DEFAULT_DELIVERY_LIMIT + 1 {
+        let d = within("a task", 20, task_with_prefix(&q, job.as_bytes())).await;
+        assert_eq!((d.body.as_slice(), d.attempt), (body.as_slice(), attempt));
+        d.retry().await.unwrap();
+    }
+    match within("a dead letter", 20, q.next_event(&job))
+        .await
+        .unwrap()
+    {
+        Event::DeadLetter { body: b, reason } => {
+            assert_eq!(b, body);
+            assert!(reason.contains("delivery limit"), "{reason}");
+        }
+        other => panic!("expected a dead letter, got {other:?}"),
+    }
+    // Closing a job ends a wait for its events.
+    let waiting = tokio::spawn({
+        let (q, job) = (q.clone(), job.clone());
+        async move { q.next_event(&job).await }
+    });
+    tokio::time::sleep(Duration::from_millis(300)).await;
     q.close_job(&job).await.unwrap();
+    let ended = within("next_event to end", 5, waiting).await.unwrap();
+    assert!(matches!(ended, Err(QueueError::Closed)), "{ended:?}");
     q.close().await;
-    assert!(matches!(q.publish_task(&job, vec![]).await, Err(QueueError::Closed)));
+    assert!(matches!(
+        q.publish_task(&job, vec![]).await,
+        Err(QueueError::Closed)
+    ));
 }
 
 /// A connection closed by the broker: the same `AmqpQueue` reconnects, publishes and
@@ -141,20 +195,37 @@ async fn rabbitmq_reconnects() {
     assert_eq!(held.body, before);
     // An event consumer exists before the loss, too.
     q.publish_report(&job, b"r1".to_vec()).await.unwrap();
-    assert_eq!(within("r1", 20, q.next_event(&job)).await.unwrap(), Event::Report(b"r1".to_vec()));
+    assert_eq!(
+        within("r1", 20, q.next_event(&job)).await.unwrap(),
+        Event::Report(b"r1".to_vec())
+    );
 
     force_close(&name);
     tokio::time::sleep(Duration::from_millis(500)).await;
 
     // Acking a delivery of the dead channel: an error, not a panic; it comes back.
-    assert!(held.ack().await.is_err(), "ack on a closed channel must fail");
+    assert!(
+        held.ack().await.is_err(),
+        "ack on a closed channel must fail"
+    );
 
     // Publishing reconnects.
     let after = format!("{job}:after").into_bytes();
-    within("publish after reconnect", 30, q.publish_task(&job, after.clone())).await.unwrap();
+    within(
+        "publish after reconnect",
+        30,
+        q.publish_task(&job, after.clone()),
+    )
+    .await
+    .unwrap();
     let mut seen = Vec::new();
     for _ in 0..2 {
-        let d = within("tasks after reconnect", 20, task_with_prefix(&q, job.as_bytes())).await;
+        let d = within(
+            "tasks after reconnect",
+            20,
+            task_with_prefix(&q, job.as_bytes()),
+        )
+        .await;
         if d.body == before {
             assert!(d.attempt >= 2, "a redelivery counts as an attempt");
         }
@@ -179,12 +250,29 @@ async fn rabbitmq_reconnects() {
     force_close(&name);
     tokio::time::sleep(Duration::from_millis(300)).await;
     let late = format!("{job}:late").into_bytes();
-    within("publish after the second loss", 30, q.publish_task(&job, late.clone())).await.unwrap();
-    within("report after the second loss", 30, q.publish_report(&job, b"r2".to_vec())).await.unwrap();
-    let d = within("the waiting next_task", 30, waiting_task).await.unwrap();
+    within(
+        "publish after the second loss",
+        30,
+        q.publish_task(&job, late.clone()),
+    )
+    .await
+    .unwrap();
+    within(
+        "report after the second loss",
+        30,
+        q.publish_report(&job, b"r2".to_vec()),
+    )
+    .await
+    .unwrap();
+    let d = within("the waiting next_task", 30, waiting_task)
+        .await
+        .unwrap();
     assert_eq!(d.body, late);
     d.ack().await.unwrap();
-    let e = within("the waiting next_event", 30, waiting_event).await.unwrap().unwrap();
+    let e = within("the waiting next_event", 30, waiting_event)
+        .await
+        .unwrap()
+        .unwrap();
     assert_eq!(e, Event::Report(b"r2".to_vec()));
 
     q.close_job(&job).await.unwrap();
@@ -228,21 +316,34 @@ impl tracing::Subscriber for Capture {
 #[tokio::test]
 async fn rabbitmq_password_never_shown() {
     const PASSWORD: &str = "pa55-w0rd-XYZ";
-    assert_eq!(redact(&format!("amqp://covmerge:{PASSWORD}@127.0.0.1:1/%2f")), "amqp://127.0.0.1:1/%2f");
+    assert_eq!(
+        redact(&format!("amqp://covmerge:{PASSWORD}@127.0.0.1:1/%2f")),
+        "amqp://127.0.0.1:1/%2f"
+    );
 
     let logs = Arc::new(StdMutex::new(String::new()));
     let _logging = tracing::subscriber::set_default(Capture(logs.clone()));
 
     // Nothing listens on port 1: fails after its (short) retry budget.
     let url = format!("amqp://covmerge:{PASSWORD}@127.0.0.1:1/%2f");
-    let opts = AmqpOptions { connect_timeout: Duration::from_secs(1), ..AmqpOptions::default() };
+    let opts = AmqpOptions {
+        connect_timeout: Duration::from_secs(1),
+        ..AmqpOptions::default()
+    };
     let started = Instant::now();
     let err = AmqpQueue::connect_with(&url, opts).await.unwrap_err();
-    assert!(started.elapsed() < Duration::from_secs(5), "took {:?}", started.elapsed());
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "took {:?}",
+        started.elapsed()
+    );
     assert!(matches!(err, QueueError::Unavailable(_)), "{err:?}");
     for shown in [err.to_string(), format!("{err:?}")] {
         assert!(!shown.contains(PASSWORD), "{shown}");
-        assert!(shown.contains("127.0.0.1:1"), "the error names the broker: {shown}");
+        assert!(
+            shown.contains("127.0.0.1:1"),
+            "the error names the broker: {shown}"
+        );
     }
 
     // A URL that does not parse is not echoed either.
@@ -253,7 +354,11 @@ async fn rabbitmq_password_never_shown() {
 
     // A live queue: its Debug and Display show the URL without credentials.
     let url = broker_url();
-    let password = url::Url::parse(&url).unwrap().password().unwrap_or("").to_string();
+    let password = url::Url::parse(&url)
+        .unwrap()
+        .password()
+        .unwrap_or("")
+        .to_string();
     let q = connect("covmerge-test-secrets").await;
     for shown in [format!("{q:?}"), format!("{q}"), q.url().to_string()] {
         assert!(!shown.contains(&format!(":{password}@")), "{shown}");
@@ -263,7 +368,13 @@ async fn rabbitmq_password_never_shown() {
     q.close().await;
 
     let logs = logs.lock().unwrap().clone();
-    assert!(logs.contains("cannot connect"), "the retries were logged: {logs}");
+    assert!(
+        logs.contains("cannot connect"),
+        "the retries were logged: {logs}"
+    );
     assert!(!logs.contains(PASSWORD), "{logs}");
-    assert!(password.is_empty() || !logs.contains(&format!(":{password}@")), "{logs}");
+    assert!(
+        password.is_empty() || !logs.contains(&format!(":{password}@")),
+        "{logs}"
+    );
 }

@@ -12,7 +12,9 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 use futures::TryStreamExt;
-use object_store::{memory::InMemory, path::Path, ObjectStore, ObjectStoreExt, PutPayload, WriteMultipart};
+use object_store::{
+    memory::InMemory, path::Path, ObjectStore, ObjectStoreExt, PutPayload, WriteMultipart,
+};
 
 /// Storage errors with the object they concern.
 #[derive(Debug, thiserror::Error)]
@@ -27,7 +29,7 @@ pub enum StoreError {
         store: String,
         key: String,
         #[source]
-        source: object_store::Error,
+        source: Box<object_store::Error>,
     },
 }
 
@@ -36,7 +38,7 @@ impl StoreError {
     pub fn is_transient(&self) -> bool {
         match self {
             StoreError::Io { source, .. } => !matches!(
-                source,
+                source.as_ref(),
                 object_store::Error::NotFound { .. }
                     | object_store::Error::InvalidPath { .. }
                     | object_store::Error::NotSupported { .. }
@@ -83,22 +85,33 @@ pub fn redact_url(url: &str) -> String {
 
 /// Whether `s` names an object-store location rather than a local path.
 pub fn is_store_url(s: &str) -> bool {
-    ["file://", "s3://", "s3a://", "gs://", "az://", "abfs://", "memory:", "http://", "https://"]
-        .iter()
-        .any(|p| s.starts_with(p))
+    [
+        "file://", "s3://", "s3a://", "gs://", "az://", "abfs://", "memory:", "http://", "https://",
+    ]
+    .iter()
+    .any(|p| s.starts_with(p))
 }
 
 impl Store {
     /// Opens a store URL; the URL's path becomes the prefix of every key.
     pub fn open(url: &str) -> Result<Store, StoreError> {
-        let bad = |reason: String| StoreError::Url { url: redact_url(url), reason };
+        let bad = |reason: String| StoreError::Url {
+            url: redact_url(url),
+            reason,
+        };
         if url == "memory:" || url.starts_with("memory:/") {
-            return Ok(Store::from_object_store(Arc::new(InMemory::new()), "", "memory:"));
+            return Ok(Store::from_object_store(
+                Arc::new(InMemory::new()),
+                "",
+                "memory:",
+            ));
         }
         let u = url::Url::parse(url).map_err(|e| bad(e.to_string()))?;
         match u.scheme() {
             "file" => {
-                let dir = u.to_file_path().map_err(|_| bad("not an absolute file path".into()))?;
+                let dir = u
+                    .to_file_path()
+                    .map_err(|_| bad("not an absolute file path".into()))?;
                 std::fs::create_dir_all(&dir).map_err(|e| bad(e.to_string()))?;
                 let fs = object_store::local::LocalFileSystem::new_with_prefix(&dir)
                     .map_err(|e| bad(e.to_string()))?;
@@ -107,17 +120,25 @@ impl Store {
             "s3" | "s3a" => {
                 let bucket = u.host_str().ok_or_else(|| bad("no bucket".into()))?;
                 let mut b = object_store::aws::AmazonS3Builder::from_env().with_bucket_name(bucket);
-                if let Ok(ep) = std::env::var("AWS_ENDPOINT_URL").or_else(|_| std::env::var("AWS_ENDPOINT")) {
+                if let Ok(ep) =
+                    std::env::var("AWS_ENDPOINT_URL").or_else(|_| std::env::var("AWS_ENDPOINT"))
+                {
                     if ep.starts_with("http://") {
                         b = b.with_allow_http(true);
                     }
                     b = b.with_endpoint(ep);
                 }
-                if std::env::var("AWS_REGION").is_err() && std::env::var("AWS_DEFAULT_REGION").is_err() {
+                if std::env::var("AWS_REGION").is_err()
+                    && std::env::var("AWS_DEFAULT_REGION").is_err()
+                {
                     b = b.with_region("us-east-1");
                 }
                 let s3 = b.build().map_err(|e| bad(e.to_string()))?;
-                Ok(Store::from_object_store(Arc::new(s3), u.path(), &redact_url(url)))
+                Ok(Store::from_object_store(
+                    Arc::new(s3),
+                    u.path(),
+                    &redact_url(url),
+                ))
             }
             other => Err(bad(format!(
                 "scheme {other}: this build supports file://, s3:// and memory: \
@@ -128,7 +149,11 @@ impl Store {
 
     /// Wraps an existing object store (tests hand in an `InMemory`).
     pub fn from_object_store(inner: Arc<dyn ObjectStore>, prefix: &str, display: &str) -> Store {
-        Store { inner, prefix: Path::from(prefix.trim_matches('/')), display: display.to_string() }
+        Store {
+            inner,
+            prefix: Path::from(prefix.trim_matches('/')),
+            display: display.to_string(),
+        }
     }
 
     /// The same store, one level deeper.
@@ -153,9 +178,17 @@ impl Store {
 
     fn io(&self, op: &'static str, key: &str, source: object_store::Error) -> StoreError {
         if let object_store::Error::NotFound { .. } = source {
-            return StoreError::NotFound { store: self.display.clone(), key: key.to_string() };
+            return StoreError::NotFound {
+                store: self.display.clone(),
+                key: key.to_string(),
+            };
         }
-        StoreError::Io { op, store: self.display.clone(), key: key.to_string(), source }
+        StoreError::Io {
+            op,
+            store: self.display.clone(),
+            key: key.to_string(),
+            source: Box::new(source),
+        }
     }
 
     /// Writes a whole object. Readers see the old object or the new one, never a part.
@@ -168,7 +201,11 @@ impl Store {
     }
 
     pub async fn get(&self, key: &str) -> Result<Bytes, StoreError> {
-        let r = self.inner.get(&self.path(key)).await.map_err(|e| self.io("get", key, e))?;
+        let r = self
+            .inner
+            .get(&self.path(key))
+            .await
+            .map_err(|e| self.io("get", key, e))?;
         r.bytes().await.map_err(|e| self.io("get", key, e))
     }
 
@@ -177,13 +214,19 @@ impl Store {
         &self,
         key: &str,
     ) -> Result<futures::stream::BoxStream<'static, Result<Bytes, StoreError>>, StoreError> {
-        let r = self.inner.get(&self.path(key)).await.map_err(|e| self.io("get", key, e))?;
+        let r = self
+            .inner
+            .get(&self.path(key))
+            .await
+            .map_err(|e| self.io("get", key, e))?;
         let (store, k) = (self.display.clone(), key.to_string());
-        Ok(Box::pin(r.into_stream().map_err(move |source| StoreError::Io {
-            op: "get",
-            store: store.clone(),
-            key: k.clone(),
-            source,
+        Ok(Box::pin(r.into_stream().map_err(move |source| {
+            StoreError::Io {
+                op: "get",
+                store: store.clone(),
+                key: k.clone(),
+                source: Box::new(source),
+            }
         })))
     }
 
@@ -198,7 +241,11 @@ impl Store {
 
     /// Size in bytes of an object.
     pub async fn size(&self, key: &str) -> Result<u64, StoreError> {
-        self.inner.head(&self.path(key)).await.map(|m| m.size).map_err(|e| self.io("head", key, e))
+        self.inner
+            .head(&self.path(key))
+            .await
+            .map(|m| m.size)
+            .map_err(|e| self.io("head", key, e))
     }
 
     pub async fn exists(&self, key: &str) -> Result<bool, StoreError> {
@@ -226,7 +273,10 @@ impl Store {
                 if strip.is_empty() {
                     s
                 } else {
-                    s.strip_prefix(strip).unwrap_or(&s).trim_start_matches('/').to_string()
+                    s.strip_prefix(strip)
+                        .unwrap_or(&s)
+                        .trim_start_matches('/')
+                        .to_string()
                 }
             })
             .collect();
@@ -329,7 +379,10 @@ pub async fn expand_inputs(specs: &[String]) -> Result<Vec<String>, StoreError> 
             .collect();
         found.sort();
         if found.is_empty() {
-            return Err(StoreError::NotFound { store: redact_url(dir), key: format!("{stem}*") });
+            return Err(StoreError::NotFound {
+                store: redact_url(dir),
+                key: format!("{stem}*"),
+            });
         }
         out.extend(found);
     }
@@ -344,14 +397,25 @@ mod tests {
     async fn put_get_list_concat_on_memory_and_file() {
         let dir = tempfile::tempdir().unwrap();
         let url = format!("file://{}", dir.path().display());
-        for store in [Store::open("memory:").unwrap(), Store::open(&url).unwrap().scoped("job")] {
+        for store in [
+            Store::open("memory:").unwrap(),
+            Store::open(&url).unwrap().scoped("job"),
+        ] {
             store.put("p/1", Bytes::from_static(b"one")).await.unwrap();
             store.put("p/0", Bytes::from_static(b"zero")).await.unwrap();
             assert_eq!(store.list("p").await.unwrap(), vec!["p/0", "p/1"]);
             assert!(store.get_opt("nope").await.unwrap().is_none());
-            assert!(matches!(store.get("nope").await, Err(StoreError::NotFound { .. })));
+            assert!(matches!(
+                store.get("nope").await,
+                Err(StoreError::NotFound { .. })
+            ));
             let n = store
-                .concat("out", Bytes::from_static(b"H"), &store, &["p/0".into(), "p/1".into()])
+                .concat(
+                    "out",
+                    Bytes::from_static(b"H"),
+                    &store,
+                    &["p/0".into(), "p/1".into()],
+                )
                 .await
                 .unwrap();
             assert_eq!(n, 8);

@@ -20,7 +20,10 @@ const HEADER: &str = "timestamp,version,manager,kernel_repo,kernel_branch,kernel
 struct Lcg(u64);
 impl Lcg {
     fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+        self.0 = self
+            .0
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
         self.0 >> 33
     }
 }
@@ -33,7 +36,11 @@ fn csv_rows(n: usize) -> Vec<u8> {
         let c = r.next() % 40;
         let m = r.next() % 20;
         let l = r.next() % 1000 + 1;
-        let h = if r.next() % 10 < 4 { 0 } else { r.next() % 5000 };
+        let h = if r.next() % 10 < 4 {
+            0
+        } else {
+            r.next() % 5000
+        };
         s.push_str(&format!(
             "2024-04-08 02:53:27,1,ci-upstream-kasan-gce-{m},git://git.kernel.org/pub/scm/linux/kernel/git/torvalds/linux.git,master,{c:040x},fs/sub{}/file{f}.c,func_{}_{f},{l},0,{l},-1,{h},false,18446744071581125965\n",
             f % 17,
@@ -56,7 +63,11 @@ fn kernel_file(lines: usize, seed: u64) -> Vec<String> {
                 1 => "\t}".into(),
                 2 => String::new(),
                 3 => "\t\tgoto out;".into(),
-                _ => format!("\tret = do_step_{}(inode, {});", r.next() % 1000, r.next() % 64),
+                _ => format!(
+                    "\tret = do_step_{}(inode, {});",
+                    r.next() % 1000,
+                    r.next() % 64
+                ),
             });
         }
         v.push("}".into());
@@ -101,16 +112,24 @@ fn bench_parse_and_split(c: &mut Criterion) {
         })
     });
     for threads in [1, 2] {
-        g.bench_function(BenchmarkId::new("split_200k_rows_64_shards", threads), |b| {
-            b.iter(|| {
-                let emit = |_: ShardId, chunk: Vec<u8>| -> Result<(), SplitError> {
-                    black_box(chunk);
-                    Ok(())
-                };
-                let s = SplitSettings { shards: 64, max_bad_rows: 0, memory_budget: 48 << 20, threads };
-                black_box(split_input("bench.csv", &data[..], s, &emit).unwrap())
-            })
-        });
+        g.bench_function(
+            BenchmarkId::new("split_200k_rows_64_shards", threads),
+            |b| {
+                b.iter(|| {
+                    let emit = |_: ShardId, chunk: Vec<u8>| -> Result<(), SplitError> {
+                        black_box(chunk);
+                        Ok(())
+                    };
+                    let s = SplitSettings {
+                        shards: 64,
+                        max_bad_rows: 0,
+                        memory_budget: 48 << 20,
+                        threads,
+                    };
+                    black_box(split_input("bench.csv", &data[..], s, &emit).unwrap())
+                })
+            },
+        );
     }
     g.finish();
 }
@@ -128,18 +147,29 @@ impl Source for MemSource {
 fn bench_merge_shard(c: &mut Criterion) {
     // One shard: 20 files x 10 commits, rows from the CSV generator's shape.
     let mut files = std::collections::HashMap::new();
-    let mut rows = String::from("kernel_repo,kernel_commit,file_path,func_name,manager,sl,hit_count\n");
+    let mut rows =
+        String::from("kernel_repo,kernel_commit,file_path,func_name,manager,sl,hit_count\n");
     let mut r = Lcg(3);
     for f in 0..20 {
         let base = kernel_file(1000, f);
         let path = format!("f{f}.c");
-        files.insert((b"base".to_vec(), path.clone().into_bytes()), Arc::new(FileVersion::new((base.join("\n") + "\n").into_bytes())));
+        files.insert(
+            (b"base".to_vec(), path.clone().into_bytes()),
+            Arc::new(FileVersion::new((base.join("\n") + "\n").into_bytes())),
+        );
         for c in 0..10 {
             let v = edit(&base, f * 100 + c);
-            files.insert((format!("c{c}").into_bytes(), path.clone().into_bytes()), Arc::new(FileVersion::new((v.join("\n") + "\n").into_bytes())));
+            files.insert(
+                (format!("c{c}").into_bytes(), path.clone().into_bytes()),
+                Arc::new(FileVersion::new((v.join("\n") + "\n").into_bytes())),
+            );
             for m in 0..5 {
                 for l in (1..=v.len()).step_by(3) {
-                    rows.push_str(&format!("r,c{c},{path},fn{},m{m},{l},{}\n", l / 30, r.next() % 100));
+                    rows.push_str(&format!(
+                        "r,c{c},{path},fn{},m{m},{l},{}\n",
+                        l / 30,
+                        r.next() % 100
+                    ));
                 }
             }
         }
@@ -151,7 +181,12 @@ fn bench_merge_shard(c: &mut Criterion) {
         collected.lock().unwrap().push(c);
         Ok(())
     };
-    let s = SplitSettings { shards: 1, max_bad_rows: 0, memory_budget: 1 << 30, threads: 1 };
+    let s = SplitSettings {
+        shards: 1,
+        max_bad_rows: 0,
+        memory_budget: 1 << 30,
+        threads: 1,
+    };
     let o = split_input("rows.csv", rows.as_bytes(), s, &emit).unwrap();
     for c in collected.into_inner().unwrap() {
         chunk.extend_from_slice(&c);
@@ -163,14 +198,26 @@ fn bench_merge_shard(c: &mut Criterion) {
     g.bench_function("shard_20_files_10_commits_cold_cache", |b| {
         b.iter(|| {
             let cache = ProjectionCache::new(64 << 20);
-            let part = merge_shard(std::iter::once(Ok(("c".to_string(), chunk.clone()))), b"base", &src, &cache).unwrap();
+            let part = merge_shard(
+                std::iter::once(Ok(("c".to_string(), chunk.clone()))),
+                b"base",
+                &src,
+                &cache,
+            )
+            .unwrap();
             black_box(part.records)
         })
     });
     let warm = ProjectionCache::new(64 << 20);
     g.bench_function("shard_20_files_10_commits_warm_cache", |b| {
         b.iter(|| {
-            let part = merge_shard(std::iter::once(Ok(("c".to_string(), chunk.clone()))), b"base", &src, &warm).unwrap();
+            let part = merge_shard(
+                std::iter::once(Ok(("c".to_string(), chunk.clone()))),
+                b"base",
+                &src,
+                &warm,
+            )
+            .unwrap();
             black_box(part.records)
         })
     });
@@ -191,17 +238,28 @@ fn bench_diff(c: &mut Criterion) {
     let base = kernel_file(10_000, 1);
     let revs: Vec<Vec<String>> = (0..100).map(|i| edit(&base, 1000 + i)).collect();
     let b: Vec<&[u8]> = base.iter().map(|s| s.as_bytes()).collect();
-    let revs_b: Vec<Vec<&[u8]>> = revs.iter().map(|v| v.iter().map(|s| s.as_bytes()).collect()).collect();
+    let revs_b: Vec<Vec<&[u8]>> = revs
+        .iter()
+        .map(|v| v.iter().map(|s| s.as_bytes()).collect())
+        .collect();
     let mut g = c.benchmark_group("diff_10k_lines_100_revisions");
     g.sample_size(10);
     g.throughput(Throughput::Elements(100));
-    for (name, alg) in [("histogram", Algorithm::Histogram), ("myers", Algorithm::Myers)] {
+    for (name, alg) in [
+        ("histogram", Algorithm::Histogram),
+        ("myers", Algorithm::Myers),
+    ] {
         g.bench_function(name, |bch| {
             bch.iter(|| revs_b.iter().map(|a| diff_map(alg, a, &b)).sum::<usize>())
         });
     }
     g.bench_function("covmerge_line_map", |bch| {
-        bch.iter(|| revs_b.iter().map(|a| line_map_lines(a, &b).project(1).unwrap_or(0)).sum::<u32>())
+        bch.iter(|| {
+            revs_b
+                .iter()
+                .map(|a| line_map_lines(a, &b).project(1).unwrap_or(0))
+                .sum::<u32>()
+        })
     });
     g.finish();
 
@@ -212,7 +270,10 @@ fn bench_diff(c: &mut Criterion) {
     let z: Vec<&[u8]> = z.iter().map(|s| s.as_bytes()).collect();
     let mut g = c.benchmark_group("diff_pathological_100k_all_changed");
     g.sample_size(10);
-    for (name, alg) in [("histogram", Algorithm::Histogram), ("myers", Algorithm::Myers)] {
+    for (name, alg) in [
+        ("histogram", Algorithm::Histogram),
+        ("myers", Algorithm::Myers),
+    ] {
         g.bench_function(name, |bch| bch.iter(|| diff_map(alg, &a, &z)));
     }
     g.finish();
@@ -227,12 +288,25 @@ fn bench_encode(c: &mut Criterion) {
         let mut out = Vec::with_capacity(64 << 10);
         b.iter(|| {
             out.clear();
-            output::write_mcr(&mut out, b"ci-upstream-kasan-gce", b"fs/ext4/inode.c", &lines, &hits).unwrap();
+            output::write_mcr(
+                &mut out,
+                b"ci-upstream-kasan-gce",
+                b"fs/ext4/inode.c",
+                &lines,
+                &hits,
+            )
+            .unwrap();
             black_box(out.len())
         })
     });
     g.finish();
 }
 
-criterion_group!(benches, bench_parse_and_split, bench_merge_shard, bench_diff, bench_encode);
+criterion_group!(
+    benches,
+    bench_parse_and_split,
+    bench_merge_shard,
+    bench_diff,
+    bench_encode
+);
 criterion_main!(benches);

@@ -49,5 +49,10 @@ pub async fn pause_async(point: &str) {
 /// Whether merging `shard` should fail (transiently).
 pub fn fail_shard(shard: u32) -> bool {
     static S: OnceLock<Option<u32>> = OnceLock::new();
-    S.get_or_init(|| std::env::var("COVMERGE_FAULT_FAIL_SHARD").ok()?.parse().ok()) == &Some(shard)
+    S.get_or_init(|| {
+        std::env::var("COVMERGE_FAULT_FAIL_SHARD")
+            .ok()?
+            .parse()
+            .ok()
+    }) == &Some(shard)
 }

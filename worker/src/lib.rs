@@ -11,11 +11,11 @@ pub mod fault;
 pub mod input;
 /// Reduce phase: aggregate, project through line diffs, sum, encode a part.
 pub mod merge;
+/// Running tasks: the task executor and the worker loop over a queue.
+pub mod run;
 /// File versions: `dir:`, `git:` and `store:` providers, and their cache.
 pub mod source;
 /// Map phase: partition rows by file hash into spill chunks.
 pub mod split;
-/// Running tasks: the task executor and the worker loop over a queue.
-pub mod run;
 
 pub use run::{run_worker, Executor, TaskError, WorkerConfig};

@@ -65,7 +65,9 @@ pub enum TaskError {
 impl From<SplitError> for TaskError {
     fn from(e: SplitError) -> Self {
         match &e {
-            SplitError::Emit { transient: true, .. } => TaskError::Transient(e.to_string()),
+            SplitError::Emit {
+                transient: true, ..
+            } => TaskError::Transient(e.to_string()),
             SplitError::Input(crate::input::InputError::Read { problem, .. })
                 if problem.contains("truncated") || problem.contains("corrupt") =>
             {
@@ -79,9 +81,10 @@ impl From<SplitError> for TaskError {
 impl From<MergeError> for TaskError {
     fn from(e: MergeError) -> Self {
         match &e {
-            MergeError::Fetch { transient: true, .. } | MergeError::Source(SourceError::Io { .. }) => {
-                TaskError::Transient(e.to_string())
+            MergeError::Fetch {
+                transient: true, ..
             }
+            | MergeError::Source(SourceError::Io { .. }) => TaskError::Transient(e.to_string()),
             _ => TaskError::Permanent(e.to_string()),
         }
     }
@@ -112,7 +115,9 @@ impl Default for WorkerConfig {
             // needs are those of its own few files: small caches suffice, and every
             // byte here counts toward the 256 MB peak at 2 merges in parallel.
             split_budget: 40 << 20,
-            split_threads: std::thread::available_parallelism().map(|n| n.get()).unwrap_or(2),
+            split_threads: std::thread::available_parallelism()
+                .map(|n| n.get())
+                .unwrap_or(2),
             source_cache: 24 << 20,
             projection_cache: 8 << 20,
             grace: Duration::from_secs(25),
@@ -143,7 +148,13 @@ fn transient_store(e: &covmerge_storage::StoreError) -> bool {
 impl Executor {
     pub fn new(store: Store, cfg: WorkerConfig) -> Self {
         let cache = ProjectionCache::new(cfg.projection_cache);
-        Executor { store, cfg, sources: Mutex::default(), cache, progress: Arc::default() }
+        Executor {
+            store,
+            cfg,
+            sources: Mutex::default(),
+            cache,
+            progress: Arc::default(),
+        }
     }
 
     fn source(&self, spec: &str) -> Result<Arc<dyn Source>, TaskError> {
@@ -153,7 +164,10 @@ impl Executor {
         }
         let inner = open_source(spec).map_err(|e| TaskError::Permanent(e.to_string()))?;
         let s: Arc<dyn Source> = Arc::new(CachedSource::new(inner, self.cfg.source_cache));
-        self.sources.lock().unwrap().insert(spec.to_string(), s.clone());
+        self.sources
+            .lock()
+            .unwrap()
+            .insert(spec.to_string(), s.clone());
         Ok(s)
     }
 
@@ -188,11 +202,12 @@ impl Executor {
             let emit = |shard: ShardId, chunk: Vec<u8>| -> Result<(), SplitError> {
                 let n = seq.fetch_add(1, Ordering::Relaxed) as u32;
                 let key = keys::spill(&t2.job, t2.split, &nonce, shard, n);
-                rt.block_on(this.store.put(&key, Bytes::from(chunk))).map_err(|e| SplitError::Emit {
-                    shard,
-                    message: e.to_string(),
-                    transient: transient_store(&e),
-                })?;
+                rt.block_on(this.store.put(&key, Bytes::from(chunk)))
+                    .map_err(|e| SplitError::Emit {
+                        shard,
+                        message: e.to_string(),
+                        transient: transient_store(&e),
+                    })?;
                 let first = {
                     let mut c = chunks.lock().unwrap();
                     c.push((shard, key));
@@ -207,13 +222,19 @@ impl Executor {
             let mut chunks = chunks.into_inner().unwrap();
             chunks.sort();
             outcome.chunks = chunks;
-            this.progress.rows_read.fetch_add(outcome.counts.rows_in, Ordering::Relaxed);
+            this.progress
+                .rows_read
+                .fetch_add(outcome.counts.rows_in, Ordering::Relaxed);
             Ok(outcome)
         })
         .await
         .map_err(|e| TaskError::Transient(format!("split thread: {e}")))??;
         if outcome.counts.rows_bad > t.max_bad_rows {
-            let first = outcome.bad_rows.first().map(|b| b.to_string()).unwrap_or_default();
+            let first = outcome
+                .bad_rows
+                .first()
+                .map(|b| b.to_string())
+                .unwrap_or_default();
             return Err(TaskError::Permanent(format!(
                 "{first} ({} bad row(s) in {}; --max-bad-rows {})",
                 outcome.counts.rows_bad, t.input, t.max_bad_rows
@@ -221,8 +242,16 @@ impl Executor {
         }
         let marker = wire::encode(&outcome).map_err(|e| TaskError::Permanent(e.to_string()))?;
         let key = keys::split_done(&t.job, t.split);
-        self.store.put(&key, Bytes::from(marker)).await.map_err(|e| TaskError::Transient(e.to_string()))?;
-        info!(rows = outcome.counts.rows_in, bad = outcome.counts.rows_bad, chunks = outcome.chunks.len(), "split done");
+        self.store
+            .put(&key, Bytes::from(marker))
+            .await
+            .map_err(|e| TaskError::Transient(e.to_string()))?;
+        info!(
+            rows = outcome.counts.rows_in,
+            bad = outcome.counts.rows_bad,
+            chunks = outcome.chunks.len(),
+            "split done"
+        );
         Ok(outcome)
     }
 
@@ -231,20 +260,30 @@ impl Executor {
         let source = self.source(&t.source)?;
         crate::fault::pause_async("merge").await;
         if crate::fault::fail_shard(t.shard.0) {
-            return Err(TaskError::Transient(format!("injected failure of shard {}", t.shard)));
+            return Err(TaskError::Transient(format!(
+                "injected failure of shard {}",
+                t.shard
+            )));
         }
         let this = self.clone();
         let t2 = t.clone();
         let rt = tokio::runtime::Handle::current();
         let part = tokio::task::spawn_blocking(move || {
             let chunks = t2.chunks.iter().map(|k| {
-                rt.block_on(this.store.get(k)).map(|b| (k.clone(), b)).map_err(|e| MergeError::Fetch {
-                    chunk: k.clone(),
-                    message: e.to_string(),
-                    transient: transient_store(&e),
-                })
+                rt.block_on(this.store.get(k))
+                    .map(|b| (k.clone(), b))
+                    .map_err(|e| MergeError::Fetch {
+                        chunk: k.clone(),
+                        message: e.to_string(),
+                        transient: transient_store(&e),
+                    })
             });
-            merge_shard(chunks, t2.base_commit.as_bytes(), source.as_ref(), &this.cache)
+            merge_shard(
+                chunks,
+                t2.base_commit.as_bytes(),
+                source.as_ref(),
+                &this.cache,
+            )
         })
         .await
         .map_err(|e| TaskError::Transient(format!("merge thread: {e}")))??;
@@ -257,7 +296,10 @@ impl Executor {
             bytes: part.gz.len() as u64,
             sha256: sha,
         };
-        self.store.put(&key, Bytes::from(part.gz)).await.map_err(|e| TaskError::Transient(e.to_string()))?;
+        self.store
+            .put(&key, Bytes::from(part.gz))
+            .await
+            .map_err(|e| TaskError::Transient(e.to_string()))?;
         crate::fault::pause_async("upload").await;
         let marker = wire::encode(&outcome).map_err(|e| TaskError::Permanent(e.to_string()))?;
         self.store
@@ -265,7 +307,11 @@ impl Executor {
             .await
             .map_err(|e| TaskError::Transient(e.to_string()))?;
         self.progress.shards_merged.fetch_add(1, Ordering::Relaxed);
-        info!(records = outcome.records, bytes = outcome.bytes, "part written");
+        info!(
+            records = outcome.records,
+            bytes = outcome.bytes,
+            "part written"
+        );
         Ok(outcome)
     }
 }
@@ -274,7 +320,12 @@ impl Executor {
 fn uuid_like() -> String {
     use std::hash::{BuildHasher, Hasher};
     let mut h = std::collections::hash_map::RandomState::new().build_hasher();
-    h.write_u128(std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos()).unwrap_or(0));
+    h.write_u128(
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_nanos())
+            .unwrap_or(0),
+    );
     h.write_u32(std::process::id());
     format!("{:016x}", h.finish())
 }
@@ -282,7 +333,9 @@ fn uuid_like() -> String {
 /// Backoff before handing a failed task back: 0.5 s × 2^(attempt-1), capped at 30 s,
 /// with ±50 % jitter so a fleet does not retry in lockstep.
 pub fn retry_backoff(attempt: u32) -> Duration {
-    let base = 500u64.saturating_mul(1 << attempt.saturating_sub(1).min(6)).min(30_000);
+    let base = 500u64
+        .saturating_mul(1 << attempt.saturating_sub(1).min(6))
+        .min(30_000);
     let nanos = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.subsec_nanos())
@@ -335,7 +388,12 @@ pub async fn run_worker(
         };
         match result {
             Ok(status) => {
-                let report = TaskReport { job: job.clone(), task: task_ref, attempt, status };
+                let report = TaskReport {
+                    job: job.clone(),
+                    task: task_ref,
+                    attempt,
+                    status,
+                };
                 let body = wire::encode(&report).expect("reports encode");
                 if let Err(e) = queue.publish_report(job.as_str(), body).await {
                     // The outputs and marker are stored: a resumed coordinator finds them.

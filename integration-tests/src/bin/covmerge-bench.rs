@@ -28,6 +28,15 @@ struct Args {
     /// The covmerge binary (default: next to this one).
     #[arg(long)]
     covmerge: Option<PathBuf>,
+    /// Run on a fleet of this many worker processes (RabbitMQ at --amqp, a file store
+    /// in a temporary directory) instead of embedded mode.
+    #[arg(long)]
+    fleet: Option<usize>,
+    #[arg(long, default_value = "amqp://guest:guest@127.0.0.1:5672/%2f")]
+    amqp: String,
+    /// Flags for each fleet worker, e.g. "--split-threads 1".
+    #[arg(long, default_value = "")]
+    worker_flags: String,
     /// Extra flags for `covmerge merge`.
     #[arg(last = true)]
     extra: Vec<String>,
@@ -50,7 +59,11 @@ fn measure(cmd: &mut Command) -> Usage {
     let wall = t0.elapsed().as_secs_f64();
     assert!(st.success(), "{cmd:?} failed");
     let after = rusage();
-    Usage { wall, cpu: after.0 - before.0, max_rss_kb: after.1 }
+    Usage {
+        wall,
+        cpu: after.0 - before.0,
+        max_rss_kb: after.1,
+    }
 }
 
 fn rusage() -> (f64, i64) {
@@ -82,14 +95,31 @@ fn main() {
     let repo = json_field(&text, "base_repo");
     let rows: u64 = json_field(&text, "rows").parse().unwrap();
     let v: serde_json::Value = serde_json::from_str(&text).unwrap();
-    let inputs: Vec<PathBuf> =
-        v["inputs"].as_array().unwrap().iter().map(|i| a.corpus.join(i.as_str().unwrap())).collect();
-    let gz_bytes: u64 = inputs.iter().map(|p| std::fs::metadata(p).unwrap().len()).sum();
+    let inputs: Vec<PathBuf> = v["inputs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|i| a.corpus.join(i.as_str().unwrap()))
+        .collect();
+    let gz_bytes: u64 = inputs
+        .iter()
+        .map(|p| std::fs::metadata(p).unwrap().len())
+        .sum();
     let bin = a.covmerge.clone().unwrap_or_else(|| {
-        std::env::current_exe().unwrap().parent().unwrap().join("covmerge")
+        std::env::current_exe()
+            .unwrap()
+            .parent()
+            .unwrap()
+            .join("covmerge")
     });
     let out = std::env::temp_dir().join(format!("covmerge-bench-{}.jsonl.gz", std::process::id()));
-    println!("corpus {} | {} rows | {:.1} MB gz in {} part(s)", a.corpus.display(), rows, gz_bytes as f64 / 1e6, inputs.len());
+    println!(
+        "corpus {} | {} rows | {:.1} MB gz in {} part(s)",
+        a.corpus.display(),
+        rows,
+        gz_bytes as f64 / 1e6,
+        inputs.len()
+    );
     println!("| command | wall s | CPU s | peak RSS MB | rows/s | MB/s (gz) |");
     println!("|---|---|---|---|---|---|");
     let row = |name: &str, u: &Usage| {
@@ -102,22 +132,125 @@ fn main() {
             gz_bytes as f64 / 1e6 / u.wall
         );
     };
+    if let Some(n) = a.fleet {
+        let files: Vec<String> = inputs.iter().map(|p| p.display().to_string()).collect();
+        for _ in 0..a.runs {
+            fleet_run(&a, &bin, n, &files, &repo, &base, rows, gz_bytes);
+        }
+        return;
+    }
     for _ in 0..a.runs {
         let files: Vec<String> = inputs.iter().map(|p| p.display().to_string()).collect();
         let mut floor = Command::new("sh");
-        floor.arg("-c").arg(format!("zcat {} | wc -l >/dev/null", files.join(" ")));
+        floor
+            .arg("-c")
+            .arg(format!("zcat {} | wc -l >/dev/null", files.join(" ")));
         row("zcat | wc -l", &measure(&mut floor));
         let mut m = Command::new(&bin);
-        m.args(["merge", "--quiet", "--source", &format!("dir:{}", a.corpus.join("sources").display())])
-            .args(["--base-repo", &repo, "--base-commit", &base, "--out", out.to_str().unwrap()])
-            .args(&a.extra)
-            .arg("--input")
-            .args(&files);
+        m.args([
+            "merge",
+            "--quiet",
+            "--source",
+            &format!("dir:{}", a.corpus.join("sources").display()),
+        ])
+        .args([
+            "--base-repo",
+            &repo,
+            "--base-commit",
+            &base,
+            "--out",
+            out.to_str().unwrap(),
+        ])
+        .args(&a.extra)
+        .arg("--input")
+        .args(&files);
         // A fresh child process so its peak RSS is its own.
         let mut wrapped = Command::new("sh");
-        wrapped.arg("-c").arg("\"$@\" >/dev/null").arg("sh").arg(m.get_program()).args(m.get_args());
+        wrapped
+            .arg("-c")
+            .arg("\"$@\" >/dev/null")
+            .arg("sh")
+            .arg(m.get_program())
+            .args(m.get_args());
         row("covmerge merge", &measure(&mut wrapped));
     }
     let _ = std::fs::remove_file(&out);
     let _ = Path::new(&out);
+}
+
+#[allow(clippy::too_many_arguments)]
+fn fleet_run(
+    a: &Args,
+    bin: &Path,
+    n: usize,
+    files: &[String],
+    repo: &str,
+    base: &str,
+    rows: u64,
+    gz_bytes: u64,
+) {
+    let store_dir = tempfile::tempdir().unwrap();
+    let store = format!("file://{}", store_dir.path().display());
+    let before = rusage();
+    let mut workers: Vec<_> = (0..n)
+        .map(|_| {
+            Command::new(bin)
+                .args(["worker", "--amqp", &a.amqp, "--store", &store])
+                .args(a.worker_flags.split_whitespace())
+                .env("RUST_LOG", "warn")
+                .spawn()
+                .expect("spawn worker")
+        })
+        .collect();
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    let out = store_dir.path().join("result.jsonl.gz");
+    let t0 = Instant::now();
+    let st = Command::new(bin)
+        .args([
+            "coordinator",
+            "--quiet",
+            "--amqp",
+            &a.amqp,
+            "--store",
+            &store,
+        ])
+        .args([
+            "--source",
+            &format!("dir:{}", a.corpus.join("sources").display()),
+        ])
+        .args([
+            "--base-repo",
+            repo,
+            "--base-commit",
+            base,
+            "--out",
+            out.to_str().unwrap(),
+        ])
+        .args(&a.extra)
+        .arg("--input")
+        .args(files)
+        .env("RUST_LOG", "warn")
+        .stdout(std::process::Stdio::null())
+        .status()
+        .expect("coordinator");
+    let wall = t0.elapsed().as_secs_f64();
+    assert!(st.success(), "coordinator failed");
+    let coord = rusage();
+    for w in &workers {
+        unsafe { libc::kill(w.id() as i32, libc::SIGTERM) };
+    }
+    for w in &mut workers {
+        let _ = w.wait();
+    }
+    let all = rusage();
+    let coord_cpu = coord.0 - before.0;
+    let total_cpu = all.0 - before.0;
+    println!(
+        "| fleet, {n} worker(s) {} | {wall:.2} | {total_cpu:.2} (coordinator {coord_cpu:.2}, {:.1} %) | {:.0} | {:.0} | {:.1} |",
+        a.worker_flags,
+        100.0 * coord_cpu / total_cpu.max(1e-9),
+        all.1 as f64 / 1024.0,
+        rows as f64 / wall,
+        gz_bytes as f64 / 1e6 / wall
+    );
 }

@@ -33,34 +33,61 @@ impl Case {
         let out = self.path("out.jsonl.gz");
         let man = self.path("manifest.json");
         let mut args = vec![
-            "merge", "--quiet", "--source", &src, "--base-repo", "r", "--base-commit", "c1",
-            "--out", out.to_str().unwrap(), "--manifest", man.to_str().unwrap(), "--shards", "2",
+            "merge",
+            "--quiet",
+            "--source",
+            &src,
+            "--base-repo",
+            "r",
+            "--base-commit",
+            "c1",
+            "--out",
+            out.to_str().unwrap(),
+            "--manifest",
+            man.to_str().unwrap(),
+            "--shards",
+            "2",
         ];
         args.extend_from_slice(extra);
         args.push("--input");
         let ins: Vec<String> = inputs.iter().map(|p| p.display().to_string()).collect();
         args.extend(ins.iter().map(|s| s.as_str()));
         let o = covmerge(&args);
-        (o.status.success(), String::from_utf8_lossy(&o.stderr).into_owned())
+        (
+            o.status.success(),
+            String::from_utf8_lossy(&o.stderr).into_owned(),
+        )
     }
     fn no_result(&self) {
-        assert!(!self.path("out.jsonl.gz").exists(), "a failed job left a result");
+        assert!(
+            !self.path("out.jsonl.gz").exists(),
+            "a failed job left a result"
+        );
         let leftovers: Vec<_> = std::fs::read_dir(self.dir.path())
             .unwrap()
             .filter_map(|e| e.ok())
             .filter(|e| e.file_name().to_string_lossy().contains(".covmerge-"))
             .collect();
-        assert!(leftovers.is_empty(), "temporary result files left: {leftovers:?}");
+        assert!(
+            leftovers.is_empty(),
+            "temporary result files left: {leftovers:?}"
+        );
     }
 }
 
 #[test]
 fn missing_required_column_is_refused_by_name() {
     let c = Case::new();
-    let input = c.write("in.csv", "kernel_repo,kernel_commit,file_path,func_name,manager,sl\nr,c1,a.c,f,m,1\n");
+    let input = c.write(
+        "in.csv",
+        "kernel_repo,kernel_commit,file_path,func_name,manager,sl\nr,c1,a.c,f,m,1\n",
+    );
     let (ok, err) = c.merge(&[&input], &[]);
     assert!(!ok);
-    assert!(err.contains("in.csv") && err.contains("`hit_count`"), "{err}");
+    assert!(
+        err.contains("in.csv") && err.contains("`hit_count`"),
+        "{err}"
+    );
     c.no_result();
 }
 
@@ -78,11 +105,20 @@ fn each_malformed_row_fails_the_job_naming_input_and_line() {
     ];
     for (row, what) in cases {
         let c = Case::new();
-        let input = c.write("in.csv", &format!("{HDR}r,c1,a.c,f,m,1,1\n{row}r,c1,a.c,f,m,2,1\n"));
+        let input = c.write(
+            "in.csv",
+            &format!("{HDR}r,c1,a.c,f,m,1,1\n{row}r,c1,a.c,f,m,2,1\n"),
+        );
         let (ok, err) = c.merge(&[&input], &[]);
         assert!(!ok, "row {row:?} accepted");
-        assert!(err.contains("in.csv:3:"), "row {row:?}: error does not name in.csv:3: {err}");
-        assert!(err.contains(what), "row {row:?}: error does not say {what:?}: {err}");
+        assert!(
+            err.contains("in.csv:3:"),
+            "row {row:?}: error does not name in.csv:3: {err}"
+        );
+        assert!(
+            err.contains(what),
+            "row {row:?}: error does not say {what:?}: {err}"
+        );
         c.no_result();
     }
 }
@@ -90,7 +126,10 @@ fn each_malformed_row_fails_the_job_naming_input_and_line() {
 #[test]
 fn max_bad_rows_skips_and_counts_then_fails_one_past() {
     let c = Case::new();
-    let a = c.write("a.csv", &format!("{HDR}r,c1,a.c,f,m,1,5\nr,c1,a.c,f,m,zz,1\n"));
+    let a = c.write(
+        "a.csv",
+        &format!("{HDR}r,c1,a.c,f,m,1,5\nr,c1,a.c,f,m,zz,1\n"),
+    );
     let b = c.write("b.csv", &format!("{HDR}r,c1,a.c,f,m,2,1\nr,c1,a.c,f,m,1\n"));
     let (ok, err) = c.merge(&[&a, &b], &["--max-bad-rows", "2"]);
     assert!(ok, "{err}");
@@ -98,7 +137,10 @@ fn max_bad_rows_skips_and_counts_then_fails_one_past() {
     assert_eq!(m["totals"]["rows_bad"], 2);
     assert_eq!(m["totals"]["rows_in"], 4);
     let got = canon(&c.path("out.jsonl.gz"));
-    assert_eq!(got["files"]["a.c"]["managers"]["*"], serde_json::json!({"1": 5, "2": 1}));
+    assert_eq!(
+        got["files"]["a.c"]["managers"]["*"],
+        serde_json::json!({"1": 5, "2": 1})
+    );
 
     std::fs::remove_file(c.path("out.jsonl.gz")).unwrap();
     let (ok, err) = c.merge(&[&a, &b], &["--max-bad-rows", "1"]);
@@ -132,7 +174,10 @@ fn failed_job_keeps_an_earlier_result_untouched() {
     let input = c.write("in.csv", &format!("{HDR}r,c1,a.c,f,m,1,x\n"));
     let (ok, _) = c.merge(&[&input], &[]);
     assert!(!ok);
-    assert_eq!(std::fs::read_to_string(c.path("out.jsonl.gz")).unwrap(), "previous");
+    assert_eq!(
+        std::fs::read_to_string(c.path("out.jsonl.gz")).unwrap(),
+        "previous"
+    );
 }
 
 #[test]
@@ -142,8 +187,18 @@ fn missing_input_and_bad_source_are_named() {
     assert!(!ok && err.contains("nope.csv"), "{err}");
     let input = c.write("in.csv", &format!("{HDR}r,c1,a.c,f,m,1,1\n"));
     let o = covmerge(&[
-        "merge", "--quiet", "--source", "svn:x", "--base-repo", "r", "--base-commit", "c1",
-        "--out", c.path("o.gz").to_str().unwrap(), "--input", input.to_str().unwrap(),
+        "merge",
+        "--quiet",
+        "--source",
+        "svn:x",
+        "--base-repo",
+        "r",
+        "--base-commit",
+        "c1",
+        "--out",
+        c.path("o.gz").to_str().unwrap(),
+        "--input",
+        input.to_str().unwrap(),
     ]);
     assert!(!o.status.success());
     assert!(String::from_utf8_lossy(&o.stderr).contains("svn:x"));

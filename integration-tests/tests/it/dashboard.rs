@@ -33,7 +33,11 @@ fn serve(statuses: Vec<u16>) -> (String, Arc<Mutex<Vec<Vec<u8>>>>) {
             r.read_exact(&mut body).unwrap();
             b2.lock().unwrap().push(body);
             let mut s = s;
-            write!(s, "HTTP/1.1 {status} X\r\ncontent-length: 0\r\nconnection: close\r\n\r\n").unwrap();
+            write!(
+                s,
+                "HTTP/1.1 {status} X\r\ncontent-length: 0\r\nconnection: close\r\n\r\n"
+            )
+            .unwrap();
         }
     });
     (url, bodies)
@@ -41,7 +45,10 @@ fn serve(statuses: Vec<u16>) -> (String, Arc<Mutex<Vec<Vec<u8>>>>) {
 
 fn field<'a>(body: &'a [u8], name: &str) -> &'a [u8] {
     let marker = format!("name=\"{name}\"");
-    let start = body.windows(marker.len()).position(|w| w == marker.as_bytes()).expect(name);
+    let start = body
+        .windows(marker.len())
+        .position(|w| w == marker.as_bytes())
+        .expect(name);
     let rest = &body[start..];
     let data = rest.windows(4).position(|w| w == b"\r\n\r\n").unwrap() + 4;
     let rest = &rest[data..];
@@ -56,9 +63,27 @@ fn save_coverage_is_called_with_retries_and_the_key_stays_secret() {
     let tmp = tempfile::tempdir().unwrap();
     let out = tmp.path().join("out.jsonl.gz");
     let o = std::process::Command::new(bin())
-        .args(["merge", "--quiet", "--source", &format!("dir:{}", d.join("sources").display())])
-        .args(["--base-repo", "r", "--base-commit", "base", "--out", out.to_str().unwrap()])
-        .args(["--dashboard", &url, "--dashboard-client", "ci-covmerge", "--input"])
+        .args([
+            "merge",
+            "--quiet",
+            "--source",
+            &format!("dir:{}", d.join("sources").display()),
+        ])
+        .args([
+            "--base-repo",
+            "r",
+            "--base-commit",
+            "base",
+            "--out",
+            out.to_str().unwrap(),
+        ])
+        .args([
+            "--dashboard",
+            &url,
+            "--dashboard-client",
+            "ci-covmerge",
+            "--input",
+        ])
         .arg(d.join("input-a.csv"))
         .env("COVMERGE_DASHBOARD_KEY", "sup3r-s3cret-key")
         .env("RUST_LOG", "debug")
@@ -66,7 +91,10 @@ fn save_coverage_is_called_with_retries_and_the_key_stays_secret() {
         .unwrap();
     let stderr = String::from_utf8_lossy(&o.stderr);
     assert!(o.status.success(), "{stderr}");
-    assert!(!stderr.contains("sup3r-s3cret-key") && !String::from_utf8_lossy(&o.stdout).contains("sup3r"));
+    assert!(
+        !stderr.contains("sup3r-s3cret-key")
+            && !String::from_utf8_lossy(&o.stdout).contains("sup3r")
+    );
     let bodies = bodies.lock().unwrap();
     assert_eq!(bodies.len(), 2, "one 503, then a retry");
     let b = &bodies[1];
@@ -74,7 +102,9 @@ fn save_coverage_is_called_with_retries_and_the_key_stays_secret() {
     assert_eq!(field(b, "key"), b"sup3r-s3cret-key");
     assert_eq!(field(b, "method"), b"save_coverage");
     let mut payload = String::new();
-    flate2::read::GzDecoder::new(field(b, "payload")).read_to_string(&mut payload).unwrap();
+    flate2::read::GzDecoder::new(field(b, "payload"))
+        .read_to_string(&mut payload)
+        .unwrap();
     let named: String = serde_json::from_str(&payload).unwrap();
     assert_eq!(named, out.display().to_string());
 }
@@ -86,8 +116,20 @@ fn a_dashboard_that_keeps_failing_fails_the_job_but_keeps_the_result() {
     let tmp = tempfile::tempdir().unwrap();
     let out = tmp.path().join("out.jsonl.gz");
     let o = std::process::Command::new(bin())
-        .args(["merge", "--quiet", "--source", &format!("dir:{}", d.join("sources").display())])
-        .args(["--base-repo", "r", "--base-commit", "base", "--out", out.to_str().unwrap()])
+        .args([
+            "merge",
+            "--quiet",
+            "--source",
+            &format!("dir:{}", d.join("sources").display()),
+        ])
+        .args([
+            "--base-repo",
+            "r",
+            "--base-commit",
+            "base",
+            "--out",
+            out.to_str().unwrap(),
+        ])
         .args(["--dashboard", &url, "--dashboard-client", "c", "--input"])
         .arg(d.join("input-a.csv"))
         .env("COVMERGE_DASHBOARD_KEY", "k")

@@ -28,8 +28,17 @@ fn src(c: &Corpus) -> String {
 
 fn job_args<'a>(c: &'a Corpus, source: &'a str, ins: &'a [String]) -> Vec<&'a str> {
     let mut a = vec![
-        "--source", source, "--base-repo", &c.base_repo, "--base-commit", &c.base_commit,
-        "--shards", SHARDS, "--date-to", "2024-04-08", "--input",
+        "--source",
+        source,
+        "--base-repo",
+        &c.base_repo,
+        "--base-commit",
+        &c.base_commit,
+        "--shards",
+        SHARDS,
+        "--date-to",
+        "2024-04-08",
+        "--input",
     ];
     a.extend(ins.iter().map(|s| s.as_str()));
     a
@@ -37,7 +46,16 @@ fn job_args<'a>(c: &'a Corpus, source: &'a str, ins: &'a [String]) -> Vec<&'a st
 
 fn setup(seed: u64, git: bool) -> Setup {
     let tmp = tempfile::tempdir().unwrap();
-    let spec = CorpusSpec { seed, files: 12, lines: 150, commits: 5, managers: 3, parts: 3, no_git: !git, ..CorpusSpec::default() };
+    let spec = CorpusSpec {
+        seed,
+        files: 12,
+        lines: 150,
+        commits: 5,
+        managers: 3,
+        parts: 3,
+        no_git: !git,
+        ..CorpusSpec::default()
+    };
     let corpus = generate(&spec, &tmp.path().join("corpus")).unwrap();
     let out = tmp.path().join("embedded.jsonl.gz");
     let ins = inputs(&corpus);
@@ -61,7 +79,13 @@ fn run_ok(args: &[&str], env: &[(&str, &str)]) -> String {
 }
 
 fn job_id(stdout: &str) -> String {
-    stdout.lines().next().unwrap().strip_prefix("job ").expect("job id printed first").to_string()
+    stdout
+        .lines()
+        .next()
+        .unwrap()
+        .strip_prefix("job ")
+        .expect("job id printed first")
+        .to_string()
 }
 
 /// Two workers on S3 with inputs listed from a bucket prefix: the result object (and
@@ -72,7 +96,11 @@ fn fleet_on_s3_equals_embedded() {
     let s = setup(41, false);
     let b = bucket("eq");
     for p in &s.corpus.inputs {
-        upload(&b, &format!("in/{}", p.file_name().unwrap().to_string_lossy()), p);
+        upload(
+            &b,
+            &format!("in/{}", p.file_name().unwrap().to_string_lossy()),
+            p,
+        );
     }
     let store = format!("s3://{b}/fleet");
     let _w1 = worker(s.tmp.path(), 1, &store, &[], &[]);
@@ -83,7 +111,16 @@ fn fleet_on_s3_equals_embedded() {
     let amqp = fleet::amqp();
     let out = format!("s3://{b}/out/result.jsonl.gz");
     let man = s.tmp.path().join("manifest.json");
-    a.extend_from_slice(&["--amqp", &amqp, "--store", &store, "--out", &out, "--manifest", man.to_str().unwrap()]);
+    a.extend_from_slice(&[
+        "--amqp",
+        &amqp,
+        "--store",
+        &store,
+        "--out",
+        &out,
+        "--manifest",
+        man.to_str().unwrap(),
+    ]);
     let stdout = run_ok(&a, &[]);
     let job = job_id(&stdout);
     assert!(stdout.contains("total instrumented("));
@@ -111,10 +148,23 @@ fn sigkill_at_any_point_loses_nothing() {
     for point in ["split", "merge", "upload", "ack"] {
         let store_dir = s.tmp.path().join(format!("store-{point}"));
         let store = file_store(&store_dir);
-        let mut doomed = worker(s.tmp.path(), 10, &store, &[], &[("COVMERGE_FAULT_SLEEP", &format!("{point}:60000"))]);
+        let mut doomed = worker(
+            s.tmp.path(),
+            10,
+            &store,
+            &[],
+            &[("COVMERGE_FAULT_SLEEP", &format!("{point}:60000"))],
+        );
         let out = s.tmp.path().join(format!("out-{point}.gz"));
         let mut a = job_args(&s.corpus, &source, &ins);
-        a.extend_from_slice(&["--amqp", &amqp, "--store", &store, "--out", out.to_str().unwrap()]);
+        a.extend_from_slice(&[
+            "--amqp",
+            &amqp,
+            "--store",
+            &store,
+            "--out",
+            out.to_str().unwrap(),
+        ]);
         let args: Vec<String> = a.iter().map(|x| x.to_string()).collect();
         let coord = std::thread::spawn(move || {
             let a: Vec<&str> = args.iter().map(|s| s.as_str()).collect();
@@ -124,7 +174,11 @@ fn sigkill_at_any_point_loses_nothing() {
         doomed.kill9();
         let _healthy = worker(s.tmp.path(), 11, &store, &[], &[]);
         let o = coord.join().unwrap();
-        assert!(o.status.success(), "{point}: {}", String::from_utf8_lossy(&o.stderr));
+        assert!(
+            o.status.success(),
+            "{point}: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
         assert_eq!(gunzip(&out), s.want, "killed at {point}: result differs");
     }
 }
@@ -149,7 +203,14 @@ fn sigterm_drains_or_hands_back() {
         );
         let out = s.tmp.path().join(format!("out-{grace}.gz"));
         let mut a = job_args(&s.corpus, &source, &ins);
-        a.extend_from_slice(&["--amqp", &amqp, "--store", &store, "--out", out.to_str().unwrap()]);
+        a.extend_from_slice(&[
+            "--amqp",
+            &amqp,
+            "--store",
+            &store,
+            "--out",
+            out.to_str().unwrap(),
+        ]);
         let args: Vec<String> = a.iter().map(|x| x.to_string()).collect();
         let coord = std::thread::spawn(move || {
             let a: Vec<&str> = args.iter().map(|s| s.as_str()).collect();
@@ -158,10 +219,18 @@ fn sigterm_drains_or_hands_back() {
         w.wait_log("fault point reached", Duration::from_secs(60));
         w.signal(libc::SIGTERM);
         let code = w.wait_exit(Duration::from_secs(40));
-        assert_eq!(code, Some(0), "worker exit after SIGTERM; log:\n{}", w.log_text());
+        assert_eq!(
+            code,
+            Some(0),
+            "worker exit after SIGTERM; log:\n{}",
+            w.log_text()
+        );
         let log = w.log_text();
         if finishes {
-            assert!(log.contains("part written"), "the current shard was finished:\n{log}");
+            assert!(
+                log.contains("part written"),
+                "the current shard was finished:\n{log}"
+            );
             assert!(!log.contains("handing the task back"));
         } else {
             assert!(log.contains("handing the task back"), "{log}");
@@ -188,23 +257,52 @@ fn failing_shard_is_dead_lettered_then_resume_completes() {
     let out = s.tmp.path().join("out.gz");
     let man = s.tmp.path().join("manifest.json");
     let mut a = job_args(&s.corpus, &source, &ins);
-    a.extend_from_slice(&["--amqp", &amqp, "--store", &store, "--out", out.to_str().unwrap()]);
-    a.extend_from_slice(&["--manifest", man.to_str().unwrap(), "--job", "poison-shard-job"]);
+    a.extend_from_slice(&[
+        "--amqp",
+        &amqp,
+        "--store",
+        &store,
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    a.extend_from_slice(&[
+        "--manifest",
+        man.to_str().unwrap(),
+        "--job",
+        "poison-shard-job",
+    ]);
     {
-        let _w = worker(s.tmp.path(), 30, &store, &[], &[("COVMERGE_FAULT_FAIL_SHARD", "2")]);
+        let _w = worker(
+            s.tmp.path(),
+            30,
+            &store,
+            &[],
+            &[("COVMERGE_FAULT_FAIL_SHARD", "2")],
+        );
         let o = coordinator_run(&a, &[], LONG);
         let err = String::from_utf8_lossy(&o.stderr);
         assert!(!o.status.success());
-        assert!(err.contains("shard 00002") && err.contains("dead-lettered"), "{err}");
+        assert!(
+            err.contains("shard 00002") && err.contains("dead-lettered"),
+            "{err}"
+        );
         assert!(!out.exists(), "no result on failure");
         let m = manifest(&man);
         assert_eq!(m["status"], "failed");
         assert_eq!(m["failed"][0]["task"], "shard 00002");
-        assert!(_w.log_text().matches("will be retried").count() >= 3, "retried before dead-lettering");
+        assert!(
+            _w.log_text().matches("will be retried").count() >= 3,
+            "retried before dead-lettering"
+        );
     }
     let before: Vec<_> = (0..6)
         .filter(|i| *i != 2)
-        .map(|i| std::fs::metadata(store_dir.join(format!("jobs/poison-shard-job/parts/{i:05}.done"))).unwrap().modified().unwrap())
+        .map(|i| {
+            std::fs::metadata(store_dir.join(format!("jobs/poison-shard-job/parts/{i:05}.done")))
+                .unwrap()
+                .modified()
+                .unwrap()
+        })
         .collect();
     let _w = worker(s.tmp.path(), 31, &store, &[], &[]);
     let mut r = a.clone();
@@ -213,7 +311,12 @@ fn failing_shard_is_dead_lettered_then_resume_completes() {
     assert_eq!(gunzip(&out), s.want);
     let after: Vec<_> = (0..6)
         .filter(|i| *i != 2)
-        .map(|i| std::fs::metadata(store_dir.join(format!("jobs/poison-shard-job/parts/{i:05}.done"))).unwrap().modified().unwrap())
+        .map(|i| {
+            std::fs::metadata(store_dir.join(format!("jobs/poison-shard-job/parts/{i:05}.done")))
+                .unwrap()
+                .modified()
+                .unwrap()
+        })
         .collect();
     assert_eq!(before, after, "finished shards were not redone");
 }
@@ -233,15 +336,32 @@ fn poison_input_reported_then_fixed_and_resumed() {
     let bad: PathBuf = s.corpus.inputs[1].clone();
     let good_bytes = std::fs::read(&bad).unwrap();
     let mut text = String::from_utf8(gunzip(&bad)).unwrap();
-    text.push_str(&format!("x,1,1,amd64,b,m,{},master,{},a.c,f,NaN,0,1,0,1,false,1\n", s.corpus.base_repo, s.corpus.base_commit));
+    text.push_str(&format!(
+        "x,1,1,amd64,b,m,{},master,{},a.c,f,NaN,0,1,0,1,false,1\n",
+        s.corpus.base_repo, s.corpus.base_commit
+    ));
     std::fs::write(&bad, text.as_bytes()).unwrap();
     let mut a = job_args(&s.corpus, &source, &ins);
-    a.extend_from_slice(&["--amqp", &amqp, "--store", &store, "--out", out.to_str().unwrap(), "--job", "poison-input-job"]);
+    a.extend_from_slice(&[
+        "--amqp",
+        &amqp,
+        "--store",
+        &store,
+        "--out",
+        out.to_str().unwrap(),
+        "--job",
+        "poison-input-job",
+    ]);
     let _w = worker(s.tmp.path(), 40, &store, &[], &[]);
     let o = coordinator_run(&a, &[], LONG);
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(!o.status.success());
-    assert!(err.contains("split 00001") && err.contains(&format!("{}:", bad.display())) && err.contains("`sl`"), "{err}");
+    assert!(
+        err.contains("split 00001")
+            && err.contains(&format!("{}:", bad.display()))
+            && err.contains("`sl`"),
+        "{err}"
+    );
     assert!(!out.exists());
     std::fs::write(&bad, good_bytes).unwrap();
     let mut r = a.clone();
@@ -263,7 +383,14 @@ fn duplicate_tasks_are_harmless() {
     let _w1 = worker(s.tmp.path(), 50, &store, &[], &[]);
     let _w2 = worker(s.tmp.path(), 51, &store, &[], &[]);
     let mut a = job_args(&s.corpus, &source, &ins);
-    a.extend_from_slice(&["--amqp", &amqp, "--store", &store, "--out", out.to_str().unwrap()]);
+    a.extend_from_slice(&[
+        "--amqp",
+        &amqp,
+        "--store",
+        &store,
+        "--out",
+        out.to_str().unwrap(),
+    ]);
     run_ok(&a, &[("COVMERGE_FAULT_DUPLICATE_TASKS", "1")]);
     assert_eq!(gunzip(&out), s.want);
 }
@@ -280,16 +407,45 @@ fn coordinator_killed_and_resumed_with_a_broker_connection_cut() {
     let store_dir = s.tmp.path().join("store");
     let store = file_store(&store_dir);
     let out = s.tmp.path().join("out.gz");
-    let w = worker(s.tmp.path(), 60, &store, &[], &[("COVMERGE_FAULT_SLEEP", "merge:700")]);
+    let w = worker(
+        s.tmp.path(),
+        60,
+        &store,
+        &[],
+        &[("COVMERGE_FAULT_SLEEP", "merge:700")],
+    );
     let mut a = job_args(&s.corpus, &source, &ins);
-    a.extend_from_slice(&["--amqp", &amqp, "--store", &store, "--out", out.to_str().unwrap(), "--job", "coord-crash-job"]);
+    a.extend_from_slice(&[
+        "--amqp",
+        &amqp,
+        "--store",
+        &store,
+        "--out",
+        out.to_str().unwrap(),
+        "--job",
+        "coord-crash-job",
+    ]);
     let mut c = fleet::Proc::spawn(
         fleet::fleet_cmd(&[&["coordinator", "--quiet"][..], &a[..]].concat()),
         s.tmp.path().join("coord-1.log"),
         "coordinator",
     );
     let parts = store_dir.join("jobs/coord-crash-job/parts");
-    let done = |n: usize| std::fs::read_dir(&parts).map(|d| d.filter(|e| e.as_ref().unwrap().file_name().to_string_lossy().ends_with(".done")).count() >= n).unwrap_or(false);
+    let done = |n: usize| {
+        std::fs::read_dir(&parts)
+            .map(|d| {
+                d.filter(|e| {
+                    e.as_ref()
+                        .unwrap()
+                        .file_name()
+                        .to_string_lossy()
+                        .ends_with(".done")
+                })
+                .count()
+                    >= n
+            })
+            .unwrap_or(false)
+    };
     let t0 = std::time::Instant::now();
     while !done(2) {
         assert!(t0.elapsed() < LONG, "no progress: {}", w.log_text());
@@ -306,16 +462,36 @@ fn coordinator_killed_and_resumed_with_a_broker_connection_cut() {
         })
         .collect();
     // Cut every broker connection (the worker's too): both sides reconnect.
-    let cut = std::process::Command::new("rabbitmqctl").args(["-q", "close_all_connections", "covmerge test: connection cut"]).output().unwrap();
-    assert!(cut.status.success(), "{}", String::from_utf8_lossy(&cut.stderr));
+    let cut = std::process::Command::new("rabbitmqctl")
+        .args([
+            "-q",
+            "close_all_connections",
+            "covmerge test: connection cut",
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        cut.status.success(),
+        "{}",
+        String::from_utf8_lossy(&cut.stderr)
+    );
     let mut r = a.clone();
     r.push("--resume");
     run_ok(&r, &[]);
     assert_eq!(gunzip(&out), s.want);
     for (p, t) in finished {
-        assert_eq!(std::fs::metadata(&p).unwrap().modified().unwrap(), t, "{} was redone", p.display());
+        assert_eq!(
+            std::fs::metadata(&p).unwrap().modified().unwrap(),
+            t,
+            "{} was redone",
+            p.display()
+        );
     }
-    assert!(w.log_text().contains("reconnect") || w.log_text().contains("Reconnect"), "the worker reconnected:\n{}", w.log_text());
+    assert!(
+        w.log_text().contains("reconnect") || w.log_text().contains("Reconnect"),
+        "the worker reconnected:\n{}",
+        w.log_text()
+    );
 }
 
 /// A worker with no repository at all merges from a content-addressed snapshot in S3
@@ -328,13 +504,21 @@ fn stateless_workers_use_the_store_source() {
     let b = bucket("src");
     let snapshot = format!("s3://{b}/sources");
     let git = s.corpus.git.clone().unwrap();
-    let mut export = vec!["sources", "--git", git.to_str().unwrap(), "--store", &snapshot, "--commit"];
+    let mut export = vec![
+        "sources",
+        "--git",
+        git.to_str().unwrap(),
+        "--store",
+        &snapshot,
+        "--commit",
+    ];
     export.extend(s.corpus.commits.iter().map(|c| c.as_str()));
     let o = fleet::fleet_cmd(&export).output().unwrap();
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     // Exporting again uploads nothing new.
     let again = fleet::fleet_cmd(&export).output().unwrap();
-    assert!(String::from_utf8_lossy(&again.stdout).contains("exported 0 commit index(es), uploaded 0 new blob(s)"));
+    assert!(String::from_utf8_lossy(&again.stdout)
+        .contains("exported 0 commit index(es), uploaded 0 new blob(s)"));
     // No local repository or source tree from here on.
     std::fs::remove_dir_all(&git).unwrap();
     std::fs::remove_dir_all(&s.corpus.sources).unwrap();
@@ -344,7 +528,14 @@ fn stateless_workers_use_the_store_source() {
     let source = format!("store:{snapshot}");
     let out = s.tmp.path().join("out.gz");
     let mut a = job_args(&s.corpus, &source, &ins);
-    a.extend_from_slice(&["--amqp", &amqp, "--store", &store, "--out", out.to_str().unwrap()]);
+    a.extend_from_slice(&[
+        "--amqp",
+        &amqp,
+        "--store",
+        &store,
+        "--out",
+        out.to_str().unwrap(),
+    ]);
     run_ok(&a, &[]);
     assert_eq!(gunzip(&out), s.want);
 }

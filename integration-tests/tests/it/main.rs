@@ -1,9 +1,9 @@
 //! covmerge's end-to-end tests, one binary (ripgrep's layout).
 
-/// Dashboard notification (SPEC §8).
-mod dashboard;
 /// Bad input rules of SPEC §6.
 mod bad_input;
+/// Dashboard notification (SPEC §8).
+mod dashboard;
 /// Fleet mode against RabbitMQ and an S3 server, with injected faults.
 mod fleet;
 /// Exact output format (Go field names, header, order).

@@ -6,8 +6,16 @@ fn merge_to(dir: &std::path::Path, extra: &[&str]) -> std::path::PathBuf {
     let out = dir.join("out.jsonl.gz");
     let src = format!("dir:{}", d.join("sources").display());
     let mut args = vec![
-        "--source", &src, "--base-repo", "git://example/linux", "--base-commit", "base",
-        "--out", out.to_str().unwrap(), "--shards", "3",
+        "--source",
+        &src,
+        "--base-repo",
+        "git://example/linux",
+        "--base-commit",
+        "base",
+        "--out",
+        out.to_str().unwrap(),
+        "--shards",
+        "3",
     ];
     args.extend_from_slice(extra);
     let a = d.join("input-a.csv");
@@ -22,7 +30,16 @@ fn header_carries_the_job_description() {
     let tmp = tempfile::tempdir().unwrap();
     let out = merge_to(
         tmp.path(),
-        &["--namespace", "upstream", "--duration", "30", "--date-to", "2024-04-08", "--total-rows", "123456"],
+        &[
+            "--namespace",
+            "upstream",
+            "--duration",
+            "30",
+            "--date-to",
+            "2024-04-08",
+            "--total-rows",
+            "123456",
+        ],
     );
     let text = String::from_utf8(gunzip(&out)).unwrap();
     let head = text.lines().next().unwrap();
@@ -65,7 +82,10 @@ fn records_use_exact_go_field_names_and_a_deterministic_order() {
     // Same input, same shard count: same bytes.
     let again = merge_to(&tmp.path().join("again").tap_mkdir(), &["--workers", "1"]);
     let (a, b) = (gunzip(&out), gunzip(&again));
-    let (ha, hb) = (a.iter().position(|&c| c == b'\n').unwrap(), b.iter().position(|&c| c == b'\n').unwrap());
+    let (ha, hb) = (
+        a.iter().position(|&c| c == b'\n').unwrap(),
+        b.iter().position(|&c| c == b'\n').unwrap(),
+    );
     assert_eq!(a[ha..], b[hb..], "records after the header are identical");
 }
 

@@ -36,7 +36,8 @@ fn run(shards: &str, workers: &str) -> (Value, Value, String) {
 #[test]
 fn every_rule_of_spec_section_3() {
     let want: Value =
-        serde_json::from_slice(&std::fs::read(fixture("semantics").join("expected.json")).unwrap()).unwrap();
+        serde_json::from_slice(&std::fs::read(fixture("semantics").join("expected.json")).unwrap())
+            .unwrap();
     for (shards, workers) in [("1", "1"), ("3", "2"), ("16", "4")] {
         let (got, man, stdout) = run(shards, workers);
         assert_eq!(got["files"], want["files"], "files with --shards {shards}");
@@ -44,7 +45,10 @@ fn every_rule_of_spec_section_3() {
         for (k, v) in want["counts"].as_object().unwrap() {
             assert_eq!(&man["totals"][k], v, "manifest totals.{k}");
         }
-        assert_eq!(stdout.trim_end().lines().last().unwrap(), "total instrumented(10), covered(9), 90.00%");
+        assert_eq!(
+            stdout.trim_end().lines().last().unwrap(),
+            "total instrumented(10), covered(9), 90.00%"
+        );
     }
 }
 
@@ -55,7 +59,11 @@ fn manifest_accounts_for_every_row() {
     let n = |k: &str| t[k].as_u64().unwrap_or_else(|| panic!("totals.{k}"));
     assert_eq!(
         n("rows_in"),
-        n("rows_merged") + n("rows_bad") + n("rows_without_line") + n("rows_lost") + n("rows_deleted")
+        n("rows_merged")
+            + n("rows_bad")
+            + n("rows_without_line")
+            + n("rows_lost")
+            + n("rows_deleted")
     );
     assert_eq!(n("rows_deleted"), 2, "the deleted file's rows");
     assert_eq!(n("files"), 9);

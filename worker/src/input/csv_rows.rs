@@ -1,8 +1,15 @@
 use std::io::{self, Read};
 
 /// The required columns of SPEC §2, in the order of [`Columns`]' fields.
-pub const REQUIRED: [&str; 7] =
-    ["kernel_repo", "kernel_commit", "file_path", "func_name", "manager", "sl", "hit_count"];
+pub const REQUIRED: [&str; 7] = [
+    "kernel_repo",
+    "kernel_commit",
+    "file_path",
+    "func_name",
+    "manager",
+    "sl",
+    "hit_count",
+];
 
 /// An input that cannot be read at all (as opposed to one bad row).
 #[derive(Debug, thiserror::Error)]
@@ -18,7 +25,11 @@ pub enum InputError {
     #[error("{input}: empty input, expected a header row")]
     Empty { input: String },
     #[error("{input}:{line}: {problem}")]
-    Read { input: String, line: u64, problem: String },
+    Read {
+        input: String,
+        line: u64,
+        problem: String,
+    },
 }
 
 /// Positions of the required columns in this input.
@@ -90,25 +101,40 @@ fn parse_count(column: &'static str, v: &[u8]) -> Result<u64, RowProblem> {
                 if rest.iter().all(|&b| b == b'0') {
                     return Ok(0);
                 }
-                return Err(RowProblem::Negative { column, value: show() });
+                return Err(RowProblem::Negative {
+                    column,
+                    value: show(),
+                });
             }
-            return Err(RowProblem::BadInteger { column, value: show() });
+            return Err(RowProblem::BadInteger {
+                column,
+                value: show(),
+            });
         }
         Some(b'+') => &v[1..],
         _ => v,
     };
     if digits.is_empty() || !digits.iter().all(u8::is_ascii_digit) {
-        return Err(RowProblem::BadInteger { column, value: show() });
+        return Err(RowProblem::BadInteger {
+            column,
+            value: show(),
+        });
     }
     let mut n: u64 = 0;
     for &d in digits {
         n = n
             .checked_mul(10)
             .and_then(|n| n.checked_add((d - b'0') as u64))
-            .ok_or_else(|| RowProblem::Overflow { column, value: show() })?;
+            .ok_or_else(|| RowProblem::Overflow {
+                column,
+                value: show(),
+            })?;
     }
     if n > i64::MAX as u64 {
-        return Err(RowProblem::Overflow { column, value: show() });
+        return Err(RowProblem::Overflow {
+            column,
+            value: show(),
+        });
     }
     Ok(n)
 }
@@ -142,7 +168,11 @@ pub struct Header {
 }
 
 fn csv_reader<R: Read>(input: R) -> csv::Reader<R> {
-    csv::ReaderBuilder::new().has_headers(false).flexible(true).buffer_capacity(1 << 16).from_reader(input)
+    csv::ReaderBuilder::new()
+        .has_headers(false)
+        .flexible(true)
+        .buffer_capacity(1 << 16)
+        .from_reader(input)
 }
 
 impl<R: Read> RowReader<R> {
@@ -150,23 +180,35 @@ impl<R: Read> RowReader<R> {
     pub fn new(name: &str, input: R) -> Result<Self, InputError> {
         let mut rdr = csv_reader(input);
         let mut header = csv::ByteRecord::new();
-        let got = rdr.read_byte_record(&mut header).map_err(|e| read_err(name, &e))?;
+        let got = rdr
+            .read_byte_record(&mut header)
+            .map_err(|e| read_err(name, &e))?;
         if !got {
-            return Err(InputError::Empty { input: name.to_string() });
+            return Err(InputError::Empty {
+                input: name.to_string(),
+            });
         }
         // A UTF-8 BOM before the first column name is not part of the name.
         let fields: Vec<Vec<u8>> = header
             .iter()
             .enumerate()
             .map(|(i, f)| {
-                let f = if i == 0 { f.strip_prefix(b"\xef\xbb\xbf").unwrap_or(f) } else { f };
+                let f = if i == 0 {
+                    f.strip_prefix(b"\xef\xbb\xbf").unwrap_or(f)
+                } else {
+                    f
+                };
                 f.trim_ascii().to_vec()
             })
             .collect();
         let find = |c: &'static str| {
-            fields.iter().position(|f| f == c.as_bytes()).ok_or_else(|| {
-                InputError::MissingColumn { input: name.to_string(), column: c }
-            })
+            fields
+                .iter()
+                .position(|f| f == c.as_bytes())
+                .ok_or_else(|| InputError::MissingColumn {
+                    input: name.to_string(),
+                    column: c,
+                })
         };
         let cols = Columns {
             repo: find(REQUIRED[0])?,
@@ -177,12 +219,23 @@ impl<R: Read> RowReader<R> {
             sl: find(REQUIRED[5])?,
             hits: find(REQUIRED[6])?,
         };
-        Ok(RowReader { name: name.to_string(), rdr, header, cols, rec: csv::ByteRecord::new(), line_offset: 0 })
+        Ok(RowReader {
+            name: name.to_string(),
+            rdr,
+            header,
+            cols,
+            rec: csv::ByteRecord::new(),
+            line_offset: 0,
+        })
     }
 
     /// The header this reader found.
     pub fn header(&self) -> Header {
-        Header { name: self.name.clone(), record: self.header.clone(), cols: self.cols }
+        Header {
+            name: self.name.clone(),
+            record: self.header.clone(),
+            cols: self.cols,
+        }
     }
 
     /// Reads a headerless piece of an input whose first line is line `first_line`.
@@ -226,7 +279,13 @@ impl<R: Read> RowReader<R> {
                 continue; // blank line
             }
             if rec.len() != want {
-                if !f(line, Err(RowProblem::FieldCount { want, got: rec.len() })) {
+                if !f(
+                    line,
+                    Err(RowProblem::FieldCount {
+                        want,
+                        got: rec.len(),
+                    }),
+                ) {
                     return Ok(());
                 }
                 continue;
@@ -237,7 +296,9 @@ impl<R: Read> RowReader<R> {
             let parsed = (|| {
                 let file = &rec[c.file];
                 if !valid_path(file) {
-                    return Err(RowProblem::BadPath { value: String::from_utf8_lossy(file).into() });
+                    return Err(RowProblem::BadPath {
+                        value: String::from_utf8_lossy(file).into(),
+                    });
                 }
                 let sl = parse_count("sl", &rec[c.sl])?;
                 let hits = parse_count("hit_count", &rec[c.hits])?;
@@ -265,14 +326,21 @@ fn read_err(name: &str, e: &csv::Error) -> InputError {
         csv::ErrorKind::Io(io) => io.to_string(),
         _ => e.to_string(),
     };
-    InputError::Read { input: name.to_string(), line, problem }
+    InputError::Read {
+        input: name.to_string(),
+        line,
+        problem,
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    fn rows(text: &str) -> Result<Vec<(u64, Result<String, RowProblem>)>, InputError> {
+    /// (line, row summary or problem) of every data row.
+    type Parsed = Vec<(u64, Result<String, RowProblem>)>;
+
+    fn rows(text: &str) -> Result<Parsed, InputError> {
         let mut r = RowReader::new("t.csv", text.as_bytes())?;
         let mut out = Vec::new();
         r.for_each(|line, row| {
@@ -300,7 +368,11 @@ mod tests {
     fn columns_by_name_in_any_order_with_extras() {
         let t = format!("{H}1,m,3,5,r,c1,a.c,f\n{H}2,m,0,0,r,c1,b.c,\n\n");
         let got = rows(&t).unwrap();
-        assert_eq!(got.len(), 2, "repeated header and blank line skipped: {got:?}");
+        assert_eq!(
+            got.len(),
+            2,
+            "repeated header and blank line skipped: {got:?}"
+        );
         assert_eq!(got[0], (2, Ok("a.c|c1|m|3|5".into())));
         assert_eq!(got[1], (4, Ok("b.c|c1|m|0|0".into())));
     }
@@ -308,7 +380,16 @@ mod tests {
     #[test]
     fn missing_column_is_refused_by_name() {
         let e = rows("kernel_repo,kernel_commit,file_path,func_name,manager,sl\n").unwrap_err();
-        assert!(matches!(e, InputError::MissingColumn { column: "hit_count", .. }), "{e}");
+        assert!(
+            matches!(
+                e,
+                InputError::MissingColumn {
+                    column: "hit_count",
+                    ..
+                }
+            ),
+            "{e}"
+        );
         assert!(e.to_string().contains("t.csv") && e.to_string().contains("hit_count"));
     }
 
@@ -319,10 +400,28 @@ mod tests {
              1,m,3,5,r,c,/abs.c,f\n1,m,3,5,r,c,a/../b.c,f\n1,m,3\n1,m,3,9223372036854775808,r,c,a.c,f\n"
         );
         let got = rows(&t).unwrap();
-        let probs: Vec<_> = got.iter().map(|(l, r)| (*l, r.clone().unwrap_err())).collect();
-        assert!(matches!(probs[0], (2, RowProblem::BadInteger { column: "sl", .. })));
-        assert!(matches!(probs[1], (3, RowProblem::Negative { column: "sl", .. })));
-        assert!(matches!(probs[2], (4, RowProblem::Overflow { column: "hit_count", .. })));
+        let probs: Vec<_> = got
+            .iter()
+            .map(|(l, r)| (*l, r.clone().unwrap_err()))
+            .collect();
+        assert!(matches!(
+            probs[0],
+            (2, RowProblem::BadInteger { column: "sl", .. })
+        ));
+        assert!(matches!(
+            probs[1],
+            (3, RowProblem::Negative { column: "sl", .. })
+        ));
+        assert!(matches!(
+            probs[2],
+            (
+                4,
+                RowProblem::Overflow {
+                    column: "hit_count",
+                    ..
+                }
+            )
+        ));
         assert!(matches!(probs[3], (5, RowProblem::BadPath { .. })));
         assert!(matches!(probs[4], (6, RowProblem::BadPath { .. })));
         assert_eq!(probs[5], (7, RowProblem::FieldCount { want: 8, got: 3 }));

@@ -14,7 +14,10 @@ pub struct ChannelReader {
 
 impl ChannelReader {
     pub fn new(rx: mpsc::Receiver<io::Result<Bytes>>) -> Self {
-        ChannelReader { rx, cur: Bytes::new() }
+        ChannelReader {
+            rx,
+            cur: Bytes::new(),
+        }
     }
 }
 
@@ -51,8 +54,11 @@ fn pipelined<R: Read + Send + 'static>(name: String, raw: R) -> ChannelReader {
                     return;
                 }
             };
-            let mut src: Box<dyn Read> =
-                if gz { Box::new(MultiGzDecoder::new(raw)) } else { Box::new(raw) };
+            let mut src: Box<dyn Read> = if gz {
+                Box::new(MultiGzDecoder::new(raw))
+            } else {
+                Box::new(raw)
+            };
             loop {
                 let mut buf = vec![0u8; CHUNK];
                 let mut filled = 0;
@@ -96,8 +102,10 @@ fn peek_gzip<R: Read>(r: &mut BufReader<R>) -> io::Result<bool> {
 /// bytes. Store objects are streamed by a task on `rt`, never fully buffered.
 pub fn open_input(spec: &str, rt: &tokio::runtime::Handle) -> Result<ChannelReader, InputError> {
     if covmerge_storage::is_store_url(spec) {
-        let (store, key) = covmerge_storage::open_object(spec)
-            .map_err(|e| InputError::Open { input: spec.to_string(), source: io::Error::other(e) })?;
+        let (store, key) = covmerge_storage::open_object(spec).map_err(|e| InputError::Open {
+            input: spec.to_string(),
+            source: io::Error::other(e),
+        })?;
         let (tx, rx) = mpsc::sync_channel::<io::Result<Bytes>>(8);
         let name = spec.to_string();
         rt.spawn(async move {
@@ -122,8 +130,10 @@ pub fn open_input(spec: &str, rt: &tokio::runtime::Handle) -> Result<ChannelRead
         });
         Ok(pipelined(spec.to_string(), ChannelReader::new(rx)))
     } else {
-        let f = std::fs::File::open(spec)
-            .map_err(|e| InputError::Open { input: spec.to_string(), source: e })?;
+        let f = std::fs::File::open(spec).map_err(|e| InputError::Open {
+            input: spec.to_string(),
+            source: e,
+        })?;
         Ok(pipelined(spec.to_string(), f))
     }
 }

@@ -54,7 +54,10 @@ pub fn line_map(from: &FileVersion, to: &FileVersion) -> LineMap {
 /// [`line_map`] over already split lines.
 pub fn line_map_lines(a: &[&[u8]], b: &[&[u8]]) -> LineMap {
     if a == b {
-        return LineMap { map: (1..=a.len() as u32).collect(), capped: false };
+        return LineMap {
+            map: (1..=a.len() as u32).collect(),
+            capped: false,
+        };
     }
     if (a.len() as u64) * (b.len() as u64) > MAX_DIFF_CELLS {
         let mut map = vec![0u32; a.len()];
@@ -62,7 +65,12 @@ pub fn line_map_lines(a: &[&[u8]], b: &[&[u8]]) -> LineMap {
         for (i, m) in map.iter_mut().enumerate().take(pre) {
             *m = i as u32 + 1;
         }
-        let suf = a[pre..].iter().rev().zip(b[pre..].iter().rev()).take_while(|(x, y)| x == y).count();
+        let suf = a[pre..]
+            .iter()
+            .rev()
+            .zip(b[pre..].iter().rev())
+            .take_while(|(x, y)| x == y)
+            .count();
         for k in 0..suf {
             map[a.len() - 1 - k] = (b.len() - k) as u32;
         }
@@ -96,16 +104,22 @@ pub fn line_map_lines(a: &[&[u8]], b: &[&[u8]]) -> LineMap {
     LineMap { map, capped: false }
 }
 
+type MapsByPair = FxHashMap<(BlobId, BlobId), Arc<LineMap>>;
+
 /// Line maps keyed by (from blob, to blob), shared by a worker's merge threads, up to
 /// a byte budget (then cleared: maps are cheap to recompute relative to the budget).
 pub struct ProjectionCache {
     budget: usize,
-    inner: Mutex<(FxHashMap<(BlobId, BlobId), Arc<LineMap>>, usize)>,
+    /// The maps and their bytes.
+    inner: Mutex<(MapsByPair, usize)>,
 }
 
 impl ProjectionCache {
     pub fn new(budget_bytes: usize) -> Self {
-        ProjectionCache { budget: budget_bytes, inner: Mutex::default() }
+        ProjectionCache {
+            budget: budget_bytes,
+            inner: Mutex::default(),
+        }
     }
 
     /// The map of `from` onto `to`, computed at most once while cached.
@@ -133,7 +147,9 @@ mod tests {
     fn map(a: &str, b: &str) -> Vec<Option<u32>> {
         let (a, b) = (FileVersion::new(a.into()), FileVersion::new(b.into()));
         let m = line_map(&a, &b);
-        (1..=a.lines().count() as u32 + 1).map(|l| m.project(l)).collect()
+        (1..=a.lines().count() as u32 + 1)
+            .map(|l| m.project(l))
+            .collect()
     }
 
     #[test]
@@ -143,12 +159,18 @@ mod tests {
 
     #[test]
     fn inserted_line_shifts_below() {
-        assert_eq!(map("a\nb\nc\n", "a\nNEW\nb\nc\n"), vec![Some(1), Some(3), Some(4), None]);
+        assert_eq!(
+            map("a\nb\nc\n", "a\nNEW\nb\nc\n"),
+            vec![Some(1), Some(3), Some(4), None]
+        );
     }
 
     #[test]
     fn changed_and_deleted_lines_are_lost() {
-        assert_eq!(map("a\nb\nc\n", "a\nB\nc\n"), vec![Some(1), None, Some(3), None]);
+        assert_eq!(
+            map("a\nb\nc\n", "a\nB\nc\n"),
+            vec![Some(1), None, Some(3), None]
+        );
         assert_eq!(map("a\nb\nc\n", "c\n"), vec![None, None, Some(1), None]);
     }
 
@@ -171,6 +193,9 @@ mod tests {
         let a: Vec<&[u8]> = vec![b"x", b"y", b"z"];
         let b: Vec<&[u8]> = vec![b"x", b"q", b"z"];
         let m = line_map_lines(&a, &b);
-        assert_eq!((m.project(1), m.project(2), m.project(3)), (Some(1), None, Some(3)));
+        assert_eq!(
+            (m.project(1), m.project(2), m.project(3)),
+            (Some(1), None, Some(3))
+        );
     }
 }

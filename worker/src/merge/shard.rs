@@ -20,7 +20,11 @@ pub enum MergeError {
         source: spill::SpillError,
     },
     #[error("fetching spill chunk {chunk}: {message}")]
-    Fetch { chunk: String, message: String, transient: bool },
+    Fetch {
+        chunk: String,
+        message: String,
+        transient: bool,
+    },
     #[error(transparent)]
     Source(#[from] SourceError),
     #[error("encoding the part: {0}")]
@@ -140,7 +144,10 @@ pub fn merge_shard(
                 counts.rows_merged += v.rows;
                 let s = acc.star.entry(line).or_insert(0);
                 *s = s.saturating_add(v.hits);
-                let m = acc.per_mgr.entry((remap[k.manager as usize], line)).or_insert(0);
+                let m = acc
+                    .per_mgr
+                    .entry((remap[k.manager as usize], line))
+                    .or_insert(0);
                 *m = m.saturating_add(v.hits);
                 let func = remap[k.func as usize];
                 if !strings.get(func).is_empty() {
@@ -149,7 +156,10 @@ pub fn merge_shard(
             }
             Ok(())
         })
-        .map_err(|source| MergeError::Spill { chunk: name.clone(), source })?;
+        .map_err(|source| MergeError::Spill {
+            chunk: name.clone(),
+            source,
+        })?;
         if let Some(e) = failed {
             return Err(e);
         }
@@ -170,7 +180,11 @@ pub fn merge_shard(
         records += write_file(strings.get(file), acc, &strings, &mut counts, &mut enc)?;
     }
     let gz = enc.finish()?;
-    Ok(MergedPart { gz, records, counts })
+    Ok(MergedPart {
+        gz,
+        records,
+        counts,
+    })
 }
 
 /// Writes one file's records: `*`, managers by name, functions by name.
@@ -181,7 +195,12 @@ fn write_file(
     counts: &mut Counts,
     out: &mut impl Write,
 ) -> Result<u64, MergeError> {
-    let FileAcc { star, per_mgr, names, .. } = acc;
+    let FileAcc {
+        star,
+        per_mgr,
+        names,
+        ..
+    } = acc;
     let mut records = 0;
     // `*` always, even when nothing projected.
     let mut star: Vec<(u32, u64)> = star.into_iter().collect();
@@ -199,8 +218,12 @@ fn write_file(
     let mut i = 0;
     while i < per_mgr.len() {
         let mgr = per_mgr[i].0 .0;
-        let end = i + per_mgr[i..].iter().take_while(|((m, _), _)| *m == mgr).count();
-        let (lines, hits): (Vec<u32>, Vec<u64>) = per_mgr[i..end].iter().map(|((_, l), h)| (*l, *h)).unzip();
+        let end = i + per_mgr[i..]
+            .iter()
+            .take_while(|((m, _), _)| *m == mgr)
+            .count();
+        let (lines, hits): (Vec<u32>, Vec<u64>) =
+            per_mgr[i..end].iter().map(|((_, l), h)| (*l, *h)).unzip();
         output::write_mcr(out, strings.get(mgr), path, &lines, &hits)?;
         records += 1;
         i = end;
@@ -214,8 +237,13 @@ fn write_file(
             *e = (n, func);
         }
     }
-    let mut owned: Vec<(u32, u32)> = best.into_iter().map(|(line, (_, func))| (func, line)).collect();
-    owned.sort_unstable_by(|(fa, la), (fb, lb)| strings.get(*fa).cmp(strings.get(*fb)).then(la.cmp(lb)));
+    let mut owned: Vec<(u32, u32)> = best
+        .into_iter()
+        .map(|(line, (_, func))| (func, line))
+        .collect();
+    owned.sort_unstable_by(|(fa, la), (fb, lb)| {
+        strings.get(*fa).cmp(strings.get(*fb)).then(la.cmp(lb))
+    });
     let mut i = 0;
     while i < owned.len() {
         let func = owned[i].0;

@@ -24,7 +24,11 @@ struct CacheState {
 
 impl CachedSource {
     pub fn new(inner: Arc<dyn Source>, budget_bytes: usize) -> Self {
-        CachedSource { inner, budget: budget_bytes, state: Mutex::default() }
+        CachedSource {
+            inner,
+            budget: budget_bytes,
+            state: Mutex::default(),
+        }
     }
 }
 
@@ -42,9 +46,12 @@ impl Source for CachedSource {
             st.bytes += size;
         }
         while st.bytes > self.budget {
-            let Some(old) = st.order.pop_front() else { break };
+            let Some(old) = st.order.pop_front() else {
+                break;
+            };
             if let Some(ov) = st.map.remove(&old) {
-                st.bytes -= ov.as_ref().map_or(0, |f| f.data.len()) + old.0.len() + old.1.len() + 64;
+                st.bytes -=
+                    ov.as_ref().map_or(0, |f| f.data.len()) + old.0.len() + old.1.len() + 64;
             }
         }
         Ok(v)

@@ -16,8 +16,12 @@ impl DirSource {
 
 impl Source for DirSource {
     fn get(&self, commit: &[u8], path: &[u8]) -> Result<Option<Arc<FileVersion>>, SourceError> {
-        let Some(commit) = plain_commit(commit) else { return Ok(None) };
-        let Ok(path) = std::str::from_utf8(path) else { return Ok(None) };
+        let Some(commit) = plain_commit(commit) else {
+            return Ok(None);
+        };
+        let Ok(path) = std::str::from_utf8(path) else {
+            return Ok(None);
+        };
         let full = self.root.join(commit).join(path);
         match std::fs::read(&full) {
             Ok(data) => Ok(Some(Arc::new(FileVersion::new(data)))),

@@ -17,11 +17,19 @@ impl GitSource {
             spec: format!("git:{path}"),
             reason: e.to_string(),
         })?;
-        Ok(GitSource { path: path.to_string(), shared, pool: Mutex::default() })
+        Ok(GitSource {
+            path: path.to_string(),
+            shared,
+            pool: Mutex::default(),
+        })
     }
 
     fn io(&self, what: String, e: impl std::fmt::Display) -> SourceError {
-        SourceError::Io { source_name: format!("git:{}", self.path), what, message: e.to_string() }
+        SourceError::Io {
+            source_name: format!("git:{}", self.path),
+            what,
+            message: e.to_string(),
+        }
     }
 
     fn lookup(
@@ -30,11 +38,19 @@ impl GitSource {
         commit: &str,
         path: &str,
     ) -> Result<Option<Vec<u8>>, SourceError> {
-        let Ok(id) = gix::ObjectId::from_hex(commit.as_bytes()) else { return Ok(None) };
-        let obj = repo.try_find_object(id).map_err(|e| self.io(format!("object {commit}"), e))?;
+        let Ok(id) = gix::ObjectId::from_hex(commit.as_bytes()) else {
+            return Ok(None);
+        };
+        let obj = repo
+            .try_find_object(id)
+            .map_err(|e| self.io(format!("object {commit}"), e))?;
         let Some(obj) = obj else { return Ok(None) };
-        let Ok(commit_obj) = obj.try_into_commit() else { return Ok(None) };
-        let tree = commit_obj.tree().map_err(|e| self.io(format!("tree of {commit}"), e))?;
+        let Ok(commit_obj) = obj.try_into_commit() else {
+            return Ok(None);
+        };
+        let tree = commit_obj
+            .tree()
+            .map_err(|e| self.io(format!("tree of {commit}"), e))?;
         let entry = tree
             .lookup_entry_by_path(path)
             .map_err(|e| self.io(format!("{commit}:{path}"), e))?;
@@ -42,15 +58,21 @@ impl GitSource {
         if !entry.mode().is_blob() {
             return Ok(None);
         }
-        let blob = entry.object().map_err(|e| self.io(format!("{commit}:{path}"), e))?;
+        let blob = entry
+            .object()
+            .map_err(|e| self.io(format!("{commit}:{path}"), e))?;
         Ok(Some(blob.detach().data))
     }
 }
 
 impl Source for GitSource {
     fn get(&self, commit: &[u8], path: &[u8]) -> Result<Option<Arc<FileVersion>>, SourceError> {
-        let Some(commit) = plain_commit(commit) else { return Ok(None) };
-        let Ok(path) = std::str::from_utf8(path) else { return Ok(None) };
+        let Some(commit) = plain_commit(commit) else {
+            return Ok(None);
+        };
+        let Ok(path) = std::str::from_utf8(path) else {
+            return Ok(None);
+        };
         let repo = self.pool.lock().unwrap().pop();
         let repo = repo.unwrap_or_else(|| self.shared.to_thread_local());
         let r = self.lookup(&repo, commit, path);
@@ -60,15 +82,25 @@ impl Source for GitSource {
 }
 
 /// Every blob path of each of `commits` (for exporting whole trees).
-pub fn all_paths(git: &GitSource, commits: &[String]) -> Result<std::collections::BTreeSet<String>, SourceError> {
+pub fn all_paths(
+    git: &GitSource,
+    commits: &[String],
+) -> Result<std::collections::BTreeSet<String>, SourceError> {
     let repo = git.shared.to_thread_local();
     let mut out = std::collections::BTreeSet::new();
     for c in commits {
-        let id = gix::ObjectId::from_hex(c.as_bytes()).map_err(|e| git.io(format!("commit {c}"), e))?;
-        let commit = repo.find_commit(id).map_err(|e| git.io(format!("commit {c}"), e))?;
-        let tree = commit.tree().map_err(|e| git.io(format!("tree of {c}"), e))?;
+        let id =
+            gix::ObjectId::from_hex(c.as_bytes()).map_err(|e| git.io(format!("commit {c}"), e))?;
+        let commit = repo
+            .find_commit(id)
+            .map_err(|e| git.io(format!("commit {c}"), e))?;
+        let tree = commit
+            .tree()
+            .map_err(|e| git.io(format!("tree of {c}"), e))?;
         let mut rec = gix::traverse::tree::Recorder::default();
-        tree.traverse().breadthfirst(&mut rec).map_err(|e| git.io(format!("tree of {c}"), e))?;
+        tree.traverse()
+            .breadthfirst(&mut rec)
+            .map_err(|e| git.io(format!("tree of {c}"), e))?;
         for e in rec.records {
             if e.mode.is_blob() {
                 out.insert(e.filepath.to_string());

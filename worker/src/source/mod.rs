@@ -41,7 +41,10 @@ pub struct FileVersion {
 
 impl FileVersion {
     pub fn new(data: Vec<u8>) -> Self {
-        FileVersion { id: BlobId::of(&data), data }
+        FileVersion {
+            id: BlobId::of(&data),
+            data,
+        }
     }
 
     /// The lines of SPEC §3: split on `\n`; the empty piece after a final newline is
@@ -50,7 +53,8 @@ impl FileVersion {
         let d = &self.data[..];
         let d = d.strip_suffix(b"\n").unwrap_or(d);
         let empty = self.data.is_empty();
-        d.split(|&b| b == b'\n').take(if empty { 0 } else { usize::MAX })
+        d.split(|&b| b == b'\n')
+            .take(if empty { 0 } else { usize::MAX })
     }
 }
 
@@ -58,7 +62,11 @@ impl FileVersion {
 #[derive(Debug, thiserror::Error)]
 pub enum SourceError {
     #[error("source {source_name}: reading {what}: {message}")]
-    Io { source_name: String, what: String, message: String },
+    Io {
+        source_name: String,
+        what: String,
+        message: String,
+    },
     #[error("invalid source spec {spec:?}: {reason}")]
     Spec { spec: String, reason: String },
 }
@@ -75,13 +83,17 @@ pub(crate) fn plain_commit(commit: &[u8]) -> Option<&str> {
     let ok = !s.is_empty()
         && s != "."
         && s != ".."
-        && s.bytes().all(|b| b.is_ascii_alphanumeric() || b"._-".contains(&b));
+        && s.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"._-".contains(&b));
     ok.then_some(s)
 }
 
 /// Opens a source spec: `dir:ROOT`, `git:PATH`, or `store:URL`.
 pub fn open_source(spec: &str) -> Result<Arc<dyn Source>, SourceError> {
-    let bad = |reason: &str| SourceError::Spec { spec: spec.to_string(), reason: reason.to_string() };
+    let bad = |reason: &str| SourceError::Spec {
+        spec: spec.to_string(),
+        reason: reason.to_string(),
+    };
     if let Some(root) = spec.strip_prefix("dir:") {
         if !std::path::Path::new(root).is_dir() {
             return Err(bad("not a directory"));
@@ -120,7 +132,10 @@ mod tests {
     #[test]
     fn blob_id_matches_git() {
         // `printf 'hello\n' | git hash-object --stdin`
-        assert_eq!(BlobId::of(b"hello\n").hex(), "ce013625030ba8dba906f756967f9e9ca394464a");
+        assert_eq!(
+            BlobId::of(b"hello\n").hex(),
+            "ce013625030ba8dba906f756967f9e9ca394464a"
+        );
     }
 
     #[test]

@@ -18,12 +18,15 @@ use rustc_hash::FxHashMap;
 
 use super::{plain_commit, BlobId, FileVersion, GitSource, Source, SourceError};
 
+/// path → blob id of one commit.
+type PathIndex = FxHashMap<String, String>;
+
 /// Reads versions from a content-addressed snapshot in object storage.
 pub struct StoreSource {
     store: Store,
     rt: tokio::runtime::Handle,
     /// commit → (path → blob id); `None` when the commit has no index.
-    indexes: Mutex<FxHashMap<String, Option<Arc<FxHashMap<String, String>>>>>,
+    indexes: Mutex<FxHashMap<String, Option<Arc<PathIndex>>>>,
 }
 
 impl StoreSource {
@@ -37,15 +40,22 @@ impl StoreSource {
     }
 
     fn io(&self, what: String, e: impl std::fmt::Display) -> SourceError {
-        SourceError::Io { source_name: format!("store:{}", self.store), what, message: e.to_string() }
+        SourceError::Io {
+            source_name: format!("store:{}", self.store),
+            what,
+            message: e.to_string(),
+        }
     }
 
-    fn index(&self, commit: &str) -> Result<Option<Arc<FxHashMap<String, String>>>, SourceError> {
+    fn index(&self, commit: &str) -> Result<Option<Arc<PathIndex>>, SourceError> {
         if let Some(v) = self.indexes.lock().unwrap().get(commit) {
             return Ok(v.clone());
         }
         let key = format!("commits/{commit}.idx");
-        let raw = self.rt.block_on(self.store.get_opt(&key)).map_err(|e| self.io(key.clone(), e))?;
+        let raw = self
+            .rt
+            .block_on(self.store.get_opt(&key))
+            .map_err(|e| self.io(key.clone(), e))?;
         let parsed = raw.map(|b| {
             let text = String::from_utf8_lossy(&b);
             let map: FxHashMap<String, String> = text
@@ -55,19 +65,33 @@ impl StoreSource {
                 .collect();
             Arc::new(map)
         });
-        self.indexes.lock().unwrap().insert(commit.to_string(), parsed.clone());
+        self.indexes
+            .lock()
+            .unwrap()
+            .insert(commit.to_string(), parsed.clone());
         Ok(parsed)
     }
 }
 
 impl Source for StoreSource {
     fn get(&self, commit: &[u8], path: &[u8]) -> Result<Option<Arc<FileVersion>>, SourceError> {
-        let Some(commit) = plain_commit(commit) else { return Ok(None) };
-        let Ok(path) = std::str::from_utf8(path) else { return Ok(None) };
-        let Some(idx) = self.index(commit)? else { return Ok(None) };
-        let Some(id) = idx.get(path) else { return Ok(None) };
+        let Some(commit) = plain_commit(commit) else {
+            return Ok(None);
+        };
+        let Ok(path) = std::str::from_utf8(path) else {
+            return Ok(None);
+        };
+        let Some(idx) = self.index(commit)? else {
+            return Ok(None);
+        };
+        let Some(id) = idx.get(path) else {
+            return Ok(None);
+        };
         let key = format!("blobs/{id}");
-        let data = self.rt.block_on(self.store.get(&key)).map_err(|e| self.io(key.clone(), e))?;
+        let data = self
+            .rt
+            .block_on(self.store.get(&key))
+            .map_err(|e| self.io(key.clone(), e))?;
         let v = FileVersion::new(data.to_vec());
         if v.id.hex() != *id {
             return Err(self.io(key, "content does not match its blob id"));
@@ -94,12 +118,18 @@ pub async fn export_commits(
     let mut indexes = 0;
     for commit in commits {
         let idx_key = format!("commits/{commit}.idx");
-        if store.exists(&idx_key).await.map_err(|e| io(idx_key.clone(), &e))? {
+        if store
+            .exists(&idx_key)
+            .await
+            .map_err(|e| io(idx_key.clone(), &e))?
+        {
             continue;
         }
         let mut idx = String::new();
         for p in paths {
-            let Some(v) = git.get(commit.as_bytes(), p.as_bytes())? else { continue };
+            let Some(v) = git.get(commit.as_bytes(), p.as_bytes())? else {
+                continue;
+            };
             let id: BlobId = v.id;
             let key = format!("blobs/{}", id.hex());
             if !store.exists(&key).await.map_err(|e| io(key.clone(), &e))? {
@@ -114,7 +144,10 @@ pub async fn export_commits(
             idx.push_str(p);
             idx.push('\n');
         }
-        store.put(&idx_key, Bytes::from(idx)).await.map_err(|e| io(idx_key.clone(), &e))?;
+        store
+            .put(&idx_key, Bytes::from(idx))
+            .await
+            .map_err(|e| io(idx_key.clone(), &e))?;
         indexes += 1;
     }
     Ok((uploaded, indexes))

@@ -45,7 +45,11 @@ pub enum SplitError {
     #[error(transparent)]
     Input(#[from] InputError),
     #[error("writing spill chunk for shard {shard}: {message}")]
-    Emit { shard: ShardId, message: String, transient: bool },
+    Emit {
+        shard: ShardId,
+        message: String,
+        transient: bool,
+    },
 }
 
 /// Stores a finished chunk of a shard. Called from several threads.
@@ -59,7 +63,10 @@ struct ShardBuf {
 
 impl ShardBuf {
     fn new() -> Self {
-        ShardBuf { builder: BlockBuilder::new(), last: Default::default() }
+        ShardBuf {
+            builder: BlockBuilder::new(),
+            last: Default::default(),
+        }
     }
 
     fn id(&mut self, slot: usize, s: &[u8]) -> u32 {
@@ -95,7 +102,10 @@ struct Shared<'a> {
 }
 
 /// One parse thread: its builders and what it counted.
-fn parse_thread(sh: &Shared<'_>, pieces: &Mutex<mpsc::Receiver<(u64, Vec<u8>)>>) -> Result<SplitOutcome, SplitError> {
+fn parse_thread(
+    sh: &Shared<'_>,
+    pieces: &Mutex<mpsc::Receiver<(u64, Vec<u8>)>>,
+) -> Result<SplitOutcome, SplitError> {
     let n = sh.settings.shards.max(1);
     let budget = sh.settings.memory_budget / sh.settings.threads.max(1);
     let mut bufs: Vec<ShardBuf> = (0..n).map(|_| ShardBuf::new()).collect();
@@ -110,7 +120,9 @@ fn parse_thread(sh: &Shared<'_>, pieces: &Mutex<mpsc::Receiver<(u64, Vec<u8>)>>)
     };
     loop {
         let piece = pieces.lock().unwrap().recv();
-        let Ok((first_line, bytes)) = piece else { break };
+        let Ok((first_line, bytes)) = piece else {
+            break;
+        };
         if sh.stop.load(Ordering::Relaxed) {
             break;
         }
@@ -121,7 +133,11 @@ fn parse_thread(sh: &Shared<'_>, pieces: &Mutex<mpsc::Receiver<(u64, Vec<u8>)>>)
                 Ok(r) => r,
                 Err(problem) => {
                     outcome.counts.rows_bad += 1;
-                    outcome.bad_rows.push(BadRow { input: sh.name.to_string(), line, problem: problem.to_string() });
+                    outcome.bad_rows.push(BadRow {
+                        input: sh.name.to_string(),
+                        line,
+                        problem: problem.to_string(),
+                    });
                     outcome.bad_rows.sort_by_key(|b| b.line);
                     outcome.bad_rows.truncate(BAD_ROW_SAMPLES);
                     if sh.bad.fetch_add(1, Ordering::Relaxed) + 1 > sh.settings.max_bad_rows {
@@ -170,7 +186,11 @@ fn cut_point(buf: &[u8]) -> Option<usize> {
     cut
 }
 
-fn read_full(input: &mut impl Read, buf: &mut Vec<u8>, want: usize) -> Result<usize, std::io::Error> {
+fn read_full(
+    input: &mut impl Read,
+    buf: &mut Vec<u8>,
+    want: usize,
+) -> Result<usize, std::io::Error> {
     let start = buf.len();
     buf.resize(start + want, 0);
     let mut filled = 0;
@@ -197,7 +217,11 @@ pub fn split_input<R: Read>(
     settings: SplitSettings,
     emit: &Emit<'_>,
 ) -> Result<SplitOutcome, SplitError> {
-    let read_err = |e: std::io::Error| InputError::Read { input: name.to_string(), line: 0, problem: e.to_string() };
+    let read_err = |e: std::io::Error| InputError::Read {
+        input: name.to_string(),
+        line: 0,
+        problem: e.to_string(),
+    };
     // The header line, read byte-wise up to its newline.
     let mut buf: Vec<u8> = Vec::with_capacity(PIECE * 2);
     let header_end = loop {
@@ -301,25 +325,41 @@ mod tests {
         let rows = AtomicU64::new(0);
         let emit = |_s: ShardId, chunk: Vec<u8>| -> Result<(), SplitError> {
             covmerge_proto::spill::for_each_block(&chunk, |b| {
-                rows.fetch_add(b.entries.iter().map(|(_, v)| v.rows).sum::<u64>(), Ordering::Relaxed);
+                rows.fetch_add(
+                    b.entries.iter().map(|(_, v)| v.rows).sum::<u64>(),
+                    Ordering::Relaxed,
+                );
                 Ok(())
             })
             .unwrap();
             Ok(())
         };
-        let settings = SplitSettings { shards: 4, max_bad_rows: max_bad, memory_budget: 4096, threads };
+        let settings = SplitSettings {
+            shards: 4,
+            max_bad_rows: max_bad,
+            memory_budget: 4096,
+            threads,
+        };
         let o = split_input("t.csv", text.as_bytes(), settings, &emit).unwrap();
         (o, rows.load(Ordering::Relaxed))
     }
 
     #[test]
     fn every_row_lands_once_and_lines_are_numbered_across_pieces() {
-        let mut text = String::from("file_path,kernel_repo,kernel_commit,func_name,manager,sl,hit_count\n");
+        let mut text =
+            String::from("file_path,kernel_repo,kernel_commit,func_name,manager,sl,hit_count\n");
         for i in 0..300_000u32 {
             if i == 250_000 {
                 text.push_str("f.c,r,c,\"quoted\nfunc\",m,1,1\n"); // a record spanning lines
             }
-            text.push_str(&format!("f{}.c,r,c{},fn,m{},{},{}\n", i % 97, i % 5, i % 3, i % 500 + 1, i));
+            text.push_str(&format!(
+                "f{}.c,r,c{},fn,m{},{},{}\n",
+                i % 97,
+                i % 5,
+                i % 3,
+                i % 500 + 1,
+                i
+            ));
         }
         text.push_str("bad.c,r,c,fn,m,NaN,1\n");
         for threads in [1, 3] {
