@@ -278,14 +278,13 @@ async fn merge(m: MergeArgs) -> Result<()> {
         ..base
     };
     let outcome = run_embedded(spec, &opts, workers, cfg, !m.job.quiet).await?;
-    println!(
-        "{}",
-        totals_line(
-            outcome.manifest.totals.instrumented,
-            outcome.manifest.totals.covered
-        )
-    );
+    print_totals(&outcome.manifest);
     Ok(())
+}
+
+/// The closing line syz-covermerger prints.
+fn print_totals(m: &covmerge_proto::Manifest) {
+    println!("{}", totals_line(m.totals.instrumented, m.totals.covered));
 }
 
 async fn coordinator(c: CoordinatorArgs) -> Result<()> {
@@ -338,13 +337,7 @@ async fn coordinator(c: CoordinatorArgs) -> Result<()> {
     };
     let outcome = run_job(spec, &opts, queue, store, &progress).await?;
     println!("result {}", outcome.result);
-    println!(
-        "{}",
-        totals_line(
-            outcome.manifest.totals.instrumented,
-            outcome.manifest.totals.covered
-        )
-    );
+    print_totals(&outcome.manifest);
     Ok(())
 }
 

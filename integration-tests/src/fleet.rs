@@ -228,3 +228,12 @@ pub fn coordinator_run(args: &[&str], env: &[(&str, &str)], timeout: Duration) -
         std::thread::sleep(Duration::from_millis(50));
     }
 }
+
+/// Runs a coordinator to completion on a background thread.
+pub fn coordinator_spawn(args: &[&str]) -> std::thread::JoinHandle<Output> {
+    let args: Vec<String> = args.iter().map(|x| x.to_string()).collect();
+    std::thread::spawn(move || {
+        let a: Vec<&str> = args.iter().map(|s| s.as_str()).collect();
+        coordinator_run(&a, &[], Duration::from_secs(180))
+    })
+}
