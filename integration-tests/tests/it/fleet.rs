@@ -512,3 +512,76 @@ fn stateless_workers_use_the_store_source() {
     run_ok(&a, &[]);
     assert_eq!(gunzip(&out), s.want);
 }
+
+/// A message that is not a task (garbage, or another protocol version) is
+/// dead-lettered to its job without crashing the worker, which keeps serving.
+#[test]
+fn poison_messages_are_dead_lettered_and_the_worker_survives() {
+    use covmerge_proto::wire;
+    use covmerge_queue::{amqp::AmqpQueue, Event, Queue, DEFAULT_DELIVERY_LIMIT};
+
+    let _g = fleet::lock();
+    let s = setup(73, false);
+    let store = file_store(&s.tmp.path().join("store"));
+    let mut w = worker(s.tmp.path(), 80, &store, &[], &[]);
+    let job = format!("poison-msg-{}", std::process::id());
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let q = AmqpQueue::connect(&fleet::amqp(), DEFAULT_DELIVERY_LIMIT)
+            .await
+            .unwrap();
+        q.open_job(&job).await.unwrap();
+        // Garbage, then a well-formed envelope of an unknown protocol version.
+        #[derive(serde::Serialize)]
+        struct Env {
+            version: u16,
+            body: u8,
+        }
+        let future = rmp_serde::to_vec_named(&Env {
+            version: wire::PROTOCOL_VERSION + 1,
+            body: 0,
+        })
+        .unwrap();
+        for body in [b"\xc1 not msgpack".to_vec(), future.clone()] {
+            q.publish_task(&job, body.clone()).await.unwrap();
+            let ev = tokio::time::timeout(Duration::from_secs(30), q.next_event(&job))
+                .await
+                .expect("dead letter");
+            match ev.unwrap() {
+                Event::DeadLetter { body: b, .. } => assert_eq!(b, body),
+                other => panic!("expected a dead letter, got {other:?}"),
+            }
+        }
+        q.close_job(&job).await.unwrap();
+    });
+    assert!(
+        w.child.try_wait().unwrap().is_none(),
+        "the worker is still running"
+    );
+    assert!(
+        w.log_text().matches("poison message").count() >= 2,
+        "{}",
+        w.log_text()
+    );
+    // It still serves real work.
+    let amqp = fleet::amqp();
+    let ins = inputs(&s.corpus);
+    let source = src(&s.corpus);
+    let out = s.tmp.path().join("out.gz");
+    let mut a = job_args(&s.corpus, &source, &ins);
+    a.extend_from_slice(&[
+        "--amqp",
+        &amqp,
+        "--store",
+        &store,
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    run_ok(&a, &[]);
+    assert_eq!(gunzip(&out), s.want);
+    w.signal(libc::SIGTERM);
+    assert_eq!(w.wait_exit(Duration::from_secs(30)), Some(0));
+}
