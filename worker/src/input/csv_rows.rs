@@ -159,6 +159,16 @@ pub struct RowReader<R: Read> {
     line_offset: u64,
 }
 
+/// Where a record starts. `line` is csv's count, which does not count blank lines;
+/// `byte` is exact, so a caller holding the text can recount the line (done for bad
+/// rows, which are rare).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Pos {
+    pub line: u64,
+    /// Offset in this reader's input.
+    pub byte: u64,
+}
+
 /// An input's header: its name, the header record and the required columns' positions.
 #[derive(Debug, Clone)]
 pub struct Header {
@@ -258,7 +268,7 @@ impl<R: Read> RowReader<R> {
     /// Stops early when `f` returns `false`.
     pub fn for_each(
         &mut self,
-        mut f: impl FnMut(u64, Result<Row<'_>, RowProblem>) -> bool,
+        mut f: impl FnMut(Pos, Result<Row<'_>, RowProblem>) -> bool,
     ) -> Result<(), InputError> {
         let c = self.cols;
         let want = self.header.len();
@@ -274,7 +284,10 @@ impl<R: Read> RowReader<R> {
                 return Ok(());
             }
             let rec = &self.rec;
-            let line = rec.position().map(|p| p.line()).unwrap_or(0) + self.line_offset;
+            let line = Pos {
+                line: rec.position().map(|p| p.line()).unwrap_or(0) + self.line_offset,
+                byte: rec.position().map(|p| p.byte()).unwrap_or(0),
+            };
             if rec.len() == 1 && rec[0].is_empty() {
                 continue; // blank line
             }
@@ -343,9 +356,9 @@ mod tests {
     fn rows(text: &str) -> Result<Parsed, InputError> {
         let mut r = RowReader::new("t.csv", text.as_bytes())?;
         let mut out = Vec::new();
-        r.for_each(|line, row| {
+        r.for_each(|pos, row| {
             out.push((
-                line,
+                pos.line,
                 row.map(|r| {
                     format!(
                         "{}|{}|{}|{}|{}",

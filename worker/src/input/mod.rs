@@ -5,5 +5,5 @@
 mod csv_rows;
 mod open;
 
-pub use csv_rows::{Columns, Header, InputError, Row, RowProblem, RowReader};
+pub use csv_rows::{Columns, Header, InputError, Pos, Row, RowProblem, RowReader};
 pub use open::{open_input, ChannelReader};

@@ -127,12 +127,21 @@ fn parse_thread(
             break;
         }
         let mut reader = RowReader::from_header(&sh.header, &bytes[..], first_line);
-        reader.for_each(|line, row| {
+        reader.for_each(|pos, row| {
             outcome.counts.rows_in += 1;
             let row = match row {
                 Ok(r) => r,
                 Err(problem) => {
                     outcome.counts.rows_bad += 1;
+                    // Recount from the piece: csv's own line count skips blank lines.
+                    // csv places a record after the previous terminator, before any
+                    // blank lines: step over them to the record itself.
+                    let mut upto = (pos.byte as usize).min(bytes.len());
+                    while upto < bytes.len() && matches!(bytes[upto], b'\n' | b'\r') {
+                        upto += 1;
+                    }
+                    let line =
+                        first_line + bytes[..upto].iter().filter(|&&b| b == b'\n').count() as u64;
                     outcome.bad_rows.push(BadRow {
                         input: sh.name.to_string(),
                         line,
@@ -362,13 +371,16 @@ mod tests {
             ));
         }
         text.push_str("bad.c,r,c,fn,m,NaN,1\n");
+        // Blank lines count as lines.
+        text.push_str("\n\nbad2.c,r,c,fn,m,1,x\n");
         for threads in [1, 3] {
-            let (o, rows) = run(&text, threads, 1);
-            assert_eq!(o.counts.rows_in, 300_002);
-            assert_eq!(o.counts.rows_bad, 1);
+            let (o, rows) = run(&text, threads, 2);
+            assert_eq!(o.counts.rows_in, 300_003);
+            assert_eq!(o.counts.rows_bad, 2);
             assert_eq!(rows, 300_001);
             // header + 300,000 rows + the two-line quoted record, then the bad row.
             assert_eq!(o.bad_rows[0].line, 300_004, "threads {threads}");
+            assert_eq!(o.bad_rows[1].line, 300_007, "after two blank lines");
         }
     }
 }
