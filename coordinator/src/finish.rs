@@ -25,12 +25,7 @@ pub enum Destination {
 }
 
 impl Destination {
-    pub fn parse(
-        out: Option<&str>,
-        _job_store: &Store,
-        _job: &JobId,
-        in_store: bool,
-    ) -> Result<Self, JobError> {
+    pub fn parse(out: Option<&str>, in_store: bool) -> Result<Self, JobError> {
         match out {
             None if in_store => Ok(Destination::JobStore),
             None => Err(JobError::Plan("--out is required".into())),

@@ -325,7 +325,7 @@ pub async fn run_job(
         });
     }
 
-    let dest = Destination::parse(opts.out.as_deref(), &store, &job, opts.result_in_store)?;
+    let dest = Destination::parse(opts.out.as_deref(), opts.result_in_store)?;
     let header = finish::header_member(&spec, &manifest.totals);
     let result =
         finish::write_result(&dest, &store, header, &parts, opts.result_in_store, &job).await?;

@@ -63,16 +63,12 @@ pub enum TaskError {
 }
 
 impl From<SplitError> for TaskError {
+    /// Only a failed chunk write can succeed on retry; bad input stays bad.
     fn from(e: SplitError) -> Self {
         match &e {
             SplitError::Emit {
                 transient: true, ..
             } => TaskError::Transient(e.to_string()),
-            SplitError::Input(crate::input::InputError::Read { problem, .. })
-                if problem.contains("truncated") || problem.contains("corrupt") =>
-            {
-                TaskError::Permanent(e.to_string())
-            }
             _ => TaskError::Permanent(e.to_string()),
         }
     }
@@ -141,10 +137,6 @@ pub struct Executor {
     pub progress: Arc<Progress>,
 }
 
-fn transient_store(e: &covmerge_storage::StoreError) -> bool {
-    e.is_transient()
-}
-
 impl Executor {
     pub fn new(store: Store, cfg: WorkerConfig) -> Self {
         let cache = ProjectionCache::new(cfg.projection_cache);
@@ -206,7 +198,7 @@ impl Executor {
                     .map_err(|e| SplitError::Emit {
                         shard,
                         message: e.to_string(),
-                        transient: transient_store(&e),
+                        transient: e.is_transient(),
                     })?;
                 let first = {
                     let mut c = chunks.lock().unwrap();
@@ -275,7 +267,7 @@ impl Executor {
                     .map_err(|e| MergeError::Fetch {
                         chunk: k.clone(),
                         message: e.to_string(),
-                        transient: transient_store(&e),
+                        transient: e.is_transient(),
                     })
             });
             merge_shard(

@@ -175,7 +175,6 @@ fn main() {
         row("covmerge merge", &measure(&mut wrapped));
     }
     let _ = std::fs::remove_file(&out);
-    let _ = Path::new(&out);
 }
 
 #[allow(clippy::too_many_arguments)]
