@@ -208,8 +208,16 @@ enum EventMsg {
 
 impl JobEvents {
     /// Stops the consumers and wakes whoever waits for an event.
-    fn shut(&self) {
-        self.consumers.lock().unwrap().take();
+    async fn shut(&self) {
+        let consumers = self.consumers.lock().unwrap().take();
+        if let Some(c) = consumers {
+            // Close the channel before its consumers are dropped: the broker then
+            // cancels them itself. Dropped first, they send basic.cancel, and a
+            // cancel-ok arriving after the queue is deleted is an unexpected frame to
+            // lapin, which then fails the whole connection.
+            let _ = c.channel.close(200, "job closed".into()).await;
+            drop(c);
+        }
         let _ = self.tx.send(EventMsg::Closed);
     }
 }
@@ -527,7 +535,7 @@ impl AmqpQueue {
         self.inner.closed.store(true, Ordering::SeqCst);
         let jobs: Vec<_> = self.inner.jobs.lock().unwrap().drain().collect();
         for (_, events) in jobs {
-            events.shut();
+            events.shut().await;
         }
         let link = self.inner.link.lock().await.take();
         if let Some(link) = link {
@@ -1119,7 +1127,7 @@ impl Queue for AmqpQueue {
         inner.open_jobs.lock().unwrap().remove(job);
         let events = inner.jobs.lock().unwrap().remove(job);
         if let Some(events) = events {
-            events.shut();
+            events.shut().await;
         }
         inner
             .on_channel(
