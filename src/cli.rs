@@ -132,7 +132,8 @@ pub struct WorkerArgs {
     /// Parallel task loops in this process.
     #[arg(long, default_value_t = 1)]
     pub concurrency: usize,
-    /// Parse threads per split task (default: the cores).
+    /// Parse threads per split task (default: the cores). 1 runs inflate and parse on
+    /// one thread, for workers given one core.
     #[arg(long)]
     pub split_threads: Option<usize>,
 }

@@ -93,7 +93,7 @@ pub struct WorkerConfig {
     pub source: Option<String>,
     /// Memory the split builders may hold before flushing chunks.
     pub split_budget: usize,
-    /// Parse threads per split.
+    /// Parse threads per split; 1 also inflates on that thread (one-core workers).
     pub split_threads: usize,
     /// Bytes of file versions to cache.
     pub source_cache: usize,
@@ -177,7 +177,13 @@ impl Executor {
         let t2 = t.clone();
         let rt = tokio::runtime::Handle::current();
         let outcome = tokio::task::spawn_blocking(move || -> Result<SplitOutcome, TaskError> {
-            let reader = crate::input::open_input(&t2.input, &rt)
+            // A one-thread split inflates on its own thread too: nothing to overlap with.
+            let inflate = if this.cfg.split_threads <= 1 {
+                crate::input::Inflate::Inline
+            } else {
+                crate::input::Inflate::Pipelined
+            };
+            let reader = crate::input::open_input(&t2.input, &rt, inflate)
                 .map_err(|e| TaskError::Permanent(e.to_string()))?;
             // Chunk contents depend on how pieces fell to parse threads, so every
             // attempt writes under its own nonce: two attempts running at once never

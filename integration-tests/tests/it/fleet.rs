@@ -104,7 +104,8 @@ fn job_id(stdout: &str) -> String {
 }
 
 /// Two workers on S3 with inputs listed from a bucket prefix: the result object (and
-/// `--out`) decompress to exactly the embedded result.
+/// `--out`) decompress to exactly the embedded result. The second worker is a one-core
+/// worker (`--split-threads 1`: inflate and parse on the task's thread).
 #[test]
 fn fleet_on_s3_equals_embedded() {
     let _g = fleet::lock();
@@ -119,7 +120,7 @@ fn fleet_on_s3_equals_embedded() {
     }
     let store = format!("s3://{b}/fleet");
     let _w1 = worker(s.tmp.path(), 1, &store, &[], &[]);
-    let _w2 = worker(s.tmp.path(), 2, &store, &[], &[]);
+    let _w2 = worker(s.tmp.path(), 2, &store, &["--split-threads", "1"], &[]);
     let ins = vec![format!("s3://{b}/in/*")];
     let source = src(&s.corpus);
     let mut a = job_args(&s.corpus, &source, &ins);

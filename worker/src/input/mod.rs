@@ -1,9 +1,9 @@
 //! Reading input: opening local files or store objects, gzip detection (magic bytes,
-//! multi-member streams), decompression on its own thread, and CSV rows found by
+//! multi-member streams), decompression on its own thread or inline, and CSV rows found by
 //! header name with the bad-input rules of SPEC §6.
 
 mod csv_rows;
 mod open;
 
 pub use csv_rows::{Columns, Header, InputError, Pos, Row, RowProblem, RowReader};
-pub use open::{open_input, ChannelReader};
+pub use open::{open_input, ChannelReader, Inflate};

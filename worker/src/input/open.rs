@@ -39,6 +39,41 @@ impl Read for ChannelReader {
 
 const CHUNK: usize = 1 << 20;
 
+/// A decompressed stream whose errors name the input (and say "truncated gzip stream"
+/// when a gzip member ends early).
+struct Decoded {
+    name: String,
+    src: Box<dyn Read + Send>,
+}
+
+impl Decoded {
+    fn new<R: Read + Send + 'static>(name: String, raw: R) -> io::Result<Self> {
+        let mut raw = BufReader::with_capacity(CHUNK, raw);
+        let src: Box<dyn Read + Send> = if peek_gzip(&mut raw)? {
+            Box::new(MultiGzDecoder::new(raw))
+        } else {
+            Box::new(raw)
+        };
+        Ok(Decoded { name, src })
+    }
+}
+
+impl Read for Decoded {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        self.src.read(buf).map_err(|e| {
+            if e.kind() == io::ErrorKind::Interrupted {
+                return e;
+            }
+            let msg = if e.kind() == io::ErrorKind::UnexpectedEof {
+                format!("{}: truncated gzip stream ({e})", self.name)
+            } else {
+                format!("{}: {e}", self.name)
+            };
+            io::Error::new(e.kind(), msg)
+        })
+    }
+}
+
 /// Decompresses (if gzip) on a separate thread so that inflating and parsing overlap:
 /// with one input the parse thread is never waiting on `read` for long.
 fn pipelined<R: Read + Send + 'static>(name: String, raw: R) -> ChannelReader {
@@ -46,18 +81,12 @@ fn pipelined<R: Read + Send + 'static>(name: String, raw: R) -> ChannelReader {
     std::thread::Builder::new()
         .name("inflate".into())
         .spawn(move || {
-            let mut raw = BufReader::with_capacity(CHUNK, raw);
-            let gz = match peek_gzip(&mut raw) {
-                Ok(g) => g,
+            let mut src = match Decoded::new(name, raw) {
+                Ok(d) => d,
                 Err(e) => {
                     let _ = tx.send(Err(e));
                     return;
                 }
-            };
-            let mut src: Box<dyn Read> = if gz {
-                Box::new(MultiGzDecoder::new(raw))
-            } else {
-                Box::new(raw)
             };
             loop {
                 let mut buf = vec![0u8; CHUNK];
@@ -69,12 +98,7 @@ fn pipelined<R: Read + Send + 'static>(name: String, raw: R) -> ChannelReader {
                         Ok(n) => filled += n,
                         Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
                         Err(e) => {
-                            let msg = if e.kind() == io::ErrorKind::UnexpectedEof {
-                                format!("{name}: truncated gzip stream ({e})")
-                            } else {
-                                format!("{name}: {e}")
-                            };
-                            let _ = tx.send(Err(io::Error::new(e.kind(), msg)));
+                            let _ = tx.send(Err(e));
                             return;
                         }
                     }
@@ -92,6 +116,15 @@ fn pipelined<R: Read + Send + 'static>(name: String, raw: R) -> ChannelReader {
     ChannelReader::new(rx)
 }
 
+/// How an input is decompressed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Inflate {
+    /// On a thread of its own, overlapping the parse (for workers with spare cores).
+    Pipelined,
+    /// On the reading thread (one-core workers: no hand-off).
+    Inline,
+}
+
 fn peek_gzip<R: Read>(r: &mut BufReader<R>) -> io::Result<bool> {
     use std::io::BufRead;
     let buf = r.fill_buf()?;
@@ -100,7 +133,24 @@ fn peek_gzip<R: Read>(r: &mut BufReader<R>) -> io::Result<bool> {
 
 /// Opens an input (a local path or an object-store URL) as a stream of decompressed
 /// bytes. Store objects are streamed by a task on `rt`, never fully buffered.
-pub fn open_input(spec: &str, rt: &tokio::runtime::Handle) -> Result<ChannelReader, InputError> {
+pub fn open_input(
+    spec: &str,
+    rt: &tokio::runtime::Handle,
+    inflate: Inflate,
+) -> Result<Box<dyn Read + Send>, InputError> {
+    let decode = |raw: Box<dyn Read + Send>| -> Result<Box<dyn Read + Send>, InputError> {
+        Ok(match inflate {
+            Inflate::Pipelined => Box::new(pipelined(spec.to_string(), raw)),
+            Inflate::Inline => {
+                Box::new(
+                    Decoded::new(spec.to_string(), raw).map_err(|e| InputError::Open {
+                        input: spec.to_string(),
+                        source: e,
+                    })?,
+                )
+            }
+        })
+    };
     if covmerge_storage::is_store_url(spec) {
         let (store, key) = covmerge_storage::open_object(spec).map_err(|e| InputError::Open {
             input: spec.to_string(),
@@ -128,12 +178,60 @@ pub fn open_input(spec: &str, rt: &tokio::runtime::Handle) -> Result<ChannelRead
                 }
             }
         });
-        Ok(pipelined(spec.to_string(), ChannelReader::new(rx)))
+        decode(Box::new(ChannelReader::new(rx)))
     } else {
         let f = std::fs::File::open(spec).map_err(|e| InputError::Open {
             input: spec.to_string(),
             source: e,
         })?;
-        Ok(pipelined(spec.to_string(), f))
+        decode(Box::new(f))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use flate2::{write::GzEncoder, Compression};
+    use std::io::Write;
+
+    fn gz(data: &[u8]) -> Vec<u8> {
+        let mut e = GzEncoder::new(Vec::new(), Compression::default());
+        e.write_all(data).unwrap();
+        e.finish().unwrap()
+    }
+
+    fn read_all(path: &str, inflate: Inflate) -> io::Result<Vec<u8>> {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap();
+        let mut r = open_input(path, rt.handle(), inflate).map_err(io::Error::other)?;
+        let mut out = Vec::new();
+        r.read_to_end(&mut out)?;
+        Ok(out)
+    }
+
+    #[test]
+    fn inline_and_pipelined_read_the_same_bytes_and_name_a_truncated_input() {
+        let dir = tempfile::tempdir().unwrap();
+        let text: Vec<u8> = (0..200_000)
+            .flat_map(|i| format!("row {i},{}\n", i * 7).into_bytes())
+            .collect();
+        // Two gzip members, as concatenated exports are.
+        let mut two = gz(&text[..text.len() / 2]);
+        two.extend(gz(&text[text.len() / 2..]));
+        let good = dir.path().join("good.csv.gz");
+        std::fs::write(&good, &two).unwrap();
+        let plain = dir.path().join("plain.csv");
+        std::fs::write(&plain, &text).unwrap();
+        let cut = dir.path().join("cut.csv.gz");
+        std::fs::write(&cut, &two[..two.len() - 100]).unwrap();
+        for inflate in [Inflate::Inline, Inflate::Pipelined] {
+            assert_eq!(read_all(good.to_str().unwrap(), inflate).unwrap(), text);
+            assert_eq!(read_all(plain.to_str().unwrap(), inflate).unwrap(), text);
+            let err = read_all(cut.to_str().unwrap(), inflate).unwrap_err();
+            let msg = err.to_string();
+            assert!(msg.contains("cut.csv.gz"), "{inflate:?}: {msg}");
+            assert!(msg.contains("truncated gzip stream"), "{inflate:?}: {msg}");
+        }
     }
 }

@@ -29,7 +29,7 @@ pub struct SplitSettings {
     pub max_bad_rows: u64,
     /// Bytes the shard builders of all parse threads may hold before flushing chunks.
     pub memory_budget: usize,
-    /// Parse threads.
+    /// Parse threads. With 1, the calling thread reads, cuts and parses itself.
     pub threads: usize,
 }
 
@@ -101,10 +101,11 @@ struct Shared<'a> {
     emit: &'a Emit<'a>,
 }
 
-/// One parse thread: its builders and what it counted.
+/// One parse thread: its builders and what it counted. `next_piece` hands out
+/// numbered line-aligned pieces until it returns `None`.
 fn parse_thread(
     sh: &Shared<'_>,
-    pieces: &Mutex<mpsc::Receiver<(u64, Vec<u8>)>>,
+    mut next_piece: impl FnMut() -> Result<Option<(u64, Vec<u8>)>, SplitError>,
 ) -> Result<SplitOutcome, SplitError> {
     let n = sh.settings.shards.max(1);
     let budget = sh.settings.memory_budget / sh.settings.threads.max(1);
@@ -118,11 +119,7 @@ fn parse_thread(
         }
         Ok(())
     };
-    loop {
-        let piece = pieces.lock().unwrap().recv();
-        let Ok((first_line, bytes)) = piece else {
-            break;
-        };
+    while let Some((first_line, bytes)) = next_piece()? {
         if sh.stop.load(Ordering::Relaxed) {
             break;
         }
@@ -218,6 +215,42 @@ fn read_full(
     Ok(filled)
 }
 
+/// Cuts a decompressed stream into numbered, line-aligned pieces.
+struct Pieces<'e, R> {
+    input: R,
+    /// Read but not yet handed out.
+    buf: Vec<u8>,
+    /// The line number of `buf`'s first line.
+    next_line: u64,
+    read_err: &'e dyn Fn(std::io::Error) -> InputError,
+}
+
+impl<R: Read> Pieces<'_, R> {
+    /// The next piece and its first line number; `None` at the end.
+    fn next(&mut self) -> Result<Option<(u64, Vec<u8>)>, SplitError> {
+        loop {
+            let got = read_full(&mut self.input, &mut self.buf, PIECE).map_err(self.read_err)?;
+            let piece = if got == 0 {
+                if self.buf.is_empty() {
+                    return Ok(None);
+                }
+                std::mem::take(&mut self.buf)
+            } else {
+                match cut_point(&self.buf) {
+                    Some(cut) => {
+                        let rest = self.buf.split_off(cut);
+                        std::mem::replace(&mut self.buf, rest)
+                    }
+                    None => continue, // a line longer than a piece: read more
+                }
+            };
+            let first = self.next_line;
+            self.next_line += piece.iter().filter(|&&b| b == b'\n').count() as u64;
+            return Ok(Some((first, piece)));
+        }
+    }
+}
+
 /// Splits one input. `emit(shard, chunk)` stores a finished chunk.
 /// Rows counted: `rows_in` (every data row) and `rows_bad`; the first bad rows are named.
 pub fn split_input<R: Read>(
@@ -251,7 +284,25 @@ pub fn split_input<R: Read>(
         stop: AtomicBool::new(false),
         emit,
     };
+    let mut pieces = Pieces {
+        input,
+        buf,
+        next_line: 2,
+        read_err: &read_err,
+    };
     let threads = settings.threads.max(1);
+    if threads == 1 {
+        // One thread reads, cuts and parses: no hand-off, for one-core workers.
+        let mut outcome = parse_thread(&shared, || {
+            if shared.stop.load(Ordering::Relaxed) {
+                return Ok(None);
+            }
+            pieces.next()
+        })?;
+        outcome.bad_rows.sort_by_key(|b| b.line);
+        outcome.bad_rows.truncate(BAD_ROW_SAMPLES);
+        return Ok(outcome);
+    }
     let (tx, rx) = mpsc::sync_channel::<(u64, Vec<u8>)>(threads * 2);
     let rx = Arc::new(Mutex::new(rx));
     std::thread::scope(|scope| {
@@ -259,37 +310,20 @@ pub fn split_input<R: Read>(
             .map(|_| {
                 let rx = rx.clone();
                 let sh = &shared;
-                scope.spawn(move || parse_thread(sh, &rx))
+                scope.spawn(move || parse_thread(sh, || Ok(rx.lock().unwrap().recv().ok())))
             })
             .collect();
-        // Producer: line-aligned pieces, numbered.
-        let mut next_line = 2u64;
+        // Producer: this thread cuts pieces for the parse threads.
         let produced: Result<(), SplitError> = (|| {
-            loop {
-                if shared.stop.load(Ordering::Relaxed) {
+            while !shared.stop.load(Ordering::Relaxed) {
+                let Some(piece) = pieces.next()? else {
                     return Ok(());
-                }
-                let got = read_full(&mut input, &mut buf, PIECE).map_err(read_err)?;
-                let piece = if got == 0 {
-                    if buf.is_empty() {
-                        return Ok(());
-                    }
-                    std::mem::take(&mut buf)
-                } else {
-                    match cut_point(&buf) {
-                        Some(cut) => {
-                            let rest = buf.split_off(cut);
-                            std::mem::replace(&mut buf, rest)
-                        }
-                        None => continue, // a line longer than a piece: read more
-                    }
                 };
-                let lines = piece.iter().filter(|&&b| b == b'\n').count() as u64;
-                if tx.send((next_line, piece)).is_err() {
+                if tx.send(piece).is_err() {
                     return Ok(());
                 }
-                next_line += lines;
             }
+            Ok(())
         })();
         drop(tx);
         if produced.is_err() {
