@@ -66,7 +66,7 @@ use rng::{hash_bytes, hex40, mix, Rng};
 use rows::{Parts, RowFile, RowsInput, Session};
 use source::{Arena, FileGen, Instr};
 
-pub use rows::HEADER;
+pub use rows::{Columns, HEADER, REQUIRED_HEADER};
 
 /// What to generate. Also usable as clap arguments (`#[command(flatten)]`).
 #[derive(Debug, Clone, clap::Args)]
@@ -107,6 +107,12 @@ pub struct CorpusSpec {
     /// Skip the edge-case rows.
     #[arg(long)]
     pub no_edge_cases: bool,
+    /// Which columns the rows carry.
+    #[arg(long, value_enum, default_value_t = Columns::Bigquery)]
+    pub columns: Columns,
+    /// gzip level of the parts (6 is gzip's and BigQuery's default).
+    #[arg(long, default_value_t = 6, value_parser = clap::value_parser!(u32).range(0..=9))]
+    pub gzip_level: u32,
 }
 
 impl Default for CorpusSpec {
@@ -124,6 +130,8 @@ impl Default for CorpusSpec {
             plain: false,
             no_git: false,
             no_edge_cases: false,
+            columns: Columns::Bigquery,
+            gzip_level: 6,
         }
     }
 }
@@ -409,16 +417,19 @@ fn manager_name(m: usize) -> String {
     format!("{}-{m}", MANAGER_NAMES[m % MANAGER_NAMES.len()])
 }
 
-fn session_prefix(seed: u64, m: usize, c: usize, commit: &str) -> (Vec<u8>, u64) {
+fn session_prefix(seed: u64, columns: Columns, m: usize, c: usize, commit: &str) -> (Vec<u8>, u64) {
     let key = mix(mix(seed, 0x5E55_1000 + m as u64), c as u64);
     let secs = 1_717_200_000 + c as u64 * 3 * 86_400 + 86_400 + m as u64 * 3_600 + key % 3_600;
     let minutes = 60 + (key >> 16) % 1_380;
     let build_id = hex40(mix(key, 0xB11D));
-    let prefix = format!(
-        "{},1,{minutes},amd64,{build_id},{},{BASE_REPO},master,{commit},",
-        timestamp(secs),
-        manager_name(m)
-    );
+    let prefix = match columns {
+        Columns::Bigquery => format!(
+            "{},1,{minutes},amd64,{build_id},{},{BASE_REPO},master,{commit},",
+            timestamp(secs),
+            manager_name(m)
+        ),
+        Columns::Required => format!("{BASE_REPO},{commit},{},", manager_name(m)),
+    };
     (prefix.into_bytes(), key)
 }
 
@@ -474,7 +485,7 @@ fn edge_rows(
                 sl: u32,
                 key: u64| {
         let m = rng.below(spec.managers);
-        let (prefix, skey) = session_prefix(spec.seed, m, c, commit);
+        let (prefix, skey) = session_prefix(spec.seed, spec.columns, m, c, commit);
         let ins = Instr {
             sl,
             func: 0,
@@ -486,6 +497,7 @@ fn edge_rows(
         let mut buf = Vec::new();
         rows::render_row(
             &mut buf,
+            spec.columns,
             &prefix,
             &files[f].path,
             func,
@@ -624,7 +636,10 @@ fn write_json(spec: &CorpusSpec, c: &Corpus) -> Result<(), Error> {
         "  \"base_only_file\": {},\n",
         json_opt(c.base_only_file.as_deref())
     ));
-    s.push_str(&format!("  \"header\": {},\n", json_str(HEADER)));
+    s.push_str(&format!(
+        "  \"header\": {},\n",
+        json_str(spec.columns.header())
+    ));
     s.push_str(&format!(
         "  \"spec\": {{\"seed\": {}, \"files\": {}, \"lines\": {}, \"commits\": {}, \"managers\": {}, \
 \"manager_commit_share\": {}, \"instrumented_share\": {}, \"parts\": {}, \"sorted\": {}, \"plain\": {}, \
@@ -692,7 +707,7 @@ pub fn generate(spec: &CorpusSpec, out: &Path) -> Result<Corpus, Error> {
     let mut sessions = Vec::new();
     for (m, cs) in choose_sessions(spec, &h).into_iter().enumerate() {
         for c in cs {
-            let (prefix, key) = session_prefix(spec.seed, m, c, &commits[c]);
+            let (prefix, key) = session_prefix(spec.seed, spec.columns, m, c, &commits[c]);
             sessions.push(Session {
                 commit: c,
                 prefix,
@@ -710,7 +725,7 @@ pub fn generate(spec: &CorpusSpec, out: &Path) -> Result<Corpus, Error> {
     let inputs: Vec<PathBuf> = (0..spec.parts)
         .map(|i| out.join(format!("input-{i:02}.{ext}")))
         .collect();
-    let mut parts = Parts::create(&inputs, !spec.plain)?;
+    let mut parts = Parts::create(&inputs, (!spec.plain).then_some(spec.gzip_level))?;
     let input = RowsInput {
         arena: &h.arena,
         files: &files,
@@ -718,6 +733,7 @@ pub fn generate(spec: &CorpusSpec, out: &Path) -> Result<Corpus, Error> {
         sessions: &sessions,
         edges: &edges,
         sorted: spec.sorted,
+        columns: spec.columns,
         repeat_header: !spec.no_edge_cases,
         seed: spec.seed,
     };

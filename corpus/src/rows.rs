@@ -18,6 +18,34 @@ use crate::Error;
 /// The CSV header of syzkaller's BigQuery coverage export.
 pub const HEADER: &str = "timestamp,version,fuzzing_minutes,arch,build_id,manager,kernel_repo,kernel_branch,kernel_commit,file_path,func_name,sl,sc,el,ec,hit_count,inline,pc";
 
+/// The CSV header of [`Columns::Required`]: only the columns SPEC §2
+/// requires.
+pub const REQUIRED_HEADER: &str =
+    "kernel_repo,kernel_commit,manager,file_path,func_name,sl,hit_count";
+
+/// Which columns the rows carry.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
+pub enum Columns {
+    /// All 18 columns of syzkaller's BigQuery export ([`HEADER`]), with
+    /// per-build ids, PCs and timestamps (compresses ~12:1).
+    #[default]
+    Bigquery,
+    /// Only the 7 required columns ([`REQUIRED_HEADER`]): short, highly
+    /// compressible rows, the hardest shape for a tool to keep up with
+    /// `zcat` on.
+    Required,
+}
+
+impl Columns {
+    /// The header line (without newline).
+    pub fn header(self) -> &'static str {
+        match self {
+            Columns::Bigquery => HEADER,
+            Columns::Required => REQUIRED_HEADER,
+        }
+    }
+}
+
 const CHUNK: usize = 1 << 20;
 
 enum Sink {
@@ -50,7 +78,8 @@ pub(crate) struct Parts {
 }
 
 impl Parts {
-    pub(crate) fn create(paths: &[PathBuf], gzip: bool) -> Result<Self, Error> {
+    /// `gzip`: the compression level, `None` for plain CSV.
+    pub(crate) fn create(paths: &[PathBuf], gzip: Option<u32>) -> Result<Self, Error> {
         let nworkers = std::thread::available_parallelism()
             .map(|n| n.get())
             .unwrap_or(1)
@@ -60,13 +89,12 @@ impl Parts {
             (0..nworkers).map(|_| Vec::new()).collect();
         for (i, p) in paths.iter().enumerate() {
             let f = File::create(p).map_err(|e| Error::io(p, e))?;
-            let sink = if gzip {
-                Sink::Gz(Box::new(GzEncoder::new(
+            let sink = match gzip {
+                Some(level) => Sink::Gz(Box::new(GzEncoder::new(
                     BufWriter::with_capacity(1 << 18, f),
-                    Compression::fast(),
-                )))
-            } else {
-                Sink::Plain(f)
+                    Compression::new(level),
+                ))),
+                None => Sink::Plain(f),
             };
             per_worker[i % nworkers].push((i, p.clone(), sink));
         }
@@ -161,7 +189,8 @@ pub(crate) fn push_u64(buf: &mut Vec<u8>, mut v: u64) {
 /// A (manager, commit) build session: one set of rows per file.
 pub(crate) struct Session {
     pub(crate) commit: usize,
-    /// Rendered "timestamp,...,kernel_commit," prefix.
+    /// Rendered prefix: "timestamp,...,kernel_commit," or, with
+    /// [`Columns::Required`], "kernel_repo,kernel_commit,manager,".
     pub(crate) prefix: Vec<u8>,
     pub(crate) key: u64,
 }
@@ -183,6 +212,7 @@ pub(crate) struct RowsInput<'a> {
     /// Pre-rendered edge-case rows (with trailing newline) and their file.
     pub(crate) edges: &'a [(usize, Vec<u8>)],
     pub(crate) sorted: bool,
+    pub(crate) columns: Columns,
     /// Write one extra header line in the middle of part 0.
     pub(crate) repeat_header: bool,
     pub(crate) seed: u64,
@@ -203,8 +233,10 @@ pub(crate) fn hit_count(line_key: u64, row_key: u64) -> u64 {
 }
 
 /// Writes one data row.
+#[allow(clippy::too_many_arguments)]
 pub(crate) fn render_row(
     buf: &mut Vec<u8>,
+    columns: Columns,
     prefix: &[u8],
     path: &str,
     func: &str,
@@ -218,6 +250,12 @@ pub(crate) fn render_row(
     buf.extend_from_slice(func.as_bytes());
     buf.push(b',');
     push_u64(buf, u64::from(ins.sl));
+    if columns == Columns::Required {
+        buf.push(b',');
+        push_u64(buf, hit);
+        buf.push(b'\n');
+        return;
+    }
     buf.push(b',');
     push_u64(buf, u64::from(ins.sc));
     buf.push(b',');
@@ -275,8 +313,9 @@ impl Writer<'_, '_> {
         self.rows += 1;
         if !self.header_done && self.rows >= self.header_at {
             self.header_done = true;
+            let header = self.input.columns.header();
             let b = self.parts.buf(0);
-            b.extend_from_slice(HEADER.as_bytes());
+            b.extend_from_slice(header.as_bytes());
             b.push(b'\n');
         }
         self.parts.flush_if_full(part)
@@ -305,6 +344,7 @@ impl Writer<'_, '_> {
         let part = self.rng.below(self.parts.len());
         render_row(
             self.parts.buf(part),
+            input.columns,
             &s.prefix,
             &f.path,
             &t.ins.names[ins.func as usize],
@@ -378,7 +418,7 @@ pub(crate) fn write_rows(input: &RowsInput<'_>, parts: &mut Parts) -> Result<u64
     };
     for part in 0..w.parts.len() {
         let b = w.parts.buf(part);
-        b.extend_from_slice(HEADER.as_bytes());
+        b.extend_from_slice(input.columns.header().as_bytes());
         b.push(b'\n');
     }
     if input.sorted {
@@ -444,7 +484,7 @@ pub(crate) fn write_rows(input: &RowsInput<'_>, parts: &mut Parts) -> Result<u64
     }
     if !w.header_done {
         let b = w.parts.buf(0);
-        b.extend_from_slice(HEADER.as_bytes());
+        b.extend_from_slice(input.columns.header().as_bytes());
         b.push(b'\n');
     }
     Ok(w.rows)
