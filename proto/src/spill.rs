@@ -42,13 +42,154 @@ pub struct RawVal {
     pub rows: u64,
 }
 
-/// Accumulates rows of one shard and encodes them as one block.
+/// Strings shared by many blocks. A splitter interns each string of a row once in this
+/// table, whatever the row's shard (the table stays small and hot in cache), and each
+/// block written by [`EntryTable::finish_into`] carries only the strings its own
+/// entries use.
+#[derive(Default)]
+pub struct StringTable {
+    index: FxHashMap<Box<[u8]>, u32>,
+    strings: Vec<Box<[u8]>>,
+    bytes: usize,
+    /// Scratch while a block is written: the block-local id of each string
+    /// (`u32::MAX`: not in the block yet).
+    local: Vec<u32>,
+}
+
+impl StringTable {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// The id of `s` in this table.
+    pub fn intern(&mut self, s: &[u8]) -> u32 {
+        if let Some(&id) = self.index.get(s) {
+            return id;
+        }
+        let id = self.strings.len() as u32;
+        let b: Box<[u8]> = s.into();
+        self.bytes += b.len();
+        self.strings.push(b.clone());
+        self.index.insert(b, id);
+        id
+    }
+
+    /// The string of `id`.
+    pub fn get(&self, id: u32) -> &[u8] {
+        &self.strings[id as usize]
+    }
+
+    pub fn len(&self) -> usize {
+        self.strings.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.strings.is_empty()
+    }
+
+    /// An estimate of the memory held.
+    pub fn approx_bytes(&self) -> usize {
+        self.bytes + self.strings.len() * 48
+    }
+
+    /// Forgets every string (and frees the tables). Ids handed out before are invalid:
+    /// only call this when no [`EntryTable`] holds entries.
+    pub fn clear(&mut self) {
+        *self = StringTable::default();
+    }
+}
+
+/// Entries of one shard, keyed by [`StringTable`] ids. Rows are appended as they come
+/// and aggregated when the block is written: the aggregation table then holds one
+/// shard's rows and stays in cache, where one table per shard filled row by row is hit
+/// at random across all of them.
+#[derive(Default)]
+pub struct EntryTable {
+    pending: Vec<(RawKey, RawVal)>,
+}
+
+impl EntryTable {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Adds one row (or `rows` rows already summed).
+    pub fn add(&mut self, key: RawKey, hits: u64, rows: u64) {
+        self.pending.push((key, RawVal { hits, rows }));
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.pending.is_empty()
+    }
+
+    /// Rows held (not yet aggregated).
+    pub fn len(&self) -> usize {
+        self.pending.len()
+    }
+
+    /// An estimate of the memory held, to decide when to flush.
+    pub fn approx_bytes(&self) -> usize {
+        self.pending.capacity() * std::mem::size_of::<(RawKey, RawVal)>()
+    }
+
+    /// Aggregates the rows by key and encodes them as one block into `out` (with the
+    /// strings of `strings` they use, renumbered from 0), and empties the table. Entry
+    /// order is the map's: the merge aggregates, so it does not depend on it.
+    pub fn finish_into(&mut self, strings: &mut StringTable, out: &mut Vec<u8>) {
+        // `take`, not `clear`: a splitter whose rows arrive sorted by file would
+        // otherwise keep one peak-sized buffer per shard.
+        let pending = std::mem::take(&mut self.pending);
+        let mut entries: FxHashMap<RawKey, RawVal> = FxHashMap::default();
+        entries.reserve(pending.len());
+        for (k, v) in pending {
+            let e = entries.entry(k).or_default();
+            e.hits = e.hits.saturating_add(v.hits);
+            e.rows += v.rows;
+        }
+        let local = &mut strings.local;
+        local.resize(strings.strings.len(), u32::MAX);
+        let mut used: Vec<u32> = Vec::new();
+        for k in entries.keys() {
+            for id in [k.file, k.commit, k.func, k.manager] {
+                let l = &mut local[id as usize];
+                if *l == u32::MAX {
+                    *l = used.len() as u32;
+                    used.push(id);
+                }
+            }
+        }
+        let start = out.len();
+        out.extend_from_slice(MAGIC);
+        out.extend_from_slice(&[0; 4]);
+        put_varint(out, used.len() as u64);
+        for &id in &used {
+            let s = &strings.strings[id as usize];
+            put_varint(out, s.len() as u64);
+            out.extend_from_slice(s);
+        }
+        put_varint(out, entries.len() as u64);
+        for (k, v) in entries.iter() {
+            for id in [k.file, k.commit, k.func, k.manager] {
+                put_varint(out, local[id as usize] as u64);
+            }
+            put_varint(out, k.sl as u64);
+            put_varint(out, v.hits);
+            put_varint(out, v.rows);
+        }
+        let body = (out.len() - start - 8) as u32;
+        out[start + 4..start + 8].copy_from_slice(&body.to_le_bytes());
+        for id in used {
+            local[id as usize] = u32::MAX;
+        }
+    }
+}
+
+/// Accumulates rows of one shard and encodes them as one self-contained block: a
+/// [`StringTable`] and an [`EntryTable`] owned together.
 #[derive(Default)]
 pub struct BlockBuilder {
-    strings: Vec<Box<[u8]>>,
-    index: FxHashMap<Box<[u8]>, u32>,
-    bytes_of_strings: usize,
-    entries: FxHashMap<RawKey, RawVal>,
+    strings: StringTable,
+    entries: EntryTable,
 }
 
 impl BlockBuilder {
@@ -58,65 +199,32 @@ impl BlockBuilder {
 
     /// The block-local id of `s`.
     pub fn intern(&mut self, s: &[u8]) -> u32 {
-        if let Some(&id) = self.index.get(s) {
-            return id;
-        }
-        let id = self.strings.len() as u32;
-        let b: Box<[u8]> = s.into();
-        self.bytes_of_strings += b.len();
-        self.strings.push(b.clone());
-        self.index.insert(b, id);
-        id
+        self.strings.intern(s)
     }
 
     /// Adds one row (or `rows` rows already summed) under interned ids.
     pub fn add(&mut self, key: RawKey, hits: u64, rows: u64) {
-        let v = self.entries.entry(key).or_default();
-        v.hits = v.hits.saturating_add(hits);
-        v.rows += rows;
+        self.entries.add(key, hits, rows);
     }
 
     pub fn is_empty(&self) -> bool {
         self.entries.is_empty()
     }
 
-    /// Distinct entries held.
+    /// Rows held (not yet aggregated).
     pub fn len(&self) -> usize {
         self.entries.len()
     }
 
     /// An estimate of the memory held, to decide when to flush.
     pub fn approx_bytes(&self) -> usize {
-        self.entries.len() * 48 + self.bytes_of_strings + self.strings.len() * 40
+        self.entries.approx_bytes() + self.strings.approx_bytes()
     }
 
-    /// Encodes the block into `out` and resets the builder. Entry order is the map's:
-    /// the merge aggregates, so it does not depend on it.
+    /// Encodes the block into `out` and resets the builder.
     pub fn finish_into(&mut self, out: &mut Vec<u8>) {
-        // `take`, not `drain`: a drained map keeps its capacity, and a splitter whose
-        // rows arrive sorted by file would keep one peak-sized table per shard.
-        let entries = std::mem::take(&mut self.entries);
-        let start = out.len();
-        out.extend_from_slice(MAGIC);
-        out.extend_from_slice(&[0; 4]);
-        put_varint(out, self.strings.len() as u64);
-        for s in &self.strings {
-            put_varint(out, s.len() as u64);
-            out.extend_from_slice(s);
-        }
-        put_varint(out, entries.len() as u64);
-        for (k, v) in entries.iter() {
-            for x in [k.file, k.commit, k.func, k.manager, k.sl] {
-                put_varint(out, x as u64);
-            }
-            put_varint(out, v.hits);
-            put_varint(out, v.rows);
-        }
-        let body = (out.len() - start - 8) as u32;
-        out[start + 4..start + 8].copy_from_slice(&body.to_le_bytes());
-        self.strings = Vec::new();
-        self.index = FxHashMap::default();
-        self.bytes_of_strings = 0;
+        self.entries.finish_into(&mut self.strings, out);
+        self.strings.clear();
     }
 }
 
@@ -332,5 +440,53 @@ mod tests {
         let n = bad.len();
         bad[n - 7] = 0x7f; // the row's file index, far out of range
         assert!(for_each_block(&bad, |_| Ok(())).is_err());
+    }
+
+    #[test]
+    fn blocks_of_a_shared_string_table_carry_only_their_own_strings() {
+        let mut strings = StringTable::new();
+        let (mut a, mut b) = (EntryTable::new(), EntryTable::new());
+        let key = |st: &mut StringTable, f: &str, c: &str, sl| RawKey {
+            file: st.intern(f.as_bytes()),
+            commit: st.intern(c.as_bytes()),
+            func: st.intern(b"fn"),
+            manager: st.intern(b"m"),
+            sl,
+        };
+        let unused = strings.intern(b"unused");
+        let ka = key(&mut strings, "a.c", "c1", 1);
+        a.add(ka, 2, 1);
+        b.add(key(&mut strings, "b.c", "c2", 9), 3, 2);
+        a.add(ka, 5, 1);
+        let mut out = Vec::new();
+        a.finish_into(&mut strings, &mut out);
+        b.finish_into(&mut strings, &mut out);
+        assert!(a.is_empty() && b.is_empty());
+        assert_eq!(strings.get(unused), b"unused");
+        let mut blocks = Vec::new();
+        for_each_block(&out, |blk| {
+            let mut names: Vec<Vec<u8>> = blk.strings.iter().map(|s| s.to_vec()).collect();
+            names.sort();
+            let (k, v) = blk.entries[0];
+            let s = |i: u32| String::from_utf8(blk.strings[i as usize].to_vec()).unwrap();
+            blocks.push((
+                names.len(),
+                s(k.file),
+                s(k.commit),
+                s(k.func),
+                k.sl,
+                v.hits,
+                v.rows,
+            ));
+            Ok(())
+        })
+        .unwrap();
+        assert_eq!(
+            blocks,
+            vec![
+                (4, "a.c".into(), "c1".into(), "fn".into(), 1, 7, 2),
+                (4, "b.c".into(), "c2".into(), "fn".into(), 9, 3, 2),
+            ]
+        );
     }
 }

@@ -5,5 +5,7 @@
 mod csv_rows;
 mod open;
 
-pub use csv_rows::{Columns, Header, InputError, Pos, Row, RowProblem, RowReader};
+pub use csv_rows::{
+    for_each_unquoted, Columns, Header, InputError, Pos, Row, RowProblem, RowReader,
+};
 pub use open::{open_input, ChannelReader, Inflate};

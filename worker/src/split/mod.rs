@@ -14,12 +14,12 @@ use std::sync::{mpsc, Arc, Mutex};
 
 use covmerge_proto::{
     shard_hash::shard_of,
-    spill::{BlockBuilder, RawKey},
+    spill::{EntryTable, RawKey, StringTable},
     wire::{BadRow, SplitOutcome},
     ShardId,
 };
 
-use crate::input::{Header, InputError, RowReader};
+use crate::input::{for_each_unquoted, Header, InputError, Pos, Row, RowProblem, RowReader};
 
 /// How a split runs.
 #[derive(Debug, Clone, Copy)]
@@ -55,39 +55,54 @@ pub enum SplitError {
 /// Stores a finished chunk of a shard. Called from several threads.
 pub type Emit<'a> = dyn Fn(ShardId, Vec<u8>) -> Result<(), SplitError> + Sync + 'a;
 
-struct ShardBuf {
-    builder: BlockBuilder,
-    // The last strings seen by this shard, to skip hashing runs of equal values.
-    last: [(Vec<u8>, u32); 4],
+/// The strings of one parse thread, whatever their shard: each field of a row is looked
+/// up once in this small table, so shuffled input costs no more than sorted.
+struct ThreadStrings {
+    table: StringTable,
+    /// The id of the last string seen per field, to skip hashing runs of equal values.
+    last: [u32; 4],
+    /// The shard of each string used as a file path (`u32::MAX`: not computed yet).
+    shard: Vec<u32>,
 }
 
-impl ShardBuf {
+impl ThreadStrings {
     fn new() -> Self {
-        ShardBuf {
-            builder: BlockBuilder::new(),
-            last: Default::default(),
+        ThreadStrings {
+            table: StringTable::new(),
+            last: [u32::MAX; 4],
+            shard: Vec::new(),
         }
     }
 
     fn id(&mut self, slot: usize, s: &[u8]) -> u32 {
-        let (ref mut bytes, ref mut id) = self.last[slot];
-        if bytes.as_slice() == s && *id != u32::MAX {
-            return *id;
+        let last = self.last[slot];
+        if last != u32::MAX && self.table.get(last) == s {
+            return last;
         }
-        let new = self.builder.intern(s);
-        bytes.clear();
-        bytes.extend_from_slice(s);
-        *id = new;
-        new
+        let id = self.table.intern(s);
+        self.last[slot] = id;
+        id
     }
 
-    fn flush(&mut self) -> Vec<u8> {
-        let mut out = Vec::new();
-        self.builder.finish_into(&mut out);
-        for l in &mut self.last {
-            l.1 = u32::MAX;
+    /// The shard of file id `file` (whose path is `path`).
+    fn shard(&mut self, file: u32, path: &[u8], shards: u32) -> ShardId {
+        let i = file as usize;
+        if i >= self.shard.len() {
+            self.shard.resize(i + 1, u32::MAX);
         }
-        out
+        if self.shard[i] == u32::MAX {
+            self.shard[i] = shard_of(path, shards).0;
+        }
+        ShardId(self.shard[i])
+    }
+
+    fn approx_bytes(&self) -> usize {
+        self.table.approx_bytes() + self.shard.len() * 4
+    }
+
+    /// Forgets every string; only once every shard's entries are flushed.
+    fn clear(&mut self) {
+        *self = ThreadStrings::new();
     }
 }
 
@@ -109,22 +124,26 @@ fn parse_thread(
 ) -> Result<SplitOutcome, SplitError> {
     let n = sh.settings.shards.max(1);
     let budget = sh.settings.memory_budget / sh.settings.threads.max(1);
-    let mut bufs: Vec<ShardBuf> = (0..n).map(|_| ShardBuf::new()).collect();
+    let mut strings = ThreadStrings::new();
+    let mut tables: Vec<EntryTable> = (0..n).map(|_| EntryTable::new()).collect();
     let mut outcome = SplitOutcome::default();
-    let flush_all = |bufs: &mut Vec<ShardBuf>| -> Result<(), SplitError> {
-        for (i, b) in bufs.iter_mut().enumerate() {
-            if !b.builder.is_empty() {
-                (sh.emit)(ShardId(i as u32), b.flush())?;
+    let flush_all =
+        |tables: &mut Vec<EntryTable>, strings: &mut ThreadStrings| -> Result<(), SplitError> {
+            for (i, t) in tables.iter_mut().enumerate() {
+                if !t.is_empty() {
+                    let mut chunk = Vec::new();
+                    t.finish_into(&mut strings.table, &mut chunk);
+                    (sh.emit)(ShardId(i as u32), chunk)?;
+                }
             }
-        }
-        Ok(())
-    };
+            strings.clear();
+            Ok(())
+        };
     while let Some((first_line, bytes)) = next_piece()? {
         if sh.stop.load(Ordering::Relaxed) {
             break;
         }
-        let mut reader = RowReader::from_header(&sh.header, &bytes[..], first_line);
-        reader.for_each(|pos, row| {
+        let handle = |pos: Pos, row: Result<Row<'_>, RowProblem>| {
             outcome.counts.rows_in += 1;
             let row = match row {
                 Ok(r) => r,
@@ -153,23 +172,30 @@ fn parse_thread(
                     return true;
                 }
             };
-            let b = &mut bufs[shard_of(row.file, n).index()];
+            let file = strings.id(0, row.file);
+            let shard = strings.shard(file, row.file, n);
             let key = RawKey {
-                file: b.id(0, row.file),
-                commit: b.id(1, row.commit),
-                func: b.id(2, row.func),
-                manager: b.id(3, row.manager),
+                file,
+                commit: strings.id(1, row.commit),
+                func: strings.id(2, row.func),
+                manager: strings.id(3, row.manager),
                 sl: row.sl,
             };
-            b.builder.add(key, row.hits, 1);
+            tables[shard.index()].add(key, row.hits, 1);
             true
-        })?;
-        let held: usize = bufs.iter().map(|b| b.builder.approx_bytes()).sum();
+        };
+        if memchr::memchr(b'"', &bytes).is_none() {
+            for_each_unquoted(&sh.header, &bytes, first_line, handle);
+        } else {
+            RowReader::from_header(&sh.header, &bytes[..], first_line).for_each(handle)?;
+        }
+        let held: usize =
+            strings.approx_bytes() + tables.iter().map(|t| t.approx_bytes()).sum::<usize>();
         if held > budget {
-            flush_all(&mut bufs)?;
+            flush_all(&mut tables, &mut strings)?;
         }
     }
-    flush_all(&mut bufs)?;
+    flush_all(&mut tables, &mut strings)?;
     Ok(outcome)
 }
 
@@ -215,6 +241,17 @@ fn read_full(
     Ok(filled)
 }
 
+/// Newlines in `buf`, counted in byte lanes that the compiler vectorizes (a plain
+/// `filter().count()` widens every byte to a usize).
+fn count_newlines(buf: &[u8]) -> u64 {
+    buf.chunks(255)
+        .map(|c| {
+            c.iter()
+                .fold(0u8, |n, &b| n.wrapping_add(u8::from(b == b'\n'))) as u64
+        })
+        .sum()
+}
+
 /// Cuts a decompressed stream into numbered, line-aligned pieces.
 struct Pieces<'e, R> {
     input: R,
@@ -245,7 +282,7 @@ impl<R: Read> Pieces<'_, R> {
                 }
             };
             let first = self.next_line;
-            self.next_line += piece.iter().filter(|&&b| b == b'\n').count() as u64;
+            self.next_line += count_newlines(&piece);
             return Ok(Some((first, piece)));
         }
     }
@@ -356,6 +393,18 @@ pub fn split_input<R: Read>(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn newlines_are_counted_across_lanes() {
+        for len in [0, 1, 254, 255, 256, 10_000] {
+            let buf: Vec<u8> = (0..len)
+                .map(|i| if i % 3 == 0 { b'\n' } else { b'x' })
+                .collect();
+            let want = buf.iter().filter(|&&b| b == b'\n').count() as u64;
+            assert_eq!(count_newlines(&buf), want, "len {len}");
+        }
+        assert_eq!(count_newlines(&[b'\n'; 1000]), 1000);
+    }
 
     #[test]
     fn cuts_never_split_a_quoted_field() {
