@@ -643,7 +643,7 @@ fn write_json(spec: &CorpusSpec, c: &Corpus) -> Result<(), Error> {
     s.push_str(&format!(
         "  \"spec\": {{\"seed\": {}, \"files\": {}, \"lines\": {}, \"commits\": {}, \"managers\": {}, \
 \"manager_commit_share\": {}, \"instrumented_share\": {}, \"parts\": {}, \"sorted\": {}, \"plain\": {}, \
-\"no_git\": {}, \"no_edge_cases\": {}}}\n",
+\"no_git\": {}, \"no_edge_cases\": {}, \"columns\": \"{}\", \"gzip_level\": {}}}\n",
         spec.seed,
         spec.files,
         spec.lines,
@@ -655,7 +655,12 @@ fn write_json(spec: &CorpusSpec, c: &Corpus) -> Result<(), Error> {
         spec.sorted,
         spec.plain,
         spec.no_git,
-        spec.no_edge_cases
+        spec.no_edge_cases,
+        match spec.columns {
+            Columns::Bigquery => "bigquery",
+            Columns::Required => "required",
+        },
+        spec.gzip_level
     ));
     s.push_str("}\n");
     let p = c.root.join("corpus.json");
