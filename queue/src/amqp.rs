@@ -196,6 +196,8 @@ struct JobEvents {
     rx: Mutex<mpsc::UnboundedReceiver<EventMsg>>,
     consumers: StdMutex<Option<EventConsumers>>,
     seq: AtomicU64,
+    /// Set by [`JobEvents::shut`]: a waiter must not consume again.
+    closed: AtomicBool,
 }
 
 enum EventMsg {
@@ -209,6 +211,10 @@ enum EventMsg {
 impl JobEvents {
     /// Stops the consumers and wakes whoever waits for an event.
     async fn shut(&self) {
+        // First wake the waiter and tell it not to consume again: otherwise, seeing its
+        // consumers stop below, it would consume the queues about to be deleted.
+        self.closed.store(true, Ordering::SeqCst);
+        let _ = self.tx.send(EventMsg::Closed);
         let consumers = self.consumers.lock().unwrap().take();
         if let Some(c) = consumers {
             // Close the channel before its consumers are dropped: the broker then
@@ -218,7 +224,6 @@ impl JobEvents {
             let _ = c.channel.close(200, "job closed".into()).await;
             drop(c);
         }
-        let _ = self.tx.send(EventMsg::Closed);
     }
 }
 
@@ -885,6 +890,7 @@ impl Inner {
                     rx: Mutex::new(rx),
                     consumers: StdMutex::new(None),
                     seq: AtomicU64::new(0),
+                    closed: AtomicBool::new(false),
                 })
             })
             .clone()
@@ -1079,6 +1085,9 @@ impl Queue for AmqpQueue {
         let mut rx = events.rx.lock().await;
         loop {
             inner.check_open()?;
+            if events.closed.load(Ordering::SeqCst) {
+                return Err(QueueError::Closed);
+            }
             let alive = events
                 .consumers
                 .lock()
@@ -1087,8 +1096,15 @@ impl Queue for AmqpQueue {
                 .is_some_and(|c| c.channel.status().connected());
             if !alive {
                 events.consumers.lock().unwrap().take();
-                let c = inner.open_event_consumers(job, &events).await?;
-                *events.consumers.lock().unwrap() = Some(c);
+                let opened = inner.open_event_consumers(job, &events).await;
+                // The job may have been closed meanwhile (its queues are then deleted).
+                if events.closed.load(Ordering::SeqCst) {
+                    if let Ok(c) = opened {
+                        let _ = c.channel.close(200, "job closed".into()).await;
+                    }
+                    return Err(QueueError::Closed);
+                }
+                *events.consumers.lock().unwrap() = Some(opened?);
             }
             match rx.recv().await {
                 Some(EventMsg::Item(event, acker)) => {
