@@ -4,9 +4,12 @@
 //!
 //! One input is parsed by several threads: the calling thread cuts the decompressed
 //! stream into line-aligned pieces (never inside a quoted field) and numbers their
-//! first lines; parse threads each keep their own shard builders. Memory is bounded by
-//! a budget shared by the parse threads: a thread whose builders hold more than its
-//! share flushes every non-empty one as a chunk.
+//! first lines; with one thread, it parses them itself. A piece without any `"` is
+//! parsed by a vectorized fast path ([`for_each_unquoted`]), others by the csv crate.
+//! Each parse thread interns strings into one table of its own and appends rows to
+//! per-shard tables, aggregated when flushed. Memory is bounded by a budget shared by
+//! the parse threads: a thread whose tables hold more than its share flushes every
+//! non-empty one as a chunk.
 
 use std::io::Read;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
