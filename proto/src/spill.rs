@@ -79,14 +79,6 @@ impl StringTable {
         &self.strings[id as usize]
     }
 
-    pub fn len(&self) -> usize {
-        self.strings.len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.strings.is_empty()
-    }
-
     /// An estimate of the memory held.
     pub fn approx_bytes(&self) -> usize {
         self.bytes + self.strings.len() * 48
@@ -120,11 +112,6 @@ impl EntryTable {
 
     pub fn is_empty(&self) -> bool {
         self.pending.is_empty()
-    }
-
-    /// Rows held (not yet aggregated).
-    pub fn len(&self) -> usize {
-        self.pending.len()
     }
 
     /// An estimate of the memory held, to decide when to flush.
@@ -181,50 +168,6 @@ impl EntryTable {
         for id in used {
             local[id as usize] = u32::MAX;
         }
-    }
-}
-
-/// Accumulates rows of one shard and encodes them as one self-contained block: a
-/// [`StringTable`] and an [`EntryTable`] owned together.
-#[derive(Default)]
-pub struct BlockBuilder {
-    strings: StringTable,
-    entries: EntryTable,
-}
-
-impl BlockBuilder {
-    pub fn new() -> Self {
-        Self::default()
-    }
-
-    /// The block-local id of `s`.
-    pub fn intern(&mut self, s: &[u8]) -> u32 {
-        self.strings.intern(s)
-    }
-
-    /// Adds one row (or `rows` rows already summed) under interned ids.
-    pub fn add(&mut self, key: RawKey, hits: u64, rows: u64) {
-        self.entries.add(key, hits, rows);
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.entries.is_empty()
-    }
-
-    /// Rows held (not yet aggregated).
-    pub fn len(&self) -> usize {
-        self.entries.len()
-    }
-
-    /// An estimate of the memory held, to decide when to flush.
-    pub fn approx_bytes(&self) -> usize {
-        self.entries.approx_bytes() + self.strings.approx_bytes()
-    }
-
-    /// Encodes the block into `out` and resets the builder.
-    pub fn finish_into(&mut self, out: &mut Vec<u8>) {
-        self.entries.finish_into(&mut self.strings, out);
-        self.strings.clear();
     }
 }
 
@@ -363,12 +306,12 @@ mod tests {
 
     #[test]
     fn round_trip_and_aggregation() {
-        let mut b = BlockBuilder::new();
+        let (mut st, mut b) = (StringTable::new(), EntryTable::new());
         let (f, c, func, m) = (
-            b.intern(b"a.c"),
-            b.intern(b"c1"),
-            b.intern(b"fn"),
-            b.intern(b"m"),
+            st.intern(b"a.c"),
+            st.intern(b"c1"),
+            st.intern(b"fn"),
+            st.intern(b"m"),
         );
         let k = RawKey {
             file: f,
@@ -381,10 +324,11 @@ mod tests {
         b.add(k, 7, 1);
         b.add(RawKey { sl: 300_000, ..k }, u64::MAX, 1);
         let mut out = Vec::new();
-        b.finish_into(&mut out);
+        b.finish_into(&mut st, &mut out);
         assert!(b.is_empty());
         // A second block in the same chunk with its own table.
-        let x = b.intern(b"b.c");
+        st.clear();
+        let x = st.intern(b"b.c");
         b.add(
             RawKey {
                 file: x,
@@ -396,7 +340,7 @@ mod tests {
             1,
             1,
         );
-        b.finish_into(&mut out);
+        b.finish_into(&mut st, &mut out);
         let mut seen = Vec::new();
         for_each_block(&out, |blk| {
             for (k, v) in blk.entries {
@@ -418,8 +362,8 @@ mod tests {
 
     #[test]
     fn corruption_is_an_error_not_a_panic() {
-        let mut b = BlockBuilder::new();
-        let f = b.intern(b"a.c");
+        let (mut st, mut b) = (StringTable::new(), EntryTable::new());
+        let f = st.intern(b"a.c");
         b.add(
             RawKey {
                 file: f,
@@ -432,7 +376,7 @@ mod tests {
             1,
         );
         let mut out = Vec::new();
-        b.finish_into(&mut out);
+        b.finish_into(&mut st, &mut out);
         for cut in 0..out.len() {
             assert!(for_each_block(&out[..cut], |_| Ok(())).is_err() || cut == 0);
         }
