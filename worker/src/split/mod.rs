@@ -159,8 +159,7 @@ fn parse_thread(
                     while upto < bytes.len() && matches!(bytes[upto], b'\n' | b'\r') {
                         upto += 1;
                     }
-                    let line =
-                        first_line + bytes[..upto].iter().filter(|&&b| b == b'\n').count() as u64;
+                    let line = first_line + count_newlines(&bytes[..upto]);
                     outcome.bad_rows.push(BadRow {
                         input: sh.name.to_string(),
                         line,
