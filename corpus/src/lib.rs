@@ -656,10 +656,9 @@ fn write_json(spec: &CorpusSpec, c: &Corpus) -> Result<(), Error> {
         spec.plain,
         spec.no_git,
         spec.no_edge_cases,
-        match spec.columns {
-            Columns::Bigquery => "bigquery",
-            Columns::Required => "required",
-        },
+        clap::ValueEnum::to_possible_value(&spec.columns)
+            .expect("no variant is skipped")
+            .get_name(),
         spec.gzip_level
     ));
     s.push_str("}\n");
