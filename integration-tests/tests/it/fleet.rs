@@ -14,6 +14,9 @@ const LONG: Duration = Duration::from_secs(180);
 struct Setup {
     tmp: tempfile::TempDir,
     corpus: Corpus,
+    /// The corpus' inputs and `dir:` source, as job arguments.
+    ins: Vec<String>,
+    source: String,
     /// The embedded merge's decompressed result.
     want: Vec<u8>,
 }
@@ -44,6 +47,17 @@ fn job_args<'a>(c: &'a Corpus, source: &'a str, ins: &'a [String]) -> Vec<&'a st
     a
 }
 
+impl Setup {
+    /// A coordinator's arguments for this corpus: the job's, then the broker, the
+    /// store and the result.
+    fn coord_args<'a>(&'a self, amqp: &'a str, store: &'a str, out: &'a Path) -> Vec<&'a str> {
+        let mut a = job_args(&self.corpus, &self.source, &self.ins);
+        let out = out.to_str().unwrap();
+        a.extend_from_slice(&["--amqp", amqp, "--store", store, "--out", out]);
+        a
+    }
+}
+
 fn setup(seed: u64, git: bool) -> Setup {
     let tmp = tempfile::tempdir().unwrap();
     let spec = CorpusSpec {
@@ -64,7 +78,13 @@ fn setup(seed: u64, git: bool) -> Setup {
     a.extend_from_slice(&["--out", out.to_str().unwrap()]);
     merge_ok(&a);
     let want = gunzip(&out);
-    Setup { tmp, corpus, want }
+    Setup {
+        tmp,
+        corpus,
+        ins,
+        source,
+        want,
+    }
 }
 
 /// Modification times of the `.done` markers in `dir`, by name.
@@ -122,8 +142,7 @@ fn fleet_on_s3_equals_embedded() {
     let _w1 = worker(s.tmp.path(), 1, &store, &[], &[]);
     let _w2 = worker(s.tmp.path(), 2, &store, &["--split-threads", "1"], &[]);
     let ins = vec![format!("s3://{b}/in/*")];
-    let source = src(&s.corpus);
-    let mut a = job_args(&s.corpus, &source, &ins);
+    let mut a = job_args(&s.corpus, &s.source, &ins);
     let amqp = fleet::amqp();
     let out = format!("s3://{b}/out/result.jsonl.gz");
     let man = s.tmp.path().join("manifest.json");
@@ -159,8 +178,6 @@ fn sigkill_at_any_point_loses_nothing() {
     let _g = fleet::lock();
     let s = setup(43, false);
     let amqp = fleet::amqp();
-    let ins = inputs(&s.corpus);
-    let source = src(&s.corpus);
     for point in ["split", "merge", "upload", "ack"] {
         let store_dir = s.tmp.path().join(format!("store-{point}"));
         let store = file_store(&store_dir);
@@ -172,15 +189,7 @@ fn sigkill_at_any_point_loses_nothing() {
             &[("COVMERGE_FAULT_SLEEP", &format!("{point}:60000"))],
         );
         let out = s.tmp.path().join(format!("out-{point}.gz"));
-        let mut a = job_args(&s.corpus, &source, &ins);
-        a.extend_from_slice(&[
-            "--amqp",
-            &amqp,
-            "--store",
-            &store,
-            "--out",
-            out.to_str().unwrap(),
-        ]);
+        let a = s.coord_args(&amqp, &store, &out);
         let coord = fleet::coordinator_spawn(&a);
         doomed.wait_log("fault point reached", Duration::from_secs(60));
         doomed.kill9();
@@ -202,8 +211,6 @@ fn sigterm_drains_or_hands_back() {
     let _g = fleet::lock();
     let s = setup(47, false);
     let amqp = fleet::amqp();
-    let ins = inputs(&s.corpus);
-    let source = src(&s.corpus);
     for (grace, pause, finishes) in [("20", "2000", true), ("1", "30000", false)] {
         let store = file_store(&s.tmp.path().join(format!("store-{grace}")));
         let mut w = worker(
@@ -214,15 +221,7 @@ fn sigterm_drains_or_hands_back() {
             &[("COVMERGE_FAULT_SLEEP", &format!("merge:{pause}"))],
         );
         let out = s.tmp.path().join(format!("out-{grace}.gz"));
-        let mut a = job_args(&s.corpus, &source, &ins);
-        a.extend_from_slice(&[
-            "--amqp",
-            &amqp,
-            "--store",
-            &store,
-            "--out",
-            out.to_str().unwrap(),
-        ]);
+        let a = s.coord_args(&amqp, &store, &out);
         let coord = fleet::coordinator_spawn(&a);
         w.wait_log("fault point reached", Duration::from_secs(60));
         w.signal(libc::SIGTERM);
@@ -258,21 +257,11 @@ fn failing_shard_is_dead_lettered_then_resume_completes() {
     let _g = fleet::lock();
     let s = setup(53, false);
     let amqp = fleet::amqp();
-    let ins = inputs(&s.corpus);
-    let source = src(&s.corpus);
     let store_dir = s.tmp.path().join("store");
     let store = file_store(&store_dir);
     let out = s.tmp.path().join("out.gz");
     let man = s.tmp.path().join("manifest.json");
-    let mut a = job_args(&s.corpus, &source, &ins);
-    a.extend_from_slice(&[
-        "--amqp",
-        &amqp,
-        "--store",
-        &store,
-        "--out",
-        out.to_str().unwrap(),
-    ]);
+    let mut a = s.coord_args(&amqp, &store, &out);
     a.extend_from_slice(&[
         "--manifest",
         man.to_str().unwrap(),
@@ -324,8 +313,6 @@ fn poison_input_reported_then_fixed_and_resumed() {
     let _g = fleet::lock();
     let s = setup(59, false);
     let amqp = fleet::amqp();
-    let ins = inputs(&s.corpus);
-    let source = src(&s.corpus);
     let store = file_store(&s.tmp.path().join("store"));
     let out = s.tmp.path().join("out.gz");
     // Break input 2: append a row with a non-numeric line (plain CSV in the same dir).
@@ -337,17 +324,8 @@ fn poison_input_reported_then_fixed_and_resumed() {
         s.corpus.base_repo, s.corpus.base_commit
     ));
     std::fs::write(&bad, text.as_bytes()).unwrap();
-    let mut a = job_args(&s.corpus, &source, &ins);
-    a.extend_from_slice(&[
-        "--amqp",
-        &amqp,
-        "--store",
-        &store,
-        "--out",
-        out.to_str().unwrap(),
-        "--job",
-        "poison-input-job",
-    ]);
+    let mut a = s.coord_args(&amqp, &store, &out);
+    a.extend_from_slice(&["--job", "poison-input-job"]);
     let _w = worker(s.tmp.path(), 40, &store, &[], &[]);
     let o = coordinator_run(&a, &[], LONG);
     let err = String::from_utf8_lossy(&o.stderr);
@@ -372,21 +350,11 @@ fn duplicate_tasks_are_harmless() {
     let _g = fleet::lock();
     let s = setup(61, false);
     let amqp = fleet::amqp();
-    let ins = inputs(&s.corpus);
-    let source = src(&s.corpus);
     let store = file_store(&s.tmp.path().join("store"));
     let out = s.tmp.path().join("out.gz");
     let _w1 = worker(s.tmp.path(), 50, &store, &[], &[]);
     let _w2 = worker(s.tmp.path(), 51, &store, &[], &[]);
-    let mut a = job_args(&s.corpus, &source, &ins);
-    a.extend_from_slice(&[
-        "--amqp",
-        &amqp,
-        "--store",
-        &store,
-        "--out",
-        out.to_str().unwrap(),
-    ]);
+    let a = s.coord_args(&amqp, &store, &out);
     run_ok(&a, &[("COVMERGE_FAULT_DUPLICATE_TASKS", "1")]);
     assert_eq!(gunzip(&out), s.want);
 }
@@ -398,8 +366,6 @@ fn coordinator_killed_and_resumed_with_a_broker_connection_cut() {
     let _g = fleet::lock();
     let s = setup(67, false);
     let amqp = fleet::amqp();
-    let ins = inputs(&s.corpus);
-    let source = src(&s.corpus);
     let store_dir = s.tmp.path().join("store");
     let store = file_store(&store_dir);
     let out = s.tmp.path().join("out.gz");
@@ -410,17 +376,8 @@ fn coordinator_killed_and_resumed_with_a_broker_connection_cut() {
         &[],
         &[("COVMERGE_FAULT_SLEEP", "merge:700")],
     );
-    let mut a = job_args(&s.corpus, &source, &ins);
-    a.extend_from_slice(&[
-        "--amqp",
-        &amqp,
-        "--store",
-        &store,
-        "--out",
-        out.to_str().unwrap(),
-        "--job",
-        "coord-crash-job",
-    ]);
+    let mut a = s.coord_args(&amqp, &store, &out);
+    a.extend_from_slice(&["--job", "coord-crash-job"]);
     let mut c = fleet::Proc::spawn(
         fleet::fleet_cmd(&[&["coordinator", "--quiet"][..], &a[..]].concat()),
         s.tmp.path().join("coord-1.log"),
@@ -498,10 +455,9 @@ fn stateless_workers_use_the_store_source() {
     std::fs::remove_dir_all(&s.corpus.sources).unwrap();
     let store = format!("s3://{b}/fleet");
     let _w = worker(s.tmp.path(), 70, &store, &[], &[]);
-    let ins = inputs(&s.corpus);
     let source = format!("store:{snapshot}");
     let out = s.tmp.path().join("out.gz");
-    let mut a = job_args(&s.corpus, &source, &ins);
+    let mut a = job_args(&s.corpus, &source, &s.ins);
     a.extend_from_slice(&[
         "--amqp",
         &amqp,
@@ -569,18 +525,8 @@ fn poison_messages_are_dead_lettered_and_the_worker_survives() {
     );
     // It still serves real work.
     let amqp = fleet::amqp();
-    let ins = inputs(&s.corpus);
-    let source = src(&s.corpus);
     let out = s.tmp.path().join("out.gz");
-    let mut a = job_args(&s.corpus, &source, &ins);
-    a.extend_from_slice(&[
-        "--amqp",
-        &amqp,
-        "--store",
-        &store,
-        "--out",
-        out.to_str().unwrap(),
-    ]);
+    let a = s.coord_args(&amqp, &store, &out);
     run_ok(&a, &[]);
     assert_eq!(gunzip(&out), s.want);
     w.signal(libc::SIGTERM);
