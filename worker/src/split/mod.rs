@@ -123,7 +123,7 @@ struct Shared<'a> {
 /// numbered line-aligned pieces until it returns `None`.
 fn parse_thread(
     sh: &Shared<'_>,
-    mut next_piece: impl FnMut() -> Result<Option<(u64, Vec<u8>)>, SplitError>,
+    mut next_piece: impl FnMut() -> Result<Option<Piece>, SplitError>,
 ) -> Result<SplitOutcome, SplitError> {
     let n = sh.settings.shards.max(1);
     let budget = sh.settings.memory_budget / sh.settings.threads.max(1);
@@ -142,7 +142,12 @@ fn parse_thread(
             strings.clear();
             Ok(())
         };
-    while let Some((first_line, bytes)) = next_piece()? {
+    while let Some(Piece {
+        first_line,
+        bytes,
+        quoted,
+    }) = next_piece()?
+    {
         if sh.stop.load(Ordering::Relaxed) {
             break;
         }
@@ -186,7 +191,7 @@ fn parse_thread(
             tables[shard.index()].add(key, row.hits, 1);
             true
         };
-        if memchr::memchr(b'"', &bytes).is_none() {
+        if !quoted {
             for_each_unquoted(&sh.header, &bytes, first_line, handle);
         } else {
             RowReader::from_header(&sh.header, &bytes[..], first_line).for_each(handle)?;
@@ -204,8 +209,9 @@ fn parse_thread(
 /// Where to cut `buf` so the piece ends with a complete line: after the last `\n` that
 /// is not inside a quoted field. Pieces always start outside quotes (they start after
 /// such a newline), so the quote parity is computed from the start of `buf`.
-fn cut_point(buf: &[u8]) -> Option<usize> {
-    if !buf.contains(&b'"') {
+/// `quoted`: whether `buf` holds a `"` at all.
+fn cut_point(buf: &[u8], quoted: bool) -> Option<usize> {
+    if !quoted {
         return buf.iter().rposition(|&b| b == b'\n').map(|i| i + 1);
     }
     let mut in_quotes = false;
@@ -254,6 +260,15 @@ fn count_newlines(buf: &[u8]) -> u64 {
         .sum()
 }
 
+/// A line-aligned part of an input.
+struct Piece {
+    /// The line number of its first line.
+    first_line: u64,
+    bytes: Vec<u8>,
+    /// Whether it may hold a `"` (false: it certainly holds none).
+    quoted: bool,
+}
+
 /// Cuts a decompressed stream into numbered, line-aligned pieces.
 struct Pieces<'e, R> {
     input: R,
@@ -265,17 +280,19 @@ struct Pieces<'e, R> {
 }
 
 impl<R: Read> Pieces<'_, R> {
-    /// The next piece and its first line number; `None` at the end.
-    fn next(&mut self) -> Result<Option<(u64, Vec<u8>)>, SplitError> {
+    /// The next piece; `None` at the end.
+    fn next(&mut self) -> Result<Option<Piece>, SplitError> {
         loop {
             let got = read_full(&mut self.input, &mut self.buf, PIECE).map_err(self.read_err)?;
-            let piece = if got == 0 {
+            // A piece is part of `buf`: without a quote in `buf`, it has none either.
+            let quoted = memchr::memchr(b'"', &self.buf).is_some();
+            let bytes = if got == 0 {
                 if self.buf.is_empty() {
                     return Ok(None);
                 }
                 std::mem::take(&mut self.buf)
             } else {
-                match cut_point(&self.buf) {
+                match cut_point(&self.buf, quoted) {
                     Some(cut) => {
                         let rest = self.buf.split_off(cut);
                         std::mem::replace(&mut self.buf, rest)
@@ -283,9 +300,13 @@ impl<R: Read> Pieces<'_, R> {
                     None => continue, // a line longer than a piece: read more
                 }
             };
-            let first = self.next_line;
-            self.next_line += count_newlines(&piece);
-            return Ok(Some((first, piece)));
+            let first_line = self.next_line;
+            self.next_line += count_newlines(&bytes);
+            return Ok(Some(Piece {
+                first_line,
+                bytes,
+                quoted,
+            }));
         }
     }
 }
@@ -342,7 +363,7 @@ pub fn split_input<R: Read>(
         outcome.bad_rows.truncate(BAD_ROW_SAMPLES);
         return Ok(outcome);
     }
-    let (tx, rx) = mpsc::sync_channel::<(u64, Vec<u8>)>(threads * 2);
+    let (tx, rx) = mpsc::sync_channel::<Piece>(threads * 2);
     let rx = Arc::new(Mutex::new(rx));
     std::thread::scope(|scope| {
         let handles: Vec<_> = (0..threads)
@@ -410,9 +431,10 @@ mod tests {
 
     #[test]
     fn cuts_never_split_a_quoted_field() {
-        assert_eq!(cut_point(b"a,b\nc,d\ne"), Some(8));
-        assert_eq!(cut_point(b"a,\"x\ny\"\nb,\"open\nstill"), Some(8));
-        assert_eq!(cut_point(b"no newline"), None);
+        let cut = |b: &[u8]| cut_point(b, b.contains(&b'"'));
+        assert_eq!(cut(b"a,b\nc,d\ne"), Some(8));
+        assert_eq!(cut(b"a,\"x\ny\"\nb,\"open\nstill"), Some(8));
+        assert_eq!(cut(b"no newline"), None);
     }
 
     fn run(text: &str, threads: usize, max_bad: u64) -> (SplitOutcome, u64) {
