@@ -6,6 +6,7 @@ use anyhow::{bail, Context, Result};
 use clap::{Args, Parser, Subcommand};
 use covmerge_coordinator::dashboard::Dashboard;
 use covmerge_coordinator::embedded::run_embedded;
+use covmerge_coordinator::finish::preflight_outputs;
 use covmerge_coordinator::progress::ProgressView;
 use covmerge_coordinator::{plan_job, run_job, JobOptions, JobRequest};
 use covmerge_proto::output::totals_line;
@@ -68,8 +69,8 @@ pub struct JobArgs {
     /// Write the manifest (SPEC §7) to this file.
     #[arg(long)]
     pub manifest: Option<PathBuf>,
-    /// Number of shards (default: from the input size).
-    #[arg(long)]
+    /// Number of shards, 1 to 65536 (default: from the input size).
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=covmerge_proto::limits::MAX_SHARDS as i64))]
     pub shards: Option<u32>,
     /// Skip and count up to N malformed rows instead of failing.
     #[arg(long, default_value_t = 0)]
@@ -91,8 +92,8 @@ pub struct MergeArgs {
     /// The result: a local path or an object-store URL.
     #[arg(long)]
     pub out: String,
-    /// Parallel task loops (default: the number of cores).
-    #[arg(long)]
+    /// Parallel task loops, 1 to 1024 (default: the number of cores).
+    #[arg(long, value_parser = task_loops)]
     pub workers: Option<usize>,
 }
 
@@ -129,8 +130,8 @@ pub struct WorkerArgs {
     /// Seconds a task may still run after SIGTERM before it is handed back.
     #[arg(long, default_value_t = 25)]
     pub grace: u64,
-    /// Parallel task loops in this process.
-    #[arg(long, default_value_t = 1)]
+    /// Parallel task loops in this process, 1 to 1024.
+    #[arg(long, default_value_t = 1, value_parser = task_loops)]
     pub concurrency: usize,
     /// Parse threads per split task (default: the cores). 1 runs inflate and parse on
     /// one thread, for workers given one core.
@@ -178,6 +179,15 @@ pub fn init_tracing(cli: &Cli) {
         b.json().init();
     } else {
         b.init();
+    }
+}
+
+/// `--workers` / `--concurrency`: 1 to [`covmerge_proto::limits::MAX_TASK_LOOPS`].
+fn task_loops(s: &str) -> Result<usize, String> {
+    let max = covmerge_proto::limits::MAX_TASK_LOOPS;
+    match s.parse::<usize>() {
+        Ok(n) if (1..=max).contains(&n) => Ok(n),
+        _ => Err(format!("expected a number of task loops from 1 to {max}")),
     }
 }
 
@@ -259,6 +269,7 @@ pub async fn run(cli: Cli) -> Result<()> {
 async fn merge(m: MergeArgs) -> Result<()> {
     check_source(&m.job.source)?;
     let spec = plan_job(&request(&m.job, None)).await?;
+    preflight_outputs(&spec.inputs, Some(&m.out), m.job.manifest.as_deref())?;
     let workers = m.workers.unwrap_or_else(|| {
         std::thread::available_parallelism()
             .map(|n| n.get())
@@ -319,6 +330,8 @@ async fn coordinator(c: CoordinatorArgs) -> Result<()> {
     } else {
         plan_job(&request(&c.job, job)).await?
     };
+    let inputs = if c.resume { &c.job.input } else { &spec.inputs };
+    preflight_outputs(inputs, c.out.as_deref(), c.job.manifest.as_deref())?;
     println!("job {}", spec.job);
     let queue: Arc<dyn Queue> =
         Arc::new(AmqpQueue::connect(&c.amqp, DEFAULT_DELIVERY_LIMIT).await?);

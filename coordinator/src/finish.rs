@@ -4,7 +4,7 @@
 //! a multipart upload that becomes visible only when it completes.
 
 use std::io::Write;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use bytes::Bytes;
 use covmerge_proto::output::{write_header, HistoryRecord};
@@ -86,15 +86,7 @@ pub async fn write_result(
         }
         Destination::Local(path) => {
             let shown = path.display().to_string();
-            let dir = match path.parent() {
-                Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
-                _ => PathBuf::from("."),
-            };
-            let mut tmp = tempfile::Builder::new()
-                .prefix(".covmerge-")
-                .suffix(".partial")
-                .tempfile_in(&dir)
-                .map_err(|e| out_err(&shown, e))?;
+            let mut tmp = new_temp(path).map_err(|e| out_err(&shown, e))?;
             tmp.write_all(&header).map_err(|e| out_err(&shown, e))?;
             for p in parts {
                 let mut s = store.get_stream(p).await?;
@@ -127,14 +119,105 @@ pub async fn write_manifest(
     }
     if let Some(path) = &opts.manifest {
         let shown = path.display().to_string();
-        let dir = match path.parent() {
-            Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
-            _ => PathBuf::from("."),
+        let err = |e: &dyn std::fmt::Display| JobError::Manifest {
+            dest: shown.clone(),
+            message: e.to_string(),
         };
-        let mut tmp = tempfile::NamedTempFile::new_in(&dir).map_err(|e| out_err(&shown, e))?;
-        tmp.write_all(&body).map_err(|e| out_err(&shown, e))?;
-        tmp.write_all(b"\n").map_err(|e| out_err(&shown, e))?;
-        tmp.persist(path).map_err(|e| out_err(&shown, e.error))?;
+        let mut tmp = new_temp(path).map_err(|e| err(&e))?;
+        tmp.write_all(&body).map_err(|e| err(&e))?;
+        tmp.write_all(b"\n").map_err(|e| err(&e))?;
+        tmp.persist(path).map_err(|e| err(&e.error))?;
+    }
+    Ok(())
+}
+
+fn parent_dir(path: &Path) -> PathBuf {
+    match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
+        _ => PathBuf::from("."),
+    }
+}
+
+/// A temporary file beside `path`, to be renamed onto it: created with mode 0666 less
+/// the umask, as a plain `File::create` of the final name would be (tempfile's own
+/// default, 0600, would hide the result from the group that reads it).
+fn new_temp(path: &Path) -> std::io::Result<tempfile::NamedTempFile> {
+    let mut b = tempfile::Builder::new();
+    b.prefix(".covmerge-").suffix(".partial");
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        b.permissions(std::fs::Permissions::from_mode(0o666));
+    }
+    b.tempfile_in(parent_dir(path))
+}
+
+/// The absolute form of a local path that may not exist yet (its directory must).
+fn resolve(path: &Path) -> Option<PathBuf> {
+    if let Ok(p) = path.canonicalize() {
+        return Some(p);
+    }
+    let dir = parent_dir(path).canonicalize().ok()?;
+    Some(dir.join(path.file_name()?))
+}
+
+/// Checks, before any work, that the result and the manifest can be written and
+/// overwrite nothing they must not (SPEC §6): neither equals an input or the other, and
+/// each local one's directory exists and takes a new file.
+pub fn preflight_outputs(
+    inputs: &[String],
+    out: Option<&str>,
+    manifest: Option<&Path>,
+) -> Result<(), JobError> {
+    let fail = |m: String| Err(JobError::Preflight(m));
+    let same = |a: &str, b: &str| -> bool {
+        match (is_store_url(a), is_store_url(b)) {
+            (true, true) => a.trim_end_matches('/') == b.trim_end_matches('/'),
+            (false, false) => match (resolve(Path::new(a)), resolve(Path::new(b))) {
+                (Some(x), Some(y)) => x == y,
+                _ => a == b,
+            },
+            _ => false,
+        }
+    };
+    let manifest_s = manifest.map(|m| m.display().to_string());
+    for (flag, dest) in [("--out", out), ("--manifest", manifest_s.as_deref())] {
+        let Some(dest) = dest else { continue };
+        if let Some(i) = inputs.iter().find(|i| same(i, dest)) {
+            return fail(format!(
+                "{flag} {dest} is the input {i}: it would be overwritten"
+            ));
+        }
+    }
+    if let (Some(o), Some(m)) = (out, manifest_s.as_deref()) {
+        if same(o, m) {
+            return fail(format!(
+                "--manifest {m} is the --out result: one would overwrite the other"
+            ));
+        }
+    }
+    for (flag, dest) in [("--out", out), ("--manifest", manifest_s.as_deref())] {
+        let Some(dest) = dest else { continue };
+        if is_store_url(dest) {
+            continue;
+        }
+        let path = Path::new(dest);
+        if path.is_dir() {
+            return fail(format!("{flag} {dest} is a directory"));
+        }
+        let dir = parent_dir(path);
+        if !dir.is_dir() {
+            return fail(format!(
+                "{flag} {dest}: the directory {} does not exist",
+                dir.display()
+            ));
+        }
+        if let Err(e) = new_temp(path) {
+            return fail(format!(
+                "{flag} {dest}: cannot create a file in {}: {e}",
+                dir.display()
+            ));
+        }
     }
     Ok(())
 }

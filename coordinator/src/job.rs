@@ -34,6 +34,10 @@ pub enum JobError {
     TooManyBadRows { first: String, count: u64, max: u64 },
     #[error("writing the result {dest}: {message}")]
     Output { dest: String, message: String },
+    #[error("writing the manifest {dest}: {message}")]
+    Manifest { dest: String, message: String },
+    #[error("{0}; nothing was read or written")]
+    Preflight(String),
     #[error("dashboard: {0} (the result stays in storage)")]
     Dashboard(String),
 }

@@ -109,6 +109,15 @@ pub async fn plan_job(req: &JobRequest) -> Result<JobSpec, JobError> {
     if req.shards == Some(0) {
         return Err(JobError::Plan("--shards must be at least 1".into()));
     }
+    if let Some(n) = req
+        .shards
+        .filter(|&n| n > covmerge_proto::limits::MAX_SHARDS)
+    {
+        return Err(JobError::Plan(format!(
+            "--shards {n}: at most {} shards",
+            covmerge_proto::limits::MAX_SHARDS
+        )));
+    }
     Ok(JobSpec {
         job: req.job.clone().unwrap_or_else(JobId::new_random),
         inputs,

@@ -11,6 +11,8 @@
 pub mod ids;
 /// The job description every task carries.
 pub mod job;
+/// Hard bounds on shards, task loops and other sizes.
+pub mod limits;
 /// The manifest of SPEC §7 and the counters it totals.
 pub mod manifest;
 /// syzkaller's `coveragedb` JSON lines (SPEC §4), written without intermediate trees.

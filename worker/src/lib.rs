@@ -17,5 +17,7 @@ pub mod run;
 pub mod source;
 /// Map phase: partition rows by file hash into spill chunks.
 pub mod split;
+/// Task threads: splits and merges off tokio's blocking pool.
+pub mod thread;
 
 pub use run::{run_worker, Executor, TaskError, WorkerConfig};

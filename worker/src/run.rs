@@ -31,6 +31,7 @@ use tracing::{info, instrument, warn};
 use crate::merge::{merge_shard, MergeError, ProjectionCache};
 use crate::source::{open_source, CachedSource, Source, SourceError};
 use crate::split::{split_input, SplitError, SplitSettings};
+use crate::thread::run_on_thread;
 
 /// Keys of a job's objects.
 pub mod keys {
@@ -176,7 +177,8 @@ impl Executor {
         let this = self.clone();
         let t2 = t.clone();
         let rt = tokio::runtime::Handle::current();
-        let outcome = tokio::task::spawn_blocking(move || -> Result<SplitOutcome, TaskError> {
+        let name = format!("split {}", t.split);
+        let outcome = run_on_thread(&name, move |_cancel| -> Result<SplitOutcome, TaskError> {
             // A one-thread split inflates on its own thread too: nothing to overlap with.
             let inflate = if this.cfg.split_threads <= 1 {
                 crate::input::Inflate::Inline
@@ -226,7 +228,7 @@ impl Executor {
             Ok(outcome)
         })
         .await
-        .map_err(|e| TaskError::Transient(format!("split thread: {e}")))??;
+        .map_err(|e| TaskError::Transient(e.to_string()))??;
         if outcome.counts.rows_bad > t.max_bad_rows {
             let first = outcome
                 .bad_rows
@@ -266,7 +268,8 @@ impl Executor {
         let this = self.clone();
         let t2 = t.clone();
         let rt = tokio::runtime::Handle::current();
-        let part = tokio::task::spawn_blocking(move || {
+        let name = format!("merge {}", t.shard);
+        let part = run_on_thread(&name, move |_cancel| {
             let chunks = t2.chunks.iter().map(|k| {
                 rt.block_on(this.store.get(k))
                     .map(|b| (k.clone(), b))
@@ -284,7 +287,7 @@ impl Executor {
             )
         })
         .await
-        .map_err(|e| TaskError::Transient(format!("merge thread: {e}")))??;
+        .map_err(|e| TaskError::Transient(e.to_string()))??;
         let key = keys::part(&t.job, t.shard);
         let sha = hex::encode(sha2::Sha256::digest(&part.gz));
         let outcome = MergeOutcome {

@@ -7,28 +7,32 @@ use std::path::{Path, PathBuf};
 
 use covmerge_integration_tests::{canon, covmerge, manifest};
 
-const HDR: &str = "kernel_repo,kernel_commit,file_path,func_name,manager,sl,hit_count\n";
+pub(crate) const HDR: &str = "kernel_repo,kernel_commit,file_path,func_name,manager,sl,hit_count\n";
 
-struct Case {
+pub(crate) struct Case {
     dir: tempfile::TempDir,
 }
 
+#[allow(dead_code)]
 impl Case {
-    fn new() -> Self {
+    pub(crate) fn new() -> Self {
         let dir = tempfile::tempdir().unwrap();
         std::fs::create_dir_all(dir.path().join("src/c1")).unwrap();
         std::fs::write(dir.path().join("src/c1/a.c"), "int a;\nint b;\nint c;\n").unwrap();
         Case { dir }
     }
-    fn path(&self, name: &str) -> PathBuf {
+    pub(crate) fn dir_path(&self) -> &Path {
+        self.dir.path()
+    }
+    pub(crate) fn path(&self, name: &str) -> PathBuf {
         self.dir.path().join(name)
     }
-    fn write(&self, name: &str, text: &str) -> PathBuf {
+    pub(crate) fn write(&self, name: &str, text: &str) -> PathBuf {
         let p = self.path(name);
         std::fs::write(&p, text).unwrap();
         p
     }
-    fn merge(&self, inputs: &[&Path], extra: &[&str]) -> (bool, String) {
+    pub(crate) fn merge(&self, inputs: &[&Path], extra: &[&str]) -> (bool, String) {
         let src = format!("dir:{}", self.path("src").display());
         let out = self.path("out.jsonl.gz");
         let man = self.path("manifest.json");
@@ -45,9 +49,10 @@ impl Case {
             out.to_str().unwrap(),
             "--manifest",
             man.to_str().unwrap(),
-            "--shards",
-            "2",
         ];
+        if !extra.contains(&"--shards") {
+            args.extend(["--shards", "2"]);
+        }
         args.extend_from_slice(extra);
         args.push("--input");
         let ins: Vec<String> = inputs.iter().map(|p| p.display().to_string()).collect();
@@ -58,7 +63,7 @@ impl Case {
             String::from_utf8_lossy(&o.stderr).into_owned(),
         )
     }
-    fn no_result(&self) {
+    pub(crate) fn no_result(&self) {
         assert!(
             !self.path("out.jsonl.gz").exists(),
             "a failed job left a result"

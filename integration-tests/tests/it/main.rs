@@ -6,6 +6,8 @@ mod bad_input;
 mod dashboard;
 /// Fleet mode against RabbitMQ and an S3 server, with injected faults.
 mod fleet;
+/// Hostile input and big machines (issue 8): each test is named after what broke.
+mod hardening;
 /// Exact output format (Go field names, header, order).
 mod output_format;
 /// Results independent of shards and workers; agreement with the reference merger.

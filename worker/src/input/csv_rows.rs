@@ -11,6 +11,11 @@ pub const REQUIRED: [&str; 7] = [
     "hit_count",
 ];
 
+/// The cap on one row: its fields and the commas between them, as parsed (SPEC §6).
+/// A longer row is a bad row; one whose raw text runs past 4× this is skipped unread,
+/// so no row, however long, is ever held in memory whole.
+pub const MAX_ROW: usize = 1 << 20;
+
 /// An input that cannot be read at all (as opposed to one bad row).
 #[derive(Debug, thiserror::Error)]
 pub enum InputError {
@@ -20,16 +25,50 @@ pub enum InputError {
         #[source]
         source: io::Error,
     },
+    #[error("{input}: reading: {source}")]
+    Stream {
+        input: String,
+        #[source]
+        source: io::Error,
+    },
     #[error("{input}: required column `{column}` missing from the header")]
     MissingColumn { input: String, column: &'static str },
     #[error("{input}: empty input, expected a header row")]
     Empty { input: String },
+    #[error("{input}: at byte {offset}{}: {problem}", if *gzip { " of the gzip stream" } else { "" })]
+    Decode {
+        input: String,
+        offset: u64,
+        gzip: bool,
+        problem: String,
+    },
     #[error("{input}:{line}: {problem}")]
     Read {
         input: String,
         line: u64,
         problem: String,
     },
+}
+
+impl InputError {
+    /// An error reading `input`'s bytes: its offset when the decoder knows it.
+    pub fn from_read(input: &str, e: io::Error) -> Self {
+        if let Some(d) = e
+            .get_ref()
+            .and_then(|x| x.downcast_ref::<super::open::DecodeFailure>())
+        {
+            return InputError::Decode {
+                input: input.to_string(),
+                offset: d.offset,
+                gzip: d.gzip,
+                problem: d.problem.clone(),
+            };
+        }
+        InputError::Stream {
+            input: input.to_string(),
+            source: e,
+        }
+    }
 }
 
 /// Positions of the required columns in this input.
@@ -65,6 +104,8 @@ pub enum RowProblem {
     Negative { column: &'static str, value: String },
     Overflow { column: &'static str, value: String },
     BadPath { value: String },
+    NotUtf8 { column: &'static str, value: String },
+    TooLong { max: usize },
 }
 
 impl std::fmt::Display for RowProblem {
@@ -82,6 +123,15 @@ impl std::fmt::Display for RowProblem {
             RowProblem::Overflow { column, value } => {
                 write!(f, "column `{column}`: {value:?} overflows a 64-bit count")
             }
+            RowProblem::NotUtf8 { column, value } => write!(
+                f,
+                "column `{column}`: {value} is not valid UTF-8 (names are kept exactly, never altered)"
+            ),
+            RowProblem::TooLong { max } => write!(
+                f,
+                "row longer than the {max} byte cap on a row ({} MiB)",
+                max >> 20
+            ),
             RowProblem::BadPath { value } => write!(
                 f,
                 "column `file_path`: {value:?} must be a relative path without `..`"
@@ -157,6 +207,7 @@ pub struct RowReader<R: Read> {
     rec: csv::ByteRecord,
     /// Lines before this reader's input (a chunk of a larger input).
     line_offset: u64,
+    max_row: usize,
 }
 
 /// Where a record starts. `line` is csv's count, which does not count blank lines;
@@ -175,6 +226,18 @@ pub struct Header {
     name: String,
     record: csv::ByteRecord,
     cols: Columns,
+    max_row: usize,
+}
+
+impl Header {
+    /// The same header with another cap on a row (tests use small ones).
+    pub fn with_max_row(mut self, max_row: usize) -> Self {
+        self.max_row = max_row;
+        self
+    }
+    pub fn max_row(&self) -> usize {
+        self.max_row
+    }
 }
 
 fn csv_reader<R: Read>(input: R) -> csv::Reader<R> {
@@ -236,6 +299,7 @@ impl<R: Read> RowReader<R> {
             cols,
             rec: csv::ByteRecord::new(),
             line_offset: 0,
+            max_row: MAX_ROW,
         })
     }
 
@@ -245,6 +309,7 @@ impl<R: Read> RowReader<R> {
             name: self.name.clone(),
             record: self.header.clone(),
             cols: self.cols,
+            max_row: self.max_row,
         }
     }
 
@@ -257,6 +322,7 @@ impl<R: Read> RowReader<R> {
             cols: h.cols,
             rec: csv::ByteRecord::new(),
             line_offset: first_line.saturating_sub(1),
+            max_row: h.max_row,
         }
     }
 
@@ -291,6 +357,12 @@ impl<R: Read> RowReader<R> {
             if rec.len() == 1 && rec[0].is_empty() {
                 continue; // blank line
             }
+            if rec.as_slice().len() + rec.len() - 1 > self.max_row {
+                if !f(line, Err(RowProblem::TooLong { max: self.max_row })) {
+                    return Ok(());
+                }
+                continue;
+            }
             if rec.len() != want {
                 if !f(
                     line,
@@ -321,6 +393,21 @@ fn row_of<'a>(c: &Columns, field: impl Fn(usize) -> &'a [u8]) -> Result<Row<'a>,
         return Err(RowProblem::BadPath {
             value: String::from_utf8_lossy(file).into(),
         });
+    }
+    for (column, i) in [
+        ("file_path", c.file),
+        ("func_name", c.func),
+        ("manager", c.manager),
+        ("kernel_repo", c.repo),
+        ("kernel_commit", c.commit),
+    ] {
+        let v = field(i);
+        if !v.is_ascii() && std::str::from_utf8(v).is_err() {
+            return Err(RowProblem::NotUtf8 {
+                column,
+                value: v.escape_ascii().to_string(),
+            });
+        }
     }
     let sl = parse_count("sl", field(c.sl))?;
     let hits = parse_count("hit_count", field(c.hits))?;
@@ -360,6 +447,11 @@ pub fn for_each_unquoted(
             line,
             byte: rec_start as u64,
         };
+        // Fields and commas: the record's text up to the end of its last field.
+        let end = fields.last().map_or(rec_start, |&(_, b)| b);
+        if end - rec_start > h.max_row {
+            return f(pos, Err(RowProblem::TooLong { max: h.max_row }));
+        }
         if fields.len() != want {
             return f(
                 pos,

@@ -6,6 +6,6 @@ mod csv_rows;
 mod open;
 
 pub use csv_rows::{
-    for_each_unquoted, Columns, Header, InputError, Pos, Row, RowProblem, RowReader,
+    for_each_unquoted, Columns, Header, InputError, Pos, Row, RowProblem, RowReader, MAX_ROW,
 };
 pub use open::{open_input, ChannelReader, Inflate};

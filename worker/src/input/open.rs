@@ -37,51 +37,138 @@ impl Read for ChannelReader {
     }
 }
 
+/// Bytes from an async producer task, read as a `Read` on a task thread.
+struct AsyncChannelReader {
+    rx: tokio::sync::mpsc::Receiver<io::Result<Bytes>>,
+    cur: Bytes,
+}
+
+impl Read for AsyncChannelReader {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        while self.cur.is_empty() {
+            match self.rx.blocking_recv() {
+                Some(Ok(b)) => self.cur = b,
+                Some(Err(e)) => return Err(e),
+                None => return Ok(0),
+            }
+        }
+        let n = buf.len().min(self.cur.len());
+        buf[..n].copy_from_slice(&self.cur[..n]);
+        let _ = self.cur.split_to(n);
+        Ok(n)
+    }
+}
+
 const CHUNK: usize = 1 << 20;
 
-/// A decompressed stream whose errors name the input (and say "truncated gzip stream"
-/// when a gzip member ends early).
+/// A `BufRead` that counts the bytes its reader consumed: the offset of a decode
+/// error in the (compressed) input.
+struct Counting<R> {
+    inner: R,
+    consumed: u64,
+}
+
+impl<R: Read> Read for Counting<BufReader<R>> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let n = self.inner.read(buf)?;
+        self.consumed += n as u64;
+        Ok(n)
+    }
+}
+
+impl<R: Read> io::BufRead for Counting<BufReader<R>> {
+    fn fill_buf(&mut self) -> io::Result<&[u8]> {
+        self.inner.fill_buf()
+    }
+    fn consume(&mut self, amt: usize) {
+        self.consumed += amt as u64;
+        self.inner.consume(amt)
+    }
+}
+
+/// Why reading an input's bytes failed, and where: carried inside the `io::Error` so
+/// that the reader's user can name the input once ([`InputError::Decode`]).
+#[derive(Debug, thiserror::Error)]
+#[error("{problem}")]
+pub struct DecodeFailure {
+    /// Bytes of the raw (compressed, if gzip) input consumed before the failure.
+    pub offset: u64,
+    pub gzip: bool,
+    pub problem: String,
+}
+
+enum Src<R: Read> {
+    Gzip(MultiGzDecoder<Counting<BufReader<R>>>),
+    Plain(Counting<BufReader<R>>),
+}
+
+/// A decompressed stream whose errors carry the byte offset where they happened
+/// (and say "truncated gzip stream" when a gzip member ends early).
 struct Decoded {
-    name: String,
-    src: Box<dyn Read + Send>,
+    src: Src<Box<dyn Read + Send>>,
 }
 
 impl Decoded {
-    fn new<R: Read + Send + 'static>(name: String, raw: R) -> io::Result<Self> {
+    fn new<R: Read + Send + 'static>(raw: R) -> io::Result<Self> {
+        let raw: Box<dyn Read + Send> = Box::new(raw);
         let mut raw = BufReader::with_capacity(CHUNK, raw);
-        let src: Box<dyn Read + Send> = if peek_gzip(&mut raw)? {
-            Box::new(MultiGzDecoder::new(raw))
-        } else {
-            Box::new(raw)
+        let gzip = peek_gzip(&mut raw)?;
+        let raw = Counting {
+            inner: raw,
+            consumed: 0,
         };
-        Ok(Decoded { name, src })
+        let src = if gzip {
+            Src::Gzip(MultiGzDecoder::new(raw))
+        } else {
+            Src::Plain(raw)
+        };
+        Ok(Decoded { src })
     }
 }
 
 impl Read for Decoded {
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
-        self.src.read(buf).map_err(|e| {
+        let (r, offset, gzip) = match &mut self.src {
+            Src::Gzip(d) => {
+                let r = d.read(buf);
+                (r, d.get_ref().consumed, true)
+            }
+            Src::Plain(p) => {
+                let r = p.read(buf);
+                (r, p.consumed, false)
+            }
+        };
+        r.map_err(|e| {
             if e.kind() == io::ErrorKind::Interrupted {
                 return e;
             }
-            let msg = if e.kind() == io::ErrorKind::UnexpectedEof {
-                format!("{}: truncated gzip stream ({e})", self.name)
+            let problem = if gzip && e.kind() == io::ErrorKind::UnexpectedEof {
+                "truncated gzip stream (it ends inside a member)".to_string()
+            } else if gzip && e.kind() == io::ErrorKind::InvalidInput {
+                format!("corrupt gzip data ({e})")
             } else {
-                format!("{}: {e}", self.name)
+                e.to_string()
             };
-            io::Error::new(e.kind(), msg)
+            io::Error::new(
+                e.kind(),
+                DecodeFailure {
+                    offset,
+                    gzip,
+                    problem,
+                },
+            )
         })
     }
 }
 
 /// Decompresses (if gzip) on a separate thread so that inflating and parsing overlap:
 /// with one input the parse thread is never waiting on `read` for long.
-fn pipelined<R: Read + Send + 'static>(name: String, raw: R) -> ChannelReader {
+fn pipelined<R: Read + Send + 'static>(raw: R) -> ChannelReader {
     let (tx, rx) = mpsc::sync_channel::<io::Result<Bytes>>(8);
     std::thread::Builder::new()
         .name("inflate".into())
         .spawn(move || {
-            let mut src = match Decoded::new(name, raw) {
+            let mut src = match Decoded::new(raw) {
                 Ok(d) => d,
                 Err(e) => {
                     let _ = tx.send(Err(e));
@@ -140,15 +227,11 @@ pub fn open_input(
 ) -> Result<Box<dyn Read + Send>, InputError> {
     let decode = |raw: Box<dyn Read + Send>| -> Result<Box<dyn Read + Send>, InputError> {
         Ok(match inflate {
-            Inflate::Pipelined => Box::new(pipelined(spec.to_string(), raw)),
-            Inflate::Inline => {
-                Box::new(
-                    Decoded::new(spec.to_string(), raw).map_err(|e| InputError::Open {
-                        input: spec.to_string(),
-                        source: e,
-                    })?,
-                )
-            }
+            Inflate::Pipelined => Box::new(pipelined(raw)),
+            Inflate::Inline => Box::new(Decoded::new(raw).map_err(|e| InputError::Open {
+                input: spec.to_string(),
+                source: e,
+            })?),
         })
     };
     if covmerge_storage::is_store_url(spec) {
@@ -156,29 +239,30 @@ pub fn open_input(
             input: spec.to_string(),
             source: io::Error::other(e),
         })?;
-        let (tx, rx) = mpsc::sync_channel::<io::Result<Bytes>>(8);
-        let name = spec.to_string();
+        // An async sender and a blocking receiver: the streaming task never holds a
+        // blocking-pool thread while the reader is busy (see crate::thread).
+        let (tx, rx) = tokio::sync::mpsc::channel::<io::Result<Bytes>>(8);
         rt.spawn(async move {
             use futures::StreamExt;
             let mut stream = match store.get_stream(&key).await {
                 Ok(s) => s,
                 Err(e) => {
-                    let _ = tx.send(Err(io::Error::other(e)));
+                    let _ = tx.send(Err(io::Error::other(e))).await;
                     return;
                 }
             };
             while let Some(item) = stream.next().await {
-                let item = item.map_err(|e| io::Error::other(format!("{name}: {e}")));
+                let item = item.map_err(io::Error::other);
                 let stop = item.is_err();
-                let tx2 = tx.clone();
-                // The channel is a std one; hand the blocking send to the blocking pool.
-                let sent = tokio::task::spawn_blocking(move || tx2.send(item).is_ok()).await;
-                if stop || !matches!(sent, Ok(true)) {
+                if tx.send(item).await.is_err() || stop {
                     return;
                 }
             }
         });
-        decode(Box::new(ChannelReader::new(rx)))
+        decode(Box::new(AsyncChannelReader {
+            rx,
+            cur: Bytes::new(),
+        }))
     } else {
         let f = std::fs::File::open(spec).map_err(|e| InputError::Open {
             input: spec.to_string(),
@@ -230,8 +314,13 @@ mod tests {
             assert_eq!(read_all(plain.to_str().unwrap(), inflate).unwrap(), text);
             let err = read_all(cut.to_str().unwrap(), inflate).unwrap_err();
             let msg = err.to_string();
-            assert!(msg.contains("cut.csv.gz"), "{inflate:?}: {msg}");
             assert!(msg.contains("truncated gzip stream"), "{inflate:?}: {msg}");
+            let at = err
+                .get_ref()
+                .and_then(|e| e.downcast_ref::<DecodeFailure>())
+                .expect("a decode failure with its offset");
+            assert_eq!(at.offset, two.len() as u64 - 100, "{inflate:?}");
+            assert!(at.gzip);
         }
     }
 }

@@ -29,6 +29,13 @@ pub enum MergeError {
     Source(#[from] SourceError),
     #[error("encoding the part: {0}")]
     Encode(#[from] std::io::Error),
+    /// SPEC §6: the dashboard decodes `HitCounts` as Go's `[]int64`.
+    #[error("{file} line {line}: the hits summed onto this line ({sum}) overflow Go's int64 (the dashboard's HitCounts); no result is written")]
+    SumOverflow {
+        file: String,
+        line: u32,
+        sum: String,
+    },
 }
 
 /// A merged shard: its gzip-compressed JSON lines and what was counted.
@@ -205,6 +212,19 @@ fn write_file(
     // `*` always, even when nothing projected.
     let mut star: Vec<(u32, u64)> = star.into_iter().collect();
     star.sort_unstable();
+    // Sums saturate at u64::MAX, so any sum past i64::MAX is still seen here; a
+    // manager's sum never exceeds the `*` sum of its line.
+    if let Some(&(line, sum)) = star.iter().find(|(_, h)| *h > i64::MAX as u64) {
+        return Err(MergeError::SumOverflow {
+            file: String::from_utf8_lossy(path).into_owned(),
+            line,
+            sum: if sum == u64::MAX {
+                format!("at least {sum}")
+            } else {
+                sum.to_string()
+            },
+        });
+    }
     let (lines, hits): (Vec<u32>, Vec<u64>) = star.iter().copied().unzip();
     counts.instrumented += lines.len() as u64;
     counts.covered += hits.iter().filter(|&&h| h > 0).count() as u64;

@@ -124,7 +124,8 @@ struct Shared<'a> {
 fn parse_thread(
     sh: &Shared<'_>,
     mut next_piece: impl FnMut() -> Result<Option<Piece>, SplitError>,
-) -> Result<SplitOutcome, SplitError> {
+) -> Result<(SplitOutcome, Vec<Sample>), SplitError> {
+    let mut samples: Vec<Sample> = Vec::new();
     let n = sh.settings.shards.max(1);
     let budget = sh.settings.memory_budget / sh.settings.threads.max(1);
     let mut strings = ThreadStrings::new();
@@ -144,8 +145,10 @@ fn parse_thread(
         };
     while let Some(Piece {
         first_line,
+        offset,
         bytes,
         quoted,
+        over_long,
     }) = next_piece()?
     {
         if sh.stop.load(Ordering::Relaxed) {
@@ -165,13 +168,15 @@ fn parse_thread(
                         upto += 1;
                     }
                     let line = first_line + count_newlines(&bytes[..upto]);
-                    outcome.bad_rows.push(BadRow {
-                        input: sh.name.to_string(),
-                        line,
-                        problem: problem.to_string(),
-                    });
-                    outcome.bad_rows.sort_by_key(|b| b.line);
-                    outcome.bad_rows.truncate(BAD_ROW_SAMPLES);
+                    samples.push((
+                        (line, offset + upto as u64),
+                        BadRow {
+                            input: sh.name.to_string(),
+                            line,
+                            problem: problem.to_string(),
+                        },
+                    ));
+                    keep_first_samples(&mut samples);
                     if sh.bad.fetch_add(1, Ordering::Relaxed) + 1 > sh.settings.max_bad_rows {
                         sh.stop.store(true, Ordering::Relaxed);
                         return false;
@@ -191,7 +196,15 @@ fn parse_thread(
             tables[shard.index()].add(key, row.hits, 1);
             true
         };
-        if !quoted {
+        if over_long {
+            let mut handle = handle;
+            handle(
+                Pos { line: 0, byte: 0 },
+                Err(RowProblem::TooLong {
+                    max: sh.header.max_row(),
+                }),
+            );
+        } else if !quoted {
             for_each_unquoted(&sh.header, &bytes, first_line, handle);
         } else {
             RowReader::from_header(&sh.header, &bytes[..], first_line).for_each(handle)?;
@@ -203,27 +216,7 @@ fn parse_thread(
         }
     }
     flush_all(&mut tables, &mut strings)?;
-    Ok(outcome)
-}
-
-/// Where to cut `buf` so the piece ends with a complete line: after the last `\n` that
-/// is not inside a quoted field. Pieces always start outside quotes (they start after
-/// such a newline), so the quote parity is computed from the start of `buf`.
-/// `quoted`: whether `buf` holds a `"` at all.
-fn cut_point(buf: &[u8], quoted: bool) -> Option<usize> {
-    if !quoted {
-        return buf.iter().rposition(|&b| b == b'\n').map(|i| i + 1);
-    }
-    let mut in_quotes = false;
-    let mut cut = None;
-    for (i, &b) in buf.iter().enumerate() {
-        match b {
-            b'"' => in_quotes = !in_quotes,
-            b'\n' if !in_quotes => cut = Some(i + 1),
-            _ => {}
-        }
-    }
-    cut
+    Ok((outcome, samples))
 }
 
 fn read_full(
@@ -260,52 +253,234 @@ fn count_newlines(buf: &[u8]) -> u64 {
         .sum()
 }
 
-/// A line-aligned part of an input.
+/// A bad row named in the outcome, keyed by (line, byte offset in the input): several
+/// records may share a line (`\r` ends one too), and pieces of one line may go to
+/// different threads, so the byte offset keeps the samples in input order.
+type Sample = ((u64, u64), BadRow);
+
+/// Keeps the first [`BAD_ROW_SAMPLES`] samples in input order.
+fn keep_first_samples(samples: &mut Vec<Sample>) {
+    samples.sort_by_key(|s| s.0);
+    samples.truncate(BAD_ROW_SAMPLES);
+}
+
+/// A record-aligned part of an input.
 struct Piece {
     /// The line number of its first line.
     first_line: u64,
+    /// The offset of its first byte in the (decompressed) input.
+    offset: u64,
     bytes: Vec<u8>,
     /// Whether it may hold a `"` (false: it certainly holds none).
     quoted: bool,
+    /// The piece stands for one row longer than [`Limits::discard_at`] bytes, dropped
+    /// unread: `bytes` is empty and the row, at `first_line`, is bad.
+    over_long: bool,
 }
 
-/// Cuts a decompressed stream into numbered, line-aligned pieces.
+/// Where the CSV state machine stands at the end of the scanned bytes, as far as
+/// record ends are concerned (csv_core's states, folded to those that matter).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Scan {
+    /// Outside a quoted field: `\n` and `\r` end the record, and a `"` opens a quoted
+    /// field only at a field's start (elsewhere it is text, as csv reads it).
+    Unquoted,
+    /// Inside a quoted field: everything up to the next `"` is text.
+    Quoted,
+    /// Just after a `"` inside a quoted field: `""` is a quote in the text, anything
+    /// else closes the field.
+    QuoteInQuoted,
+}
+
+/// Sizes of the cutter, fixed in production ([`Limits::DEFAULT`]), small in tests.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Limits {
+    /// Decompressed bytes handed to a parse thread at once.
+    piece: usize,
+    /// The cap on a row (its fields and separators, as parsed): longer rows are bad.
+    max_row: usize,
+    /// Raw bytes after which a row that has not ended is dropped unread as bad. Quotes
+    /// and `""` escapes make the raw text at most 3× the parsed row, so a row this long
+    /// is certainly over `max_row` whatever it holds.
+    discard_at: usize,
+}
+
+impl Limits {
+    pub(crate) const DEFAULT: Limits = Limits {
+        piece: PIECE,
+        max_row: crate::input::MAX_ROW,
+        discard_at: 4 * crate::input::MAX_ROW,
+    };
+}
+
+/// Cuts a decompressed stream into numbered pieces that end at record ends, in one
+/// pass: each byte is scanned once, by a quote-driven state machine that agrees with
+/// the csv crate on where records end (a stray `"` inside an unquoted field is text and
+/// changes nothing). A record longer than `discard_at` is never held: it is reported
+/// as an over-long piece and skipped as it streams by, so memory stays bounded by
+/// `discard_at + piece` whatever the input.
 struct Pieces<'e, R> {
     input: R,
-    /// Read but not yet handed out.
+    limits: Limits,
+    /// Read but not yet handed out; starts at a record start unless `discarding`.
     buf: Vec<u8>,
+    /// How much of `buf` the state machine has seen.
+    scanned: usize,
+    state: Scan,
+    /// The byte before `buf[0]` (`\n` at a record start).
+    prev: u8,
+    /// The end of the last complete record in `buf[..scanned]`.
+    boundary: Option<usize>,
+    /// The end of the first one, looked for only while `discarding`.
+    first_boundary: Option<usize>,
+    /// Inside an over-long record that is being skipped.
+    discarding: bool,
     /// The line number of `buf`'s first line.
     next_line: u64,
+    /// The offset of `buf[0]` in the input.
+    offset: u64,
+    /// Bytes scanned in all and the largest `buf` held: tests check both stay linear
+    /// and bounded.
+    scanned_total: u64,
+    peak: usize,
+    stop: &'e AtomicBool,
     read_err: &'e dyn Fn(std::io::Error) -> InputError,
 }
 
 impl<R: Read> Pieces<'_, R> {
+    /// Runs the state machine over `buf[scanned..]`, noting the last record end.
+    fn scan(&mut self) {
+        let buf = &self.buf;
+        let len = buf.len();
+        let mut i = self.scanned;
+        while i < len {
+            match self.state {
+                Scan::Unquoted => {
+                    let q = memchr::memchr(b'"', &buf[i..]).map(|q| q + i);
+                    let end = q.unwrap_or(len);
+                    if let Some(t) = memchr::memrchr2(b'\n', b'\r', &buf[i..end]) {
+                        self.boundary = Some(i + t + 1);
+                        if self.discarding && self.first_boundary.is_none() {
+                            let f = memchr::memchr2(b'\n', b'\r', &buf[i..end]).unwrap_or(t);
+                            self.first_boundary = Some(i + f + 1);
+                        }
+                    }
+                    let Some(q) = q else {
+                        break;
+                    };
+                    let before = if q == 0 { self.prev } else { buf[q - 1] };
+                    if matches!(before, b',' | b'\n' | b'\r') {
+                        self.state = Scan::Quoted;
+                    }
+                    i = q + 1;
+                }
+                Scan::Quoted => match memchr::memchr(b'"', &buf[i..]) {
+                    Some(q) => {
+                        self.state = Scan::QuoteInQuoted;
+                        i += q + 1;
+                    }
+                    None => break,
+                },
+                Scan::QuoteInQuoted => {
+                    if buf[i] == b'"' {
+                        self.state = Scan::Quoted;
+                        i += 1;
+                    } else {
+                        // The field is closed; this byte is read as unquoted.
+                        self.state = Scan::Unquoted;
+                    }
+                }
+            }
+        }
+        self.scanned_total += (len - self.scanned) as u64;
+        self.scanned = len;
+        self.peak = self.peak.max(len);
+    }
+
+    fn stats(&self) -> CutStats {
+        CutStats {
+            scanned: self.scanned_total,
+            peak: self.peak,
+        }
+    }
+
+    /// Drops `buf[..n]` (already counted and handed out or skipped).
+    fn drop_front(&mut self, n: usize) {
+        if n == 0 {
+            return;
+        }
+        self.prev = self.buf[n - 1];
+        self.offset += n as u64;
+        self.buf.drain(..n);
+        self.scanned -= n;
+        let shift = |b: Option<usize>| b.filter(|&b| b > n).map(|b| b - n);
+        self.boundary = shift(self.boundary);
+        self.first_boundary = shift(self.first_boundary);
+    }
+
     /// The next piece; `None` at the end.
     fn next(&mut self) -> Result<Option<Piece>, SplitError> {
         loop {
-            let got = read_full(&mut self.input, &mut self.buf, PIECE).map_err(self.read_err)?;
-            // A piece is part of `buf`: without a quote in `buf`, it has none either.
-            let quoted = memchr::memchr(b'"', &self.buf).is_some();
-            let bytes = if got == 0 {
-                if self.buf.is_empty() {
+            if self.stop.load(Ordering::Relaxed) {
+                return Ok(None);
+            }
+            let got = read_full(&mut self.input, &mut self.buf, self.limits.piece)
+                .map_err(self.read_err)?;
+            self.scan();
+            if self.discarding {
+                // Skip the over-long record up to its end, counting its lines.
+                let upto = self.first_boundary.unwrap_or(self.buf.len());
+                self.next_line += count_newlines(&self.buf[..upto]);
+                if self.first_boundary.is_some() {
+                    self.discarding = false;
+                }
+                self.drop_front(upto);
+                self.first_boundary = None;
+                if got == 0 && self.buf.is_empty() {
                     return Ok(None);
                 }
-                std::mem::take(&mut self.buf)
-            } else {
-                match cut_point(&self.buf, quoted) {
-                    Some(cut) => {
-                        let rest = self.buf.split_off(cut);
-                        std::mem::replace(&mut self.buf, rest)
-                    }
-                    None => continue, // a line longer than a piece: read more
+                continue;
+            }
+            let cut = match self.boundary {
+                Some(b) => b,
+                None if got == 0 => self.buf.len(),
+                None if self.buf.len() > self.limits.discard_at => {
+                    // One record with no end in sight: bad, and skipped unread.
+                    let first_line = self.next_line;
+                    let offset = self.offset;
+                    self.discarding = true;
+                    self.next_line += count_newlines(&self.buf);
+                    let n = self.buf.len();
+                    self.drop_front(n);
+                    return Ok(Some(Piece {
+                        first_line,
+                        offset,
+                        bytes: Vec::new(),
+                        quoted: false,
+                        over_long: true,
+                    }));
                 }
+                None => continue, // a record longer than a piece: read more
             };
+            if cut == 0 {
+                return Ok(None); // got == 0 and nothing left
+            }
+            let rest = self.buf.split_off(cut);
+            let bytes = std::mem::replace(&mut self.buf, rest);
+            self.prev = bytes[cut - 1];
+            self.scanned -= cut;
+            self.boundary = None; // the last one was `cut`
+            let quoted = memchr::memchr(b'"', &bytes).is_some();
             let first_line = self.next_line;
+            let offset = self.offset;
+            self.offset += cut as u64;
             self.next_line += count_newlines(&bytes);
             return Ok(Some(Piece {
                 first_line,
+                offset,
                 bytes,
                 quoted,
+                over_long: false,
             }));
         }
     }
@@ -315,22 +490,50 @@ impl<R: Read> Pieces<'_, R> {
 /// Rows counted: `rows_in` (every data row) and `rows_bad`; the first bad rows are named.
 pub fn split_input<R: Read>(
     name: &str,
-    mut input: R,
+    input: R,
     settings: SplitSettings,
     emit: &Emit<'_>,
 ) -> Result<SplitOutcome, SplitError> {
-    let read_err = |e: std::io::Error| InputError::Read {
-        input: name.to_string(),
-        line: 0,
-        problem: e.to_string(),
-    };
-    // The header line, read byte-wise up to its newline.
-    let mut buf: Vec<u8> = Vec::with_capacity(PIECE * 2);
+    split_input_with(name, input, settings, emit, Limits::DEFAULT).map(|(o, _)| o)
+}
+
+/// How the cutter went: the bytes it scanned in all (the input's size: one pass) and
+/// the most it held at once.
+#[derive(Debug, Clone, Copy, Default)]
+#[cfg_attr(not(test), allow(dead_code))]
+pub(crate) struct CutStats {
+    pub scanned: u64,
+    pub peak: usize,
+}
+
+pub(crate) fn split_input_with<R: Read>(
+    name: &str,
+    mut input: R,
+    settings: SplitSettings,
+    emit: &Emit<'_>,
+    limits: Limits,
+) -> Result<(SplitOutcome, CutStats), SplitError> {
+    let read_err = |e: std::io::Error| InputError::from_read(name, e);
+    // The header line, read up to its newline, never more than a row's cap.
+    let mut buf: Vec<u8> = Vec::with_capacity(limits.piece * 2);
+    let mut seen = 0;
     let header_end = loop {
-        if let Some(i) = buf.iter().position(|&b| b == b'\n') {
-            break i + 1;
+        if let Some(i) = memchr::memchr(b'\n', &buf[seen..]) {
+            break seen + i + 1;
         }
-        if read_full(&mut input, &mut buf, 64 << 10).map_err(read_err)? == 0 {
+        seen = buf.len();
+        if seen > limits.max_row {
+            return Err(InputError::Read {
+                input: name.to_string(),
+                line: 1,
+                problem: format!(
+                    "header row longer than the {} byte cap on a row",
+                    limits.max_row
+                ),
+            }
+            .into());
+        }
+        if read_full(&mut input, &mut buf, limits.piece.min(64 << 10)).map_err(read_err)? == 0 {
             break buf.len();
         }
     };
@@ -339,29 +542,40 @@ pub fn split_input<R: Read>(
     let shared = Shared {
         name,
         settings,
-        header,
+        header: header.with_max_row(limits.max_row),
         bad: AtomicU64::new(0),
         stop: AtomicBool::new(false),
         emit,
     };
     let mut pieces = Pieces {
         input,
+        limits,
         buf,
+        scanned: 0,
+        state: Scan::Unquoted,
+        prev: b'\n',
+        boundary: None,
+        first_boundary: None,
+        discarding: false,
         next_line: 2,
+        offset: header_end as u64,
+        scanned_total: 0,
+        peak: 0,
+        stop: &shared.stop,
         read_err: &read_err,
     };
     let threads = settings.threads.max(1);
     if threads == 1 {
         // One thread reads, cuts and parses: no hand-off, for one-core workers.
-        let mut outcome = parse_thread(&shared, || {
+        let (mut outcome, mut samples) = parse_thread(&shared, || {
             if shared.stop.load(Ordering::Relaxed) {
                 return Ok(None);
             }
             pieces.next()
         })?;
-        outcome.bad_rows.sort_by_key(|b| b.line);
-        outcome.bad_rows.truncate(BAD_ROW_SAMPLES);
-        return Ok(outcome);
+        keep_first_samples(&mut samples);
+        outcome.bad_rows = samples.into_iter().map(|s| s.1).collect();
+        return Ok((outcome, pieces.stats()));
     }
     let (tx, rx) = mpsc::sync_channel::<Piece>(threads * 2);
     let rx = Arc::new(Mutex::new(rx));
@@ -390,13 +604,14 @@ pub fn split_input<R: Read>(
             shared.stop.store(true, Ordering::Relaxed);
         }
         let mut outcome = SplitOutcome::default();
+        let mut samples = Vec::new();
         let mut first_err = produced.err();
         for h in handles {
             match h.join().expect("parse thread panicked") {
-                Ok(o) => {
+                Ok((o, s)) => {
                     outcome.counts.rows_in += o.counts.rows_in;
                     outcome.counts.rows_bad += o.counts.rows_bad;
-                    outcome.bad_rows.extend(o.bad_rows);
+                    samples.extend(s);
                 }
                 Err(e) => {
                     shared.stop.store(true, Ordering::Relaxed);
@@ -407,9 +622,9 @@ pub fn split_input<R: Read>(
         if let Some(e) = first_err {
             return Err(e);
         }
-        outcome.bad_rows.sort_by_key(|b| b.line);
-        outcome.bad_rows.truncate(BAD_ROW_SAMPLES);
-        Ok(outcome)
+        keep_first_samples(&mut samples);
+        outcome.bad_rows = samples.into_iter().map(|s| s.1).collect();
+        Ok((outcome, pieces.stats()))
     })
 }
 
@@ -427,14 +642,6 @@ mod tests {
             assert_eq!(count_newlines(&buf), want, "len {len}");
         }
         assert_eq!(count_newlines(&[b'\n'; 1000]), 1000);
-    }
-
-    #[test]
-    fn cuts_never_split_a_quoted_field() {
-        let cut = |b: &[u8]| cut_point(b, b.contains(&b'"'));
-        assert_eq!(cut(b"a,b\nc,d\ne"), Some(8));
-        assert_eq!(cut(b"a,\"x\ny\"\nb,\"open\nstill"), Some(8));
-        assert_eq!(cut(b"no newline"), None);
     }
 
     fn run(text: &str, threads: usize, max_bad: u64) -> (SplitOutcome, u64) {
@@ -488,6 +695,213 @@ mod tests {
             // header + 300,000 rows + the two-line quoted record, then the bad row.
             assert_eq!(o.bad_rows[0].line, 300_004, "threads {threads}");
             assert_eq!(o.bad_rows[1].line, 300_007, "after two blank lines");
+        }
+    }
+}
+
+/// The cutter and both parse paths against the csv crate reading the whole text at
+/// once, on arbitrary bytes: the same rows, the same bad rows at the same lines, never
+/// a panic, one pass over the input and a bounded buffer. `COVMERGE_FUZZ_ITERS` runs
+/// more cases than CI's bounded run (e.g. 1000000 for a night).
+#[cfg(test)]
+mod fuzz {
+    use super::*;
+    use std::collections::BTreeMap;
+
+    const HEADER: &str = "file_path,kernel_repo,kernel_commit,func_name,manager,sl,hit_count\n";
+
+    /// SplitMix64: small, deterministic, good enough to shape texts.
+    struct Rng(u64);
+    impl Rng {
+        fn next(&mut self) -> u64 {
+            self.0 = self.0.wrapping_add(0x9e3779b97f4a7c15);
+            let mut z = self.0;
+            z = (z ^ (z >> 30)).wrapping_mul(0xbf58476d1ce4e5b9);
+            z = (z ^ (z >> 27)).wrapping_mul(0x94d049bb133111eb);
+            z ^ (z >> 31)
+        }
+        fn below(&mut self, n: u64) -> u64 {
+            self.next() % n
+        }
+    }
+
+    /// A text mixing valid rows, quoted fields, stray quotes, CR/LF variants, long
+    /// fields, invalid UTF-8 and random bytes.
+    fn text(rng: &mut Rng, max_row: usize) -> Vec<u8> {
+        let mut t = HEADER.as_bytes().to_vec();
+        let rows = rng.below(60);
+        for _ in 0..rows {
+            match rng.below(12) {
+                0 => {
+                    // random bytes from a hostile alphabet
+                    const A: &[u8] = b",,\"\"\n\r\rab1\xff\x00 ";
+                    for _ in 0..rng.below(40) {
+                        t.push(A[rng.below(A.len() as u64) as usize]);
+                    }
+                }
+                1 => t.extend_from_slice(b"f.c,r,c,foo\"x,m,3,4\n"), // stray quote
+                2 => t.extend_from_slice(b"\"q,\"\"d\".c\",r,c,\"a\nb\",m,2,1\r\n"),
+                3 => {
+                    // a long field: around the row cap, sometimes far past it
+                    let n = match rng.below(3) {
+                        0 => max_row - 30 + rng.below(60) as usize,
+                        1 => max_row * 5,
+                        _ => max_row / 2,
+                    };
+                    t.extend_from_slice(b"l.c,r,c,");
+                    if rng.below(2) == 0 {
+                        t.push(b'"');
+                        t.extend(std::iter::repeat_n(b'x', n));
+                        t.extend_from_slice(b"\n\"");
+                    } else {
+                        t.extend(std::iter::repeat_n(b'y', n));
+                    }
+                    t.extend_from_slice(b",m,1,1\n");
+                }
+                4 => t.extend_from_slice(b"\n\r\n"),
+                5 => t.extend_from_slice(HEADER.as_bytes()),
+                6 => t.extend_from_slice(b"u\xff.c,r,c,f,m,1,1\n"),
+                7 => t.extend_from_slice(b"\"open,r,c,f,m,1,1\n"), // an unclosed quote
+                _ => {
+                    let line = format!(
+                        "f{}.c,r,c{},fn{},m{},{},{}{}",
+                        rng.below(5),
+                        rng.below(3),
+                        rng.below(3),
+                        rng.below(2),
+                        rng.below(20),
+                        rng.below(100),
+                        ["\n", "\r\n", "\r"][rng.below(3) as usize]
+                    );
+                    t.extend_from_slice(line.as_bytes());
+                }
+            }
+        }
+        t
+    }
+
+    type Key = (Vec<u8>, Vec<u8>, Vec<u8>, Vec<u8>, u32);
+
+    /// What the csv crate reads from the whole text in one reader.
+    fn oracle(text: &[u8], max_row: usize) -> (u64, Vec<(u64, String)>, BTreeMap<Key, (u64, u64)>) {
+        let r = RowReader::new("t.csv", text).unwrap();
+        let header = r.header().with_max_row(max_row);
+        let hlen = memchr::memchr(b'\n', text).unwrap() + 1;
+        let body = &text[hlen..];
+        let mut rows_in = 0;
+        let mut bad = Vec::new();
+        let mut good = BTreeMap::new();
+        RowReader::from_header(&header, body, 2)
+            .for_each(|pos, row| {
+                rows_in += 1;
+                match row {
+                    Ok(r) => {
+                        let e = good
+                            .entry((
+                                r.file.to_vec(),
+                                r.commit.to_vec(),
+                                r.func.to_vec(),
+                                r.manager.to_vec(),
+                                r.sl,
+                            ))
+                            .or_insert((0, 0));
+                        e.0 += r.hits;
+                        e.1 += 1;
+                    }
+                    Err(p) => {
+                        let mut upto = pos.byte as usize;
+                        while upto < body.len() && matches!(body[upto], b'\n' | b'\r') {
+                            upto += 1;
+                        }
+                        bad.push((2 + count_newlines(&body[..upto]), p.to_string()));
+                    }
+                }
+                true
+            })
+            .unwrap();
+        (rows_in, bad, good)
+    }
+
+    fn split(
+        text: &[u8],
+        threads: usize,
+        limits: Limits,
+    ) -> (SplitOutcome, CutStats, BTreeMap<Key, (u64, u64)>) {
+        let got = Mutex::new(BTreeMap::new());
+        let emit = |_s: ShardId, chunk: Vec<u8>| -> Result<(), SplitError> {
+            covmerge_proto::spill::for_each_block(&chunk, |b| {
+                let mut g = got.lock().unwrap();
+                for (k, v) in &b.entries {
+                    let s = |i: u32| b.strings[i as usize].to_vec();
+                    let e = g
+                        .entry((s(k.file), s(k.commit), s(k.func), s(k.manager), k.sl))
+                        .or_insert((0, 0));
+                    e.0 += v.hits;
+                    e.1 += v.rows;
+                }
+                Ok(())
+            })
+            .unwrap();
+            Ok(())
+        };
+        let settings = SplitSettings {
+            shards: 3,
+            max_bad_rows: u64::MAX,
+            memory_budget: 2048,
+            threads,
+        };
+        let (o, stats) = split_input_with("t.csv", text, settings, &emit, limits).unwrap();
+        (o, stats, got.into_inner().unwrap())
+    }
+
+    #[test]
+    fn the_splitter_agrees_with_the_csv_crate_on_arbitrary_bytes() {
+        let iters: u64 = std::env::var("COVMERGE_FUZZ_ITERS")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(1500);
+        let mut rng = Rng(0x5eed);
+        for i in 0..iters {
+            let max_row = 64 + rng.below(200) as usize;
+            let limits = Limits {
+                piece: 16 + rng.below(300) as usize,
+                max_row,
+                discard_at: 4 * max_row,
+            };
+            let text = text(&mut rng, max_row);
+            let (rows_in, bad, good) = oracle(&text, max_row);
+            for threads in [1, 3] {
+                let (o, stats, got) = split(&text, threads, limits);
+                let ctx = || {
+                    format!(
+                        "case {i} threads {threads}: {:?}",
+                        text.escape_ascii().to_string()
+                    )
+                };
+                assert_eq!(o.counts.rows_in, rows_in, "{}", ctx());
+                assert_eq!(o.counts.rows_bad, bad.len() as u64, "{}", ctx());
+                let want: Vec<_> = bad.iter().take(BAD_ROW_SAMPLES).cloned().collect();
+                let have: Vec<_> = o
+                    .bad_rows
+                    .iter()
+                    .map(|b| (b.line, b.problem.clone()))
+                    .collect();
+                assert_eq!(have, want, "{}", ctx());
+                assert_eq!(got, good, "{}", ctx());
+                let hlen = memchr::memchr(b'\n', &text).unwrap() + 1;
+                assert_eq!(
+                    stats.scanned,
+                    (text.len() - hlen) as u64,
+                    "one pass: {}",
+                    ctx()
+                );
+                assert!(
+                    stats.peak <= limits.discard_at + 2 * limits.piece,
+                    "held {} bytes: {}",
+                    stats.peak,
+                    ctx()
+                );
+            }
         }
     }
 }

@@ -1,0 +1,12 @@
+//! Hard bounds on what a job or a task may ask for. The CLI refuses values outside them
+//! with a clear error before any work, and workers check every decoded task against
+//! them (a forged message must not make a worker allocate without bound).
+
+/// The most shards a job may have. A shard costs a table per parse thread in every
+/// split and one merge task; 65,536 shards of a quarter's 10⁹ rows are 15,000 rows
+/// each, far past the point where more shards help.
+pub const MAX_SHARDS: u32 = 65_536;
+
+/// The most task loops one process runs (`merge --workers`, `worker --concurrency`).
+/// Each running task holds a thread of its own and its share of the memory budget.
+pub const MAX_TASK_LOOPS: usize = 1024;
