@@ -4,6 +4,8 @@
 
 /// Processes of a test fleet.
 pub mod fleet;
+/// A plain second merge that the property tests compare covmerge with.
+pub mod oracle;
 
 use std::collections::BTreeMap;
 use std::io::Read;

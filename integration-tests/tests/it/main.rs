@@ -10,7 +10,7 @@ mod fleet;
 mod hardening;
 /// Exact output format (Go field names, header, order).
 mod output_format;
-/// Results independent of shards and workers; agreement with the reference merger.
+/// Results independent of shards and workers; agreement with the test crate's oracle.
 mod property;
 /// Every rule of SPEC §3 on the project's own fixture.
 mod semantics;

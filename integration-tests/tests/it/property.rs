@@ -1,10 +1,14 @@
 //! The set of output records must not depend on `--shards` or `--workers`, and the
-//! dir: and git: sources must agree; checked on generated corpora of several seeds.
+//! dir: and git: sources must agree, and the result must be the one the test crate's
+//! own plain merge (`oracle`) computes; checked on generated corpora of several seeds.
 
 use std::path::Path;
 
 use covmerge_corpus::{generate, CorpusSpec};
-use covmerge_integration_tests::{canon, gunzip, merge_ok};
+use covmerge_integration_tests::{
+    canon, fixture, gunzip, manifest as manifest_of, merge_ok, oracle,
+};
+use serde_json::Value;
 
 fn merge(
     c: &covmerge_corpus::Corpus,
@@ -118,46 +122,125 @@ fn git_source_agrees_with_dir_source() {
     );
 }
 
-/// The project's merger agrees with the slow reference merger in shared/tools.
+/// covmerge agrees with the project's own plain merge (`oracle`: the csv crate, the
+/// `dir:` files and `git diff --histogram` hunks) on corpora with shuffled and sorted
+/// rows, one to six managers, a file deleted before the base, rows of a commit that
+/// exists nowhere, `sl` past the end and `sl=0`; the manifest's counters agree too.
 #[test]
 fn agrees_with_the_reference_merger() {
-    let refmerge = covmerge_integration_tests::root().join("../shared/tools/refmerge.py");
-    assert!(
-        refmerge.is_file(),
-        "{} missing: CI lays shared/ beside the checkout",
-        refmerge.display()
-    );
-    let tmp = tempfile::tempdir().unwrap();
-    let spec = CorpusSpec {
-        seed: 17,
-        files: 10,
-        lines: 120,
-        commits: 5,
-        managers: 3,
-        no_git: true,
-        ..CorpusSpec::default()
-    };
-    let c = generate(&spec, &tmp.path().join("corpus")).unwrap();
-    let out = tmp.path().join("out.gz");
-    merge(&c, &format!("dir:{}", c.sources.display()), &out, 3, 2);
-    let mut cmd = std::process::Command::new("python3");
-    cmd.arg(&refmerge)
-        .args([
+    let corpora = [
+        CorpusSpec {
+            seed: 17,
+            files: 30,
+            lines: 300,
+            commits: 14,
+            managers: 3,
+            ..CorpusSpec::default()
+        },
+        CorpusSpec {
+            seed: 4,
+            files: 14,
+            lines: 150,
+            commits: 7,
+            managers: 6,
+            parts: 3,
+            plain: true,
+            ..CorpusSpec::default()
+        },
+        CorpusSpec {
+            seed: 23,
+            files: 6,
+            lines: 200,
+            commits: 3,
+            managers: 1,
+            sorted: true,
+            columns: covmerge_corpus::Columns::Required,
+            ..CorpusSpec::default()
+        },
+    ];
+    for spec in corpora {
+        let seed = spec.seed;
+        let spec = CorpusSpec {
+            no_git: true,
+            ..spec
+        };
+        let tmp = tempfile::tempdir().unwrap();
+        let c = generate(&spec, &tmp.path().join("corpus")).unwrap();
+        let out = tmp.path().join("out.gz");
+        let manifest = tmp.path().join("manifest.json");
+        let src = format!("dir:{}", c.sources.display());
+        let inputs: Vec<String> = c.inputs.iter().map(|p| p.display().to_string()).collect();
+        let mut args = vec![
             "--source",
-            c.sources.to_str().unwrap(),
+            &src,
             "--base-repo",
             &c.base_repo,
             "--base-commit",
             &c.base_commit,
-        ])
-        .args(["--diff", "git-histogram"])
-        .args(&c.inputs);
-    let o = cmd.output().expect("python3");
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    let want: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
-    let got = canon(&out);
-    assert_eq!(got["totals"], want["totals"]);
-    assert_eq!(got["files"], want["files"]);
+            "--out",
+            out.to_str().unwrap(),
+            "--manifest",
+            manifest.to_str().unwrap(),
+            "--shards",
+            "3",
+            "--workers",
+            "2",
+            "--input",
+        ];
+        args.extend(inputs.iter().map(|s| s.as_str()));
+        merge_ok(&args);
+
+        let want = oracle::merge(&c.inputs, &c.sources, &c.base_commit);
+        let got = canon(&out);
+        assert_same(&got, &want.canon, &format!("seed {seed}"));
+        let totals = &manifest_of(&manifest)["totals"];
+        for (k, v) in want.counts.as_object().unwrap() {
+            assert_eq!(&totals[k], v, "seed {seed}: manifest totals.{k}");
+        }
+        // The corpus exercises what the comparison is about.
+        let n = |k: &str| want.counts[k].as_u64().unwrap();
+        assert_eq!(
+            n("rows_in"),
+            c.rows,
+            "seed {seed}: the oracle read every row"
+        );
+        assert!(n("instrumented") > 100, "seed {seed}: real coverage");
+        assert!(n("rows_lost") > 0, "seed {seed}: lost rows");
+        assert!(n("rows_without_line") > 0, "seed {seed}: rows without line");
+        assert!(n("files_deleted") > 0, "seed {seed}: a deleted file");
+    }
+}
+
+/// `got` and `want` (canonical results) are equal; a difference names the file.
+fn assert_same(got: &Value, want: &Value, what: &str) {
+    assert_eq!(got["totals"], want["totals"], "{what}: totals");
+    let (g, w) = (
+        got["files"].as_object().unwrap(),
+        want["files"].as_object().unwrap(),
+    );
+    assert_eq!(
+        g.keys().collect::<Vec<_>>(),
+        w.keys().collect::<Vec<_>>(),
+        "{what}: files"
+    );
+    for (path, w) in w {
+        assert_eq!(&g[path], w, "{what}: {path}");
+    }
+}
+
+/// The oracle itself reproduces the reviewed snapshot of the semantics fixture, which
+/// covers every rule of SPEC §3 (so a wrong oracle cannot agree with a wrong merge).
+#[test]
+fn oracle_reproduces_the_reviewed_semantics_snapshot() {
+    let d = fixture("semantics");
+    let want: Value =
+        serde_json::from_slice(&std::fs::read(d.join("expected.json")).unwrap()).unwrap();
+    let inputs = [d.join("input-a.csv"), d.join("input-b.csv.gz")];
+    let got = oracle::merge(&inputs, &d.join("sources"), "base");
+    assert_same(&got.canon, &want, "semantics fixture");
+    for (k, v) in want["counts"].as_object().unwrap() {
+        assert_eq!(&got.counts[k], v, "counts.{k}");
+    }
 }
 
 /// The same rows in the 18-column BigQuery layout, shuffled, and in the 7 required
