@@ -98,7 +98,7 @@ pub struct DecodeFailure {
 }
 
 enum Src<R: Read> {
-    Gzip(MultiGzDecoder<Counting<BufReader<R>>>),
+    Gzip(Box<MultiGzDecoder<Counting<BufReader<R>>>>),
     Plain(Counting<BufReader<R>>),
 }
 
@@ -118,7 +118,7 @@ impl Decoded {
             consumed: 0,
         };
         let src = if gzip {
-            Src::Gzip(MultiGzDecoder::new(raw))
+            Src::Gzip(Box::new(MultiGzDecoder::new(raw)))
         } else {
             Src::Plain(raw)
         };

@@ -781,9 +781,11 @@ mod fuzz {
     }
 
     type Key = (Vec<u8>, Vec<u8>, Vec<u8>, Vec<u8>, u32);
+    /// (hits, rows) per key.
+    type Rows = BTreeMap<Key, (u64, u64)>;
 
     /// What the csv crate reads from the whole text in one reader.
-    fn oracle(text: &[u8], max_row: usize) -> (u64, Vec<(u64, String)>, BTreeMap<Key, (u64, u64)>) {
+    fn oracle(text: &[u8], max_row: usize) -> (u64, Vec<(u64, String)>, Rows) {
         let r = RowReader::new("t.csv", text).unwrap();
         let header = r.header().with_max_row(max_row);
         let hlen = memchr::memchr(b'\n', text).unwrap() + 1;
@@ -822,11 +824,7 @@ mod fuzz {
         (rows_in, bad, good)
     }
 
-    fn split(
-        text: &[u8],
-        threads: usize,
-        limits: Limits,
-    ) -> (SplitOutcome, CutStats, BTreeMap<Key, (u64, u64)>) {
+    fn split(text: &[u8], threads: usize, limits: Limits) -> (SplitOutcome, CutStats, Rows) {
         let got = Mutex::new(BTreeMap::new());
         let emit = |_s: ShardId, chunk: Vec<u8>| -> Result<(), SplitError> {
             covmerge_proto::spill::for_each_block(&chunk, |b| {
