@@ -1,10 +1,15 @@
 //! Projecting lines of one version of a file onto the base version.
 //!
-//! The diff is imara-diff's **Histogram** algorithm (git's `--histogram`, a
+//! The diff is imara-diff's **Histogram** algorithm (modelled on git's `--histogram`, a
 //! patience-style diff that anchors on rare lines) followed by imara-diff's
 //! line post-processing (git's indent heuristic for sliding ambiguous hunks). With
 //! repeated lines (`}`, `return ret;`) any diff must choose an alignment; this is the
-//! one covmerge documents and applies deterministically. A line maps to the base only
+//! one covmerge documents and applies deterministically. It is not byte-for-byte git:
+//! imara-diff strips the common prefix and suffix before diffing the middle, git diffs
+//! the whole files, so on some inputs with repeated lines the two align differently
+//! (version `c x } x` against base `b } c x`: covmerge maps 3→2 and 4→4, git 1→3 and
+//! 2→4). Both are valid line diffs; the test crate's oracle, which uses git, agrees on
+//! the generated corpora. A line maps to the base only
 //! inside an unchanged run; changed, deleted and out-of-range lines map to nothing.
 //!
 //! Bounds: imara-diff's Myers fallback carries git's heuristics, so time stays near
