@@ -46,6 +46,7 @@ pub enum Command {
 #[derive(Args, Debug, Clone)]
 pub struct JobArgs {
     /// Input CSV(.gz) files or object-store URLs (a trailing `*` or `/` lists a prefix).
+    /// A row over 1 MiB (fields and commas) is a bad row; names must be UTF-8.
     #[arg(long, num_args = 1.., required = true)]
     pub input: Vec<String>,
     /// Where file versions come from: dir:ROOT, git:PATH or store:URL.
@@ -72,7 +73,8 @@ pub struct JobArgs {
     /// Number of shards, 1 to 65536 (default: from the input size).
     #[arg(long, value_parser = clap::value_parser!(u32).range(1..=covmerge_proto::limits::MAX_SHARDS as i64))]
     pub shards: Option<u32>,
-    /// Skip and count up to N malformed rows instead of failing.
+    /// Skip and count up to N malformed rows (bad fields, rows over 1 MiB, non-UTF-8
+    /// names) instead of failing.
     #[arg(long, default_value_t = 0)]
     pub max_bad_rows: u64,
     /// syzkaller dashboard to notify (key from COVMERGE_DASHBOARD_KEY).

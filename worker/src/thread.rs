@@ -105,7 +105,7 @@ mod tests {
                 let h = h.clone();
                 all.push(tokio::spawn(run_on_thread("t", move |_| {
                     std::thread::sleep(Duration::from_millis(20));
-                    h.block_on(tokio::task::spawn_blocking(move || i)).unwrap()
+                    h.block_on(h.spawn_blocking(move || i)).unwrap()
                 })));
             }
             let mut s = 0;
