@@ -179,3 +179,64 @@ fn fleet_with_gcs_store_equals_local_files() {
         "spill chunks left behind"
     );
 }
+
+/// `covmerge sources` exports a git repository's files to `gs://…` and `merge
+/// --source store:gs://…` merges from that snapshot alone, as from the repository.
+#[test]
+fn store_source_in_gcs_merges_like_the_repository() {
+    let tmp = tempfile::tempdir().unwrap();
+    let spec = covmerge_corpus::CorpusSpec {
+        seed: 5,
+        files: 6,
+        lines: 80,
+        commits: 4,
+        managers: 2,
+        parts: 1,
+        ..covmerge_corpus::CorpusSpec::default()
+    };
+    let c = covmerge_corpus::generate(&spec, &tmp.path().join("corpus")).unwrap();
+    let git = c.git.clone().expect("corpus with git");
+    let creds = gcs::credentials(tmp.path());
+    let b = gcs::bucket("src");
+    let snapshot = format!("gs://{b}/sources");
+    let o = Command::new(bin())
+        .args([
+            "sources",
+            "--git",
+            git.to_str().unwrap(),
+            "--store",
+            &snapshot,
+        ])
+        .arg("--commit")
+        .args(&c.commits)
+        .env("GOOGLE_SERVICE_ACCOUNT", &creds)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let merge = |source: &str, out: &Path| {
+        let o = Command::new(bin())
+            .args([
+                "merge",
+                "--quiet",
+                "--source",
+                source,
+                "--base-repo",
+                &c.base_repo,
+            ])
+            .args(["--base-commit", &c.base_commit, "--date-to", "2024-04-08"])
+            .args(["--out", out.to_str().unwrap(), "--input"])
+            .args(&c.inputs)
+            .env("GOOGLE_SERVICE_ACCOUNT", &creds)
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        gunzip(out)
+    };
+    let want = merge(
+        &format!("git:{}", git.display()),
+        &tmp.path().join("git.gz"),
+    );
+    let got = merge(&format!("store:{snapshot}"), &tmp.path().join("store.gz"));
+    assert!(got == want, "store: source in GCS merges differently");
+    assert!(want.len() > 1000);
+}
