@@ -362,6 +362,17 @@ pub async fn run_job(
     .await?;
     manifest.result = result.clone();
     finish::write_manifest(&manifest, opts, &store, &job).await?;
+    // The job's own work is done whatever the dashboard says: clean up first, so a
+    // dashboard failure (the result kept, `covmerge notify` to re-send) leaves no spill.
+    if opts.cleanup {
+        for key in store
+            .list(&format!("{}/spill", keys::job_prefix(&job)))
+            .await?
+        {
+            store.delete(&key).await.ok();
+        }
+        queue.close_job(job.as_str()).await.ok();
+    }
     let mut dashboard_rows = None;
     if let Some(d) = &opts.dashboard {
         let n = finish::to_dashboard(
@@ -378,15 +389,6 @@ pub async fn run_job(
         dashboard_rows = Some(n);
     }
     let result = result.unwrap_or_default();
-    if opts.cleanup {
-        for key in store
-            .list(&format!("{}/spill", keys::job_prefix(&job)))
-            .await?
-        {
-            store.delete(&key).await.ok();
-        }
-        queue.close_job(job.as_str()).await.ok();
-    }
     Ok(JobOutcome {
         manifest,
         result,

@@ -213,7 +213,9 @@ fn create_upload_url_failing_keeps_out_and_notify_result_sends_it() {
 }
 
 /// Fleet mode: the coordinator streams its concatenation of the parts straight to the
-/// dashboard's object (its store is a GCS bucket too), without `--out`.
+/// dashboard's object (its store is a GCS bucket too), without `--out`. save_coverage
+/// fails (403): the coordinator fails, spill is gone, and `covmerge notify --store
+/// --job` finds the written object in the job's manifest and sends it.
 #[test]
 fn fleet_coordinator_streams_the_result_to_the_dashboard_object() {
     let _g = fleet::lock();
@@ -222,6 +224,7 @@ fn fleet_coordinator_streams_the_result_to_the_dashboard_object() {
     let want = canon(&tmp.path().join("local.jsonl.gz"));
     let b = gcs::bucket("dashfleet");
     let dash = FakeDashboard::start(KEY, &b, false);
+    dash.fail("save_coverage", &[403]);
     let creds = gcs::credentials(tmp.path());
     let creds = creds.to_str().unwrap();
     let store = format!("gs://{b}/fleet");
@@ -247,22 +250,51 @@ fn fleet_coordinator_streams_the_result_to_the_dashboard_object() {
         "--dashboard-client",
         "ci-covmerge",
     ]);
-    let o = coordinator_run(
-        &args,
-        &[
-            ("GOOGLE_SERVICE_ACCOUNT", creds),
-            ("COVMERGE_DASHBOARD_KEY", KEY),
-        ],
-        Duration::from_secs(180),
-    );
+    let env = [
+        ("GOOGLE_SERVICE_ACCOUNT", creds),
+        ("COVMERGE_DASHBOARD_KEY", KEY),
+    ];
+    let o = coordinator_run(&args, &env, Duration::from_secs(180));
     let (stdout, stderr) = texts(&o);
-    assert!(o.status.success(), "{stderr}");
+    assert!(!o.status.success(), "save_coverage was refused");
     assert_no_key(&o);
+    let job = stdout.lines().next().unwrap().strip_prefix("job ").unwrap();
     let u = dash.uploads();
+    assert_eq!(u.len(), 1);
+    assert!(
+        stderr.contains(&format!("the result stays at gs://{}", u[0])),
+        "{stderr}"
+    );
     let (bucket, key) = u[0].split_once('/').unwrap();
     assert_eq!(canon_bytes(&gcs::download(bucket, key)), want);
     assert!(
-        stdout.contains(&format!("created {} DB rows", dash.saved()[0].1)),
+        gcs::list(&b, &format!("fleet/jobs/{job}/spill")).is_empty(),
+        "spill left behind"
+    );
+    let o = Command::new(bin())
+        .args([
+            "notify",
+            "--dashboard",
+            &dash.url,
+            "--dashboard-client",
+            "ci",
+        ])
+        .args(["--store", &store, "--job", job])
+        .env("COVMERGE_DASHBOARD_KEY", KEY)
+        .env("GOOGLE_SERVICE_ACCOUNT", creds)
+        .output()
+        .unwrap();
+    let (stdout, stderr) = texts(&o);
+    assert!(o.status.success(), "{stderr}");
+    assert_eq!(
+        dash.uploads().len(),
+        1,
+        "the object in the manifest is reused"
+    );
+    let saved = dash.saved();
+    assert_eq!(saved[0].0, u[0]);
+    assert!(
+        stdout.contains(&format!("created {} DB rows", saved[0].1)),
         "{stdout}"
     );
 }
