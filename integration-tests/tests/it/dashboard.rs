@@ -212,6 +212,31 @@ fn create_upload_url_failing_keeps_out_and_notify_result_sends_it() {
     assert!(texts(&o).0.contains("created "));
 }
 
+/// Without `--out`, when no upload location can be had, the result is not lost: it is
+/// written to `./covmerge-<job>.jsonl.gz` and the error names that file.
+#[test]
+fn no_out_and_no_upload_url_keeps_the_result_in_the_working_directory() {
+    let tmp = tempfile::tempdir().unwrap();
+    let want = local_result(tmp.path());
+    let b = gcs::bucket("dashkeep");
+    let dash = FakeDashboard::start(KEY, &b, false);
+    dash.fail("create_upload_url", &[500, 500, 500, 500, 500]);
+    let o = run(&merge_args(None), &dash, tmp.path(), &[]);
+    let (_, stderr) = texts(&o);
+    assert!(!o.status.success());
+    let kept: Vec<_> = std::fs::read_dir(tmp.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().to_string())
+        .filter(|n| n.starts_with("covmerge-") && n.ends_with(".jsonl.gz"))
+        .collect();
+    assert_eq!(kept.len(), 1, "{kept:?}");
+    assert!(
+        stderr.contains(&format!("the result stays at {}", kept[0])),
+        "{stderr}"
+    );
+    assert!(gunzip(&tmp.path().join(&kept[0])) == want);
+}
+
 /// Fleet mode: the coordinator streams its concatenation of the parts straight to the
 /// dashboard's object (its store is a GCS bucket too), without `--out`. save_coverage
 /// fails (403): the coordinator fails, spill is gone, and `covmerge notify --store
