@@ -41,6 +41,30 @@ pub enum Command {
     Gen(GenArgs),
     /// Export file versions from a git repository into a store snapshot (`store:` source).
     Sources(SourcesArgs),
+    /// Send a written result to the dashboard again (SPEC §8) without merging again.
+    Notify(NotifyArgs),
+}
+
+#[derive(Args, Debug)]
+pub struct NotifyArgs {
+    /// syzkaller dashboard (key from COVMERGE_DASHBOARD_KEY).
+    #[arg(long)]
+    pub dashboard: String,
+    #[arg(long)]
+    pub dashboard_client: String,
+    /// The upload location create_upload_url gave, where the result already is: only
+    /// save_coverage is called again.
+    #[arg(long, conflicts_with_all = ["result", "job_id"])]
+    pub upload: Option<String>,
+    /// A result file or object: a new upload location is asked for, the result copied
+    /// there, then save_coverage.
+    #[arg(long, conflicts_with = "job_id")]
+    pub result: Option<String>,
+    /// A fleet job: its manifest under --store says where its result is.
+    #[arg(long = "job", id = "job_id", requires = "store")]
+    pub job_id: Option<String>,
+    #[arg(long, env = "COVMERGE_STORE")]
+    pub store: Option<String>,
 }
 
 #[derive(Args, Debug, Clone)]
@@ -54,14 +78,26 @@ pub struct JobArgs {
     pub source: String,
     #[arg(long)]
     pub base_repo: String,
-    #[arg(long)]
-    pub base_commit: String,
+    /// The base revision.
+    #[arg(long, required_unless_present = "base_at", conflicts_with = "base_at")]
+    pub base_commit: Option<String>,
+    /// The base is the last commit on --branch at or before DATE 23:59:59 UTC
+    /// (YYYY-MM-DD; needs a git: source), as syz-bq.sh picks it. --date-to defaults to DATE.
+    #[arg(long, value_name = "DATE")]
+    pub base_at: Option<String>,
+    /// Branch for --base-at (default: the repository's HEAD).
+    #[arg(long, requires = "base_at")]
+    pub branch: Option<String>,
+    /// Merge only files whose path starts with P (rows of others are counted in the
+    /// manifest's rows_outside_prefix).
+    #[arg(long, value_name = "P")]
+    pub file_path_prefix: Option<String>,
     #[arg(long, default_value = "upstream")]
     pub namespace: String,
     /// Days the coverage covers (header field `Duration`).
     #[arg(long, default_value_t = 0)]
     pub duration: i64,
-    /// Header field `DateTo` (default: today, UTC).
+    /// Header field `DateTo` (default: --base-at's DATE, else today, UTC).
     #[arg(long)]
     pub date_to: Option<String>,
     /// Header field `TotalRows` (default: the data rows read).
@@ -91,9 +127,9 @@ pub struct JobArgs {
 pub struct MergeArgs {
     #[command(flatten)]
     pub job: JobArgs,
-    /// The result: a local path or an object-store URL.
-    #[arg(long)]
-    pub out: String,
+    /// The result: a local path or an object-store URL (optional with --dashboard).
+    #[arg(long, required_unless_present = "dashboard")]
+    pub out: Option<String>,
     /// Parallel task loops, 1 to 1024 (default: the number of cores).
     #[arg(long, value_parser = task_loops)]
     pub workers: Option<usize>,
@@ -193,20 +229,66 @@ fn task_loops(s: &str) -> Result<usize, String> {
     }
 }
 
-fn request(a: &JobArgs, job: Option<JobId>) -> JobRequest {
-    JobRequest {
+fn request(a: &JobArgs, job: Option<JobId>) -> Result<JobRequest> {
+    Ok(JobRequest {
         job,
         inputs: a.input.clone(),
         source: a.source.clone(),
         base_repo: a.base_repo.clone(),
-        base_commit: a.base_commit.clone(),
+        base_commit: base_commit(a)?,
         shards: a.shards,
         max_bad_rows: a.max_bad_rows,
         namespace: a.namespace.clone(),
         duration: a.duration,
-        date_to: a.date_to.clone(),
+        date_to: a.date_to.clone().or_else(|| a.base_at.clone()),
         total_rows: a.total_rows,
+        file_path_prefix: a.file_path_prefix.clone().unwrap_or_default(),
+    })
+}
+
+/// `--base-commit`, or the commit `--base-at`/`--branch` name in the `git:` source.
+fn base_commit(a: &JobArgs) -> Result<String> {
+    if let Some(c) = &a.base_commit {
+        return Ok(c.clone());
     }
+    let date = a
+        .base_at
+        .as_deref()
+        .context("--base-commit or --base-at is required")?;
+    let Some(path) = a.source.strip_prefix("git:") else {
+        bail!(
+            "--base-at needs a git: source to find the commit in (got --source {})",
+            a.source
+        );
+    };
+    let until =
+        end_of_day_utc(date).with_context(|| format!("--base-at {date:?}: expected YYYY-MM-DD"))?;
+    let git = covmerge_worker::source::GitSource::open(path)?;
+    let c = git.commit_at(a.branch.as_deref(), until)?;
+    info!(base_at = date, branch = a.branch.as_deref().unwrap_or("HEAD"), commit = %c, "base commit chosen");
+    Ok(c)
+}
+
+/// Unix time of `YYYY-MM-DD` 23:59:59 UTC.
+fn end_of_day_utc(date: &str) -> Option<i64> {
+    let b = date.as_bytes();
+    if b.len() != 10 || b[4] != b'-' || b[7] != b'-' {
+        return None;
+    }
+    let num = |r: std::ops::Range<usize>| date.get(r)?.parse::<i64>().ok();
+    let (y, m, d) = (num(0..4)?, num(5..7)?, num(8..10)?);
+    if !(1..=12).contains(&m) || !(1..=31).contains(&d) {
+        return None;
+    }
+    // Howard Hinnant's days_from_civil.
+    let y = if m <= 2 { y - 1 } else { y };
+    let era = y.div_euclid(400);
+    let yoe = y - era * 400;
+    let mp = (m + 9) % 12;
+    let doy = (153 * mp + 2) / 5 + d - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    let days = era * 146_097 + doe - 719_468;
+    Some(days * 86_400 + 86_399)
 }
 
 fn dashboard(a: &JobArgs) -> Result<Option<Dashboard>> {
@@ -217,9 +299,7 @@ fn dashboard(a: &JobArgs) -> Result<Option<Dashboard>> {
         .dashboard_client
         .as_deref()
         .context("--dashboard needs --dashboard-client")?;
-    let key = std::env::var("COVMERGE_DASHBOARD_KEY")
-        .context("--dashboard needs the key in the environment variable COVMERGE_DASHBOARD_KEY")?;
-    Ok(Some(Dashboard::new(url, client, key)))
+    Ok(Some(Dashboard::new(url, client, dashboard_key()?)))
 }
 
 fn check_source(spec: &str) -> Result<()> {
@@ -234,6 +314,7 @@ pub async fn run(cli: Cli) -> Result<()> {
         Command::Merge(m) => merge(m).await,
         Command::Coordinator(c) => coordinator(c).await,
         Command::Worker(w) => worker(w).await,
+        Command::Notify(n) => notify(n).await,
         Command::Gen(g) => {
             let c = covmerge_corpus::generate(&g.spec, &g.out).context("generating the corpus")?;
             println!(
@@ -270,15 +351,15 @@ pub async fn run(cli: Cli) -> Result<()> {
 
 async fn merge(m: MergeArgs) -> Result<()> {
     check_source(&m.job.source)?;
-    let spec = plan_job(&request(&m.job, None)).await?;
-    preflight_outputs(&spec.inputs, Some(&m.out), m.job.manifest.as_deref())?;
+    let spec = plan_job(&request(&m.job, None)?).await?;
+    preflight_outputs(&spec.inputs, m.out.as_deref(), m.job.manifest.as_deref())?;
     let workers = m.workers.unwrap_or_else(|| {
         std::thread::available_parallelism()
             .map(|n| n.get())
             .unwrap_or(2)
     });
     let opts = JobOptions {
-        out: Some(m.out.clone()),
+        out: m.out.clone(),
         manifest: m.job.manifest.clone(),
         result_in_store: false,
         resume: false,
@@ -293,6 +374,76 @@ async fn merge(m: MergeArgs) -> Result<()> {
     };
     let outcome = run_embedded(spec, &opts, workers, cfg, !m.job.quiet).await?;
     print_totals(&outcome.manifest);
+    print_rows(outcome.dashboard_rows);
+    Ok(())
+}
+
+/// syz-covermerger's report of `save_coverage`.
+fn print_rows(rows: Option<i64>) {
+    if let Some(n) = rows {
+        println!("created {n} DB rows");
+    }
+}
+
+fn dashboard_key() -> Result<String> {
+    std::env::var("COVMERGE_DASHBOARD_KEY")
+        .context("--dashboard needs the key in the environment variable COVMERGE_DASHBOARD_KEY")
+}
+
+/// `covmerge notify`: save_coverage again for a result that is already written.
+async fn notify(n: NotifyArgs) -> Result<()> {
+    use covmerge_coordinator::dashboard::upload_object_url;
+    use covmerge_storage::{is_store_url, open_object};
+    let d = Dashboard::new(&n.dashboard, &n.dashboard_client, dashboard_key()?);
+    let (upload, result) = if let Some(u) = n.upload {
+        (Some(u), None)
+    } else if let Some(r) = n.result {
+        (None, Some(r))
+    } else if let Some(job) = &n.job_id {
+        let job = JobId::parse(job).map_err(anyhow::Error::msg)?;
+        let store = Store::open(n.store.as_deref().context("--job needs --store")?)?;
+        let prefix = covmerge_worker::run::keys::job_prefix(&job);
+        let m: covmerge_proto::Manifest =
+            serde_json::from_slice(&store.get(&format!("{prefix}/manifest.json")).await?)
+                .with_context(|| format!("job {job}: manifest in {store}"))?;
+        if m.status != "complete" {
+            bail!("job {job} is {}: it has no result to send", m.status);
+        }
+        match m.dashboard_upload {
+            Some(u) => (Some(u), None),
+            None => (None, Some(format!("{store}/{prefix}/result.jsonl.gz"))),
+        }
+    } else {
+        bail!("notify needs --upload, --result or --job");
+    };
+    let upload = match (upload, result) {
+        (Some(u), _) => u,
+        (None, Some(src)) => {
+            let (s, sk) = if is_store_url(&src) {
+                open_object(&src)?
+            } else {
+                let p = std::fs::canonicalize(&src).with_context(|| format!("result {src}"))?;
+                let parent = p.parent().context("result path")?;
+                let name = p.file_name().context("result path")?.to_string_lossy();
+                (
+                    Store::open(&format!("file://{}", parent.display()))?,
+                    name.to_string(),
+                )
+            };
+            let u = d.create_upload_url().await.map_err(anyhow::Error::msg)?;
+            let obj = upload_object_url(&u);
+            let (dst, k) = open_object(&obj)?;
+            dst.copy_from(&k, &s, &sk).await?;
+            info!(object = %obj, "result copied for the dashboard");
+            u
+        }
+        (None, None) => unreachable!(),
+    };
+    let rows = d
+        .save_coverage(&upload)
+        .await
+        .map_err(|e| anyhow::anyhow!("{e}\nthe result stays at {}", upload_object_url(&upload)))?;
+    print_rows(Some(rows));
     Ok(())
 }
 
@@ -312,7 +463,7 @@ async fn coordinator(c: CoordinatorArgs) -> Result<()> {
     let store = Store::open(&c.store)?;
     let spec = if c.resume {
         // The stored spec wins; the request only names the job.
-        let mut r = request(&c.job, job.clone());
+        let mut r = request(&c.job, job.clone())?;
         r.inputs = vec![];
         covmerge_proto::JobSpec {
             job: job.clone().expect("clap requires --job-id with --resume"),
@@ -322,6 +473,7 @@ async fn coordinator(c: CoordinatorArgs) -> Result<()> {
             source: r.source,
             shards: 1,
             max_bad_rows: r.max_bad_rows,
+            file_path_prefix: r.file_path_prefix,
             header: covmerge_proto::job::HeaderSpec {
                 namespace: r.namespace,
                 duration: r.duration,
@@ -330,7 +482,7 @@ async fn coordinator(c: CoordinatorArgs) -> Result<()> {
             },
         }
     } else {
-        plan_job(&request(&c.job, job)).await?
+        plan_job(&request(&c.job, job)?).await?
     };
     let inputs = if c.resume { &c.job.input } else { &spec.inputs };
     preflight_outputs(inputs, c.out.as_deref(), c.job.manifest.as_deref())?;
@@ -354,6 +506,7 @@ async fn coordinator(c: CoordinatorArgs) -> Result<()> {
     let outcome = run_job(spec, &opts, queue, store, &progress).await?;
     println!("result {}", outcome.result);
     print_totals(&outcome.manifest);
+    print_rows(outcome.dashboard_rows);
     Ok(())
 }
 
@@ -396,4 +549,16 @@ async fn worker(w: WorkerArgs) -> Result<()> {
     }
     info!("worker stopped");
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn end_of_day_is_utc() {
+        // `date -u -d '2024-04-08 23:59:59' +%s`
+        assert_eq!(super::end_of_day_utc("2024-04-08"), Some(1_712_620_799));
+        assert_eq!(super::end_of_day_utc("1970-01-01"), Some(86_399));
+        assert_eq!(super::end_of_day_utc("2024-13-01"), None);
+        assert_eq!(super::end_of_day_utc("2024-4-8"), None);
+    }
 }

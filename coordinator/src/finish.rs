@@ -9,11 +9,14 @@ use std::path::{Path, PathBuf};
 use bytes::Bytes;
 use covmerge_proto::output::{write_header, HistoryRecord};
 use covmerge_proto::{Counts, JobId, JobSpec, Manifest};
-use covmerge_storage::{is_store_url, open_object, Store};
+use covmerge_storage::{is_store_url, open_object, redact_url, Store};
 use covmerge_worker::run::keys;
 use flate2::{write::GzEncoder, Compression};
 use futures::StreamExt;
 
+use tracing::info;
+
+use crate::dashboard::{upload_object_url, Dashboard};
 use crate::{JobError, JobOptions};
 
 /// Where the result goes.
@@ -22,12 +25,15 @@ pub enum Destination {
     Store(Store, String),
     /// Only under the job's prefix.
     JobStore,
+    /// Only where the dashboard says (`--dashboard` without `--out`, embedded).
+    DashboardOnly,
 }
 
 impl Destination {
-    pub fn parse(out: Option<&str>, in_store: bool) -> Result<Self, JobError> {
+    pub fn parse(out: Option<&str>, in_store: bool, dashboard: bool) -> Result<Self, JobError> {
         match out {
             None if in_store => Ok(Destination::JobStore),
+            None if dashboard => Ok(Destination::DashboardOnly),
             None => Err(JobError::Plan("--out is required".into())),
             Some(o) if is_store_url(o) => {
                 let (s, k) = open_object(o).map_err(|e| JobError::Plan(e.to_string()))?;
@@ -65,7 +71,7 @@ fn out_err(dest: &str, e: impl std::fmt::Display) -> JobError {
     }
 }
 
-/// Writes the result; returns its location.
+/// Writes the result; returns its location (`None`: only the dashboard gets it).
 pub async fn write_result(
     dest: &Destination,
     store: &Store,
@@ -73,16 +79,17 @@ pub async fn write_result(
     parts: &[String],
     in_store: bool,
     job: &JobId,
-) -> Result<String, JobError> {
+) -> Result<Option<String>, JobError> {
     let job_key = format!("{}/result.jsonl.gz", keys::job_prefix(job));
     if in_store {
         store.concat(&job_key, header.clone(), store, parts).await?;
     }
     match dest {
-        Destination::JobStore => Ok(format!("{store}/{job_key}")),
+        Destination::DashboardOnly => Ok(None),
+        Destination::JobStore => Ok(Some(format!("{store}/{job_key}"))),
         Destination::Store(s, k) => {
             s.concat(k, header, store, parts).await?;
-            Ok(format!("{s}/{k}"))
+            Ok(Some(format!("{s}/{k}")))
         }
         Destination::Local(path) => {
             let shown = path.display().to_string();
@@ -96,9 +103,80 @@ pub async fn write_result(
             }
             tmp.as_file().sync_all().map_err(|e| out_err(&shown, e))?;
             tmp.persist(path).map_err(|e| out_err(&shown, e.error))?;
-            Ok(shown)
+            Ok(Some(shown))
         }
     }
+}
+
+/// SPEC §8 after the result is written: `create_upload_url`, the result streamed from
+/// the parts to that GCS object, the manifest updated to name it, `save_coverage`.
+/// Returns the DB rows the dashboard created. On failure the result stays where it is
+/// (`result`, or a local file when it was to go to the dashboard only) and the error
+/// says where and how to re-send it without merging again.
+#[allow(clippy::too_many_arguments)]
+pub async fn to_dashboard(
+    d: &Dashboard,
+    store: &Store,
+    header: Bytes,
+    parts: &[String],
+    result: Option<&str>,
+    manifest: &mut Manifest,
+    opts: &JobOptions,
+    job: &JobId,
+) -> Result<i64, JobError> {
+    let resend = |arg: &str, what: &str| {
+        format!(
+            "COVMERGE_DASHBOARD_KEY=... covmerge notify --dashboard {} --dashboard-client {} {arg} {what}",
+            redact_url(&d.url),
+            d.client
+        )
+    };
+    // Where the result stays when the dashboard never gets it.
+    let keep = |message: String| {
+        let header = header.clone();
+        async move {
+            let kept = match result {
+                Some(r) => r.to_string(),
+                None => {
+                    let local =
+                        Destination::Local(PathBuf::from(format!("covmerge-{job}.jsonl.gz")));
+                    write_result(&local, store, header, parts, false, job)
+                        .await?
+                        .expect("a local destination has a location")
+                }
+            };
+            Err(JobError::Dashboard {
+                message,
+                resend: resend("--result", &kept),
+                kept,
+            })
+        }
+    };
+    let upload = match d.create_upload_url().await {
+        Ok(u) => u,
+        Err(e) => return keep(e).await,
+    };
+    let obj = upload_object_url(&upload);
+    let written = match open_object(&obj) {
+        Ok((s, k)) => s
+            .concat(&k, header.clone(), store, parts)
+            .await
+            .map_err(|e| e.to_string()),
+        Err(e) => Err(e.to_string()),
+    };
+    if let Err(e) = written {
+        return keep(format!("writing the result to {obj}: {e}")).await;
+    }
+    info!(object = %obj, "result written for the dashboard");
+    manifest.dashboard_upload = Some(upload.clone());
+    write_manifest(manifest, opts, store, job).await?;
+    d.save_coverage(&upload)
+        .await
+        .map_err(|message| JobError::Dashboard {
+            message,
+            kept: obj.clone(),
+            resend: resend("--upload", &upload),
+        })
 }
 
 /// Writes the manifest locally (atomically) and, in fleet mode, under the job prefix.

@@ -38,8 +38,14 @@ pub enum JobError {
     Manifest { dest: String, message: String },
     #[error("{0}; nothing was read or written")]
     Preflight(String),
-    #[error("dashboard: {0} (the result stays in storage)")]
-    Dashboard(String),
+    #[error("dashboard: {message}\nthe result stays at {kept}; send it again without merging with:\n  {resend}")]
+    Dashboard {
+        message: String,
+        /// Where the result is.
+        kept: String,
+        /// The `covmerge notify` command that re-sends it.
+        resend: String,
+    },
 }
 
 /// How the job's result is delivered.
@@ -62,7 +68,10 @@ pub struct JobOptions {
 #[derive(Debug, Clone)]
 pub struct JobOutcome {
     pub manifest: Manifest,
+    /// Where the result was written (empty: only to the dashboard's object).
     pub result: String,
+    /// DB rows the dashboard reported for `save_coverage`.
+    pub dashboard_rows: Option<i64>,
 }
 
 struct Tracker<'a> {
@@ -275,6 +284,7 @@ pub async fn run_job(
                     base_commit: spec.base_commit.clone(),
                     source: spec.source.clone(),
                     chunks: shard_chunks,
+                    file_path_prefix: spec.file_path_prefix.clone(),
                 });
                 publish(queue.as_ref(), job.as_str(), &task).await?;
                 state.publish();
@@ -297,6 +307,7 @@ pub async fn run_job(
         totals,
         shards: Vec::new(),
         failed: Vec::new(),
+        dashboard_upload: None,
     };
     let mut parts = Vec::new();
     for (t, s) in &merges {
@@ -319,6 +330,11 @@ pub async fn run_job(
             parts.push(o.part.clone());
         }
     }
+    // Splits count every row read; rows outside --file-path-prefix are not in scope.
+    manifest.totals.rows_in = manifest
+        .totals
+        .rows_in
+        .saturating_sub(manifest.totals.rows_outside_prefix);
     if !failed.is_empty() {
         manifest.status = "failed".into();
         manifest.failed = failed.clone();
@@ -329,15 +345,25 @@ pub async fn run_job(
         });
     }
 
-    let dest = Destination::parse(opts.out.as_deref(), opts.result_in_store)?;
+    let dest = Destination::parse(
+        opts.out.as_deref(),
+        opts.result_in_store,
+        opts.dashboard.is_some(),
+    )?;
     let header = finish::header_member(&spec, &manifest.totals);
-    let result =
-        finish::write_result(&dest, &store, header, &parts, opts.result_in_store, &job).await?;
-    manifest.result = Some(result.clone());
+    let result = finish::write_result(
+        &dest,
+        &store,
+        header.clone(),
+        &parts,
+        opts.result_in_store,
+        &job,
+    )
+    .await?;
+    manifest.result = result.clone();
     finish::write_manifest(&manifest, opts, &store, &job).await?;
-    if let Some(d) = &opts.dashboard {
-        d.notify(&result).await.map_err(JobError::Dashboard)?;
-    }
+    // The job's own work is done whatever the dashboard says: clean up first, so a
+    // dashboard failure (the result kept, `covmerge notify` to re-send) leaves no spill.
     if opts.cleanup {
         for key in store
             .list(&format!("{}/spill", keys::job_prefix(&job)))
@@ -347,5 +373,25 @@ pub async fn run_job(
         }
         queue.close_job(job.as_str()).await.ok();
     }
-    Ok(JobOutcome { manifest, result })
+    let mut dashboard_rows = None;
+    if let Some(d) = &opts.dashboard {
+        let n = finish::to_dashboard(
+            d,
+            &store,
+            header,
+            &parts,
+            result.as_deref(),
+            &mut manifest,
+            opts,
+            &job,
+        )
+        .await?;
+        dashboard_rows = Some(n);
+    }
+    let result = result.unwrap_or_default();
+    Ok(JobOutcome {
+        manifest,
+        result,
+        dashboard_rows,
+    })
 }

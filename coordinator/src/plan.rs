@@ -18,6 +18,8 @@ pub struct JobRequest {
     pub duration: i64,
     pub date_to: Option<String>,
     pub total_rows: Option<i64>,
+    /// `--file-path-prefix` (empty: every file).
+    pub file_path_prefix: String,
 }
 
 /// Rows per shard by default. A merge holds projected sums, not rows, so a shard's
@@ -126,6 +128,7 @@ pub async fn plan_job(req: &JobRequest) -> Result<JobSpec, JobError> {
         source: req.source.clone(),
         shards: req.shards.unwrap_or_else(|| default_shards(&sizes)),
         max_bad_rows: req.max_bad_rows,
+        file_path_prefix: req.file_path_prefix.clone(),
         header: HeaderSpec {
             namespace: req.namespace.clone(),
             duration: req.duration,

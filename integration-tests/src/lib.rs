@@ -2,8 +2,12 @@
 //! it, and reducing a result to a canonical form that ignores record order but checks
 //! syzkaller's exact field names.
 
+/// A fake syzkaller dashboard (create_upload_url, save_coverage).
+pub mod dashboard;
 /// Processes of a test fleet.
 pub mod fleet;
+/// The GCS emulator.
+pub mod gcs;
 /// A plain second merge that the property tests compare covmerge with.
 pub mod oracle;
 
@@ -76,6 +80,15 @@ pub fn gunzip(path: &Path) -> Vec<u8> {
     let raw = std::fs::read(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
     let mut out = Vec::new();
     flate2::read::MultiGzDecoder::new(&raw[..])
+        .read_to_end(&mut out)
+        .expect("valid gzip");
+    out
+}
+
+/// The decompressed bytes of (multi-member) gzip data.
+pub fn gunzip_bytes(raw: &[u8]) -> Vec<u8> {
+    let mut out = Vec::new();
+    flate2::read::MultiGzDecoder::new(raw)
         .read_to_end(&mut out)
         .expect("valid gzip");
     out
@@ -183,6 +196,13 @@ pub fn canon(path: &Path) -> Value {
         })
         .collect();
     json!({"files": files, "totals": {"instrumented": inst, "covered": cov}})
+}
+
+/// [`canon`] of gzip bytes held in memory.
+pub fn canon_bytes(gz: &[u8]) -> Value {
+    let tmp = tempfile::NamedTempFile::new().unwrap();
+    std::fs::write(tmp.path(), gz).unwrap();
+    canon(tmp.path())
 }
 
 /// The manifest at `path`.

@@ -15,6 +15,9 @@ pub struct JobSpec {
     pub source: String,
     pub shards: u32,
     pub max_bad_rows: u64,
+    /// Merge only files whose path starts with this (`--file-path-prefix`; empty: all).
+    #[serde(default)]
+    pub file_path_prefix: String,
     /// Header fields of the result (SPEC §4).
     pub header: HeaderSpec,
 }

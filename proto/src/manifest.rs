@@ -1,9 +1,13 @@
 use serde::{Deserialize, Serialize};
 
-/// Row and line counters. Every data row read (`rows_in`) ends in exactly one of
+/// Row and line counters. Every data row in scope (`rows_in`) ends in exactly one of
 /// `rows_merged`, `rows_bad`, `rows_without_line`, `rows_lost` or `rows_deleted`
 /// (rows of files that do not exist at the base; SPEC §3.1 counts such files under
 /// `files_deleted` and not their rows as lost).
+///
+/// With `--file-path-prefix`, rows of other files are out of scope, as they are for
+/// syz-covermerger whose query never selects them: counted in `rows_outside_prefix`
+/// and not in `rows_in`. The rows read are `rows_in + rows_outside_prefix`.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Counts {
     pub rows_in: u64,
@@ -22,6 +26,9 @@ pub struct Counts {
     /// Revision pairs whose diff hit the size cap and were mapped by anchors only.
     #[serde(default)]
     pub diffs_capped: u64,
+    /// Rows of files outside `--file-path-prefix` (not in `rows_in`).
+    #[serde(default)]
+    pub rows_outside_prefix: u64,
 }
 
 impl Counts {
@@ -40,6 +47,7 @@ impl Counts {
         f(&mut self.rows_merged, o.rows_merged);
         f(&mut self.rows_deleted, o.rows_deleted);
         f(&mut self.diffs_capped, o.diffs_capped);
+        f(&mut self.rows_outside_prefix, o.rows_outside_prefix);
     }
 }
 
@@ -78,4 +86,8 @@ pub struct Manifest {
     pub shards: Vec<ShardEntry>,
     #[serde(default)]
     pub failed: Vec<FailedTask>,
+    /// The GCS object the dashboard gave for the result (`create_upload_url`), once the
+    /// result is written there: `covmerge notify` re-sends `save_coverage` with it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dashboard_upload: Option<String>,
 }

@@ -129,6 +129,9 @@ pub struct MergeTask {
     pub source: String,
     /// Store keys of this shard's spill chunks, in split order.
     pub chunks: Vec<String>,
+    /// Merge only files whose path starts with this (`--file-path-prefix`).
+    #[serde(default)]
+    pub file_path_prefix: String,
 }
 
 /// A bad row, as reported to the user.
@@ -197,6 +200,7 @@ mod tests {
             base_commit: "c".into(),
             source: "dir:/x".into(),
             chunks: vec!["a".into()],
+            file_path_prefix: "fs/".into(),
         })
     }
 

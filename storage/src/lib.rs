@@ -1,14 +1,17 @@
 //! `covmerge-storage` owns every byte that covmerge keeps in object storage: it turns a
-//! store URL (`file://`, `s3://`, `memory:`, ...) into a [`Store`], and offers the few
+//! store URL (`file://`, `s3://`, `gs://`, `memory:`) into a [`Store`], and offers the few
 //! operations the pipeline needs — whole-object puts (atomic: an object appears whole
 //! or not at all), gets, listing, and the streamed concatenation that assembles the
 //! result from parts without holding it in memory.
 //!
 //! It knows nothing about rows, shards or queues. Credentials come from the usual
-//! environment variables (`AWS_*`) and never appear in an error or a log line: the
+//! environment variables (`AWS_*`, `GOOGLE_*`) and never appear in an error or a log line: the
 //! [`Store`] displays its URL without user info or query.
 
 use std::sync::Arc;
+
+/// `gs://`: Google Cloud Storage.
+pub mod gcs;
 
 use bytes::Bytes;
 use futures::TryStreamExt;
@@ -140,9 +143,18 @@ impl Store {
                     &redact_url(url),
                 ))
             }
+            "gs" => {
+                let bucket = u.host_str().ok_or_else(|| bad("no bucket".into()))?;
+                let gcs = gcs::GcsStore::open(bucket).map_err(bad)?;
+                Ok(Store::from_object_store(
+                    Arc::new(gcs),
+                    u.path(),
+                    &redact_url(url),
+                ))
+            }
             other => Err(bad(format!(
-                "scheme {other}: this build supports file://, s3:// and memory: \
-                 (gs:// and az:// need object_store's gcp/azure features)"
+                "scheme {other}: this build supports file://, s3://, gs:// and memory: \
+                 (az:// needs object_store's azure feature)"
             ))),
         }
     }
@@ -338,6 +350,20 @@ impl Store {
         }
         w.finish().await.map_err(|e| self.io("complete", key, e))?;
         Ok(total)
+    }
+}
+
+impl Store {
+    /// Copies `src_key` of `src` to `key` here, streamed, with the same atomicity as
+    /// [`Store::concat`].
+    pub async fn copy_from(
+        &self,
+        key: &str,
+        src: &Store,
+        src_key: &str,
+    ) -> Result<u64, StoreError> {
+        self.concat(key, Bytes::new(), src, &[src_key.to_string()])
+            .await
     }
 }
 

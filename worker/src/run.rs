@@ -28,7 +28,7 @@ use sha2::Digest;
 use tokio::sync::watch;
 use tracing::{info, instrument, warn};
 
-use crate::merge::{merge_shard, MergeError, ProjectionCache};
+use crate::merge::{merge_shard_with_prefix, MergeError, ProjectionCache};
 use crate::source::{open_source, CachedSource, Source, SourceError};
 use crate::split::{split_input, SplitError, SplitSettings};
 use crate::thread::run_on_thread;
@@ -279,11 +279,12 @@ impl Executor {
                         transient: e.is_transient(),
                     })
             });
-            merge_shard(
+            merge_shard_with_prefix(
                 chunks,
                 t2.base_commit.as_bytes(),
                 source.as_ref(),
                 &this.cache,
+                t2.file_path_prefix.as_bytes(),
             )
         })
         .await

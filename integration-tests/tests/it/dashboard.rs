@@ -1,141 +1,325 @@
-//! SPEC §8: `save_coverage` is called after the result is written, retried on non-200,
-//! and the key never appears in the output.
+//! SPEC §8 against a fake dashboard that answers as syzkaller's does and the GCS
+//! emulator: create_upload_url, the result written to that object, save_coverage and
+//! `created N DB rows`; retries (5xx, 429) and no retry on other 4xx; on failure the
+//! result stays, its location and the `covmerge notify` command are printed, and
+//! notify re-sends it without merging again. The key never appears in the output.
 
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::TcpListener;
-use std::sync::{Arc, Mutex};
+use std::path::Path;
+use std::process::{Command, Output};
+use std::time::Duration;
 
-use covmerge_integration_tests::{bin, fixture};
+use covmerge_integration_tests::dashboard::FakeDashboard;
+use covmerge_integration_tests::fleet::{self, coordinator_run, worker};
+use covmerge_integration_tests::{
+    bin, canon, canon_bytes, fixture, gcs, gunzip, gunzip_bytes, merge_ok,
+};
 
-/// A one-thread HTTP server that answers `statuses` in turn and records request bodies.
-fn serve(statuses: Vec<u16>) -> (String, Arc<Mutex<Vec<Vec<u8>>>>) {
-    let l = TcpListener::bind("127.0.0.1:0").unwrap();
-    let url = format!("http://{}", l.local_addr().unwrap());
-    let bodies = Arc::new(Mutex::new(Vec::new()));
-    let b2 = bodies.clone();
-    std::thread::spawn(move || {
-        for status in statuses {
-            let Ok((s, _)) = l.accept() else { return };
-            let mut r = BufReader::new(s.try_clone().unwrap());
-            let mut len = 0usize;
-            let mut line = String::new();
-            loop {
-                line.clear();
-                r.read_line(&mut line).unwrap();
-                if line == "\r\n" || line.is_empty() {
-                    break;
-                }
-                if let Some(v) = line.to_ascii_lowercase().strip_prefix("content-length:") {
-                    len = v.trim().parse().unwrap();
-                }
-            }
-            let mut body = vec![0; len];
-            r.read_exact(&mut body).unwrap();
-            b2.lock().unwrap().push(body);
-            let mut s = s;
-            write!(
-                s,
-                "HTTP/1.1 {status} X\r\ncontent-length: 0\r\nconnection: close\r\n\r\n"
-            )
-            .unwrap();
-        }
-    });
-    (url, bodies)
-}
+const KEY: &str = "sup3r-s3cret-dashboard-key";
 
-fn field<'a>(body: &'a [u8], name: &str) -> &'a [u8] {
-    let marker = format!("name=\"{name}\"");
-    let start = body
-        .windows(marker.len())
-        .position(|w| w == marker.as_bytes())
-        .expect(name);
-    let rest = &body[start..];
-    let data = rest.windows(4).position(|w| w == b"\r\n\r\n").unwrap() + 4;
-    let rest = &rest[data..];
-    let end = rest.windows(4).position(|w| w == b"\r\n--").unwrap();
-    &rest[..end]
-}
-
-#[test]
-fn save_coverage_is_called_with_retries_and_the_key_stays_secret() {
-    let (url, bodies) = serve(vec![503, 200]);
+fn merge_args(out: Option<&Path>) -> Vec<String> {
     let d = fixture("semantics");
-    let tmp = tempfile::tempdir().unwrap();
-    let out = tmp.path().join("out.jsonl.gz");
-    let o = std::process::Command::new(bin())
-        .args([
-            "merge",
-            "--quiet",
-            "--source",
-            &format!("dir:{}", d.join("sources").display()),
-        ])
-        .args([
-            "--base-repo",
-            "r",
-            "--base-commit",
-            "base",
-            "--out",
-            out.to_str().unwrap(),
-        ])
+    let mut a: Vec<String> = vec![
+        "merge".into(),
+        "--quiet".into(),
+        "--source".into(),
+        format!("dir:{}", d.join("sources").display()),
+        "--base-repo".into(),
+        "git://example/linux".into(),
+        "--base-commit".into(),
+        "base".into(),
+        "--date-to".into(),
+        "2024-04-08".into(),
+        "--input".into(),
+        d.join("input-a.csv").display().to_string(),
+        d.join("input-b.csv.gz").display().to_string(),
+    ];
+    if let Some(o) = out {
+        a.extend(["--out".into(), o.display().to_string()]);
+    }
+    a
+}
+
+fn run(args: &[String], dash: &FakeDashboard, tmp: &Path, extra: &[&str]) -> Output {
+    Command::new(bin())
+        .args(args)
         .args([
             "--dashboard",
-            &url,
+            &dash.url,
             "--dashboard-client",
             "ci-covmerge",
-            "--input",
         ])
-        .arg(d.join("input-a.csv"))
-        .env("COVMERGE_DASHBOARD_KEY", "sup3r-s3cret-key")
+        .args(extra)
+        .env("COVMERGE_DASHBOARD_KEY", KEY)
+        .env("GOOGLE_SERVICE_ACCOUNT", gcs::credentials(tmp))
+        .env("RUST_LOG", "debug")
+        .current_dir(tmp)
+        .output()
+        .unwrap()
+}
+
+fn texts(o: &Output) -> (String, String) {
+    (
+        String::from_utf8_lossy(&o.stdout).to_string(),
+        String::from_utf8_lossy(&o.stderr).to_string(),
+    )
+}
+
+fn assert_no_key(o: &Output) {
+    let (out, err) = texts(o);
+    assert!(!out.contains(KEY) && !err.contains(KEY), "the key leaked");
+}
+
+fn local_result(tmp: &Path) -> Vec<u8> {
+    let out = tmp.join("local.jsonl.gz");
+    let a = merge_args(Some(&out));
+    let a: Vec<&str> = a[2..].iter().map(|s| s.as_str()).collect();
+    merge_ok(&a);
+    gunzip(&out)
+}
+
+/// The whole flow without `--out`: one 503 on create_upload_url and one 429 on
+/// save_coverage are retried; the object the dashboard named holds the result (checked
+/// line by line against Go's field names by the fake), and its row count is printed.
+#[test]
+fn dashboard_flow_writes_the_upload_object_and_prints_db_rows() {
+    let tmp = tempfile::tempdir().unwrap();
+    let want = local_result(tmp.path());
+    let b = gcs::bucket("dash");
+    let dash = FakeDashboard::start(KEY, &b, false);
+    dash.fail("create_upload_url", &[503]);
+    dash.fail("save_coverage", &[429]);
+    let o = run(&merge_args(None), &dash, tmp.path(), &[]);
+    let (stdout, stderr) = texts(&o);
+    assert!(o.status.success(), "{stderr}");
+    assert_no_key(&o);
+    assert_eq!(dash.calls_of("create_upload_url"), 2);
+    assert_eq!(dash.calls_of("save_coverage"), 2);
+    for c in dash.calls() {
+        assert_eq!(c.client, "ci-covmerge");
+        assert_eq!(c.key, KEY);
+    }
+    let uploads = dash.uploads();
+    assert_eq!(uploads.len(), 1);
+    let saved = dash.saved();
+    assert_eq!(saved.len(), 1);
+    assert_eq!(
+        saved[0].0, uploads[0],
+        "save_coverage names the upload object"
+    );
+    assert!(
+        stdout.contains(&format!("created {} DB rows", saved[0].1)),
+        "{stdout}"
+    );
+    let (bucket, key) = uploads[0].split_once('/').unwrap();
+    assert!(gunzip_bytes(&gcs::download(bucket, key)) == want);
+}
+
+/// save_coverage answers 403: not retried, the job fails naming the object that keeps
+/// the result and the notify command; that command (the dashboard healthy again)
+/// re-sends the same object without a new upload and prints the rows.
+#[test]
+fn dashboard_4xx_is_not_retried_and_notify_resends_the_kept_result() {
+    let tmp = tempfile::tempdir().unwrap();
+    let want = local_result(tmp.path());
+    let b = gcs::bucket("dash4xx");
+    let dash = FakeDashboard::start(KEY, &b, true);
+    dash.fail("save_coverage", &[403]);
+    let out = tmp.path().join("out.jsonl.gz");
+    let o = run(&merge_args(Some(&out)), &dash, tmp.path(), &[]);
+    let (_, stderr) = texts(&o);
+    assert!(!o.status.success());
+    assert_no_key(&o);
+    assert_eq!(dash.calls_of("save_coverage"), 1, "a 403 is final");
+    let upload = dash.uploads()[0].clone();
+    assert!(upload.starts_with("gs://"));
+    assert!(stderr.contains("HTTP 403"), "{stderr}");
+    assert!(
+        stderr.contains(&format!("the result stays at {upload}")),
+        "{stderr}"
+    );
+    assert!(gunzip(&out) == want, "--out is written too");
+    let cmd = stderr
+        .lines()
+        .find_map(|l| {
+            l.trim()
+                .strip_prefix("COVMERGE_DASHBOARD_KEY=... covmerge ")
+        })
+        .unwrap_or_else(|| panic!("no notify command in:\n{stderr}"));
+    let args: Vec<&str> = cmd.split_whitespace().collect();
+    assert_eq!(&args[..1], &["notify"]);
+    assert!(cmd.ends_with(&format!("--upload {upload}")), "{cmd}");
+    let o = Command::new(bin())
+        .args(&args)
+        .env("COVMERGE_DASHBOARD_KEY", KEY)
+        .env("GOOGLE_SERVICE_ACCOUNT", gcs::credentials(tmp.path()))
         .env("RUST_LOG", "debug")
         .output()
         .unwrap();
-    let stderr = String::from_utf8_lossy(&o.stderr);
+    let (stdout, stderr) = texts(&o);
     assert!(o.status.success(), "{stderr}");
+    assert_no_key(&o);
+    assert_eq!(dash.uploads().len(), 1, "notify reuses the written object");
+    let saved = dash.saved();
+    assert_eq!(saved, vec![(upload.clone(), saved[0].1)]);
     assert!(
-        !stderr.contains("sup3r-s3cret-key")
-            && !String::from_utf8_lossy(&o.stdout).contains("sup3r")
+        stdout.contains(&format!("created {} DB rows", saved[0].1)),
+        "{stdout}"
     );
-    let bodies = bodies.lock().unwrap();
-    assert_eq!(bodies.len(), 2, "one 503, then a retry");
-    let b = &bodies[1];
-    assert_eq!(field(b, "client"), b"ci-covmerge");
-    assert_eq!(field(b, "key"), b"sup3r-s3cret-key");
-    assert_eq!(field(b, "method"), b"save_coverage");
-    let mut payload = String::new();
-    flate2::read::GzDecoder::new(field(b, "payload"))
-        .read_to_string(&mut payload)
-        .unwrap();
-    let named: String = serde_json::from_str(&payload).unwrap();
-    assert_eq!(named, out.display().to_string());
 }
 
+/// create_upload_url keeps failing (500 on every retry): the result written to
+/// `--out` stays there and `covmerge notify --result` uploads and saves it.
 #[test]
-fn a_dashboard_that_keeps_failing_fails_the_job_but_keeps_the_result() {
-    let (url, _) = serve(vec![500; 5]);
-    let d = fixture("semantics");
+fn create_upload_url_failing_keeps_out_and_notify_result_sends_it() {
     let tmp = tempfile::tempdir().unwrap();
+    let want = local_result(tmp.path());
+    let b = gcs::bucket("dashcreate");
+    let dash = FakeDashboard::start(KEY, &b, false);
+    dash.fail("create_upload_url", &[500; 5]);
     let out = tmp.path().join("out.jsonl.gz");
-    let o = std::process::Command::new(bin())
+    let o = run(&merge_args(Some(&out)), &dash, tmp.path(), &[]);
+    let (_, stderr) = texts(&o);
+    assert!(!o.status.success());
+    assert_eq!(
+        dash.calls_of("create_upload_url"),
+        5,
+        "retried, then given up"
+    );
+    assert_eq!(dash.calls_of("save_coverage"), 0);
+    assert!(
+        stderr.contains(&format!("the result stays at {}", out.display())),
+        "{stderr}"
+    );
+    assert!(gunzip(&out) == want);
+    let o = Command::new(bin())
         .args([
-            "merge",
-            "--quiet",
-            "--source",
-            &format!("dir:{}", d.join("sources").display()),
+            "notify",
+            "--dashboard",
+            &dash.url,
+            "--dashboard-client",
+            "ci",
         ])
-        .args([
-            "--base-repo",
-            "r",
-            "--base-commit",
-            "base",
-            "--out",
-            out.to_str().unwrap(),
-        ])
-        .args(["--dashboard", &url, "--dashboard-client", "c", "--input"])
-        .arg(d.join("input-a.csv"))
-        .env("COVMERGE_DASHBOARD_KEY", "k")
+        .args(["--result", out.to_str().unwrap()])
+        .env("COVMERGE_DASHBOARD_KEY", KEY)
+        .env("GOOGLE_SERVICE_ACCOUNT", gcs::credentials(tmp.path()))
         .output()
         .unwrap();
+    assert!(o.status.success(), "{}", texts(&o).1);
+    let u = dash.uploads();
+    assert_eq!(u.len(), 1);
+    let (bucket, key) = u[0].split_once('/').unwrap();
+    assert!(gunzip_bytes(&gcs::download(bucket, key)) == want);
+    assert!(texts(&o).0.contains("created "));
+}
+
+/// Without `--out`, when no upload location can be had, the result is not lost: it is
+/// written to `./covmerge-<job>.jsonl.gz` and the error names that file.
+#[test]
+fn no_out_and_no_upload_url_keeps_the_result_in_the_working_directory() {
+    let tmp = tempfile::tempdir().unwrap();
+    let want = local_result(tmp.path());
+    let b = gcs::bucket("dashkeep");
+    let dash = FakeDashboard::start(KEY, &b, false);
+    dash.fail("create_upload_url", &[500, 500, 500, 500, 500]);
+    let o = run(&merge_args(None), &dash, tmp.path(), &[]);
+    let (_, stderr) = texts(&o);
     assert!(!o.status.success());
-    assert!(String::from_utf8_lossy(&o.stderr).contains("HTTP 500"));
-    assert!(out.is_file(), "the result stays");
+    let kept: Vec<_> = std::fs::read_dir(tmp.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().to_string())
+        .filter(|n| n.starts_with("covmerge-") && n.ends_with(".jsonl.gz"))
+        .collect();
+    assert_eq!(kept.len(), 1, "{kept:?}");
+    assert!(
+        stderr.contains(&format!("the result stays at {}", kept[0])),
+        "{stderr}"
+    );
+    assert!(gunzip(&tmp.path().join(&kept[0])) == want);
+}
+
+/// Fleet mode: the coordinator streams its concatenation of the parts straight to the
+/// dashboard's object (its store is a GCS bucket too), without `--out`. save_coverage
+/// fails (403): the coordinator fails, spill is gone, and `covmerge notify --store
+/// --job` finds the written object in the job's manifest and sends it.
+#[test]
+fn fleet_coordinator_streams_the_result_to_the_dashboard_object() {
+    let _g = fleet::lock();
+    let tmp = tempfile::tempdir().unwrap();
+    local_result(tmp.path());
+    let want = canon(&tmp.path().join("local.jsonl.gz"));
+    let b = gcs::bucket("dashfleet");
+    let dash = FakeDashboard::start(KEY, &b, false);
+    dash.fail("save_coverage", &[403]);
+    let creds = gcs::credentials(tmp.path());
+    let creds = creds.to_str().unwrap();
+    let store = format!("gs://{b}/fleet");
+    let _w = worker(
+        tmp.path(),
+        1,
+        &store,
+        &[],
+        &[("GOOGLE_SERVICE_ACCOUNT", creds)],
+    );
+    let amqp = fleet::amqp();
+    let a = merge_args(None);
+    let mut args: Vec<&str> = a[2..].iter().map(|s| s.as_str()).collect();
+    args.extend_from_slice(&[
+        "--shards",
+        "3",
+        "--amqp",
+        &amqp,
+        "--store",
+        &store,
+        "--dashboard",
+        &dash.url,
+        "--dashboard-client",
+        "ci-covmerge",
+    ]);
+    let env = [
+        ("GOOGLE_SERVICE_ACCOUNT", creds),
+        ("COVMERGE_DASHBOARD_KEY", KEY),
+    ];
+    let o = coordinator_run(&args, &env, Duration::from_secs(180));
+    let (stdout, stderr) = texts(&o);
+    assert!(!o.status.success(), "save_coverage was refused");
+    assert_no_key(&o);
+    let job = stdout.lines().next().unwrap().strip_prefix("job ").unwrap();
+    let u = dash.uploads();
+    assert_eq!(u.len(), 1);
+    assert!(
+        stderr.contains(&format!("the result stays at gs://{}", u[0])),
+        "{stderr}"
+    );
+    let (bucket, key) = u[0].split_once('/').unwrap();
+    assert_eq!(canon_bytes(&gcs::download(bucket, key)), want);
+    assert!(
+        gcs::list(&b, &format!("fleet/jobs/{job}/spill")).is_empty(),
+        "spill left behind"
+    );
+    let o = Command::new(bin())
+        .args([
+            "notify",
+            "--dashboard",
+            &dash.url,
+            "--dashboard-client",
+            "ci",
+        ])
+        .args(["--store", &store, "--job", job])
+        .env("COVMERGE_DASHBOARD_KEY", KEY)
+        .env("GOOGLE_SERVICE_ACCOUNT", creds)
+        .output()
+        .unwrap();
+    let (stdout, stderr) = texts(&o);
+    assert!(o.status.success(), "{stderr}");
+    assert_eq!(
+        dash.uploads().len(),
+        1,
+        "the object in the manifest is reused"
+    );
+    let saved = dash.saved();
+    assert_eq!(saved[0].0, u[0]);
+    assert!(
+        stdout.contains(&format!("created {} DB rows", saved[0].1)),
+        "{stdout}"
+    );
 }

@@ -6,6 +6,8 @@ mod bad_input;
 mod dashboard;
 /// Fleet mode against RabbitMQ and an S3 server, with injected faults.
 mod fleet;
+/// `gs://` against the GCS emulator.
+mod gcs;
 /// Hostile input and big machines (issue 8): each test is named after what broke.
 mod hardening;
 /// Exact output format (Go field names, header, order).
@@ -14,3 +16,5 @@ mod output_format;
 mod property;
 /// Every rule of SPEC §3 on the project's own fixture.
 mod semantics;
+/// syz-covermerger's flags: --file-path-prefix, --base-at/--branch.
+mod syzbot_flags;

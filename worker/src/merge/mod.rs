@@ -6,4 +6,4 @@ mod project;
 mod shard;
 
 pub use project::{line_map, line_map_lines, LineMap, ProjectionCache, MAX_DIFF_CELLS};
-pub use shard::{merge_shard, MergeError, MergedPart};
+pub use shard::{merge_shard, merge_shard_with_prefix, MergeError, MergedPart};

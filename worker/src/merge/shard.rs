@@ -87,6 +87,19 @@ pub fn merge_shard(
     source: &dyn Source,
     cache: &ProjectionCache,
 ) -> Result<MergedPart, MergeError> {
+    merge_shard_with_prefix(chunks, base_commit, source, cache, b"")
+}
+
+/// [`merge_shard`] of the files whose path starts with `file_prefix` only: the rows of
+/// other files are counted in `rows_outside_prefix` and go no further (no source
+/// lookup, no output, not a file of the result).
+pub fn merge_shard_with_prefix(
+    chunks: impl Iterator<Item = Result<(String, Bytes), MergeError>>,
+    base_commit: &[u8],
+    source: &dyn Source,
+    cache: &ProjectionCache,
+    file_prefix: &[u8],
+) -> Result<MergedPart, MergeError> {
     let mut strings = Interner::default();
     let mut files: FxHashMap<u32, FileAcc> = FxHashMap::default();
     let mut maps: FxHashMap<(u32, u32), Option<Arc<LineMap>>> = FxHashMap::default();
@@ -100,6 +113,10 @@ pub fn merge_shard(
             remap.extend(block.strings.iter().map(|s| strings.intern(s)));
             for (k, v) in block.entries {
                 let (file, commit) = (remap[k.file as usize], remap[k.commit as usize]);
+                if !strings.get(file).starts_with(file_prefix) {
+                    counts.rows_outside_prefix += v.rows;
+                    continue;
+                }
                 let acc = match files.entry(file) {
                     std::collections::hash_map::Entry::Occupied(e) => e.into_mut(),
                     std::collections::hash_map::Entry::Vacant(e) => {

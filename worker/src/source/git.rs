@@ -24,6 +24,68 @@ impl GitSource {
         })
     }
 
+    /// The base for `--base-at`: the newest commit reachable from `branch` (default: the
+    /// repository's HEAD) whose committer date is at or before `until` (Unix seconds),
+    /// walking in commit-date order from the tip as syz-bq.sh's `git log --before`
+    /// does.
+    pub fn commit_at(&self, branch: Option<&str>, until: i64) -> Result<String, SourceError> {
+        let repo = self.shared.to_thread_local();
+        let what = branch.unwrap_or("HEAD").to_string();
+        let tip = match branch {
+            None => repo
+                .head_id()
+                .map_err(|e| self.io(what.clone(), e))?
+                .detach(),
+            Some(b) => {
+                let mut r = repo
+                    .find_reference(b)
+                    .or_else(|_| repo.find_reference(format!("refs/remotes/origin/{b}").as_str()))
+                    .map_err(|e| self.io(format!("branch {b}"), e))?;
+                r.peel_to_id()
+                    .map_err(|e| self.io(format!("branch {b}"), e))?
+                    .detach()
+            }
+        };
+        let walk = repo
+            .rev_walk([tip])
+            .sorting(gix::revision::walk::Sorting::ByCommitTime(
+                gix::traverse::commit::simple::CommitTimeOrder::NewestFirst,
+            ))
+            .all()
+            .map_err(|e| self.io(what.clone(), e))?;
+        // Commits of the same second come in no defined order; syz-bq.sh's `sort -rn`
+        // of "date hash" lines then takes the greatest hash: so do we.
+        let mut best: Option<(i64, String)> = None;
+        for info in walk {
+            let info = info.map_err(|e| self.io(what.clone(), e))?;
+            let t = match info.commit_time {
+                Some(t) => t,
+                None => {
+                    info.object()
+                        .map_err(|e| self.io(what.clone(), e))?
+                        .time()
+                        .map_err(|e| self.io(what.clone(), e))?
+                        .seconds
+                }
+            };
+            match &mut best {
+                Some((bt, _)) if t < *bt => break,
+                Some((_, id)) => {
+                    let h = info.id.to_string();
+                    if h > *id {
+                        *id = h;
+                    }
+                }
+                None if t <= until => best = Some((t, info.id.to_string())),
+                None => {}
+            }
+        }
+        if let Some((_, id)) = best {
+            return Ok(id);
+        }
+        Err(self.io(what, format!("no commit at or before {until} (Unix time)")))
+    }
+
     fn io(&self, what: String, e: impl std::fmt::Display) -> SourceError {
         SourceError::Io {
             source_name: format!("git:{}", self.path),
