@@ -3,9 +3,18 @@ use std::fmt;
 use serde::{Deserialize, Serialize};
 
 /// A job: one merge of one input set onto one base revision.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
 #[serde(transparent)]
 pub struct JobId(String);
+
+/// Decoding checks the id like [`JobId::parse`]: a job id from a message becomes a
+/// store prefix, so `../../x` must never get that far.
+impl<'de> Deserialize<'de> for JobId {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let s = String::deserialize(d)?;
+        JobId::parse(&s).map_err(serde::de::Error::custom)
+    }
+}
 
 impl JobId {
     /// A fresh random id.
@@ -76,3 +85,17 @@ index_id!(
     Attempt,
     "{}"
 );
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn job_id_is_checked_when_decoded() {
+        let ok: JobId = serde_json::from_str("\"job-1.a_b\"").unwrap();
+        assert_eq!(ok.as_str(), "job-1.a_b");
+        for bad in ["\"../../x\"", "\"..\"", "\"\"", "\"a/b\""] {
+            assert!(serde_json::from_str::<JobId>(bad).is_err(), "{bad}");
+        }
+    }
+}

@@ -17,6 +17,8 @@ pub mod limits;
 pub mod manifest;
 /// syzkaller's `coveragedb` JSON lines (SPEC §4), written without intermediate trees.
 pub mod output;
+/// Credentials removed from any URL before it reaches a log or an error.
+pub mod redact;
 /// The stable hash that assigns a file path to a shard.
 pub mod shard_hash;
 /// The binary spill format: interned, pre-aggregated row blocks.

@@ -10,3 +10,12 @@ pub const MAX_SHARDS: u32 = 65_536;
 /// The most task loops one process runs (`merge --workers`, `worker --concurrency`).
 /// Each running task holds a thread of its own and its share of the memory budget.
 pub const MAX_TASK_LOOPS: usize = 1024;
+
+/// Most inputs (and so split tasks) a job may have.
+pub const MAX_INPUTS: usize = 100_000;
+
+/// Longest input location, source spec, commit or store key a task may carry.
+pub const MAX_NAME_BYTES: usize = 4096;
+
+/// Most spill chunks one merge task may list (every split writes a few per shard).
+pub const MAX_CHUNKS_PER_MERGE: usize = 100_000;

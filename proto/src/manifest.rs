@@ -61,8 +61,11 @@ pub struct ShardEntry {
     pub bytes: u64,
     /// SHA-256 of the part's compressed bytes (hex).
     pub sha256: String,
-    /// Deliveries it took (1 = first try).
+    /// Executions it took (1 = first try), counting overlapping ones.
     pub attempts: u32,
+    /// Deliveries handed back because the store was unreachable (not task failures).
+    #[serde(default)]
+    pub outages: u32,
 }
 
 /// A shard that could not be merged.

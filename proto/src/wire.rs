@@ -9,7 +9,9 @@ use serde::{de::DeserializeOwned, Deserialize, Serialize};
 use crate::{Attempt, Counts, JobId, ShardId, SplitId};
 
 /// Bumped on any incompatible change to the types below.
-pub const PROTOCOL_VERSION: u16 = 1;
+///
+/// 2: `ReportStatus::Retrying`; job ids and tasks are checked on decode.
+pub const PROTOCOL_VERSION: u16 = 2;
 
 /// Largest message a receiver decodes. A merge task lists its spill chunks; 16 MiB is
 /// ~100k chunk keys, far beyond any real job.
@@ -87,6 +89,55 @@ impl Task {
         match self {
             Task::Split(t) => TaskRef::Split(t.split),
             Task::Merge(t) => TaskRef::Merge(t.shard),
+        }
+    }
+
+    /// Checks every field against the hard bounds of [`crate::limits`]. A worker calls
+    /// this on each decoded task before acting on it: decoding alone accepts any
+    /// number, and a split into 4294967295 shards would allocate ~100 GB.
+    pub fn validate(&self) -> Result<(), String> {
+        use crate::limits::*;
+        let name = |what: &str, v: &str| {
+            if v.is_empty() || v.len() > MAX_NAME_BYTES || v.chars().any(char::is_control) {
+                Err(format!(
+                    "{what} must be 1-{MAX_NAME_BYTES} bytes without control characters"
+                ))
+            } else {
+                Ok(())
+            }
+        };
+        match self {
+            Task::Split(t) => {
+                if t.shards == 0 || t.shards > MAX_SHARDS {
+                    return Err(format!("shards {} not in 1..={MAX_SHARDS}", t.shards));
+                }
+                if t.split.index() >= MAX_INPUTS {
+                    return Err(format!("split {} not below {MAX_INPUTS}", t.split.0));
+                }
+                name("input", &t.input)
+            }
+            Task::Merge(t) => {
+                if t.shard.0 >= MAX_SHARDS {
+                    return Err(format!("shard {} not below {MAX_SHARDS}", t.shard.0));
+                }
+                if t.chunks.len() > MAX_CHUNKS_PER_MERGE {
+                    return Err(format!(
+                        "{} chunks, more than {MAX_CHUNKS_PER_MERGE}",
+                        t.chunks.len()
+                    ));
+                }
+                name("base commit", &t.base_commit)?;
+                name("source", &t.source)?;
+                // A merge reads only its own job's spill chunks.
+                let prefix = format!("jobs/{}/spill/", t.job);
+                for c in &t.chunks {
+                    name("chunk key", c)?;
+                    if !c.starts_with(&prefix) || c.split('/').any(|p| p == ".." || p == ".") {
+                        return Err(format!("chunk key {c:?} is not under {prefix}"));
+                    }
+                }
+                Ok(())
+            }
         }
     }
 }
@@ -187,6 +238,14 @@ pub enum ReportStatus {
     Failed {
         error: String,
     },
+    /// This delivery failed and the task was handed back for another try. Tells the
+    /// coordinator the cause, so that a task dead-lettered at the delivery limit is
+    /// reported with its last error. `outage`: the store (or source) was unreachable
+    /// for the whole retry budget, as opposed to the task itself failing.
+    Retrying {
+        error: String,
+        outage: bool,
+    },
 }
 
 #[cfg(test)]
@@ -208,6 +267,33 @@ mod tests {
     fn round_trip() {
         let b = encode(&task()).unwrap();
         assert_eq!(decode::<Task>(&b).unwrap(), task());
+    }
+
+    #[test]
+    fn forged_tasks_are_invalid() {
+        assert!(
+            task().validate().is_err(),
+            "chunk outside the job's spill prefix"
+        );
+        let mut ok = task();
+        if let Task::Merge(m) = &mut ok {
+            m.chunks = vec!["jobs/j1/spill/00000/n/00003-00000.cms".into()];
+        }
+        assert_eq!(ok.validate(), Ok(()));
+        let split = |shards, input: &str| {
+            Task::Split(SplitTask {
+                job: JobId::parse("j1").unwrap(),
+                split: SplitId(0),
+                input: input.into(),
+                shards,
+                max_bad_rows: 0,
+            })
+        };
+        assert!(split(4, "/in.csv").validate().is_ok());
+        assert!(split(u32::MAX, "/in.csv").validate().is_err());
+        assert!(split(0, "/in.csv").validate().is_err());
+        assert!(split(4, "").validate().is_err());
+        assert!(split(4, &"x".repeat(5000)).validate().is_err());
     }
 
     #[test]
