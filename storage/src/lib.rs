@@ -8,7 +8,9 @@
 //! environment variables (`AWS_*`, `GOOGLE_*`) and never appear in an error or a log line: the
 //! [`Store`] displays its URL without user info or query.
 
+use std::future::Future;
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 /// `gs://`: Google Cloud Storage.
 pub mod gcs;
@@ -53,12 +55,20 @@ impl StoreError {
     }
 }
 
+/// How long an operation keeps retrying transient errors (the store unreachable,
+/// throttling, 5xx) before it fails: a storage outage of a few minutes costs time, not
+/// the task. Overridden with [`Store::with_retry_budget`] (`--store-outage-budget`).
+pub const DEFAULT_RETRY_BUDGET: Duration = Duration::from_secs(300);
+const RETRY_FIRST: Duration = Duration::from_millis(250);
+const RETRY_MAX: Duration = Duration::from_secs(10);
+
 /// A store and a prefix inside it.
 #[derive(Clone)]
 pub struct Store {
     inner: Arc<dyn ObjectStore>,
     prefix: Path,
     display: String,
+    retry_budget: Duration,
 }
 
 impl std::fmt::Debug for Store {
@@ -73,18 +83,8 @@ impl std::fmt::Display for Store {
     }
 }
 
-/// A URL without credentials: safe for logs.
-pub fn redact_url(url: &str) -> String {
-    match url::Url::parse(url) {
-        Ok(mut u) => {
-            let _ = u.set_password(None);
-            let _ = u.set_username("");
-            u.set_query(None);
-            u.to_string()
-        }
-        Err(_) => url.to_string(),
-    }
-}
+/// A URL without credentials: safe for logs (the one redaction of every URL kind).
+pub use covmerge_proto::redact::redact_url;
 
 /// Whether `s` names an object-store location rather than a local path.
 pub fn is_store_url(s: &str) -> bool {
@@ -165,7 +165,15 @@ impl Store {
             inner,
             prefix: Path::from(prefix.trim_matches('/')),
             display: display.to_string(),
+            retry_budget: DEFAULT_RETRY_BUDGET,
         }
+    }
+
+    /// The same store with another time budget for retrying transient errors
+    /// (zero: fail at the first error).
+    pub fn with_retry_budget(mut self, budget: Duration) -> Store {
+        self.retry_budget = budget;
+        self
     }
 
     /// The same store, one level deeper.
@@ -174,6 +182,46 @@ impl Store {
             inner: self.inner.clone(),
             prefix: self.path(sub),
             display: format!("{}/{}", self.display.trim_end_matches('/'), sub),
+            retry_budget: self.retry_budget,
+        }
+    }
+
+    /// Runs `f` until it succeeds, fails permanently, or transient failures have
+    /// lasted the retry budget; backs off exponentially (250 ms to 10 s) in between.
+    async fn retrying<T, F, Fut>(
+        &self,
+        op: &'static str,
+        key: &str,
+        mut f: F,
+    ) -> Result<T, StoreError>
+    where
+        F: FnMut() -> Fut,
+        Fut: Future<Output = Result<T, StoreError>>,
+    {
+        let start = Instant::now();
+        let mut delay = RETRY_FIRST;
+        let mut failures = 0u32;
+        loop {
+            match f().await {
+                Ok(v) => {
+                    if failures > 0 {
+                        tracing::info!(store = %self.display, op, key, failures, after = ?start.elapsed(), "store reachable again");
+                    }
+                    return Ok(v);
+                }
+                Err(e) if e.is_transient() && start.elapsed() + delay < self.retry_budget => {
+                    failures += 1;
+                    tracing::warn!(store = %self.display, op, key, error = %e, failures, retry_in = ?delay, "store operation failed; retrying");
+                    tokio::time::sleep(delay).await;
+                    delay = (delay * 2).min(RETRY_MAX);
+                }
+                Err(e) => {
+                    if failures > 0 {
+                        tracing::warn!(store = %self.display, op, key, failures, after = ?start.elapsed(), "store operation still failing; giving up");
+                    }
+                    return Err(e);
+                }
+            }
         }
     }
 
@@ -205,20 +253,26 @@ impl Store {
 
     /// Writes a whole object. Readers see the old object or the new one, never a part.
     pub async fn put(&self, key: &str, data: Bytes) -> Result<(), StoreError> {
-        self.inner
-            .put(&self.path(key), PutPayload::from(data))
-            .await
-            .map(|_| ())
-            .map_err(|e| self.io("put", key, e))
+        self.retrying("put", key, || async {
+            self.inner
+                .put(&self.path(key), PutPayload::from(data.clone()))
+                .await
+                .map(|_| ())
+                .map_err(|e| self.io("put", key, e))
+        })
+        .await
     }
 
     pub async fn get(&self, key: &str) -> Result<Bytes, StoreError> {
-        let r = self
-            .inner
-            .get(&self.path(key))
-            .await
-            .map_err(|e| self.io("get", key, e))?;
-        r.bytes().await.map_err(|e| self.io("get", key, e))
+        self.retrying("get", key, || async {
+            let r = self
+                .inner
+                .get(&self.path(key))
+                .await
+                .map_err(|e| self.io("get", key, e))?;
+            r.bytes().await.map_err(|e| self.io("get", key, e))
+        })
+        .await
     }
 
     /// The object as a stream of chunks.
@@ -227,10 +281,13 @@ impl Store {
         key: &str,
     ) -> Result<futures::stream::BoxStream<'static, Result<Bytes, StoreError>>, StoreError> {
         let r = self
-            .inner
-            .get(&self.path(key))
-            .await
-            .map_err(|e| self.io("get", key, e))?;
+            .retrying("get", key, || async {
+                self.inner
+                    .get(&self.path(key))
+                    .await
+                    .map_err(|e| self.io("get", key, e))
+            })
+            .await?;
         let (store, k) = (self.display.clone(), key.to_string());
         Ok(Box::pin(r.into_stream().map_err(move |source| {
             StoreError::Io {
@@ -253,30 +310,39 @@ impl Store {
 
     /// Size in bytes of an object.
     pub async fn size(&self, key: &str) -> Result<u64, StoreError> {
-        self.inner
-            .head(&self.path(key))
-            .await
-            .map(|m| m.size)
-            .map_err(|e| self.io("head", key, e))
+        self.retrying("head", key, || async {
+            self.inner
+                .head(&self.path(key))
+                .await
+                .map(|m| m.size)
+                .map_err(|e| self.io("head", key, e))
+        })
+        .await
     }
 
     pub async fn exists(&self, key: &str) -> Result<bool, StoreError> {
-        match self.inner.head(&self.path(key)).await {
-            Ok(_) => Ok(true),
-            Err(object_store::Error::NotFound { .. }) => Ok(false),
-            Err(e) => Err(self.io("head", key, e)),
-        }
+        self.retrying("head", key, || async {
+            match self.inner.head(&self.path(key)).await {
+                Ok(_) => Ok(true),
+                Err(object_store::Error::NotFound { .. }) => Ok(false),
+                Err(e) => Err(self.io("head", key, e)),
+            }
+        })
+        .await
     }
 
     /// Keys (relative to this store's prefix) under `prefix`, sorted.
     pub async fn list(&self, prefix: &str) -> Result<Vec<String>, StoreError> {
         let p = self.path(prefix);
         let metas: Vec<_> = self
-            .inner
-            .list(Some(&p))
-            .try_collect()
-            .await
-            .map_err(|e| self.io("list", prefix, e))?;
+            .retrying("list", prefix, || async {
+                self.inner
+                    .list(Some(&p))
+                    .try_collect::<Vec<_>>()
+                    .await
+                    .map_err(|e| self.io("list", prefix, e))
+            })
+            .await?;
         let strip = self.prefix.as_ref();
         let mut keys: Vec<String> = metas
             .into_iter()
@@ -297,16 +363,33 @@ impl Store {
     }
 
     pub async fn delete(&self, key: &str) -> Result<(), StoreError> {
-        match self.inner.delete(&self.path(key)).await {
-            Ok(()) | Err(object_store::Error::NotFound { .. }) => Ok(()),
-            Err(e) => Err(self.io("delete", key, e)),
-        }
+        self.retrying("delete", key, || async {
+            match self.inner.delete(&self.path(key)).await {
+                Ok(()) | Err(object_store::Error::NotFound { .. }) => Ok(()),
+                Err(e) => Err(self.io("delete", key, e)),
+            }
+        })
+        .await
     }
 
     /// Writes `head` followed by the objects `parts` of `src`, in order, as the single
     /// object `key`, streaming through a multipart upload: the object appears only when
-    /// the upload completes, and memory holds a few chunks at a time.
+    /// the upload completes, and memory holds a few chunks at a time. A transient
+    /// failure aborts the upload and starts it again, within the retry budget.
     pub async fn concat(
+        &self,
+        key: &str,
+        head: Bytes,
+        src: &Store,
+        parts: &[String],
+    ) -> Result<u64, StoreError> {
+        self.retrying("concat", key, || {
+            self.concat_once(key, head.clone(), src, parts)
+        })
+        .await
+    }
+
+    async fn concat_once(
         &self,
         key: &str,
         head: Bytes,
@@ -336,6 +419,7 @@ impl Store {
                     Ok(Some(b)) => {
                         total += b.len() as u64;
                         if let Err(e) = w.wait_for_capacity(4).await {
+                            w.abort().await.ok();
                             return Err(self.io("put_part", key, e));
                         }
                         w.put(b);
@@ -348,6 +432,7 @@ impl Store {
                 }
             }
         }
+        // On failure `finish` has already aborted the upload.
         w.finish().await.map_err(|e| self.io("complete", key, e))?;
         Ok(total)
     }
@@ -449,9 +534,21 @@ mod tests {
         }
     }
 
+    #[tokio::test]
+    async fn permanent_errors_are_not_retried() {
+        // A missing object is permanent: no waiting through the retry budget.
+        let store = Store::open("memory:").unwrap();
+        let t0 = Instant::now();
+        assert!(store.get("nope").await.is_err());
+        assert!(t0.elapsed() < Duration::from_secs(1));
+    }
+
     #[test]
     fn redaction_hides_credentials() {
         let r = redact_url("amqp://user:s3cret@host:5672/vh?x=secret");
         assert!(!r.contains("s3cret") && !r.contains("secret"), "{r}");
+        // An unparsable URL is not returned as given.
+        let e = Store::open("s3://k:s3cret@bucket:badport/x").unwrap_err();
+        assert!(!e.to_string().contains("s3cret"), "{e}");
     }
 }
