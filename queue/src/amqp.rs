@@ -76,15 +76,49 @@ const BACKOFF_MAX: Duration = Duration::from_secs(5);
 const ATTEMPT_TIMEOUT: Duration = Duration::from_secs(15);
 
 /// The broker URL without its user info (user name and password), for logs and
-/// errors. A URL that does not parse is not echoed at all.
+/// errors: the same redaction as every other URL ([`covmerge_proto::redact`]).
 pub fn redact(url: &str) -> String {
+    covmerge_proto::redact::redact_url(url)
+}
+
+/// Default of [`AmqpOptions::connect_timeout`]: a broker restart, upgrade or network
+/// blip of a few minutes costs time, not the job.
+pub const DEFAULT_OUTAGE_BUDGET: Duration = Duration::from_secs(600);
+
+/// Checks the broker URL strictly before lapin sees it: only `amqp://` and
+/// `amqps://` with a host. lapin's own parser accepts `amqp:/user:pw@host/vh` (one
+/// slash) and connects to localhost with the rest as the vhost name, password
+/// included.
+fn check_url(url: &str) -> Result<(), String> {
+    let scheme_ok = url.starts_with("amqp://") || url.starts_with("amqps://");
+    if !scheme_ok {
+        return Err("expected amqp://user:password@host:port/vhost or amqps://...".into());
+    }
     match url::Url::parse(url) {
-        Ok(mut u) => {
-            let _ = u.set_username("");
-            let _ = u.set_password(None);
-            u.to_string()
+        Ok(u) if u.host_str().is_some_and(|h| !h.is_empty()) => {
+            if u.query().is_some() || u.fragment().is_some() {
+                // lapin reads only a few query options; anything else is a typo.
+                let known = u.query_pairs().all(|(k, _)| {
+                    matches!(
+                        k.as_ref(),
+                        "heartbeat"
+                            | "channel_max"
+                            | "frame_max"
+                            | "auth_mechanism"
+                            | "connection_timeout"
+                    )
+                });
+                if !known || u.fragment().is_some() {
+                    return Err("unsupported query or fragment".into());
+                }
+            }
+            if u.path_segments().is_some_and(|s| s.count() > 1) {
+                return Err("the path must be one vhost name (use %2f for /)".into());
+            }
+            Ok(())
         }
-        Err(_) => "<unparseable AMQP URL>".to_string(),
+        Ok(_) => Err("no host".into()),
+        Err(e) => Err(e.to_string()),
     }
 }
 
@@ -108,7 +142,7 @@ impl Default for AmqpOptions {
         AmqpOptions {
             delivery_limit: DEFAULT_DELIVERY_LIMIT,
             prefetch: 1,
-            connect_timeout: Duration::from_secs(60),
+            connect_timeout: DEFAULT_OUTAGE_BUDGET,
             connection_name: "covmerge".to_string(),
         }
     }
@@ -477,8 +511,8 @@ fn death_reason(d: &LapinDelivery, limit: u32) -> String {
 }
 
 impl AmqpQueue {
-    /// Connects (retrying with backoff for up to a minute, so a worker started before
-    /// the broker still comes up) and declares the shared topology.
+    /// Connects (retrying with backoff for up to [`DEFAULT_OUTAGE_BUDGET`], so a worker
+    /// started before the broker still comes up) and declares the shared topology.
     pub async fn connect(url: &str, delivery_limit: u32) -> Result<AmqpQueue, QueueError> {
         Self::connect_with(url, AmqpOptions::new(delivery_limit)).await
     }
@@ -486,6 +520,9 @@ impl AmqpQueue {
     /// [`AmqpQueue::connect`] with explicit options.
     pub async fn connect_with(url: &str, opts: AmqpOptions) -> Result<AmqpQueue, QueueError> {
         let redacted = redact(url);
+        check_url(url).map_err(|why| {
+            QueueError::Unavailable(format!("invalid AMQP URL {redacted}: {why}"))
+        })?;
         let uri = AMQPUri::from_str(url).map_err(|_| {
             // The parser's message quotes the URL: do not pass it on.
             QueueError::Unavailable(format!("invalid AMQP URL {redacted}"))
@@ -1216,9 +1253,18 @@ mod tests {
 
     #[tokio::test]
     async fn bad_url_is_not_echoed() {
-        let err = AmqpQueue::connect("amqp://u:s3cret@host:notaport/%2f", 1)
-            .await
-            .unwrap_err();
-        assert!(!err.to_string().contains("s3cret"), "{err}");
+        for url in [
+            "amqp://u:s3cret@host:notaport/%2f",
+            "u:s3cret@host:5679",
+            "amqp:u:s3cret@host/vh",
+            "amqp:/u:s3cret@host/vh",
+            "http://u:s3cret@host/vh",
+            "amqp://u:s3cret@host/a/b",
+        ] {
+            let err = AmqpQueue::connect(url, 1).await.unwrap_err();
+            let msg = err.to_string();
+            assert!(msg.contains("invalid AMQP URL"), "{url}: {msg}");
+            assert!(!msg.contains("s3cret"), "{url}: {msg}");
+        }
     }
 }
