@@ -8,10 +8,10 @@ use covmerge_coordinator::dashboard::Dashboard;
 use covmerge_coordinator::embedded::run_embedded;
 use covmerge_coordinator::finish::preflight_outputs;
 use covmerge_coordinator::progress::ProgressView;
-use covmerge_coordinator::{plan_job, run_job, JobOptions, JobRequest};
+use covmerge_coordinator::{plan_job, run_job, JobError, JobOptions, JobRequest};
 use covmerge_proto::output::totals_line;
 use covmerge_proto::JobId;
-use covmerge_queue::amqp::AmqpQueue;
+use covmerge_queue::amqp::{AmqpOptions, AmqpQueue};
 use covmerge_queue::{Queue, DEFAULT_DELIVERY_LIMIT};
 use covmerge_storage::{redact_url, Store};
 use covmerge_worker::{run::Executor, run_worker, WorkerConfig};
@@ -140,11 +140,16 @@ pub struct CoordinatorArgs {
     #[command(flatten)]
     pub job: JobArgs,
     /// RabbitMQ URL, e.g. amqp://user:pass@host:5672/%2f (the password is never logged).
-    #[arg(long, env = "COVMERGE_AMQP")]
+    #[arg(long, env = "COVMERGE_AMQP", hide_env_values = true)]
     pub amqp: String,
     /// Object store for the job's objects: file:///abs, s3://bucket/prefix, memory:.
-    #[arg(long, env = "COVMERGE_STORE")]
+    #[arg(long, env = "COVMERGE_STORE", hide_env_values = true)]
     pub store: String,
+    #[command(flatten)]
+    pub outages: OutageArgs,
+    /// Seconds between looks in the store for tasks whose report never arrived.
+    #[arg(long, default_value_t = 30, value_parser = clap::value_parser!(u64).range(1..))]
+    pub reconcile_secs: u64,
     /// The result (besides jobs/<id>/result.jsonl.gz in the store).
     #[arg(long)]
     pub out: Option<String>,
@@ -156,12 +161,44 @@ pub struct CoordinatorArgs {
     pub resume: bool,
 }
 
+/// How long the fleet rides out outages of its infrastructure.
+#[derive(Args, Debug, Clone)]
+pub struct OutageArgs {
+    /// Seconds to keep reconnecting to RabbitMQ (broker restart, upgrade, network
+    /// blip) before giving up; a coordinator then exits with the job resumable.
+    #[arg(long, env = "COVMERGE_BROKER_OUTAGE_BUDGET", default_value_t = 600)]
+    pub broker_outage_budget: u64,
+    /// Seconds a store operation keeps retrying transient errors (storage
+    /// unreachable, throttled, 5xx) before the task is handed back.
+    #[arg(long, env = "COVMERGE_STORE_OUTAGE_BUDGET", default_value_t = 300)]
+    pub store_outage_budget: u64,
+}
+
+impl OutageArgs {
+    async fn queue(&self, url: &str, name: &str) -> Result<AmqpQueue> {
+        let opts = AmqpOptions {
+            connect_timeout: Duration::from_secs(self.broker_outage_budget),
+            connection_name: name.to_string(),
+            ..AmqpOptions::new(DEFAULT_DELIVERY_LIMIT)
+        };
+        Ok(AmqpQueue::connect_with(url, opts).await?)
+    }
+
+    fn store(&self, url: &str) -> Result<Store> {
+        Ok(Store::open(url)?.with_retry_budget(Duration::from_secs(self.store_outage_budget)))
+    }
+}
+
 #[derive(Args, Debug)]
 pub struct WorkerArgs {
-    #[arg(long, env = "COVMERGE_AMQP")]
+    /// RabbitMQ URL, e.g. amqp://user:pass@host:5672/%2f (the password is never logged).
+    #[arg(long, env = "COVMERGE_AMQP", hide_env_values = true)]
     pub amqp: String,
-    #[arg(long, env = "COVMERGE_STORE")]
+    /// Object store for the job's objects: file:///abs, s3://bucket/prefix, memory:.
+    #[arg(long, env = "COVMERGE_STORE", hide_env_values = true)]
     pub store: String,
+    #[command(flatten)]
+    pub outages: OutageArgs,
     /// This worker's own source (overrides the one named by the job).
     #[arg(long)]
     pub source: Option<String>,
@@ -365,6 +402,7 @@ async fn merge(m: MergeArgs) -> Result<()> {
         resume: false,
         dashboard: dashboard(&m.job)?,
         cleanup: false,
+        reconcile_every: None,
     };
     // Split tasks run `workers` at a time: share one budget between them.
     let base = WorkerConfig::default();
@@ -460,7 +498,7 @@ async fn coordinator(c: CoordinatorArgs) -> Result<()> {
         .map(JobId::parse)
         .transpose()
         .map_err(anyhow::Error::msg)?;
-    let store = Store::open(&c.store)?;
+    let store = c.outages.store(&c.store)?;
     let spec = if c.resume {
         // The stored spec wins; the request only names the job.
         let mut r = request(&c.job, job.clone())?;
@@ -487,8 +525,7 @@ async fn coordinator(c: CoordinatorArgs) -> Result<()> {
     let inputs = if c.resume { &c.job.input } else { &spec.inputs };
     preflight_outputs(inputs, c.out.as_deref(), c.job.manifest.as_deref())?;
     println!("job {}", spec.job);
-    let queue: Arc<dyn Queue> =
-        Arc::new(AmqpQueue::connect(&c.amqp, DEFAULT_DELIVERY_LIMIT).await?);
+    let queue: Arc<dyn Queue> = Arc::new(c.outages.queue(&c.amqp, "covmerge coordinator").await?);
     info!(amqp = %redact_url(&c.amqp), store = %store, job = %spec.job, "coordinator started");
     let opts = JobOptions {
         out: c.out.clone(),
@@ -497,13 +534,24 @@ async fn coordinator(c: CoordinatorArgs) -> Result<()> {
         resume: c.resume,
         dashboard: dashboard(&c.job)?,
         cleanup: true,
+        reconcile_every: Some(Duration::from_secs(c.reconcile_secs)),
     };
     let progress = if c.job.quiet {
         ProgressView::hidden()
     } else {
         ProgressView::terminal(None)
     };
-    let outcome = run_job(spec, &opts, queue, store, &progress).await?;
+    let job = spec.job.clone();
+    let outcome = run_job(spec, &opts, queue, store, &progress)
+        .await
+        .map_err(|e| match e {
+            // The broker or the store was gone for longer than its budget: everything
+            // finished so far is in the store, and the job goes on where it stopped.
+            JobError::Queue(_) | JobError::Store(_) => anyhow::anyhow!(
+                "{e}\njob {job} is resumable: run the same coordinator command with --job {job} --resume"
+            ),
+            e => e.into(),
+        })?;
     println!("result {}", outcome.result);
     print_totals(&outcome.manifest);
     print_rows(outcome.dashboard_rows);
@@ -511,9 +559,8 @@ async fn coordinator(c: CoordinatorArgs) -> Result<()> {
 }
 
 async fn worker(w: WorkerArgs) -> Result<()> {
-    let store = Store::open(&w.store)?;
-    let queue: Arc<dyn Queue> =
-        Arc::new(AmqpQueue::connect(&w.amqp, DEFAULT_DELIVERY_LIMIT).await?);
+    let store = w.outages.store(&w.store)?;
+    let queue: Arc<dyn Queue> = Arc::new(w.outages.queue(&w.amqp, "covmerge worker").await?);
     let mut cfg = WorkerConfig {
         source: w.source.clone(),
         grace: Duration::from_secs(w.grace),

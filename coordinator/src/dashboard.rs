@@ -22,6 +22,8 @@ use tracing::{info, warn};
 #[derive(Clone)]
 pub struct Dashboard {
     pub url: String,
+    /// `url` without user info or query: what logs and errors show.
+    shown: String,
     pub client: String,
     key: String,
     pub attempts: u32,
@@ -31,7 +33,7 @@ pub struct Dashboard {
 impl std::fmt::Debug for Dashboard {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Dashboard")
-            .field("url", &self.url)
+            .field("url", &self.shown)
             .field("client", &self.client)
             .field("key", &"<redacted>")
             .finish()
@@ -45,8 +47,10 @@ pub fn upload_object_url(upload: &str) -> String {
 
 impl Dashboard {
     pub fn new(url: &str, client: &str, key: String) -> Self {
+        let url = url.trim_end_matches('/').to_string();
         Dashboard {
-            url: url.trim_end_matches('/').to_string(),
+            shown: covmerge_storage::redact_url(&url),
+            url,
             client: client.to_string(),
             key,
             attempts: 5,
@@ -73,7 +77,9 @@ impl Dashboard {
             .timeout(Duration::from_secs(120))
             .build()
             .map_err(|e| e.to_string())?;
-        let url = format!("{}/api", self.url);
+        let target = format!("{}/api", self.url);
+        // What logs and errors name: the URL without its user info.
+        let url = format!("{}/api", self.shown.trim_end_matches('/'));
         let mut wait = self.first_backoff;
         let mut last = String::new();
         for attempt in 1..=self.attempts {
@@ -84,7 +90,7 @@ impl Dashboard {
             if let Some(r) = req {
                 form = form.part("payload", reqwest::multipart::Part::bytes(Self::payload(r)));
             }
-            let retry = match client.post(&url).multipart(form).send().await {
+            let retry = match client.post(&target).multipart(form).send().await {
                 Ok(r) if r.status().is_success() => {
                     let body = r
                         .bytes()
@@ -115,9 +121,9 @@ impl Dashboard {
                     last = format!("{method} at {url}: HTTP {s}: {body}");
                     s.is_server_error() || s == reqwest::StatusCode::TOO_MANY_REQUESTS
                 }
-                // reqwest errors name the URL, never the form fields.
+                // reqwest errors name the URL with its user info: drop it.
                 Err(e) => {
-                    last = format!("{method} at {url}: {e}");
+                    last = format!("{method} at {url}: {}", e.without_url());
                     true
                 }
             };
@@ -144,7 +150,7 @@ impl Dashboard {
         {
             return Err(format!(
                 "create_upload_url at {}/api: {u:?} names no GCS object",
-                self.url
+                self.shown
             ));
         }
         Ok(u)

@@ -1,12 +1,13 @@
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
+use std::time::Duration;
 
 use bytes::Bytes;
 use covmerge_proto::manifest::FailedTask;
 use covmerge_proto::wire::{
     self, MergeOutcome, MergeTask, ReportStatus, SplitOutcome, SplitTask, Task, TaskRef, TaskReport,
 };
-use covmerge_proto::{Counts, JobSpec, Manifest, ShardId, SplitId};
+use covmerge_proto::{Counts, JobId, JobSpec, Manifest, ShardId, SplitId};
 use covmerge_queue::{Event, Queue, QueueError};
 use covmerge_storage::{Store, StoreError};
 use covmerge_worker::run::keys;
@@ -62,7 +63,13 @@ pub struct JobOptions {
     pub dashboard: Option<crate::dashboard::Dashboard>,
     /// Delete spill chunks once the result is written.
     pub cleanup: bool,
+    /// How often tasks still waited for are looked up in the store: a task whose
+    /// marker exists is done even if its report was lost. `None`: every 30 s.
+    pub reconcile_every: Option<Duration>,
 }
+
+/// Default of [`JobOptions::reconcile_every`].
+pub const RECONCILE_EVERY: Duration = Duration::from_secs(30);
 
 /// A finished job.
 #[derive(Debug, Clone)]
@@ -74,17 +81,79 @@ pub struct JobOutcome {
     pub dashboard_rows: Option<i64>,
 }
 
+/// What the workers said about a task's failed deliveries.
+#[derive(Debug, Default, Clone)]
+struct Notes {
+    last_error: Option<String>,
+    /// Deliveries handed back because the store was unreachable.
+    outages: u32,
+    /// Deliveries handed back because the task failed.
+    failures: u32,
+}
+
 struct Tracker<'a> {
     queue: &'a dyn Queue,
-    job: &'a str,
+    store: &'a Store,
+    job: &'a JobId,
     states: BTreeMap<TaskRef, TaskState>,
+    notes: HashMap<TaskRef, Notes>,
     progress: &'a ProgressView,
+    reconcile_every: Duration,
 }
 
 impl Tracker<'_> {
+    /// Settles waiting tasks whose marker is in the store (their report was lost).
+    async fn reconcile(&mut self) -> Result<(), JobError> {
+        let pending: Vec<TaskRef> = self
+            .states
+            .iter()
+            .filter(|(_, s)| !s.is_final())
+            .map(|(t, _)| *t)
+            .collect();
+        if pending.is_empty() {
+            return Ok(());
+        }
+        let prefix = keys::job_prefix(self.job);
+        let mut present = HashSet::new();
+        for dir in ["splits", "parts"] {
+            present.extend(self.store.list(&format!("{prefix}/{dir}/")).await?);
+        }
+        for t in pending {
+            let key = keys::done(self.job, t);
+            if !present.contains(&key) {
+                continue;
+            }
+            let output = match t {
+                TaskRef::Split(_) => load_marker::<SplitOutcome>(self.store, &key)
+                    .await?
+                    .map(Output::Split),
+                TaskRef::Merge(_) => load_marker::<MergeOutcome>(self.store, &key)
+                    .await?
+                    .map(Output::Merge),
+            };
+            if let Some(o) = output {
+                if self.states.get_mut(&t).is_some_and(|s| s.complete(o, 0)) {
+                    self.progress.task_finished(&t);
+                    info!(task = %t, "task settled from its marker in the store (no report arrived)");
+                }
+            }
+        }
+        Ok(())
+    }
+
     async fn wait_all(&mut self) -> Result<(), JobError> {
+        let mut tick = tokio::time::interval(self.reconcile_every);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        tick.tick().await; // The first tick is immediate.
         while self.states.values().any(|s| !s.is_final()) {
-            match self.queue.next_event(self.job).await? {
+            let event = tokio::select! {
+                e = self.queue.next_event(self.job.as_str()) => e?,
+                _ = tick.tick() => {
+                    self.reconcile().await?;
+                    continue;
+                }
+            };
+            match event {
                 Event::Report(body) => {
                     let r: TaskReport = match wire::decode(&body) {
                         Ok(r) => r,
@@ -93,7 +162,7 @@ impl Tracker<'_> {
                             continue;
                         }
                     };
-                    if r.job.as_str() != self.job {
+                    if r.job != *self.job {
                         continue;
                     }
                     let Some(state) = self.states.get_mut(&r.task) else {
@@ -103,6 +172,17 @@ impl Tracker<'_> {
                         ReportStatus::Split(o) => state.complete(Output::Split(o), r.attempt.0),
                         ReportStatus::Merged(o) => state.complete(Output::Merge(o), r.attempt.0),
                         ReportStatus::Failed { error } => state.fail(error),
+                        ReportStatus::Retrying { error, outage } => {
+                            let n = self.notes.entry(r.task).or_default();
+                            if outage {
+                                n.outages += 1;
+                            } else {
+                                n.failures += 1;
+                            }
+                            warn!(task = %r.task, attempt = r.attempt.0, outage, %error, "task attempt failed; it will be retried");
+                            n.last_error = Some(error);
+                            false
+                        }
                     };
                     if changed {
                         self.progress.task_finished(&r.task);
@@ -117,8 +197,19 @@ impl Tracker<'_> {
                             continue;
                         }
                     };
-                    if let Some(state) = self.states.get_mut(&task.task_ref()) {
-                        if state.fail(format!("dead-lettered: {reason}")) {
+                    let t = task.task_ref();
+                    if let Some(state) = self.states.get_mut(&t) {
+                        let cause = match self.notes.get(&t) {
+                            Some(Notes {
+                                last_error: Some(e),
+                                outages,
+                                failures,
+                            }) => format!(
+                                "; last error: {e} ({failures} failed attempt(s), {outages} store outage(s))"
+                            ),
+                            _ => String::new(),
+                        };
+                        if state.fail(format!("dead-lettered: {reason}{cause}")) {
                             warn!(task = %task.task_ref(), %reason, "task dead-lettered");
                             self.progress.task_finished(&task.task_ref());
                         }
@@ -180,7 +271,7 @@ pub async fn run_job(
     progress: &ProgressView,
 ) -> Result<JobOutcome, JobError> {
     let job = spec.job.clone();
-    let spec_key = format!("{}/job.json", keys::job_prefix(&job));
+    let spec_key = keys::job_spec(&job);
     let spec = if opts.resume {
         match store.get_opt(&spec_key).await? {
             Some(b) => serde_json::from_slice::<JobSpec>(&b)
@@ -199,11 +290,15 @@ pub async fn run_job(
     queue.open_job(job.as_str()).await?;
 
     // Map phase.
+    let reconcile_every = opts.reconcile_every.unwrap_or(RECONCILE_EVERY);
     let mut tracker = Tracker {
         queue: queue.as_ref(),
-        job: job.as_str(),
+        store: &store,
+        job: &job,
         states: BTreeMap::new(),
+        notes: HashMap::new(),
         progress,
+        reconcile_every,
     };
     progress.phase("split", spec.inputs.len() as u64);
     for (i, input) in spec.inputs.iter().enumerate() {
@@ -227,16 +322,30 @@ pub async fn run_job(
         tracker.states.insert(TaskRef::Split(split), state);
     }
     tracker.wait_all().await?;
-    let split_failed = tracker.failed();
+    let mut split_failed = tracker.failed();
     let mut totals = Counts::default();
     let mut chunks: Vec<Vec<String>> = vec![Vec::new(); spec.shards as usize];
     let mut first_bad = None;
-    for s in tracker.states.values() {
+    let mut outages: HashMap<TaskRef, u32> = HashMap::new();
+    outages.extend(tracker.notes.iter().map(|(t, n)| (*t, n.outages)));
+    for (t, s) in &tracker.states {
         if let TaskState::Done {
             output: Output::Split(o),
             ..
         } = s
         {
+            // A chunk for a shard the job does not have would be silently dropped:
+            // its rows would be missing from the result.
+            if let Some((shard, _)) = o.chunks.iter().find(|(sh, _)| sh.0 >= spec.shards) {
+                split_failed.push(FailedTask {
+                    task: t.to_string(),
+                    error: format!(
+                        "reported a chunk for shard {shard}, but the job has {} shards",
+                        spec.shards
+                    ),
+                });
+                continue;
+            }
             totals.rows_in += o.counts.rows_in;
             totals.rows_bad += o.counts.rows_bad;
             if first_bad.is_none() {
@@ -265,9 +374,12 @@ pub async fn run_job(
         progress.phase("merge", spec.shards as u64);
         let mut tracker = Tracker {
             queue: queue.as_ref(),
-            job: job.as_str(),
+            store: &store,
+            job: &job,
             states: BTreeMap::new(),
+            notes: HashMap::new(),
             progress,
+            reconcile_every,
         };
         for (i, shard_chunks) in chunks.into_iter().enumerate() {
             let shard = ShardId(i as u32);
@@ -293,6 +405,7 @@ pub async fn run_job(
         }
         tracker.wait_all().await?;
         failed.extend(tracker.failed());
+        outages.extend(tracker.notes.iter().map(|(t, n)| (*t, n.outages)));
         merges = tracker.states;
     }
     progress.done();
@@ -309,6 +422,18 @@ pub async fn run_job(
         failed: Vec::new(),
         dashboard_upload: None,
     };
+    // Executions recorded by the workers: a delivery count misses executions that
+    // overlapped (a stalled worker finishing after another one redid its shard).
+    let mut executions: HashMap<String, u32> = HashMap::new();
+    let attempts_prefix = keys::attempts(&job);
+    for key in store.list(&attempts_prefix).await? {
+        if let Some((dir, _)) = key
+            .strip_prefix(&attempts_prefix)
+            .and_then(|k| k.split_once('/'))
+        {
+            *executions.entry(dir.to_string()).or_default() += 1;
+        }
+    }
     let mut parts = Vec::new();
     for (t, s) in &merges {
         if let (
@@ -325,7 +450,10 @@ pub async fn run_job(
                 records: o.records,
                 bytes: o.bytes,
                 sha256: o.sha256.clone(),
-                attempts: (*attempts).max(1),
+                attempts: (*attempts)
+                    .max(executions.get(&keys::task_dir(*t)).copied().unwrap_or(0))
+                    .max(1),
+                outages: outages.get(t).copied().unwrap_or(0),
             });
             parts.push(o.part.clone());
         }
@@ -350,6 +478,7 @@ pub async fn run_job(
         opts.result_in_store,
         opts.dashboard.is_some(),
     )?;
+    covmerge_worker::fault::pause_async("assemble").await;
     let header = finish::header_member(&spec, &manifest.totals);
     let result = finish::write_result(
         &dest,
@@ -365,13 +494,23 @@ pub async fn run_job(
     // The job's own work is done whatever the dashboard says: clean up first, so a
     // dashboard failure (the result kept, `covmerge notify` to re-send) leaves no spill.
     if opts.cleanup {
-        for key in store
-            .list(&format!("{}/spill", keys::job_prefix(&job)))
-            .await?
-        {
-            store.delete(&key).await.ok();
+        // The result is written: failing to clean up is worth a warning, not the job.
+        let prefix = keys::job_prefix(&job);
+        for dir in ["spill", "attempts"] {
+            match store.list(&format!("{prefix}/{dir}")).await {
+                Ok(keys) => {
+                    for key in keys {
+                        if let Err(e) = store.delete(&key).await {
+                            warn!(key, error = %e, "cleanup: cannot delete");
+                        }
+                    }
+                }
+                Err(e) => warn!(error = %e, "cleanup: cannot list {prefix}/{dir}"),
+            }
         }
-        queue.close_job(job.as_str()).await.ok();
+        if let Err(e) = queue.close_job(job.as_str()).await {
+            warn!(error = %e, "cleanup: cannot delete the job's queues");
+        }
     }
     let mut dashboard_rows = None;
     if let Some(d) = &opts.dashboard {

@@ -17,9 +17,44 @@ static LOCK: Mutex<()> = Mutex::new(());
 pub fn lock() -> MutexGuard<'static, ()> {
     let g = LOCK.lock().unwrap_or_else(|e| e.into_inner());
     let _ = Command::new("rabbitmqctl")
-        .args(["-q", "purge_queue", "covmerge.tasks"])
+        .args(["-q", "purge_queue", "-p", &vhost(), "covmerge.tasks"])
         .output();
     g
+}
+
+/// The vhost of [`amqp`] (`COVMERGE_TEST_AMQP` may name a private one).
+pub fn vhost() -> String {
+    let url = amqp();
+    let v = url.rsplit('/').next().unwrap_or("");
+    match v {
+        "" | "%2f" | "%2F" => "/".into(),
+        v => v.to_string(),
+    }
+}
+
+/// [`amqp`] with its host and port replaced by `addr` (a relay's).
+pub fn amqp_via(addr: &str) -> String {
+    let url = amqp();
+    let (scheme, rest) = url.split_once("://").unwrap();
+    let (user, rest) = rest.rsplit_once('@').unwrap();
+    let path = rest.split_once('/').map(|(_, p)| p).unwrap_or("");
+    format!("{scheme}://{user}@{addr}/{path}")
+}
+
+/// The S3 endpoint's `host:port`.
+pub fn s3_addr() -> String {
+    s3_endpoint()
+        .trim_start_matches("http://")
+        .trim_end_matches('/')
+        .to_string()
+}
+
+/// The broker's `host:port`.
+pub fn amqp_addr() -> String {
+    let url = amqp();
+    let rest = url.split_once("://").unwrap().1;
+    let rest = rest.rsplit_once('@').map(|(_, r)| r).unwrap_or(rest);
+    rest.split('/').next().unwrap().to_string()
 }
 
 pub fn amqp() -> String {
@@ -184,7 +219,19 @@ impl Drop for Proc {
 
 /// Starts a worker on `store` with extra environment (fault hooks).
 pub fn worker(dir: &Path, n: usize, store: &str, extra: &[&str], env: &[(&str, &str)]) -> Proc {
-    let amqp = amqp();
+    worker_on(&amqp(), dir, n, store, extra, env)
+}
+
+/// [`worker`] on the broker URL `amqp` (a relay's).
+pub fn worker_on(
+    amqp: &str,
+    dir: &Path,
+    n: usize,
+    store: &str,
+    extra: &[&str],
+    env: &[(&str, &str)],
+) -> Proc {
+    let amqp = amqp.to_string();
     let mut args = vec!["worker", "--amqp", &amqp, "--store", store];
     args.extend_from_slice(extra);
     let mut c = fleet_cmd(&args);
@@ -235,5 +282,23 @@ pub fn coordinator_spawn(args: &[&str]) -> std::thread::JoinHandle<Output> {
     std::thread::spawn(move || {
         let a: Vec<&str> = args.iter().map(|s| s.as_str()).collect();
         coordinator_run(&a, &[], Duration::from_secs(180))
+    })
+}
+
+/// Runs a coordinator to completion on a background thread, with extra environment.
+pub fn coordinator_spawn_env(
+    args: &[&str],
+    env: &[(&str, &str)],
+    timeout: Duration,
+) -> std::thread::JoinHandle<Output> {
+    let args: Vec<String> = args.iter().map(|x| x.to_string()).collect();
+    let env: Vec<(String, String)> = env
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+    std::thread::spawn(move || {
+        let a: Vec<&str> = args.iter().map(|s| s.as_str()).collect();
+        let e: Vec<(&str, &str)> = env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+        coordinator_run(&a, &e, timeout)
     })
 }

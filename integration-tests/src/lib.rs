@@ -10,6 +10,8 @@ pub mod fleet;
 pub mod gcs;
 /// A plain second merge that the property tests compare covmerge with.
 pub mod oracle;
+/// A TCP relay that cuts connections, for outages.
+pub mod relay;
 
 use std::collections::BTreeMap;
 use std::io::Read;

@@ -3,13 +3,19 @@
 //! - `COVMERGE_FAULT_SLEEP=<point>:<ms>` pauses at a point so a test can kill or stop
 //!   the worker exactly there. Points: `split` (after the first spill chunk is stored),
 //!   `merge` (before a shard is merged), `upload` (part stored, marker not yet),
-//!   `ack` (report sent, delivery not yet acknowledged).
+//!   `ack` (report sent, delivery not yet acknowledged), and in the coordinator
+//!   `assemble` (every part in, the result not yet written).
 //! - `COVMERGE_FAULT_FAIL_SHARD=<index>` makes merging that shard fail transiently,
 //!   to exercise retries and the delivery limit.
+//! - `COVMERGE_FAULT_LOSE_REPORTS=1` loses every report (not published, the task
+//!   acknowledged as if it had been): the coordinator must find the markers itself.
+//! - `COVMERGE_FAULT_FAIL_REPORTS=1` fails the first report publish of each task, as
+//!   a broker that refused it would.
 //!
 //! Each hook logs `fault point reached` with the point, which tests wait for.
 
-use std::sync::OnceLock;
+use std::collections::HashSet;
+use std::sync::{Mutex, OnceLock};
 use std::time::Duration;
 
 fn sleep_spec() -> Option<&'static (String, u64)> {
@@ -55,4 +61,27 @@ pub fn fail_shard(shard: u32) -> bool {
             .parse()
             .ok()
     }) == &Some(shard)
+}
+
+fn flag(name: &str) -> bool {
+    std::env::var(name).is_ok_and(|v| v == "1")
+}
+
+/// Whether the report of `task` is to be lost.
+pub fn lose_report(_task: &str) -> bool {
+    static S: OnceLock<bool> = OnceLock::new();
+    *S.get_or_init(|| flag("COVMERGE_FAULT_LOSE_REPORTS"))
+}
+
+/// Whether publishing the report of `task` is to fail (the first time per task).
+pub fn fail_report(task: &str) -> bool {
+    static S: OnceLock<bool> = OnceLock::new();
+    static SEEN: Mutex<Option<HashSet<String>>> = Mutex::new(None);
+    if !*S.get_or_init(|| flag("COVMERGE_FAULT_FAIL_REPORTS")) {
+        return false;
+    }
+    SEEN.lock()
+        .unwrap()
+        .get_or_insert_with(HashSet::new)
+        .insert(task.to_string())
 }

@@ -10,7 +10,16 @@
 //! jobs/<job>/splits/<split>.done               SplitOutcome (the split's commit point)
 //! jobs/<job>/parts/<shard>.jsonl.gz            a merged part
 //! jobs/<job>/parts/<shard>.done                MergeOutcome (the shard's commit point)
+//! jobs/<job>/attempts/<task>/<nonce>           one empty object per execution started
 //! ```
+//!
+//! A worker trusts no task: it checks every field against hard bounds
+//! ([`Task::validate`]) and the task against the job the coordinator stored
+//! (`jobs/<job>/job.json`: a split may only read one of the job's inputs, a merge only
+//! use the job's source and base commit). A task whose marker already exists is not
+//! redone: its report is sent again from the marker (the first report may have been
+//! lost). A report that cannot be published hands the task back instead of
+//! acknowledging it, so the redelivery reports it.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -18,10 +27,11 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use bytes::Bytes;
+use covmerge_proto::wire::TaskRef;
 use covmerge_proto::wire::{
     self, MergeOutcome, MergeTask, ReportStatus, SplitOutcome, SplitTask, Task, TaskReport,
 };
-use covmerge_proto::{Attempt, JobId, ShardId, SplitId};
+use covmerge_proto::{Attempt, JobId, JobSpec, ShardId, SplitId};
 use covmerge_queue::Queue;
 use covmerge_storage::Store;
 use sha2::Digest;
@@ -52,15 +62,56 @@ pub mod keys {
     pub fn part_done(job: &JobId, shard: ShardId) -> String {
         format!("jobs/{job}/parts/{shard}.done")
     }
+    /// The job's spec, written by the coordinator before any task.
+    pub fn job_spec(job: &JobId) -> String {
+        format!("jobs/{job}/job.json")
+    }
+    /// Where executions of tasks are recorded, one object each.
+    pub fn attempts(job: &JobId) -> String {
+        format!("jobs/{job}/attempts/")
+    }
+    /// The directory name of a task under [`attempts`].
+    pub fn task_dir(task: TaskRef) -> String {
+        match task {
+            TaskRef::Split(s) => format!("split-{s}"),
+            TaskRef::Merge(s) => format!("shard-{s}"),
+        }
+    }
+    pub fn attempt(job: &JobId, task: TaskRef, nonce: &str) -> String {
+        format!("jobs/{job}/attempts/{}/{nonce}", task_dir(task))
+    }
+    /// The marker of a task: its output exists.
+    pub fn done(job: &JobId, task: TaskRef) -> String {
+        match task {
+            TaskRef::Split(s) => split_done(job, s),
+            TaskRef::Merge(s) => part_done(job, s),
+        }
+    }
 }
 
-/// A task failure, classified once: retrying helps (`Transient`) or not (`Permanent`).
+/// A task failure, classified once: retrying helps (`Transient`, `Outage`) or not
+/// (`Permanent`).
 #[derive(Debug, Clone, thiserror::Error)]
 pub enum TaskError {
     #[error("{0}")]
     Transient(String),
+    /// The store stayed unreachable for its whole retry budget: the task is fine, the
+    /// infrastructure is not. Counted apart from failures of the task itself.
+    #[error("{0}")]
+    Outage(String),
     #[error("{0}")]
     Permanent(String),
+}
+
+impl TaskError {
+    /// A store error: transient ones (after the store's own retry budget) are outages.
+    pub fn store(e: covmerge_storage::StoreError) -> Self {
+        if e.is_transient() {
+            TaskError::Outage(e.to_string())
+        } else {
+            TaskError::Transient(e.to_string())
+        }
+    }
 }
 
 impl From<SplitError> for TaskError {
@@ -69,7 +120,7 @@ impl From<SplitError> for TaskError {
         match &e {
             SplitError::Emit {
                 transient: true, ..
-            } => TaskError::Transient(e.to_string()),
+            } => TaskError::Outage(e.to_string()),
             _ => TaskError::Permanent(e.to_string()),
         }
     }
@@ -80,8 +131,8 @@ impl From<MergeError> for TaskError {
         match &e {
             MergeError::Fetch {
                 transient: true, ..
-            }
-            | MergeError::Source(SourceError::Io { .. }) => TaskError::Transient(e.to_string()),
+            } => TaskError::Outage(e.to_string()),
+            MergeError::Source(SourceError::Io { .. }) => TaskError::Transient(e.to_string()),
             _ => TaskError::Permanent(e.to_string()),
         }
     }
@@ -134,9 +185,14 @@ pub struct Executor {
     store: Store,
     cfg: WorkerConfig,
     sources: Mutex<HashMap<String, Arc<dyn Source>>>,
+    /// Specs of the jobs seen lately, to check tasks against.
+    specs: Mutex<HashMap<JobId, Arc<JobSpec>>>,
     cache: ProjectionCache,
     pub progress: Arc<Progress>,
 }
+
+/// Job specs an executor remembers; more jobs than this at once just reload.
+const SPEC_CACHE: usize = 64;
 
 impl Executor {
     pub fn new(store: Store, cfg: WorkerConfig) -> Self {
@@ -145,6 +201,7 @@ impl Executor {
             store,
             cfg,
             sources: Mutex::default(),
+            specs: Mutex::default(),
             cache,
             progress: Arc::default(),
         }
@@ -162,6 +219,106 @@ impl Executor {
             .unwrap()
             .insert(spec.to_string(), s.clone());
         Ok(s)
+    }
+
+    /// The spec the coordinator stored for `job` (cached unless `fresh`).
+    async fn job_spec(&self, job: &JobId, fresh: bool) -> Result<Arc<JobSpec>, TaskError> {
+        if !fresh {
+            if let Some(s) = self.specs.lock().unwrap().get(job) {
+                return Ok(s.clone());
+            }
+        }
+        let key = keys::job_spec(job);
+        let bytes = self
+            .store
+            .get_opt(&key)
+            .await
+            .map_err(TaskError::store)?
+            .ok_or_else(|| {
+                TaskError::Permanent(format!("job {job} is unknown: no {key} in {}", self.store))
+            })?;
+        let spec: JobSpec = serde_json::from_slice(&bytes)
+            .map_err(|e| TaskError::Permanent(format!("{key}: unreadable job spec: {e}")))?;
+        if spec.job != *job {
+            return Err(TaskError::Permanent(format!(
+                "{key} names job {}",
+                spec.job
+            )));
+        }
+        let spec = Arc::new(spec);
+        let mut specs = self.specs.lock().unwrap();
+        if specs.len() >= SPEC_CACHE {
+            specs.clear();
+        }
+        specs.insert(job.clone(), spec.clone());
+        Ok(spec)
+    }
+
+    /// Admits a task only if it is part of its job as the coordinator stored it: a
+    /// split reads one of the job's inputs, a merge uses the job's source and base.
+    /// Whoever can publish a task can thus not make a worker read other files.
+    pub async fn admit(&self, task: &Task) -> Result<(), TaskError> {
+        let check = |spec: &JobSpec| -> Result<(), String> {
+            match task {
+                Task::Split(t) => {
+                    if spec.inputs.get(t.split.index()) != Some(&t.input) {
+                        return Err(format!(
+                            "its input is not input {} of job {}",
+                            t.split, t.job
+                        ));
+                    }
+                    if t.shards != spec.shards || t.max_bad_rows != spec.max_bad_rows {
+                        return Err(format!("its settings are not those of job {}", t.job));
+                    }
+                }
+                Task::Merge(t) => {
+                    if t.shard.0 >= spec.shards {
+                        return Err(format!("job {} has {} shards", t.job, spec.shards));
+                    }
+                    if t.source != spec.source || t.base_commit != spec.base_commit {
+                        return Err(format!(
+                            "its source or base commit is not that of job {}",
+                            t.job
+                        ));
+                    }
+                }
+            }
+            Ok(())
+        };
+        if check(&*self.job_spec(task.job(), false).await?).is_ok() {
+            return Ok(());
+        }
+        // The job may have been planned again under the same id: reload before refusing.
+        check(&*self.job_spec(task.job(), true).await?)
+            .map_err(|why| TaskError::Permanent(format!("{} refused: {why}", task.task_ref())))
+    }
+
+    /// The report of a task whose marker exists: it was done before (and its report
+    /// possibly lost), so it is reported again rather than redone.
+    pub async fn finished(&self, task: &Task) -> Result<Option<ReportStatus>, TaskError> {
+        let key = keys::done(task.job(), task.task_ref());
+        let Some(bytes) = self.store.get_opt(&key).await.map_err(TaskError::store)? else {
+            return Ok(None);
+        };
+        let status = match task {
+            Task::Split(_) => wire::decode::<SplitOutcome>(&bytes).map(ReportStatus::Split),
+            Task::Merge(_) => wire::decode::<MergeOutcome>(&bytes).map(ReportStatus::Merged),
+        };
+        match status {
+            Ok(s) => Ok(Some(s)),
+            Err(e) => {
+                warn!(key, error = %e, "unreadable marker: doing the task again");
+                Ok(None)
+            }
+        }
+    }
+
+    /// Records that an execution of `task` starts (for the manifest's `attempts`).
+    pub async fn record_attempt(&self, task: &Task) {
+        let key = keys::attempt(task.job(), task.task_ref(), &uuid_like());
+        if let Err(e) = self.store.put(&key, Bytes::new()).await {
+            warn!(key, error = %e, "cannot record the attempt; the manifest may undercount it");
+        }
     }
 
     /// Runs one task to completion: outputs and marker written.
@@ -245,7 +402,7 @@ impl Executor {
         self.store
             .put(&key, Bytes::from(marker))
             .await
-            .map_err(|e| TaskError::Transient(e.to_string()))?;
+            .map_err(TaskError::store)?;
         info!(
             rows = outcome.counts.rows_in,
             bad = outcome.counts.rows_bad,
@@ -301,13 +458,13 @@ impl Executor {
         self.store
             .put(&key, Bytes::from(part.gz))
             .await
-            .map_err(|e| TaskError::Transient(e.to_string()))?;
+            .map_err(TaskError::store)?;
         crate::fault::pause_async("upload").await;
         let marker = wire::encode(&outcome).map_err(|e| TaskError::Permanent(e.to_string()))?;
         self.store
             .put(&keys::part_done(&t.job, t.shard), Bytes::from(marker))
             .await
-            .map_err(|e| TaskError::Transient(e.to_string()))?;
+            .map_err(TaskError::store)?;
         self.progress.shards_merged.fetch_add(1, Ordering::Relaxed);
         info!(
             records = outcome.records,
@@ -346,6 +503,55 @@ pub fn retry_backoff(attempt: u32) -> Duration {
     Duration::from_millis(jitter)
 }
 
+/// Logs a failed ack/nack/reject: the broker then redelivers the task by itself, which
+/// is safe, but an operator should see it.
+fn settled(what: &str, r: Result<(), covmerge_queue::QueueError>, job: &str, task: &str) {
+    if let Err(e) = r {
+        warn!(job, task, error = %e, "{what} of the delivery failed; the broker redelivers the task");
+    }
+}
+
+/// Publishes a report; logs and returns whether the broker took it.
+async fn report(queue: &dyn Queue, r: &TaskReport) -> bool {
+    let body = wire::encode(r).expect("reports encode");
+    let task = r.task.to_string();
+    let fault_key = format!("{}/{task}", r.job);
+    if crate::fault::lose_report(&fault_key) {
+        warn!(job = %r.job, task, "fault: report lost");
+        return true;
+    }
+    let res = if crate::fault::fail_report(&fault_key) {
+        Err(covmerge_queue::QueueError::Unavailable(
+            "fault: report publish failed".into(),
+        ))
+    } else {
+        queue.publish_report(r.job.as_str(), body).await
+    };
+    match res {
+        Ok(()) => true,
+        Err(e) => {
+            warn!(job = %r.job, task, error = %e, "report not delivered");
+            false
+        }
+    }
+}
+
+/// Reports a finished task, then acknowledges it. A report the broker did not take
+/// hands the task back instead: the redelivery finds the marker and reports again.
+async fn report_and_ack(queue: &dyn Queue, delivery: covmerge_queue::Delivery, r: TaskReport) {
+    let (job, task) = (r.job.to_string(), r.task.to_string());
+    if report(queue, &r).await {
+        crate::fault::pause_async("ack").await;
+        settled("ack", delivery.ack().await, &job, &task);
+    } else {
+        warn!(
+            job,
+            task, "handing the task back so that its redelivery reports it"
+        );
+        settled("retry", delivery.retry().await, &job, &task);
+    }
+}
+
 /// Serves tasks from `queue` until `shutdown` turns true. After shutdown no new task
 /// is taken; the current one may run for `grace`, then it is handed back.
 pub async fn run_worker(
@@ -365,65 +571,80 @@ pub async fn run_worker(
             Ok(t) => t,
             Err(e) => {
                 warn!(error = %e, bytes = delivery.body.len(), "poison message: dead-lettering it");
-                delivery.reject().await.ok();
+                settled("reject", delivery.reject().await, "?", "?");
                 continue;
             }
         };
+        if let Err(why) = task.validate() {
+            warn!(job = %task.job(), task = %task.task_ref(), error = %why, "invalid task: dead-lettering it");
+            settled("reject", delivery.reject().await, task.job().as_str(), "?");
+            continue;
+        }
         let attempt = Attempt(delivery.attempt);
         let job = task.job().clone();
         let task_ref = task.task_ref();
-        let run = exec.execute(&task);
-        tokio::pin!(run);
-        let result = tokio::select! {
-            r = &mut run => r,
-            _ = shutdown.changed() => {
-                info!(task = %task_ref, grace = ?exec.cfg.grace, "shutdown: finishing the current task within the grace period");
-                match tokio::time::timeout(exec.cfg.grace, &mut run).await {
-                    Ok(r) => r,
-                    Err(_) => {
-                        warn!(task = %task_ref, "grace period over: handing the task back");
-                        delivery.retry().await.ok();
-                        return Ok(());
+        let (job_s, task_s) = (job.to_string(), task_ref.to_string());
+        let report_of = |status| TaskReport {
+            job: job.clone(),
+            task: task_ref,
+            attempt,
+            status,
+        };
+        let prepared = async {
+            exec.admit(&task).await?;
+            exec.finished(&task).await
+        };
+        let result = match prepared.await {
+            Ok(Some(status)) => {
+                info!(%job, task = %task_ref, "task already done (its marker exists): reporting it again instead of redoing it");
+                Ok(status)
+            }
+            Ok(None) => {
+                exec.record_attempt(&task).await;
+                let run = exec.execute(&task);
+                tokio::pin!(run);
+                tokio::select! {
+                    r = &mut run => r,
+                    _ = shutdown.changed() => {
+                        info!(task = %task_ref, grace = ?exec.cfg.grace, "shutdown: finishing the current task within the grace period");
+                        match tokio::time::timeout(exec.cfg.grace, &mut run).await {
+                            Ok(r) => r,
+                            Err(_) => {
+                                warn!(task = %task_ref, "grace period over: handing the task back");
+                                settled("retry", delivery.retry().await, &job_s, &task_s);
+                                return Ok(());
+                            }
+                        }
                     }
                 }
             }
+            Err(e) => Err(e),
         };
         match result {
-            Ok(status) => {
-                let report = TaskReport {
-                    job: job.clone(),
-                    task: task_ref,
-                    attempt,
-                    status,
-                };
-                let body = wire::encode(&report).expect("reports encode");
-                if let Err(e) = queue.publish_report(job.as_str(), body).await {
-                    // The outputs and marker are stored: a resumed coordinator finds them.
-                    warn!(%job, task = %task_ref, error = %e, "report not delivered");
-                }
-                crate::fault::pause_async("ack").await;
-                delivery.ack().await.ok();
-            }
+            Ok(status) => report_and_ack(queue.as_ref(), delivery, report_of(status)).await,
             Err(TaskError::Permanent(msg)) => {
                 warn!(%job, task = %task_ref, error = %msg, "task failed permanently");
-                let report = TaskReport {
-                    job: job.clone(),
-                    task: task_ref,
-                    attempt,
-                    status: ReportStatus::Failed { error: msg },
-                };
-                let body = wire::encode(&report).expect("reports encode");
-                queue.publish_report(job.as_str(), body).await.ok();
-                delivery.reject().await.ok();
+                report(
+                    queue.as_ref(),
+                    &report_of(ReportStatus::Failed { error: msg }),
+                )
+                .await;
+                settled("reject", delivery.reject().await, &job_s, &task_s);
             }
-            Err(TaskError::Transient(msg)) => {
+            Err(e @ (TaskError::Transient(_) | TaskError::Outage(_))) => {
+                let outage = matches!(e, TaskError::Outage(_));
                 let wait = retry_backoff(attempt.0);
-                warn!(%job, task = %task_ref, attempt = attempt.0, error = %msg, ?wait, "task failed, will be retried");
+                warn!(%job, task = %task_ref, attempt = attempt.0, outage, error = %e, ?wait, "task failed, will be retried");
+                let status = ReportStatus::Retrying {
+                    error: e.to_string(),
+                    outage,
+                };
+                report(queue.as_ref(), &report_of(status)).await;
                 tokio::select! {
                     _ = tokio::time::sleep(wait) => {}
                     _ = shutdown.changed() => {}
                 }
-                delivery.retry().await.ok();
+                settled("retry", delivery.retry().await, &job_s, &task_s);
             }
         }
     }

@@ -532,3 +532,222 @@ fn poison_messages_are_dead_lettered_and_the_worker_survives() {
     w.signal(libc::SIGTERM);
     assert_eq!(w.wait_exit(Duration::from_secs(30)), Some(0));
 }
+
+/// A runtime for talking to the broker directly from a test.
+fn rt() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap()
+}
+
+/// The next event of `job`, within 30 s.
+async fn next_event(q: &covmerge_queue::amqp::AmqpQueue, job: &str) -> covmerge_queue::Event {
+    use covmerge_queue::Queue;
+    tokio::time::timeout(Duration::from_secs(30), q.next_event(job))
+        .await
+        .expect("an event within 30 s")
+        .unwrap()
+}
+
+/// Issue 9.1: a 98-byte split task with `shards` = 4294967295 aborted every worker
+/// that took it (a 103 GB allocation) and went back to the queue for the next one. It
+/// is dead-lettered now, and the worker keeps serving.
+#[test]
+fn forged_task_with_4294967295_shards_no_longer_kills_the_worker() {
+    use covmerge_proto::wire::{self, SplitTask, Task};
+    use covmerge_proto::{JobId, SplitId};
+    use covmerge_queue::{amqp::AmqpQueue, Event, Queue, DEFAULT_DELIVERY_LIMIT};
+
+    let _g = fleet::lock();
+    let s = setup(79, false);
+    let store = file_store(&s.tmp.path().join("store"));
+    let w = worker(s.tmp.path(), 90, &store, &[], &[]);
+    let job = format!("forged-shards-{}", std::process::id());
+    rt().block_on(async {
+        let q = AmqpQueue::connect(&fleet::amqp(), DEFAULT_DELIVERY_LIMIT)
+            .await
+            .unwrap();
+        q.open_job(&job).await.unwrap();
+        let task = Task::Split(SplitTask {
+            job: JobId::parse(&job).unwrap(),
+            split: SplitId(0),
+            input: s.ins[0].clone(),
+            shards: u32::MAX,
+            max_bad_rows: 0,
+        });
+        let body = wire::encode(&task).unwrap();
+        q.publish_task(&job, body.clone()).await.unwrap();
+        match next_event(&q, &job).await {
+            Event::DeadLetter { body: b, reason } => {
+                assert_eq!(b, body);
+                assert!(reason.contains("rejected"), "{reason}");
+            }
+            other => panic!("expected a dead letter, got {other:?}"),
+        }
+        q.close_job(&job).await.unwrap();
+    });
+    let mut w = w;
+    assert!(
+        w.child.try_wait().unwrap().is_none(),
+        "the worker survived:\n{}",
+        w.log_text()
+    );
+    assert!(w.log_text().contains("invalid task"), "{}", w.log_text());
+    // And it still serves real work.
+    let amqp = fleet::amqp();
+    let out = s.tmp.path().join("out.gz");
+    run_ok(&s.coord_args(&amqp, &store, &out), &[]);
+    assert_eq!(gunzip(&out), s.want);
+    w.signal(libc::SIGTERM);
+    assert_eq!(w.wait_exit(Duration::from_secs(30)), Some(0));
+}
+
+/// Issue 9.2: whoever could publish a task could make a worker read any local file
+/// (a split of `/etc/passwd` was read up to the header check), and a job id `../../x`
+/// was decoded without its check. A worker now reads only the inputs the job was
+/// created with, and a bad job id makes the message poison.
+#[test]
+fn forged_split_task_cannot_read_files_outside_its_job() {
+    use covmerge_proto::wire::{self, ReportStatus, SplitTask, Task, TaskReport};
+    use covmerge_proto::{JobId, SplitId};
+    use covmerge_queue::{amqp::AmqpQueue, Event, Queue, DEFAULT_DELIVERY_LIMIT};
+
+    let _g = fleet::lock();
+    let s = setup(83, false);
+    let store = file_store(&s.tmp.path().join("store"));
+    let amqp = fleet::amqp();
+    let out = s.tmp.path().join("out.gz");
+    let mut a = s.coord_args(&amqp, &store, &out);
+    let job = format!("forged-input-{}", std::process::id());
+    a.extend_from_slice(&["--job", &job]);
+    let w = worker(s.tmp.path(), 91, &store, &[], &[]);
+    // A real job: its spec (and inputs) are in the store.
+    run_ok(&a, &[]);
+    assert_eq!(gunzip(&out), s.want);
+    rt().block_on(async {
+        let q = AmqpQueue::connect(&amqp, DEFAULT_DELIVERY_LIMIT)
+            .await
+            .unwrap();
+        q.open_job(&job).await.unwrap();
+        let forged = Task::Split(SplitTask {
+            job: JobId::parse(&job).unwrap(),
+            split: SplitId(0),
+            input: "/etc/passwd".into(),
+            shards: 6,
+            max_bad_rows: 0,
+        });
+        q.publish_task(&job, wire::encode(&forged).unwrap())
+            .await
+            .unwrap();
+        let (mut refused, mut dead) = (None, false);
+        while refused.is_none() || !dead {
+            match next_event(&q, &job).await {
+                Event::Report(b) => {
+                    let r: TaskReport = wire::decode(&b).unwrap();
+                    if let ReportStatus::Failed { error } = r.status {
+                        refused = Some(error);
+                    }
+                }
+                Event::DeadLetter { .. } => dead = true,
+            }
+        }
+        let refused = refused.unwrap();
+        assert!(refused.contains("refused"), "{refused}");
+        assert!(
+            !refused.contains("column") && !refused.contains("passwd"),
+            "the file was not read: {refused}"
+        );
+        // The same task with a job id that escapes the job's prefix.
+        #[derive(serde::Serialize)]
+        struct Env<T> {
+            version: u16,
+            body: T,
+        }
+        #[derive(serde::Serialize)]
+        enum FakeTask {
+            Split {
+                job: String,
+                split: u32,
+                input: String,
+                shards: u32,
+                max_bad_rows: u64,
+            },
+        }
+        let escape = rmp_serde::to_vec_named(&Env {
+            version: wire::PROTOCOL_VERSION,
+            body: FakeTask::Split {
+                job: "../../x".into(),
+                split: 0,
+                input: s.ins[0].clone(),
+                shards: 6,
+                max_bad_rows: 0,
+            },
+        })
+        .unwrap();
+        q.publish_task(&job, escape.clone()).await.unwrap();
+        match next_event(&q, &job).await {
+            Event::DeadLetter { body, .. } => assert_eq!(body, escape),
+            other => panic!("expected a dead letter, got {other:?}"),
+        }
+        q.close_job(&job).await.unwrap();
+    });
+    let log = w.log_text();
+    assert!(
+        log.contains("poison message") && log.contains("job id"),
+        "{log}"
+    );
+    assert!(
+        !log.contains("spill/00000") || !log.contains("../../x"),
+        "{log}"
+    );
+}
+
+/// Issue 9.3: a lost report hung the coordinator (the worker acknowledged the task
+/// anyway and nothing resent it). Now (a) the coordinator settles tasks from the
+/// store's markers periodically, and (b) a report the broker refused hands the task
+/// back, and its redelivery reports it again from the marker instead of redoing it.
+#[test]
+fn lost_report_no_longer_hangs_the_coordinator() {
+    let _g = fleet::lock();
+    let s = setup(89, false);
+    let amqp = fleet::amqp();
+    // (a) Every report lost: only the store's markers tell the coordinator.
+    let store = file_store(&s.tmp.path().join("store-lost"));
+    let _w = worker(
+        s.tmp.path(),
+        92,
+        &store,
+        &[],
+        &[("COVMERGE_FAULT_LOSE_REPORTS", "1")],
+    );
+    let out = s.tmp.path().join("out-lost.gz");
+    let mut a = s.coord_args(&amqp, &store, &out);
+    a.extend_from_slice(&["--reconcile-secs", "2"]);
+    let o = coordinator_run(&a, &[], LONG);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{err}");
+    assert!(err.contains("settled from its marker"), "{err}");
+    assert_eq!(gunzip(&out), s.want);
+    drop(_w);
+    // (b) The first report of each task refused: handed back and reported again; no
+    // reconciliation within the test's time.
+    let store_dir = s.tmp.path().join("store-fail");
+    let store = file_store(&store_dir);
+    let w = worker(
+        s.tmp.path(),
+        93,
+        &store,
+        &[],
+        &[("COVMERGE_FAULT_FAIL_REPORTS", "1")],
+    );
+    let out = s.tmp.path().join("out-fail.gz");
+    let mut a = s.coord_args(&amqp, &store, &out);
+    a.extend_from_slice(&["--reconcile-secs", "3600"]);
+    run_ok(&a, &[]);
+    assert_eq!(gunzip(&out), s.want);
+    let log = w.log_text();
+    assert!(log.contains("reporting it again"), "{log}");
+    // 3 splits and 6 shards, each done once: reported again, not redone.
+    assert_eq!(log.matches("part written").count(), 6, "{log}");
+}
