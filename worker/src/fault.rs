@@ -45,6 +45,16 @@ pub fn pause_blocking(point: &str) {
     }
 }
 
+/// Blocking pause that ends early once `stop()` is true (an abandoned task).
+pub fn pause_blocking_unless(point: &str, stop: &dyn Fn() -> bool) {
+    if let Some(d) = pause(point) {
+        let t0 = std::time::Instant::now();
+        while t0.elapsed() < d && !stop() {
+            std::thread::sleep(Duration::from_millis(20).min(d));
+        }
+    }
+}
+
 /// Async pause.
 pub async fn pause_async(point: &str) {
     if let Some(d) = pause(point) {

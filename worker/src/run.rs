@@ -41,7 +41,7 @@ use tracing::{info, instrument, warn};
 use crate::merge::{merge_shard_with_prefix, MergeError, ProjectionCache};
 use crate::source::{open_source, CachedSource, Source, SourceError};
 use crate::split::{split_input, SplitError, SplitSettings};
-use crate::thread::run_on_thread;
+use crate::thread::{run_on_thread, Cancel};
 
 /// Keys of a job's objects.
 pub mod keys {
@@ -335,7 +335,7 @@ impl Executor {
         let t2 = t.clone();
         let rt = tokio::runtime::Handle::current();
         let name = format!("split {}", t.split);
-        let outcome = run_on_thread(&name, move |_cancel| -> Result<SplitOutcome, TaskError> {
+        let outcome = run_on_thread(&name, move |cancel| -> Result<SplitOutcome, TaskError> {
             // A one-thread split inflates on its own thread too: nothing to overlap with.
             let inflate = if this.cfg.split_threads <= 1 {
                 crate::input::Inflate::Inline
@@ -344,6 +344,11 @@ impl Executor {
             };
             let reader = crate::input::open_input(&t2.input, &rt, inflate)
                 .map_err(|e| TaskError::Permanent(e.to_string()))?;
+            // Abandoned (handed back after the grace period): the next read fails.
+            let reader = CancelRead {
+                inner: reader,
+                cancel: cancel.clone(),
+            };
             // Chunk contents depend on how pieces fell to parse threads, so every
             // attempt writes under its own nonce: two attempts running at once never
             // overwrite each other's chunks, and the marker names only its own.
@@ -359,7 +364,13 @@ impl Executor {
             let emit = |shard: ShardId, chunk: Vec<u8>| -> Result<(), SplitError> {
                 let n = seq.fetch_add(1, Ordering::Relaxed) as u32;
                 let key = keys::spill(&t2.job, t2.split, &nonce, shard, n);
-                rt.block_on(this.store.put(&key, Bytes::from(chunk)))
+                let abandoned = || SplitError::Emit {
+                    shard,
+                    message: ABANDONED.into(),
+                    transient: true,
+                };
+                until_cancelled(&rt, &cancel, this.store.put(&key, Bytes::from(chunk)))
+                    .ok_or_else(abandoned)?
                     .map_err(|e| SplitError::Emit {
                         shard,
                         message: e.to_string(),
@@ -371,7 +382,10 @@ impl Executor {
                     c.len() == 1
                 };
                 if first {
-                    crate::fault::pause_blocking("split");
+                    crate::fault::pause_blocking_unless("split", &|| cancel.is_cancelled());
+                }
+                if cancel.is_cancelled() {
+                    return Err(abandoned());
                 }
                 Ok(())
             };
@@ -426,9 +440,18 @@ impl Executor {
         let t2 = t.clone();
         let rt = tokio::runtime::Handle::current();
         let name = format!("merge {}", t.shard);
-        let part = run_on_thread(&name, move |_cancel| {
+        let part = run_on_thread(&name, move |cancel| {
             let chunks = t2.chunks.iter().map(|k| {
-                rt.block_on(this.store.get(k))
+                let abandoned = || MergeError::Fetch {
+                    chunk: k.clone(),
+                    message: ABANDONED.into(),
+                    transient: true,
+                };
+                if cancel.is_cancelled() {
+                    return Err(abandoned());
+                }
+                until_cancelled(&rt, &cancel, this.store.get(k))
+                    .ok_or_else(abandoned)?
                     .map(|b| (k.clone(), b))
                     .map_err(|e| MergeError::Fetch {
                         chunk: k.clone(),
@@ -436,10 +459,15 @@ impl Executor {
                         transient: e.is_transient(),
                     })
             });
+            // Checked before each file version: an abandoned merge stops between files.
+            let source = CancelSource {
+                inner: source,
+                cancel: cancel.clone(),
+            };
             merge_shard_with_prefix(
                 chunks,
                 t2.base_commit.as_bytes(),
-                source.as_ref(),
+                &source,
                 &this.cache,
                 t2.file_path_prefix.as_bytes(),
             )
@@ -472,6 +500,67 @@ impl Executor {
             "part written"
         );
         Ok(outcome)
+    }
+}
+
+/// Why an abandoned task's thread stopped.
+const ABANDONED: &str = "task abandoned (handed back)";
+
+/// Runs `fut` on `rt` from a task thread unless the task is abandoned meanwhile
+/// (`None`): a store call retrying through an outage must not keep a handed-back
+/// task's thread alive for minutes.
+fn until_cancelled<T>(
+    rt: &tokio::runtime::Handle,
+    cancel: &Cancel,
+    fut: impl std::future::Future<Output = T>,
+) -> Option<T> {
+    rt.block_on(async {
+        tokio::select! {
+            v = fut => Some(v),
+            _ = async {
+                while !cancel.is_cancelled() {
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                }
+            } => None,
+        }
+    })
+}
+
+/// An input that fails its next read once the task is abandoned.
+struct CancelRead<R> {
+    inner: R,
+    cancel: Cancel,
+}
+
+impl<R: std::io::Read> std::io::Read for CancelRead<R> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        if self.cancel.is_cancelled() {
+            return Err(std::io::Error::other(ABANDONED));
+        }
+        self.inner.read(buf)
+    }
+}
+
+/// A source that fails once the task is abandoned.
+struct CancelSource {
+    inner: Arc<dyn Source>,
+    cancel: Cancel,
+}
+
+impl Source for CancelSource {
+    fn get(
+        &self,
+        commit: &[u8],
+        path: &[u8],
+    ) -> Result<Option<Arc<crate::source::FileVersion>>, SourceError> {
+        if self.cancel.is_cancelled() {
+            return Err(SourceError::Io {
+                source_name: "task".into(),
+                what: String::from_utf8_lossy(path).into_owned(),
+                message: ABANDONED.into(),
+            });
+        }
+        self.inner.get(commit, path)
     }
 }
 
@@ -647,5 +736,38 @@ pub async fn run_worker(
                 settled("retry", delivery.retry().await, &job_s, &task_s);
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Read;
+
+    #[test]
+    fn abandoned_input_stops_reading() {
+        let cancel = Cancel::default();
+        let mut r = CancelRead {
+            inner: &b"abc"[..],
+            cancel: cancel.clone(),
+        };
+        let mut buf = [0u8; 2];
+        assert_eq!(r.read(&mut buf).unwrap(), 2);
+        cancel.cancel();
+        assert!(r.read(&mut buf).is_err(), "no read after the cancel");
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 1)]
+    async fn a_store_call_of_an_abandoned_task_ends() {
+        let rt = tokio::runtime::Handle::current();
+        let cancel = Cancel::default();
+        let c2 = cancel.clone();
+        let t = std::thread::spawn(move || {
+            until_cancelled(&rt, &c2, std::future::pending::<()>()).is_none()
+        });
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        cancel.cancel();
+        let ended = tokio::task::spawn_blocking(move || t.join().unwrap());
+        assert!(ended.await.unwrap());
     }
 }

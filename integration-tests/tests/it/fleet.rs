@@ -936,3 +936,43 @@ fn storage_outages_of_35s_mid_merge_and_12s_in_assembly_no_longer_fail_the_job()
         "{err}"
     );
 }
+
+/// Issue 9.6: after `--grace` only the task's future was dropped; the blocking split
+/// ran on and the process exit waited for it. A worker stopped mid-split now exits
+/// within grace + a few seconds, the split's thread notices it was abandoned, the
+/// task is handed back, and the job's result is complete and identical.
+#[test]
+fn grace_hand_back_no_longer_waits_for_blocking_work() {
+    let _g = fleet::lock();
+    let s = setup(103, false);
+    let amqp = fleet::amqp();
+    let store = file_store(&s.tmp.path().join("store"));
+    let mut w = worker(
+        s.tmp.path(),
+        120,
+        &store,
+        &["--grace", "1"],
+        // A split's thread, blocked for a minute after its first chunk.
+        &[("COVMERGE_FAULT_SLEEP", "split:60000")],
+    );
+    let out = s.tmp.path().join("out.gz");
+    let a = s.coord_args(&amqp, &store, &out);
+    let coord = fleet::coordinator_spawn(&a);
+    w.wait_log("fault point reached", Duration::from_secs(60));
+    let t0 = std::time::Instant::now();
+    w.signal(libc::SIGTERM);
+    let code = w.wait_exit(Duration::from_secs(30));
+    let took = t0.elapsed();
+    eprintln!("worker exited {took:?} after SIGTERM with --grace 1");
+    assert_eq!(code, Some(0), "{}", w.log_text());
+    assert!(took < Duration::from_secs(1 + 5), "exit took {took:?}");
+    assert!(
+        w.log_text().contains("handing the task back"),
+        "{}",
+        w.log_text()
+    );
+    let _w2 = worker(s.tmp.path(), 121, &store, &[], &[]);
+    let o = coord.join().unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert_eq!(gunzip(&out), s.want);
+}
