@@ -976,3 +976,192 @@ fn grace_hand_back_no_longer_waits_for_blocking_work() {
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     assert_eq!(gunzip(&out), s.want);
 }
+
+/// Issue 9.7: shards merged twice during a stall reported `attempts` 1 in the
+/// manifest. A worker stalls mid-shard and loses its broker connection; another
+/// worker merges the shard again; the stalled one finishes later too. The manifest
+/// counts both executions of that shard.
+#[test]
+fn manifest_attempts_no_longer_undercount_a_shard_merged_twice() {
+    use covmerge_integration_tests::relay::Relay;
+    let _g = fleet::lock();
+    let s = setup(107, false);
+    let relay = Relay::start(&fleet::amqp_addr());
+    let via = fleet::amqp_via(&relay.addr());
+    let store_dir = s.tmp.path().join("store");
+    let store = file_store(&store_dir);
+    let stalled = fleet::worker_on(
+        &via,
+        s.tmp.path(),
+        130,
+        &store,
+        &[],
+        &[("COVMERGE_FAULT_SLEEP", "merge:40000")],
+    );
+    let amqp = fleet::amqp();
+    let out = s.tmp.path().join("out.gz");
+    let man = s.tmp.path().join("manifest.json");
+    let mut a = s.coord_args(&amqp, &store, &out);
+    a.extend_from_slice(&["--manifest", man.to_str().unwrap(), "--job", "stall-job"]);
+    let coord = fleet::coordinator_spawn(&a);
+    stalled.wait_log("fault point reached", Duration::from_secs(60));
+    // The stalled worker's connection drops: the broker gives its shard to another.
+    relay.cut();
+    let _healthy = worker(s.tmp.path(), 131, &store, &[], &[]);
+    let o = coord.join().unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert_eq!(gunzip(&out), s.want);
+    let m = manifest(&man);
+    let attempts: Vec<u64> = m["shards"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["attempts"].as_u64().unwrap())
+        .collect();
+    assert_eq!(
+        attempts.iter().filter(|&&n| n == 2).count(),
+        1,
+        "the stalled shard ran twice, the others once: {attempts:?}"
+    );
+    assert!(attempts.iter().all(|&n| n == 1 || n == 2), "{attempts:?}");
+}
+
+/// Issue 9.9: a split reporting a chunk for a shard the job does not have had the
+/// chunk dropped without a count, and the job "completed" without those rows. The
+/// test plays the worker: it reports such a chunk, and the job fails naming it.
+#[test]
+fn chunk_for_an_out_of_range_shard_no_longer_dropped_silently() {
+    use covmerge_proto::wire::{self, ReportStatus, SplitOutcome, Task, TaskReport};
+    use covmerge_proto::{Attempt, ShardId};
+    use covmerge_queue::{amqp::AmqpQueue, Queue, DEFAULT_DELIVERY_LIMIT};
+
+    let _g = fleet::lock();
+    let s = setup(109, false);
+    let amqp = fleet::amqp();
+    let store = file_store(&s.tmp.path().join("store"));
+    let out = s.tmp.path().join("out.gz");
+    let a = s.coord_args(&amqp, &store, &out);
+    let coord = fleet::coordinator_spawn(&a);
+    rt().block_on(async {
+        let q = AmqpQueue::connect(&amqp, DEFAULT_DELIVERY_LIMIT)
+            .await
+            .unwrap();
+        for _ in 0..s.ins.len() {
+            let d = tokio::time::timeout(Duration::from_secs(60), q.next_task())
+                .await
+                .expect("a split task")
+                .unwrap();
+            let Task::Split(t) = wire::decode::<Task>(&d.body).unwrap() else {
+                panic!("splits come first");
+            };
+            let key = format!("jobs/{}/spill/{}/x/00099-00000.cms", t.job, t.split);
+            let report = TaskReport {
+                job: t.job.clone(),
+                task: wire::TaskRef::Split(t.split),
+                attempt: Attempt(1),
+                status: ReportStatus::Split(SplitOutcome {
+                    chunks: vec![(ShardId(99), key)],
+                    ..SplitOutcome::default()
+                }),
+            };
+            q.publish_report(t.job.as_str(), wire::encode(&report).unwrap())
+                .await
+                .unwrap();
+            d.ack().await.unwrap();
+        }
+    });
+    let o = coord.join().unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success(), "{err}");
+    assert!(
+        err.contains("split 00000") && err.contains("shard 00099") && err.contains("6 shards"),
+        "{err}"
+    );
+    assert!(!out.exists());
+}
+
+/// Issue 9.8: `worker --help` printed the password of `COVMERGE_AMQP`, malformed AMQP
+/// URLs were echoed with their password (`amqp:/user:PW@host/vh` even went to the
+/// broker as a vhost name), `--dashboard http://u:PW@host` was logged as given, and
+/// an unparsable store URL came back whole in the error.
+#[test]
+fn secrets_no_longer_reach_help_logs_or_errors() {
+    use std::process::{Command, Stdio};
+    const PW: &str = "Pw9SecretXyz";
+    let help = Command::new(covmerge_integration_tests::bin())
+        .args(["worker", "--help"])
+        .env(
+            "COVMERGE_AMQP",
+            format!("amqp://user:{PW}@127.0.0.1:5672/%2f"),
+        )
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&help.stdout);
+    assert!(text.contains("--amqp") && !text.contains(PW), "{text}");
+
+    let bad_urls = [
+        format!("user:{PW}@127.0.0.1:5679"),
+        format!("amqp:user:{PW}@127.0.0.1/vh"),
+        format!("amqp:/user:{PW}@127.0.0.1/vh"),
+        format!("amqp://user:{PW}@127.0.0.1:notaport/%2f"),
+    ];
+    for url in &bad_urls {
+        let mut c = fleet::fleet_cmd(&["worker", "--amqp", url, "--store", "memory:"]);
+        let child = c
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let t0 = std::time::Instant::now();
+        let o = child.wait_with_output().unwrap();
+        let all = format!(
+            "{}{}",
+            String::from_utf8_lossy(&o.stdout),
+            String::from_utf8_lossy(&o.stderr)
+        );
+        assert!(!o.status.success(), "{url}: {all}");
+        assert!(
+            t0.elapsed() < Duration::from_secs(10),
+            "{url}: refused at once"
+        );
+        assert!(all.contains("invalid AMQP URL"), "{url}: {all}");
+        assert!(!all.contains(PW), "{url}: {all}");
+    }
+
+    let o = fleet::fleet_cmd(&[
+        "worker",
+        "--amqp",
+        &fleet::amqp(),
+        "--store",
+        &format!("s3://k:{PW}@bucket:badport/x"),
+    ])
+    .output()
+    .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success() && !err.contains(PW), "{err}");
+
+    // A dashboard that is down: its URL is logged without the password.
+    let s = setup(113, false);
+    let out = s.tmp.path().join("out.gz");
+    let dash = format!("http://u:{PW}@127.0.0.1:9/");
+    let mut a = vec!["merge", "--quiet"];
+    a.extend(job_args(&s.corpus, &s.source, &s.ins));
+    a.extend_from_slice(&[
+        "--out",
+        out.to_str().unwrap(),
+        "--dashboard",
+        &dash,
+        "--dashboard-client",
+        "ci",
+    ]);
+    let o = Command::new(covmerge_integration_tests::bin())
+        .args(&a)
+        .env("RUST_LOG", "info")
+        .env("COVMERGE_DASHBOARD_KEY", "dashkey")
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success(), "{err}");
+    assert!(err.contains("127.0.0.1:9"), "the dashboard is named: {err}");
+    assert!(!err.contains(PW), "{err}");
+}
