@@ -7,18 +7,21 @@
 
 /// `url` without credentials or query: safe for logs and errors.
 pub fn redact_url(url: &str) -> String {
+    let without_query = url.split(['?', '#']).next().unwrap_or("");
     if let Ok(mut u) = url::Url::parse(url) {
         // Only a URL with an authority (`scheme://host`) has its user info where the
         // parser looks for it; `amqp:/u:pw@h` parses with the password in the path.
-        if u.has_host() && url.contains("://") {
+        if url.contains("://") && !u.cannot_be_a_base() {
             let _ = u.set_username("");
             let _ = u.set_password(None);
             u.set_query(None);
             u.set_fragment(None);
             return u.to_string();
         }
+        if !without_query.contains('@') {
+            return without_query.to_string(); // `memory:`: nothing to hide.
+        }
     }
-    let without_query = url.split(['?', '#']).next().unwrap_or("");
     match without_query.rfind('@') {
         Some(at) => {
             let scheme = without_query.split_once("://").map(|(s, _)| s).filter(|s| {
@@ -53,6 +56,8 @@ mod tests {
             ("amqp:/user:PW@host/vh", "***@host/vh"),
             ("amqp://u:P@W@host/vh", "amqp://host/vh"),
             ("amqp://user:PW", "<unparseable URL>"),
+            ("file:///tmp/store", "file:///tmp/store"),
+            ("memory:", "memory:"),
             ("not a url with PW", "<unparseable URL>"),
         ];
         for (url, want) in cases {

@@ -397,6 +397,8 @@ fn coordinator_killed_and_resumed_with_a_broker_connection_cut() {
         .args([
             "-q",
             "close_all_connections",
+            "-p",
+            &fleet::vhost(),
             "covmerge test: connection cut",
         ])
         .output()
