@@ -128,6 +128,11 @@ impl Task {
                 }
                 name("base commit", &t.base_commit)?;
                 name("source", &t.source)?;
+                if t.file_path_prefix.len() > MAX_NAME_BYTES {
+                    return Err(format!(
+                        "file path prefix longer than {MAX_NAME_BYTES} bytes"
+                    ));
+                }
                 // A merge reads only its own job's spill chunks.
                 let prefix = format!("jobs/{}/spill/", t.job);
                 for c in &t.chunks {

@@ -275,9 +275,12 @@ impl Executor {
                     if t.shard.0 >= spec.shards {
                         return Err(format!("job {} has {} shards", t.job, spec.shards));
                     }
-                    if t.source != spec.source || t.base_commit != spec.base_commit {
+                    if t.source != spec.source
+                        || t.base_commit != spec.base_commit
+                        || t.file_path_prefix != spec.file_path_prefix
+                    {
                         return Err(format!(
-                            "its source or base commit is not that of job {}",
+                            "its source, base commit or file path prefix is not that of job {}",
                             t.job
                         ));
                     }
