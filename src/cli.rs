@@ -43,6 +43,22 @@ pub enum Command {
     Sources(SourcesArgs),
     /// Send a written result to the dashboard again (SPEC §8) without merging again.
     Notify(NotifyArgs),
+    /// Where a fleet job stands: phase, tasks, rows, elapsed time and an ETA, read from
+    /// the store (works while the job runs and after its coordinator crashed).
+    Status(StatusArgs),
+}
+
+#[derive(Args, Debug)]
+pub struct StatusArgs {
+    /// The job's store (as given to the coordinator).
+    #[arg(long, env = "COVMERGE_STORE", hide_env_values = true)]
+    pub store: String,
+    /// The job id the coordinator printed.
+    #[arg(long = "job")]
+    pub job: String,
+    /// Print JSON instead of text.
+    #[arg(long)]
+    pub json: bool,
 }
 
 #[derive(Args, Debug)]
@@ -352,6 +368,17 @@ pub async fn run(cli: Cli) -> Result<()> {
         Command::Coordinator(c) => coordinator(c).await,
         Command::Worker(w) => worker(w).await,
         Command::Notify(n) => notify(n).await,
+        Command::Status(st) => {
+            let job = JobId::parse(&st.job).map_err(anyhow::Error::msg)?;
+            let store = Store::open(&st.store)?;
+            let status = covmerge_coordinator::status::job_status(&store, &job).await?;
+            if st.json {
+                println!("{}", serde_json::to_string_pretty(&status)?);
+            } else {
+                print!("{status}");
+            }
+            Ok(())
+        }
         Command::Gen(g) => {
             let c = covmerge_corpus::generate(&g.spec, &g.out).context("generating the corpus")?;
             println!(

@@ -21,6 +21,8 @@ pub mod plan;
 pub mod progress;
 /// Task states and their transitions.
 pub mod state;
+/// `covmerge status`: a job's progress, read from the store.
+pub mod status;
 
 pub use job::{run_job, JobError, JobOptions, JobOutcome};
 pub use plan::{plan_job, JobRequest};

@@ -320,6 +320,23 @@ impl Store {
         .await
     }
 
+    /// When an object was last written; `None` when it does not exist.
+    pub async fn modified(&self, key: &str) -> Result<Option<std::time::SystemTime>, StoreError> {
+        self.retrying("head", key, || async {
+            match self.inner.head(&self.path(key)).await {
+                Ok(m) => {
+                    let ms = m.last_modified.timestamp_millis().max(0) as u64;
+                    Ok(Some(
+                        std::time::UNIX_EPOCH + std::time::Duration::from_millis(ms),
+                    ))
+                }
+                Err(object_store::Error::NotFound { .. }) => Ok(None),
+                Err(e) => Err(self.io("head", key, e)),
+            }
+        })
+        .await
+    }
+
     pub async fn exists(&self, key: &str) -> Result<bool, StoreError> {
         self.retrying("head", key, || async {
             match self.inner.head(&self.path(key)).await {

@@ -16,5 +16,7 @@ mod output_format;
 mod property;
 /// Every rule of SPEC §3 on the project's own fixture.
 mod semantics;
+/// `covmerge status` during, across a coordinator crash, and after a job.
+mod status;
 /// syz-covermerger's flags: --file-path-prefix, --base-at/--branch.
 mod syzbot_flags;

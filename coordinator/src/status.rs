@@ -1,0 +1,251 @@
+//! `covmerge status`: where a fleet job stands, read from the store alone, so it works
+//! while the job runs, after it ended, and after its coordinator crashed.
+//!
+//! Everything comes from the job's objects: `job.json` (the plan, and by its write
+//! time the start), the `.done` markers (finished tasks and their counts), the
+//! `attempts/` records (tasks started, and how often) and `manifest.json` (the end).
+
+use std::collections::BTreeMap;
+use std::time::{Duration, SystemTime};
+
+use covmerge_proto::wire::{self, MergeOutcome, SplitOutcome};
+use covmerge_proto::{JobId, JobSpec, Manifest};
+use covmerge_storage::Store;
+use covmerge_worker::run::keys;
+use serde::Serialize;
+
+use crate::JobError;
+
+/// The phase a job is in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Phase {
+    /// Splitting inputs into shards.
+    Map,
+    /// Merging shards.
+    Reduce,
+    /// Every shard merged; the result is being written.
+    Assembling,
+    Complete,
+    Failed,
+}
+
+impl std::fmt::Display for Phase {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Phase::Map => "map",
+            Phase::Reduce => "reduce",
+            Phase::Assembling => "assembling",
+            Phase::Complete => "complete",
+            Phase::Failed => "failed",
+        })
+    }
+}
+
+/// Tasks of one kind.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct TaskCounts {
+    pub total: u64,
+    pub done: u64,
+    /// Started (an attempt is recorded) and not done: running, or waiting for a retry.
+    pub running: u64,
+    /// Named failed by the manifest of a failed job.
+    pub failed: u64,
+    /// Executions recorded over all these tasks (more than `done + running` means
+    /// retries).
+    pub attempts: u64,
+}
+
+/// Where a job stands.
+#[derive(Debug, Clone, Serialize)]
+pub struct JobStatus {
+    pub job: String,
+    pub phase: Phase,
+    pub splits: TaskCounts,
+    pub merges: TaskCounts,
+    /// Data rows read by the finished splits.
+    pub rows_read: u64,
+    /// Rows merged by the finished shards.
+    pub rows_merged: u64,
+    pub elapsed_secs: u64,
+    /// Seconds left at the pace so far; `None` before any task finished or at the end.
+    pub eta_secs: Option<u64>,
+    /// The failed tasks of a failed job, with their errors.
+    pub failed: Vec<String>,
+    pub result: Option<String>,
+}
+
+fn task_of(dir: &str) -> Option<(&str, &str)> {
+    dir.split_once('-')
+}
+
+/// Reads the status of `job` from `store`.
+pub async fn job_status(store: &Store, job: &JobId) -> Result<JobStatus, JobError> {
+    let spec_key = keys::job_spec(job);
+    let started = store.modified(&spec_key).await?;
+    let Some(started) = started else {
+        return Err(JobError::Plan(format!("job {job} not found in {store}")));
+    };
+    let spec: JobSpec = serde_json::from_slice(&store.get(&spec_key).await?)
+        .map_err(|e| JobError::Plan(format!("job {job}: stored spec unreadable: {e}")))?;
+    let prefix = keys::job_prefix(job);
+    let mut splits = TaskCounts {
+        total: spec.inputs.len() as u64,
+        ..TaskCounts::default()
+    };
+    let mut merges = TaskCounts {
+        total: spec.shards as u64,
+        ..TaskCounts::default()
+    };
+    let mut rows_read = 0;
+    let mut rows_merged = 0;
+    let mut done_splits = std::collections::BTreeSet::new();
+    for key in store.list(&format!("{prefix}/splits/")).await? {
+        if key.ends_with(".done") {
+            if let Some(b) = store.get_opt(&key).await? {
+                if let Ok(o) = wire::decode::<SplitOutcome>(&b) {
+                    rows_read += o.counts.rows_in;
+                }
+            }
+            splits.done += 1;
+            done_splits.insert(name_of(&key));
+        }
+    }
+    let mut done_shards = std::collections::BTreeSet::new();
+    for key in store.list(&format!("{prefix}/parts/")).await? {
+        if key.ends_with(".done") {
+            if let Some(b) = store.get_opt(&key).await? {
+                if let Ok(o) = wire::decode::<MergeOutcome>(&b) {
+                    rows_merged += o.counts.rows_merged;
+                }
+            }
+            merges.done += 1;
+            done_shards.insert(name_of(&key));
+        }
+    }
+    // attempts/<kind>-<index>/<nonce>: executions per task.
+    let mut executions: BTreeMap<String, u64> = BTreeMap::new();
+    for key in store.list(&keys::attempts(job)).await? {
+        let rest = key.strip_prefix(&keys::attempts(job)).unwrap_or(&key);
+        if let Some((dir, _)) = rest.split_once('/') {
+            *executions.entry(dir.to_string()).or_default() += 1;
+        }
+    }
+    for (dir, n) in &executions {
+        let Some((kind, index)) = task_of(dir) else {
+            continue;
+        };
+        let (counts, done) = match kind {
+            "split" => (&mut splits, &done_splits),
+            "shard" => (&mut merges, &done_shards),
+            _ => continue,
+        };
+        counts.attempts += n;
+        if !done.contains(index) {
+            counts.running += 1;
+        }
+    }
+    let manifest: Option<Manifest> = match store.get_opt(&format!("{prefix}/manifest.json")).await?
+    {
+        Some(b) => serde_json::from_slice(&b).ok(),
+        None => None,
+    };
+    let (ended, phase, failed, result) = match &manifest {
+        Some(m) => {
+            let ended = store.modified(&format!("{prefix}/manifest.json")).await?;
+            let phase = if m.status == "complete" {
+                Phase::Complete
+            } else {
+                Phase::Failed
+            };
+            let failed: Vec<String> = m
+                .failed
+                .iter()
+                .map(|f| format!("{}: {}", f.task, f.error))
+                .collect();
+            for f in &m.failed {
+                let t = f.task.to_string();
+                if t.starts_with("split") {
+                    splits.failed += 1;
+                } else {
+                    merges.failed += 1;
+                }
+            }
+            (ended, phase, failed, m.result.clone())
+        }
+        None => {
+            let phase = if splits.done < splits.total {
+                Phase::Map
+            } else if merges.done < merges.total {
+                Phase::Reduce
+            } else {
+                Phase::Assembling
+            };
+            (None, phase, Vec::new(), None)
+        }
+    };
+    let now = ended.unwrap_or_else(SystemTime::now);
+    let elapsed = now.duration_since(started).unwrap_or(Duration::ZERO);
+    let total = splits.total + merges.total;
+    let done = splits.done + merges.done;
+    let eta_secs = match phase {
+        Phase::Map | Phase::Reduce if done > 0 && done < total => {
+            Some(elapsed.as_secs() * (total - done) / done)
+        }
+        Phase::Assembling => Some(0),
+        _ => None,
+    };
+    Ok(JobStatus {
+        job: job.to_string(),
+        phase,
+        splits,
+        merges,
+        rows_read,
+        rows_merged,
+        elapsed_secs: elapsed.as_secs(),
+        eta_secs,
+        failed,
+        result,
+    })
+}
+
+/// The index in a marker key `…/<index>.done`.
+fn name_of(key: &str) -> String {
+    key.rsplit('/')
+        .next()
+        .unwrap_or(key)
+        .trim_end_matches(".done")
+        .to_string()
+}
+
+impl std::fmt::Display for JobStatus {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let t = |c: &TaskCounts| {
+            format!(
+                "{}/{} done, {} running, {} failed, {} attempt(s)",
+                c.done, c.total, c.running, c.failed, c.attempts
+            )
+        };
+        writeln!(f, "job      {}", self.job)?;
+        writeln!(f, "phase    {}", self.phase)?;
+        writeln!(f, "splits   {}", t(&self.splits))?;
+        writeln!(f, "merges   {}", t(&self.merges))?;
+        writeln!(
+            f,
+            "rows     {} read, {} merged",
+            self.rows_read, self.rows_merged
+        )?;
+        write!(f, "elapsed  {}s", self.elapsed_secs)?;
+        if let Some(e) = self.eta_secs {
+            write!(f, ", about {e}s left")?;
+        }
+        writeln!(f)?;
+        if let Some(r) = &self.result {
+            writeln!(f, "result   {r}")?;
+        }
+        for x in &self.failed {
+            writeln!(f, "failed   {x}")?;
+        }
+        Ok(())
+    }
+}
