@@ -114,7 +114,24 @@ impl Task {
                 if t.split.index() >= MAX_INPUTS {
                     return Err(format!("split {} not below {MAX_INPUTS}", t.split.0));
                 }
-                name("input", &t.input)
+                name("input", &t.input)?;
+                let g = &t.go;
+                if g.modules.len() > MAX_GO_MODULES {
+                    return Err(format!(
+                        "{} Go module rules, more than {MAX_GO_MODULES}",
+                        g.modules.len()
+                    ));
+                }
+                let long = |v: &str| v.len() > MAX_NAME_BYTES;
+                if long(&g.manager)
+                    || long(&g.commit)
+                    || g.modules.iter().any(|m| long(&m.module) || long(&m.dir))
+                {
+                    return Err(format!(
+                        "a Go manager, commit or module rule longer than {MAX_NAME_BYTES} bytes"
+                    ));
+                }
+                Ok(())
             }
             Task::Merge(t) => {
                 if t.shard.0 >= MAX_SHARDS {
@@ -173,6 +190,9 @@ pub struct SplitTask {
     pub shards: u32,
     /// The splitter stops early once it has seen more bad rows than this.
     pub max_bad_rows: u64,
+    /// The input's format and, for Go coverage, how it becomes rows.
+    #[serde(default)]
+    pub go: crate::job::GoInput,
 }
 
 /// Reduce phase: merge one shard from its spill chunks into a part.

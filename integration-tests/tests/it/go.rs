@@ -1,0 +1,166 @@
+//! Go coverage as input (issue 14): text profiles and `GOCOVERDIR` directories become
+//! rows of a manager and a build commit, projected onto the base like CSV rows.
+
+use std::io::Write;
+use std::path::Path;
+
+use covmerge_integration_tests::{canon, covmerge, manifest, merge_ok};
+use serde_json::json;
+
+fn write(path: &Path, text: &str) {
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+    std::fs::write(path, text).unwrap();
+}
+
+fn gzip(path: &Path, text: &str) {
+    let mut e = flate2::write::GzEncoder::new(
+        std::fs::File::create(path).unwrap(),
+        flate2::Compression::default(),
+    );
+    e.write_all(text.as_bytes()).unwrap();
+    e.finish().unwrap();
+}
+
+const BASE_F: &str =
+    "package pkg\n\nfunc F(x int) int {\n\tif x > 0 {\n\t\treturn x\n\t}\n\treturn -x\n}\n";
+/// The older build: one line less above F, so its lines 3..7 are the base's 4..8.
+const OLD_F: &str =
+    "package pkg\nfunc F(x int) int {\n\tif x > 0 {\n\t\treturn x\n\t}\n\treturn -x\n}\n";
+
+/// Lays out sources (commits `base` and `old`) and returns the merge arguments.
+fn setup(d: &Path) -> Vec<String> {
+    write(&d.join("src/base/go/pkg/f.go"), BASE_F);
+    write(&d.join("src/old/go/pkg/f.go"), OLD_F);
+    vec![
+        "--source".into(),
+        format!("dir:{}", d.join("src").display()),
+        "--base-repo".into(),
+        "git://example/m".into(),
+        "--base-commit".into(),
+        "base".into(),
+        "--shards".into(),
+        "3".into(),
+        "--go-module".into(),
+        "example.com/m=go".into(),
+    ]
+}
+
+#[test]
+fn text_profiles_of_two_builds_and_csv_merge_onto_the_base() {
+    let tmp = tempfile::tempdir().unwrap();
+    let d = tmp.path();
+    let mut args = setup(d);
+    // At the base commit (the default), manager `mgr-a` from the file name; the same
+    // block twice (two test binaries) sums; a line covered by two blocks takes the max.
+    write(
+        &d.join("runs/mgr-a.out"),
+        "mode: count\n\
+         example.com/m/pkg/f.go:3.20,4.12 1 5\n\
+         example.com/m/pkg/f.go:4.12,6.3 1 2\n\
+         example.com/m/pkg/f.go:3.20,4.12 1 1\n\
+         example.com/m/pkg/f.go:7.2,7.11 1 0\n",
+    );
+    // Recorded on the older build, gzipped, renamed: projected onto the base.
+    gzip(
+        &d.join("runs/old-build.out.gz"),
+        "mode: count\n\
+         example.com/m/pkg/f.go:2.20,3.12 1 10\n\
+         example.com/m/pkg/f.go:6.2,6.11 1 4\n",
+    );
+    // CSV rows in the same job.
+    write(
+        &d.join("runs/rows.csv"),
+        "kernel_repo,kernel_commit,file_path,func_name,manager,sl,hit_count\n\
+         git://example/m,base,go/pkg/f.go,F,csv-mgr,5,100\n",
+    );
+    let out = d.join("out.jsonl.gz");
+    let man = d.join("manifest.json");
+    args.extend([
+        "--go-commit".into(),
+        "old-build=old".into(),
+        "--go-manager".into(),
+        format!("{}=mgr-old", d.join("runs/old-build.out.gz").display()),
+        "--out".into(),
+        out.display().to_string(),
+        "--manifest".into(),
+        man.display().to_string(),
+        "--input".into(),
+        d.join("runs/mgr-a.out").display().to_string(),
+        d.join("runs/old-build.out.gz").display().to_string(),
+        d.join("runs/rows.csv").display().to_string(),
+    ]);
+    let a: Vec<&str> = args.iter().map(String::as_str).collect();
+    merge_ok(&a);
+    let got = canon(&out);
+    let f = &got["files"]["go/pkg/f.go"];
+    assert_eq!(
+        f["managers"]["mgr-a"],
+        json!({"3": 6, "4": 6, "5": 2, "6": 2, "7": 0})
+    );
+    assert_eq!(f["managers"]["mgr-old"], json!({"3": 10, "4": 10, "7": 4}));
+    assert_eq!(f["managers"]["csv-mgr"], json!({"5": 100}));
+    assert_eq!(
+        f["managers"]["*"],
+        json!({"3": 16, "4": 16, "5": 102, "6": 2, "7": 4})
+    );
+    // Text profiles name no functions; the CSV row does.
+    assert_eq!(f["funcs"], json!({"F": [5]}));
+    let t = &manifest(&man)["totals"];
+    // 5 + 3 lines from the profiles, 1 CSV row.
+    assert_eq!(t["rows_in"], json!(9));
+    assert_eq!(t["rows_lost"], json!(0));
+}
+
+#[test]
+fn a_go_file_under_no_module_rule_fails_naming_it() {
+    let tmp = tempfile::tempdir().unwrap();
+    let d = tmp.path();
+    let mut args = setup(d);
+    write(
+        &d.join("p.out"),
+        "mode: set\nexample.com/other/x.go:1.1,2.1 1 1\n",
+    );
+    let out = d.join("out.jsonl.gz");
+    args.extend([
+        "--out".into(),
+        out.display().to_string(),
+        "--input".into(),
+        d.join("p.out").display().to_string(),
+    ]);
+    let mut full = vec!["merge".to_string(), "--quiet".into()];
+    full.extend(args);
+    let a: Vec<&str> = full.iter().map(String::as_str).collect();
+    let o = covmerge(&a);
+    assert!(!o.status.success());
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("p.out")
+            && err.contains("example.com/other/x.go")
+            && err.contains("--go-module"),
+        "{err}"
+    );
+    assert!(!out.exists(), "no result on failure");
+}
+
+#[test]
+fn a_go_manager_override_naming_no_input_is_refused() {
+    let tmp = tempfile::tempdir().unwrap();
+    let d = tmp.path();
+    let mut args = setup(d);
+    write(&d.join("p.out"), "mode: set\n");
+    args.extend([
+        "--out".into(),
+        d.join("o.gz").display().to_string(),
+        "--go-commit".into(),
+        "typo=old".into(),
+        "--input".into(),
+        d.join("p.out").display().to_string(),
+    ]);
+    let mut full = vec!["merge".to_string(), "--quiet".into()];
+    full.extend(args);
+    let a: Vec<&str> = full.iter().map(String::as_str).collect();
+    let o = covmerge(&a);
+    assert!(!o.status.success());
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("--go-commit typo=old"), "{err}");
+}

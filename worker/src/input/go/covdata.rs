@@ -1,0 +1,669 @@
+//! Go's binary coverage data (Go ≥ 1.20, `GOCOVERDIR`), decoded from the file format of
+//! Go's `internal/coverage` (meta-data and counter-data files, version 1):
+//!
+//! - `covmeta.<hash>`: a 56-byte header (magic `\0cvm`, version, total length, number of
+//!   packages, hash, string table offset and length, counter mode, granularity), package
+//!   offsets and lengths (u64 each), a file-level string table, then one blob per
+//!   package: a 44-byte header (length, package name/path/module as string indexes,
+//!   hash, number of files and functions), function offsets (u32), the package's string
+//!   table (ULEB128 count, then ULEB128 length + bytes each), and per function ULEB128
+//!   values: number of units, name, file, then per unit start line, start column, end
+//!   line, end column, statements, and a literal flag.
+//! - `covcounters.<hash>.<pid>.<nanotime>`: a 32-byte header (magic `\0cwm`, version,
+//!   meta hash, counter flavor, big-endian flag), segments (a 16-byte header with the
+//!   number of function entries and the string/args table lengths, the tables, padding
+//!   to 4 bytes, then per function: number of counters, package index, function index,
+//!   counters; u32 in the raw flavor, ULEB128 in the other), each followed by a 16-byte
+//!   footer (magic, number of segments so far).
+//!
+//! Everything is checked against the bytes actually there: every length before it is
+//! used, every index, every ULEB128 (at most 32 bits). A bad file is an error naming it
+//! and the byte offset; nothing allocates more than the file's own size allows.
+
+use std::collections::HashMap;
+use std::path::Path;
+
+use super::{check_pos, Blocks, GoError, Mode, Pos};
+
+pub const META_MAGIC: [u8; 4] = [0x00, 0x63, 0x76, 0x6d];
+pub const COUNTER_MAGIC: [u8; 4] = [0x00, 0x63, 0x77, 0x6d];
+const META_HEADER: usize = 56;
+const PKG_HEADER: usize = 44;
+const COUNTER_HEADER: usize = 32;
+const SEGMENT_HEADER: usize = 16;
+const FOOTER: usize = 16;
+
+/// A coverable unit (a basic block) of a function.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Unit {
+    pub pos: Pos,
+    pub stmts: u32,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MetaFunc {
+    pub name: String,
+    pub file: String,
+    pub units: Vec<Unit>,
+    pub lit: bool,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MetaPkg {
+    pub path: String,
+    pub funcs: Vec<MetaFunc>,
+}
+
+/// A decoded meta-data file.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Meta {
+    pub hash: [u8; 16],
+    pub mode: Mode,
+    /// One counter per function instead of one per unit.
+    pub per_func: bool,
+    pub pkgs: Vec<MetaPkg>,
+}
+
+/// The counter flavors.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Flavor {
+    Raw,
+    Uleb128,
+}
+
+/// A counter file's header.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CounterHeader {
+    pub meta_hash: [u8; 16],
+    pub flavor: Flavor,
+    pub big_endian: bool,
+    pub segments: u32,
+}
+
+/// A bounds-checked reader over one file's bytes (or a part of them starting at
+/// `base`): every error names the file and the absolute offset.
+struct Rd<'a> {
+    file: &'a str,
+    buf: &'a [u8],
+    pos: usize,
+    base: usize,
+}
+
+impl<'a> Rd<'a> {
+    fn new(file: &'a str, buf: &'a [u8], base: usize) -> Self {
+        Rd {
+            file,
+            buf,
+            pos: 0,
+            base,
+        }
+    }
+
+    fn err_at(&self, at: usize, problem: impl Into<String>) -> GoError {
+        GoError::Corrupt {
+            file: self.file.to_string(),
+            offset: (self.base + at) as u64,
+            problem: problem.into(),
+        }
+    }
+
+    fn err(&self, problem: impl Into<String>) -> GoError {
+        self.err_at(self.pos, problem)
+    }
+
+    fn remaining(&self) -> usize {
+        self.buf.len() - self.pos
+    }
+
+    fn bytes(&mut self, n: usize, what: &str) -> Result<&'a [u8], GoError> {
+        if n > self.remaining() {
+            return Err(self.err(format!(
+                "truncated: {what} needs {n} bytes, {} left",
+                self.remaining()
+            )));
+        }
+        let b = &self.buf[self.pos..self.pos + n];
+        self.pos += n;
+        Ok(b)
+    }
+
+    fn u8(&mut self, what: &str) -> Result<u8, GoError> {
+        Ok(self.bytes(1, what)?[0])
+    }
+
+    fn u32(&mut self, what: &str, big: bool) -> Result<u32, GoError> {
+        let b: [u8; 4] = self.bytes(4, what)?.try_into().expect("4 bytes");
+        Ok(if big {
+            u32::from_be_bytes(b)
+        } else {
+            u32::from_le_bytes(b)
+        })
+    }
+
+    fn u64(&mut self, what: &str) -> Result<u64, GoError> {
+        let b: [u8; 8] = self.bytes(8, what)?.try_into().expect("8 bytes");
+        Ok(u64::from_le_bytes(b))
+    }
+
+    /// A ULEB128 value of at most 32 bits (all that Go writes).
+    fn uleb(&mut self, what: &str) -> Result<u32, GoError> {
+        let start = self.pos;
+        let mut v: u64 = 0;
+        let mut shift = 0;
+        loop {
+            let Some(&b) = self.buf.get(self.pos) else {
+                return Err(self.err_at(start, format!("truncated ULEB128 {what}")));
+            };
+            self.pos += 1;
+            v |= u64::from(b & 0x7f) << shift;
+            if b & 0x80 == 0 {
+                break;
+            }
+            shift += 7;
+            if shift > 28 {
+                return Err(self.err_at(start, format!("ULEB128 {what} longer than 5 bytes")));
+            }
+        }
+        u32::try_from(v)
+            .map_err(|_| self.err_at(start, format!("ULEB128 {what} {v} exceeds 32 bits")))
+    }
+
+    fn seek(&mut self, to: usize, what: &str) -> Result<(), GoError> {
+        if to > self.buf.len() {
+            return Err(self.err(format!(
+                "{what} at {} is past the end ({} bytes)",
+                self.base + to,
+                self.base + self.buf.len()
+            )));
+        }
+        self.pos = to;
+        Ok(())
+    }
+
+    /// A string table: ULEB128 count, then ULEB128 length + bytes per string.
+    fn string_table(&mut self, what: &str) -> Result<Vec<&'a str>, GoError> {
+        let n = self.uleb(&format!("{what} size"))? as usize;
+        // Every string takes at least its length byte: checked before allocating.
+        if n > self.remaining() {
+            return Err(self.err(format!(
+                "{what} claims {n} strings, only {} bytes left",
+                self.remaining()
+            )));
+        }
+        let mut out = Vec::with_capacity(n);
+        for _ in 0..n {
+            let len = self.uleb(&format!("{what} string length"))? as usize;
+            let at = self.pos;
+            let b = self.bytes(len, what)?;
+            let s = std::str::from_utf8(b)
+                .map_err(|_| self.err_at(at, format!("{what}: string is not UTF-8")))?;
+            out.push(s);
+        }
+        Ok(out)
+    }
+}
+
+fn get_str<'a>(r: &Rd<'_>, tab: &[&'a str], idx: u32, what: &str) -> Result<&'a str, GoError> {
+    tab.get(idx as usize).copied().ok_or_else(|| {
+        r.err(format!(
+            "{what}: string index {idx} out of range (table has {})",
+            tab.len()
+        ))
+    })
+}
+
+/// Decodes a meta-data file. `file` names it in errors.
+pub fn decode_meta(file: &str, data: &[u8]) -> Result<Meta, GoError> {
+    let mut r = Rd::new(file, data, 0);
+    if r.bytes(4, "magic")? != META_MAGIC {
+        return Err(r.err_at(0, "not a Go coverage meta-data file (bad magic)"));
+    }
+    let version = r.u32("version", false)?;
+    if version != 1 {
+        return Err(r.err_at(
+            4,
+            format!("meta-data file version {version}, this reader knows 1"),
+        ));
+    }
+    let total = r.u64("total length")?;
+    if total != data.len() as u64 {
+        return Err(r.err_at(
+            8,
+            format!("header says {total} bytes, the file has {}", data.len()),
+        ));
+    }
+    let entries = r.u64("package count")?;
+    let hash: [u8; 16] = r.bytes(16, "hash")?.try_into().expect("16");
+    let strtab_off = r.u32("string table offset", false)? as usize;
+    let strtab_len = r.u32("string table length", false)? as usize;
+    let mode_at = r.pos;
+    let mode = match r.u8("counter mode")? {
+        1 => Mode::Set,
+        2 => Mode::Count,
+        3 => Mode::Atomic,
+        m => return Err(r.err_at(mode_at, format!("counter mode {m} is not set/count/atomic"))),
+    };
+    let gran_at = r.pos;
+    let per_func = match r.u8("granularity")? {
+        1 => false,
+        2 => true,
+        g => return Err(r.err_at(gran_at, format!("counter granularity {g} unknown"))),
+    };
+    r.bytes(6, "header padding")?;
+    let tables = entries
+        .checked_mul(16)
+        .filter(|&t| t <= (data.len() - META_HEADER) as u64)
+        .ok_or_else(|| r.err_at(16, format!("{entries} packages do not fit in the file")))?
+        as usize;
+    let mut offs = Vec::with_capacity(entries as usize);
+    for _ in 0..entries {
+        offs.push(r.u64("package offset")?);
+    }
+    let mut lens = Vec::with_capacity(entries as usize);
+    for _ in 0..entries {
+        lens.push(r.u64("package length")?);
+    }
+    let payload_start = META_HEADER + tables;
+    if strtab_off < payload_start
+        || strtab_off
+            .checked_add(strtab_len)
+            .is_none_or(|e| e > data.len())
+    {
+        return Err(r.err_at(
+            40,
+            format!("string table {strtab_off}+{strtab_len} outside the file"),
+        ));
+    }
+    let mut st = Rd::new(file, &data[..strtab_off + strtab_len], 0);
+    st.pos = strtab_off;
+    st.string_table("file string table")?;
+    let mut pkgs = Vec::with_capacity(entries as usize);
+    for (i, (&off, &len)) in offs.iter().zip(&lens).enumerate() {
+        let at = META_HEADER + 8 * i;
+        let end = off.checked_add(len).filter(|&e| e <= data.len() as u64);
+        if off < payload_start as u64 || end.is_none() {
+            return Err(r.err_at(at, format!("package {i} at {off}+{len} outside the file")));
+        }
+        let (off, len) = (off as usize, len as usize);
+        pkgs.push(decode_pkg(file, &data[off..off + len], off, per_func)?);
+    }
+    Ok(Meta {
+        hash,
+        mode,
+        per_func,
+        pkgs,
+    })
+}
+
+fn decode_pkg(file: &str, blob: &[u8], base: usize, _per_func: bool) -> Result<MetaPkg, GoError> {
+    let mut r = Rd::new(file, blob, base);
+    let length = r.u32("package length", false)? as usize;
+    if length != blob.len() {
+        return Err(r.err_at(
+            0,
+            format!("package blob says {length} bytes, its entry {}", blob.len()),
+        ));
+    }
+    let _name = r.u32("package name", false)?;
+    let path = r.u32("package path", false)?;
+    let _module = r.u32("module path", false)?;
+    r.bytes(16 + 4, "package hash")?;
+    let _files = r.u32("file count", false)?;
+    let nfuncs = r.u32("function count", false)? as usize;
+    if nfuncs > (blob.len() - PKG_HEADER) / 4 {
+        return Err(r.err_at(40, format!("{nfuncs} functions do not fit in the package")));
+    }
+    let mut foffs = Vec::with_capacity(nfuncs);
+    for _ in 0..nfuncs {
+        foffs.push(r.u32("function offset", false)? as usize);
+    }
+    let table_start = r.pos;
+    let strs = r.string_table("package string table")?;
+    let path = get_str(&r, &strs, path, "package path")?.to_string();
+    let mut funcs = Vec::with_capacity(nfuncs);
+    for (i, &foff) in foffs.iter().enumerate() {
+        if foff < table_start || foff >= blob.len() {
+            return Err(r.err_at(
+                PKG_HEADER + 4 * i,
+                format!("function {i} offset {foff} outside the package"),
+            ));
+        }
+        r.seek(foff, "function")?;
+        let n = r.uleb("unit count")? as usize;
+        // Each unit takes at least 5 bytes: checked before allocating.
+        if n > r.remaining() / 5 {
+            return Err(r.err(format!("{n} units do not fit in the package")));
+        }
+        let name = r.uleb("function name")?;
+        let name = get_str(&r, &strs, name, "function name")?.to_string();
+        let f = r.uleb("function file")?;
+        let f = get_str(&r, &strs, f, "function file")?.to_string();
+        let mut units = Vec::with_capacity(n);
+        for _ in 0..n {
+            let at = r.pos;
+            let pos = [
+                r.uleb("start line")?,
+                r.uleb("start column")?,
+                r.uleb("end line")?,
+                r.uleb("end column")?,
+            ];
+            check_pos(pos).map_err(|p| r.err_at(at, p))?;
+            let stmts = r.uleb("statement count")?;
+            units.push(Unit { pos, stmts });
+        }
+        let lit = r.uleb("literal flag")? != 0;
+        funcs.push(MetaFunc {
+            name,
+            file: f,
+            units,
+            lit,
+        });
+    }
+    Ok(MetaPkg { path, funcs })
+}
+
+/// Decodes a counter-data file, calling `visit(pkg, func, counters)` per function
+/// entry; a problem `visit` returns becomes an error at that entry's offset.
+pub fn decode_counters(
+    file: &str,
+    data: &[u8],
+    mut visit: impl FnMut(u32, u32, &[u32]) -> Result<(), String>,
+) -> Result<CounterHeader, GoError> {
+    let mut r = Rd::new(file, data, 0);
+    if r.bytes(4, "magic")? != COUNTER_MAGIC {
+        return Err(r.err_at(0, "not a Go coverage counter-data file (bad magic)"));
+    }
+    let version = r.u32("version", false)?;
+    if version != 1 {
+        return Err(r.err_at(
+            4,
+            format!("counter file version {version}, this reader knows 1"),
+        ));
+    }
+    let meta_hash: [u8; 16] = r.bytes(16, "meta hash")?.try_into().expect("16");
+    let flavor = match r.u8("counter flavor")? {
+        1 => Flavor::Raw,
+        2 => Flavor::Uleb128,
+        f => return Err(r.err_at(24, format!("counter flavor {f} unknown"))),
+    };
+    let big_endian = match r.u8("big-endian flag")? {
+        0 => false,
+        1 => true,
+        b => return Err(r.err_at(25, format!("big-endian flag {b} is not 0 or 1"))),
+    };
+    r.bytes(6, "header padding")?;
+    if data.len() < COUNTER_HEADER + FOOTER {
+        return Err(r.err_at(data.len(), "truncated: no room for the footer"));
+    }
+    let footer_at = data.len() - FOOTER;
+    let mut fr = Rd::new(file, &data[footer_at..], footer_at);
+    if fr.bytes(4, "footer magic")? != COUNTER_MAGIC {
+        return Err(fr.err_at(0, "bad footer magic (truncated or not a counter file)"));
+    }
+    fr.bytes(4, "footer padding")?;
+    let segments = fr.u32("segment count", false)?;
+    if segments == 0 {
+        return Err(fr.err_at(8, "no segments"));
+    }
+    // Everything before the final footer.
+    let mut r = Rd::new(file, &data[..footer_at], 0);
+    r.pos = COUNTER_HEADER;
+    let mut counters: Vec<u32> = Vec::new();
+    for seg in 0..segments {
+        if seg > 0 {
+            let at = r.pos;
+            if r.bytes(FOOTER, "segment footer")?[..4] != COUNTER_MAGIC {
+                return Err(r.err_at(at, format!("bad footer magic after segment {}", seg - 1)));
+            }
+        }
+        let hdr_at = r.pos;
+        let fcn_entries = r.u64("function entry count")?;
+        let strtab_len = r.u32("string table length", false)? as usize;
+        let args_len = r.u32("args length", false)? as usize;
+        let tab = r.bytes(strtab_len, "segment string table")?;
+        let mut st = Rd::new(file, tab, hdr_at + SEGMENT_HEADER);
+        let strs = st.string_table("segment string table")?;
+        let args_at = r.pos;
+        let args = r.bytes(args_len, "args table")?;
+        let mut ar = Rd::new(file, args, args_at);
+        let n = ar.uleb("args count")?;
+        for _ in 0..n {
+            let k = ar.uleb("arg key")?;
+            get_str(&ar, &strs, k, "arg key")?;
+            let v = ar.uleb("arg value")?;
+            get_str(&ar, &strs, v, "arg value")?;
+        }
+        // Padding to 4 bytes (from the file's start, as Go's reader seeks).
+        let pad = (4 - r.pos % 4) % 4;
+        r.bytes(pad, "segment padding")?;
+        let read = |r: &mut Rd<'_>, what: &str| -> Result<u32, GoError> {
+            match flavor {
+                Flavor::Raw => r.u32(what, big_endian),
+                Flavor::Uleb128 => r.uleb(what),
+            }
+        };
+        let min_size = match flavor {
+            Flavor::Raw => 4,
+            Flavor::Uleb128 => 1,
+        };
+        if fcn_entries > (r.remaining() / (3 * min_size)) as u64 {
+            return Err(r.err_at(
+                hdr_at,
+                format!("{fcn_entries} function entries do not fit in the file"),
+            ));
+        }
+        for _ in 0..fcn_entries {
+            let at = r.pos;
+            let nc = read(&mut r, "counter count")? as usize;
+            let pkg = read(&mut r, "package index")?;
+            let func = read(&mut r, "function index")?;
+            if nc > r.remaining() / min_size {
+                return Err(r.err_at(at, format!("{nc} counters do not fit in the file")));
+            }
+            counters.clear();
+            for _ in 0..nc {
+                counters.push(read(&mut r, "counter")?);
+            }
+            visit(pkg, func, &counters).map_err(|p| r.err_at(at, p))?;
+        }
+    }
+    if r.pos != footer_at {
+        return Err(r.err_at(
+            r.pos,
+            format!("{} unexpected bytes before the footer", footer_at - r.pos),
+        ));
+    }
+    Ok(CounterHeader {
+        meta_hash,
+        flavor,
+        big_endian,
+        segments,
+    })
+}
+
+/// What reading a directory took.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct DirStats {
+    pub meta_files: u64,
+    pub counter_files: u64,
+    /// Bytes of all files decoded.
+    pub bytes: u64,
+    pub function_entries: u64,
+}
+
+/// The counts of one meta-data file's units, summed over its counter files.
+struct Pod {
+    meta: Meta,
+    name: String,
+    /// Index of each function's first unit in `counts`, per package.
+    first: Vec<Vec<usize>>,
+    counts: Vec<u64>,
+}
+
+fn hex(h: &[u8; 16]) -> String {
+    h.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// Reads a `GOCOVERDIR` directory: every `covmeta.*` and `covcounters.*` file (others
+/// are ignored, as Go does). Counter files of every process are summed per unit (`set`
+/// mode: ORed); units no counter file mentions count 0.
+pub fn read_dir(dir: &Path) -> Result<(Blocks, DirStats), GoError> {
+    let dname = dir.display().to_string();
+    let io_err = |file: String| move |e: std::io::Error| GoError::Io { file, source: e };
+    let mut metas = Vec::new();
+    let mut counters = Vec::new();
+    for e in std::fs::read_dir(dir).map_err(io_err(dname.clone()))? {
+        let e = e.map_err(io_err(dname.clone()))?;
+        let name = e.file_name().to_string_lossy().into_owned();
+        if name.starts_with("covmeta.") {
+            metas.push(e.path());
+        } else if name.starts_with("covcounters.") {
+            counters.push(e.path());
+        }
+    }
+    metas.sort();
+    counters.sort();
+    if metas.is_empty() {
+        return Err(GoError::Input {
+            input: dname,
+            problem: "no covmeta.* file in the directory".into(),
+        });
+    }
+    let mut stats = DirStats::default();
+    let mut pods: Vec<Pod> = Vec::new();
+    let mut by_hash: HashMap<[u8; 16], usize> = HashMap::new();
+    for p in &metas {
+        let name = p.display().to_string();
+        let data = std::fs::read(p).map_err(io_err(name.clone()))?;
+        stats.meta_files += 1;
+        stats.bytes += data.len() as u64;
+        let meta = decode_meta(&name, &data)?;
+        let fname = p.file_name().unwrap_or_default().to_string_lossy();
+        if fname.strip_prefix("covmeta.") != Some(hex(&meta.hash).as_str()) {
+            return Err(GoError::Corrupt {
+                file: name,
+                offset: 24,
+                problem: format!("hash {} does not match the file name", hex(&meta.hash)),
+            });
+        }
+        let mut first = Vec::with_capacity(meta.pkgs.len());
+        let mut n = 0usize;
+        for pkg in &meta.pkgs {
+            let mut f = Vec::with_capacity(pkg.funcs.len());
+            for func in &pkg.funcs {
+                f.push(n);
+                n += func.units.len();
+            }
+            first.push(f);
+        }
+        by_hash.insert(meta.hash, pods.len());
+        pods.push(Pod {
+            meta,
+            name,
+            first,
+            counts: vec![0; n],
+        });
+    }
+    for p in &counters {
+        let name = p.display().to_string();
+        let data = std::fs::read(p).map_err(io_err(name.clone()))?;
+        stats.counter_files += 1;
+        stats.bytes += data.len() as u64;
+        // The meta hash is at bytes 8..24: find the pod before decoding.
+        let pod = data
+            .get(8..24)
+            .and_then(|h| by_hash.get(<&[u8; 16]>::try_from(h).expect("16")).copied());
+        let Some(pod) = pod else {
+            // A corrupt header is named by the decoder; a sound file lacks its meta.
+            decode_counters(&name, &data, |_, _, _| Ok(()))?;
+            let h: [u8; 16] = data[8..24].try_into().expect("a decoded header");
+            return Err(GoError::Corrupt {
+                file: name,
+                offset: 8,
+                problem: format!(
+                    "no covmeta.{} in the directory for this counter file",
+                    hex(&h)
+                ),
+            });
+        };
+        let pod = &mut pods[pod];
+        let set = pod.meta.mode == Mode::Set;
+        decode_counters(&name, &data, |pkg, func, ctrs| {
+            stats.function_entries += 1;
+            let f = pod
+                .meta
+                .pkgs
+                .get(pkg as usize)
+                .and_then(|p| p.funcs.get(func as usize))
+                .ok_or_else(|| {
+                    format!(
+                        "function {pkg}/{func} is not in {} ({} packages)",
+                        pod.name,
+                        pod.meta.pkgs.len()
+                    )
+                })?;
+            let first = pod.first[pkg as usize][func as usize];
+            let units = f.units.len();
+            let slots = &mut pod.counts[first..first + units];
+            if pod.meta.per_func {
+                if ctrs.len() != 1 {
+                    return Err(format!(
+                        "{} counters for function {}, per-function granularity has 1",
+                        ctrs.len(),
+                        f.name
+                    ));
+                }
+                for s in slots.iter_mut() {
+                    add(s, ctrs[0], set);
+                }
+            } else {
+                if ctrs.len() != units {
+                    return Err(format!(
+                        "{} counters for function {}, which has {units} units",
+                        ctrs.len(),
+                        f.name
+                    ));
+                }
+                for (s, &c) in slots.iter_mut().zip(ctrs) {
+                    add(s, c, set);
+                }
+            }
+            Ok(())
+        })?;
+    }
+    let mut blocks = Blocks::default();
+    for pod in &pods {
+        blocks.set_mode(pod.meta.mode).map_err(|e| GoError::Input {
+            input: pod.name.clone(),
+            problem: e.to_string(),
+        })?;
+        for (pi, pkg) in pod.meta.pkgs.iter().enumerate() {
+            for (fi, f) in pkg.funcs.iter().enumerate() {
+                let first = pod.first[pi][fi];
+                let file = blocks.file_id(&f.file);
+                let func = blocks.func_id(&f.name);
+                for (u, &c) in f.units.iter().zip(&pod.counts[first..]) {
+                    blocks
+                        .add_ids(file, func, u.pos, u.stmts, c)
+                        .map_err(|e| GoError::Input {
+                            input: pod.name.clone(),
+                            problem: format!(
+                                "{}:{}.{},{}.{}: {e}",
+                                f.file, u.pos[0], u.pos[1], u.pos[2], u.pos[3]
+                            ),
+                        })?;
+                }
+            }
+        }
+    }
+    Ok((blocks, stats))
+}
+
+fn add(slot: &mut u64, c: u32, set: bool) {
+    if set {
+        *slot |= u64::from(c != 0);
+    } else {
+        // At most 2^32 files of 2^32 each: saturates only past u64, never in practice.
+        *slot = slot.saturating_add(u64::from(c));
+    }
+}
