@@ -164,3 +164,67 @@ fn a_go_manager_override_naming_no_input_is_refused() {
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(err.contains("--go-commit typo=old"), "{err}");
 }
+
+/// Lays the fixture program's sources out as commit `base` of a `dir:` source.
+fn goprog_sources(root: &Path, commit: &str) {
+    let fx = covmerge_integration_tests::fixture("goprog");
+    for f in ["main.go", "calc/calc.go", "text/text.go"] {
+        let to = root.join(commit).join(f);
+        std::fs::create_dir_all(to.parent().unwrap()).unwrap();
+        std::fs::copy(fx.join(f), to).unwrap();
+    }
+}
+
+/// The Go-written covdata directory kept with the decoder's tests (3 runs of the
+/// fixture program, `-covermode=count`): one input, named after the directory, with
+/// functions from the meta-data.
+#[test]
+fn a_covdata_directory_is_one_input_with_functions_from_the_meta_data() {
+    let tmp = tempfile::tempdir().unwrap();
+    let d = tmp.path();
+    goprog_sources(&d.join("src"), "base");
+    let cov = d.join("runs/fleet-1");
+    std::fs::create_dir_all(&cov).unwrap();
+    let testdata = covmerge_integration_tests::root().join("worker/src/input/go/testdata");
+    for e in std::fs::read_dir(&testdata).unwrap() {
+        let p = e.unwrap().path();
+        if p.file_name().unwrap().to_string_lossy().starts_with("cov") {
+            std::fs::copy(&p, cov.join(p.file_name().unwrap())).unwrap();
+        }
+    }
+    let out = d.join("out.jsonl.gz");
+    let man = d.join("m.json");
+    merge_ok(&[
+        "--source",
+        &format!("dir:{}", d.join("src").display()),
+        "--base-repo",
+        "git://example/goprog",
+        "--base-commit",
+        "base",
+        "--go-module",
+        "example.com/goprog=.",
+        "--out",
+        out.to_str().unwrap(),
+        "--manifest",
+        man.to_str().unwrap(),
+        "--input",
+        cov.to_str().unwrap(),
+    ]);
+    let got = canon(&out);
+    let calc = &got["files"]["calc/calc.go"];
+    // Blocks calc.go:8.2,9.16 = 7, 10.3,11.1 = 3, 27.29,27.41 = 0 (textfmt.txt).
+    assert_eq!(calc["managers"]["fleet-1"]["8"], json!(7));
+    assert_eq!(calc["managers"]["fleet-1"]["10"], json!(3));
+    assert_eq!(calc["managers"]["fleet-1"]["27"], json!(0));
+    assert_eq!(calc["managers"]["*"], calc["managers"]["fleet-1"]);
+    assert_eq!(calc["funcs"]["Parse"], json!([8, 9, 10, 11, 12]));
+    assert_eq!(calc["funcs"]["*Acc.Push"], json!([27]));
+    assert_eq!(calc["funcs"]["Acc.Sum"], json!([30]));
+    // The function literal inside Shout belongs to Shout.
+    assert_eq!(
+        got["files"]["text/text.go"]["funcs"]["Shout"],
+        json!([8, 9, 10, 11, 12, 13, 15, 16])
+    );
+    assert_eq!(got["files"]["main.go"]["managers"]["*"]["16"], json!(7));
+    assert_eq!(manifest(&man)["totals"]["rows_lost"], json!(0));
+}

@@ -178,6 +178,19 @@ impl Blocks {
         }
     }
 
+    /// Every block: (Go file, position) → (statements, count, function).
+    pub fn entries(&self) -> BTreeMap<(String, Pos), (u32, u64, String)> {
+        self.map
+            .iter()
+            .map(|(&(f, pos), b)| {
+                (
+                    (self.files[f as usize].clone(), pos),
+                    (b.stmts, b.count, self.funcs[b.func as usize].clone()),
+                )
+            })
+            .collect()
+    }
+
     /// Number of distinct blocks.
     pub fn len(&self) -> usize {
         self.map.len()
