@@ -228,3 +228,37 @@ fn a_covdata_directory_is_one_input_with_functions_from_the_meta_data() {
     assert_eq!(got["files"]["main.go"]["managers"]["*"]["16"], json!(7));
     assert_eq!(manifest(&man)["totals"]["rows_lost"], json!(0));
 }
+
+/// The README's Go example on the bundled data (examples/go): a covdata directory and
+/// the same data as a text profile, as two managers.
+#[test]
+fn the_readme_go_example_on_bundled_data() {
+    let ex = covmerge_integration_tests::root().join("examples/go");
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("go.jsonl.gz");
+    let stdout = merge_ok(&[
+        "--source",
+        &format!("dir:{}", ex.join("sources").display()),
+        "--base-repo",
+        "git://example.invalid/goprog",
+        "--base-commit",
+        "v1",
+        "--go-module",
+        "example.com/goprog=.",
+        "--input",
+        ex.join("runs/fleet-a").to_str().unwrap(),
+        ex.join("runs/unit-tests.out").to_str().unwrap(),
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    let got = canon(&out);
+    let calc = &got["files"]["calc/calc.go"]["managers"];
+    assert_eq!(calc["fleet-a"], calc["unit-tests"]);
+    assert_eq!(calc["*"]["8"], json!(14));
+    // Lines of textfmt's blocks: main.go 11 (all run), calc.go 11 (Push and Sum not),
+    // text.go 12 (Unused's 4 not).
+    assert_eq!(
+        stdout.trim_end().lines().last().unwrap(),
+        "total instrumented(34), covered(28), 82.35%"
+    );
+}

@@ -111,7 +111,7 @@ fn build_and_run(src: &Path, mode: &str, covdir: &Path) {
 fn profile_blocks(text: &str, module: &str) -> Vec<(String, u32, u32, u32, u64)> {
     let mut blocks: BTreeMap<(String, String), (u32, u64)> = BTreeMap::new();
     for l in text.lines().skip(1) {
-        let (pos, rest) = l.rsplit_once(':').map(|(f, r)| (f, r)).unwrap();
+        let (pos, rest) = l.rsplit_once(':').unwrap();
         let mut it = rest.split(' ');
         let span = it.next().unwrap().to_string();
         let stmts: u32 = it.next().unwrap().parse().unwrap();

@@ -267,9 +267,7 @@ impl Blocks {
     /// files mapped to repository paths by `modules`. A file no rule maps fails the
     /// input (named `input`).
     pub fn lines(&self, input: &str, modules: &ModuleMap) -> Result<Vec<GoLine>, GoError> {
-        // Per file: line -> (hits, func, start of the block that gave the func).
-        let mut per_file: Vec<BTreeMap<u32, (u64, u32, (u32, u32))>> =
-            vec![BTreeMap::new(); self.files.len()];
+        let mut per_file: Vec<BTreeMap<u32, LineAcc>> = vec![BTreeMap::new(); self.files.len()];
         for (&(file, pos), b) in &self.map {
             let lines = &mut per_file[file as usize];
             let start = (pos[0], pos[1]);
@@ -311,6 +309,10 @@ impl Blocks {
     }
 }
 
+/// A line being built: hits, function id, start (line, column) of the block that gave
+/// the function.
+type LineAcc = (u64, u32, (u32, u32));
+
 /// One source line of Go coverage, as a row.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct GoLine {
@@ -332,7 +334,7 @@ pub struct ModuleMap {
 impl ModuleMap {
     pub fn new(rules: &[GoModule]) -> Self {
         let mut rules = rules.to_vec();
-        rules.sort_by(|a, b| b.module.len().cmp(&a.module.len()));
+        rules.sort_by_key(|r| std::cmp::Reverse(r.module.len()));
         ModuleMap { rules }
     }
 
