@@ -262,3 +262,79 @@ fn the_readme_go_example_on_bundled_data() {
         "total instrumented(34), covered(28), 82.35%"
     );
 }
+
+/// Fleet mode: a covdata directory and a gzipped text profile read from S3 are one
+/// split task each on two workers over RabbitMQ; the result equals the embedded one.
+#[test]
+fn go_inputs_on_the_fleet_equal_embedded() {
+    use covmerge_integration_tests::{fleet, gunzip};
+    let _g = fleet::lock();
+    let ex = covmerge_integration_tests::root().join("examples/go");
+    let tmp = tempfile::tempdir().unwrap();
+    let d = tmp.path();
+    let profile = d.join("unit-tests.out.gz");
+    gzip(
+        &profile,
+        &std::fs::read_to_string(ex.join("runs/unit-tests.out")).unwrap(),
+    );
+    let b = fleet::bucket("go");
+    fleet::upload(&b, "in/unit-tests.out.gz", &profile);
+    let src = format!("dir:{}", ex.join("sources").display());
+    let covdir = ex.join("runs/fleet-a").display().to_string();
+    let common = |input2: &str| -> Vec<String> {
+        [
+            "--source",
+            &src,
+            "--base-repo",
+            "git://example.invalid/goprog",
+            "--base-commit",
+            "v1",
+            "--go-module",
+            "example.com/goprog=.",
+            "--date-to",
+            "2026-01-01",
+            "--shards",
+            "3",
+            "--go-commit",
+            "fleet-a=v1",
+            "--input",
+            &covdir,
+            input2,
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect()
+    };
+    let want_out = d.join("embedded.gz");
+    let mut a = common(profile.to_str().unwrap());
+    a.extend(["--out".into(), want_out.display().to_string()]);
+    let a: Vec<&str> = a.iter().map(String::as_str).collect();
+    merge_ok(&a);
+
+    let store = format!("file://{}", d.join("store").display());
+    let _w1 = fleet::worker(d, 1, &store, &[], &[]);
+    let _w2 = fleet::worker(d, 2, &store, &["--split-threads", "1"], &[]);
+    let amqp = fleet::amqp();
+    let got_out = d.join("fleet.gz");
+    let mut a = common(&format!("s3://{b}/in/unit-tests.out.gz"));
+    a.extend(
+        [
+            "--amqp",
+            &amqp,
+            "--store",
+            &store,
+            "--out",
+            got_out.to_str().unwrap(),
+        ]
+        .map(String::from),
+    );
+    let a: Vec<&str> = a.iter().map(String::as_str).collect();
+    let o = fleet::coordinator_run(&a, &[], std::time::Duration::from_secs(120));
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert_eq!(gunzip(&got_out), gunzip(&want_out));
+    let got = canon(&got_out);
+    assert_eq!(
+        got["files"]["calc/calc.go"]["managers"]["unit-tests"]["8"],
+        json!(7)
+    );
+}
