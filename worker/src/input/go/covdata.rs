@@ -1069,6 +1069,39 @@ mod tests {
         assert!(e.contains("no covmeta.0101"), "{e}");
     }
 
+    /// Counts read from the file are checked against the bytes left before anything is
+    /// allocated for them: a header claiming 2^64-1 packages, 2^32-1 functions or
+    /// strings, or 2^64-1 function entries is an error, not an allocation.
+    #[test]
+    fn huge_counts_in_headers_are_refused_before_allocating() {
+        let m = sample_meta(Mode::Count, false);
+        let meta = encode::meta(&m);
+        let mut bad = meta.clone();
+        bad[16..24].copy_from_slice(&u64::MAX.to_le_bytes());
+        let (_, off, p) = corrupt(decode_meta("m", &bad).unwrap_err());
+        assert_eq!(off, 16);
+        assert!(p.contains("packages do not fit"), "{p}");
+        let pkg0 = u64::from_le_bytes(meta[56..64].try_into().unwrap()) as usize;
+        let mut bad = meta.clone();
+        bad[pkg0 + 40..pkg0 + 44].copy_from_slice(&u32::MAX.to_le_bytes());
+        let (_, off, p) = corrupt(decode_meta("m", &bad).unwrap_err());
+        assert_eq!(off as usize, pkg0 + 40);
+        assert!(p.contains("functions do not fit"), "{p}");
+        // The package string table's count (right after 2 function offsets) as a
+        // 5-byte ULEB128 of 2^32-1, in place of its 1-byte count and 4 more bytes.
+        let mut bad = meta.clone();
+        let tab = pkg0 + PKG_HEADER + 4 * 2;
+        bad[tab..tab + 5].copy_from_slice(&[0xff, 0xff, 0xff, 0xff, 0x0f]);
+        let (_, off, p) = corrupt(decode_meta("m", &bad).unwrap_err());
+        assert_eq!(off as usize, tab + 5);
+        assert!(p.contains("claims 4294967295 strings"), "{p}");
+        let mut c = encode::counters(m.hash, Flavor::Raw, false, &[vec![(0, 0, vec![1, 2, 3])]]);
+        c[COUNTER_HEADER..COUNTER_HEADER + 8].copy_from_slice(&u64::MAX.to_le_bytes());
+        let (_, off, p) = corrupt(visits(&c).unwrap_err());
+        assert_eq!(off as usize, COUNTER_HEADER);
+        assert!(p.contains("function entries do not fit"), "{p}");
+    }
+
     /// xorshift64*: a fixed-seed generator, so a failure replays.
     struct Rng(u64);
     impl Rng {
