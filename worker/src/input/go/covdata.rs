@@ -147,6 +147,13 @@ impl<'a> Rd<'a> {
 
     /// A ULEB128 value of at most 32 bits (all that Go writes).
     fn uleb(&mut self, what: &str) -> Result<u32, GoError> {
+        // Most counters and indexes are below 128: one byte.
+        if let Some(&b) = self.buf.get(self.pos) {
+            if b < 0x80 {
+                self.pos += 1;
+                return Ok(u32::from(b));
+            }
+        }
         let start = self.pos;
         let mut v: u64 = 0;
         let mut shift = 0;
