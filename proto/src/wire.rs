@@ -312,9 +312,36 @@ mod tests {
                 input: input.into(),
                 shards,
                 max_bad_rows: 0,
+                go: Default::default(),
             })
         };
         assert!(split(4, "/in.csv").validate().is_ok());
+        let with_go = |go: crate::job::GoInput| {
+            let mut t = split(4, "/in.csv");
+            if let Task::Split(s) = &mut t {
+                s.go = go;
+            }
+            t.validate()
+        };
+        let rule = crate::job::GoModule {
+            module: "example.com/m".into(),
+            dir: ".".into(),
+        };
+        assert!(with_go(crate::job::GoInput {
+            modules: vec![rule.clone(); 3],
+            ..Default::default()
+        })
+        .is_ok());
+        assert!(with_go(crate::job::GoInput {
+            modules: vec![rule; crate::limits::MAX_GO_MODULES + 1],
+            ..Default::default()
+        })
+        .is_err());
+        assert!(with_go(crate::job::GoInput {
+            manager: "m".repeat(5000),
+            ..Default::default()
+        })
+        .is_err());
         assert!(split(u32::MAX, "/in.csv").validate().is_err());
         assert!(split(0, "/in.csv").validate().is_err());
         assert!(split(4, "").validate().is_err());
