@@ -9,6 +9,7 @@ use covmerge_coordinator::embedded::run_embedded;
 use covmerge_coordinator::finish::preflight_outputs;
 use covmerge_coordinator::progress::ProgressView;
 use covmerge_coordinator::{plan_job, run_job, JobError, JobOptions, JobRequest};
+use covmerge_proto::job::{GoModule, InputFormat};
 use covmerge_proto::output::totals_line;
 use covmerge_proto::JobId;
 use covmerge_queue::amqp::{AmqpOptions, AmqpQueue};
@@ -137,6 +138,36 @@ pub struct JobArgs {
     /// No progress display.
     #[arg(long)]
     pub quiet: bool,
+    /// What the inputs hold: auto (a directory with covmeta.* files is Go covdata, a
+    /// file starting `mode: ` a Go text profile, else CSV), csv, go-text, go-covdata.
+    #[arg(long, default_value = "auto", value_parser = input_format)]
+    pub input_format: InputFormat,
+    /// Go import paths under MODULE are repository paths under DIR (`.`: the root).
+    #[arg(long, value_name = "MODULE=DIR", value_parser = go_module)]
+    pub go_module: Vec<GoModule>,
+    /// The manager a Go input's rows are recorded under (default: the input's name
+    /// without extension). INPUT is the input as given or that default name.
+    #[arg(long, value_name = "INPUT=NAME", value_parser = key_value)]
+    pub go_manager: Vec<(String, String)>,
+    /// The commit a Go input was built from (default: --base-commit); its lines are
+    /// projected onto the base like CSV rows.
+    #[arg(long, value_name = "INPUT=COMMIT", value_parser = key_value)]
+    pub go_commit: Vec<(String, String)>,
+}
+
+fn input_format(s: &str) -> Result<InputFormat, String> {
+    InputFormat::parse(s).ok_or_else(|| "expected auto, csv, go-text or go-covdata".into())
+}
+
+fn go_module(s: &str) -> Result<GoModule, String> {
+    covmerge_worker::input::go::parse_module_rule(s)
+}
+
+fn key_value(s: &str) -> Result<(String, String), String> {
+    match s.rsplit_once('=') {
+        Some((k, v)) if !k.is_empty() && !v.is_empty() => Ok((k.to_string(), v.to_string())),
+        _ => Err(format!("{s:?}: expected INPUT=VALUE")),
+    }
 }
 
 #[derive(Args, Debug)]
@@ -296,6 +327,10 @@ fn request(a: &JobArgs, job: Option<JobId>) -> Result<JobRequest> {
         date_to: a.date_to.clone().or_else(|| a.base_at.clone()),
         total_rows: a.total_rows,
         file_path_prefix: a.file_path_prefix.clone().unwrap_or_default(),
+        format: a.input_format,
+        go_modules: a.go_module.clone(),
+        go_managers: a.go_manager.clone(),
+        go_commits: a.go_commit.clone(),
     })
 }
 
@@ -545,6 +580,7 @@ async fn coordinator(c: CoordinatorArgs) -> Result<()> {
                 date_to: String::new(),
                 total_rows: None,
             },
+            go: Default::default(),
         }
     } else {
         plan_job(&request(&c.job, job)?).await?

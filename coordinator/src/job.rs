@@ -315,6 +315,7 @@ pub async fn run_job(
                 input: input.clone(),
                 shards: spec.shards,
                 max_bad_rows: spec.max_bad_rows,
+                go: spec.go_input(i),
             });
             publish(queue.as_ref(), job.as_str(), &task).await?;
             state.publish();

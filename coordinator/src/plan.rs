@@ -1,6 +1,7 @@
-use covmerge_proto::job::HeaderSpec;
+use covmerge_proto::job::{GoInputMeta, GoModule, GoSpec, HeaderSpec, InputFormat};
 use covmerge_proto::{JobId, JobSpec};
 use covmerge_storage::{expand_inputs, is_store_url, open_object};
+use covmerge_worker::input::go::{default_manager, is_covdata_dir};
 
 use crate::JobError;
 
@@ -20,6 +21,50 @@ pub struct JobRequest {
     pub total_rows: Option<i64>,
     /// `--file-path-prefix` (empty: every file).
     pub file_path_prefix: String,
+    /// `--input-format`.
+    pub format: InputFormat,
+    /// `--go-module MODULE=DIR`.
+    pub go_modules: Vec<GoModule>,
+    /// `--go-manager INPUT=NAME` and `--go-commit INPUT=COMMIT`: INPUT is an input as
+    /// listed or its default manager name.
+    pub go_managers: Vec<(String, String)>,
+    pub go_commits: Vec<(String, String)>,
+}
+
+/// Each input's manager and commit for Go coverage: overrides by input or default name,
+/// else the default name and the base commit. An override that names no input is refused.
+fn go_input_metas(req: &JobRequest, inputs: &[String]) -> Result<Vec<GoInputMeta>, JobError> {
+    let names: Vec<String> = inputs.iter().map(|i| default_manager(i)).collect();
+    let find = |rules: &[(String, String)], flag: &str| -> Result<Vec<Option<String>>, JobError> {
+        let mut out = vec![None; inputs.len()];
+        for (key, val) in rules {
+            let mut hit = false;
+            for (i, input) in inputs.iter().enumerate() {
+                if input == key || names[i] == *key {
+                    out[i] = Some(val.clone());
+                    hit = true;
+                }
+            }
+            if !hit {
+                return Err(JobError::Plan(format!(
+                    "{flag} {key}={val}: no input is {key:?} or has that default name"
+                )));
+            }
+        }
+        Ok(out)
+    };
+    let managers = find(&req.go_managers, "--go-manager")?;
+    let commits = find(&req.go_commits, "--go-commit")?;
+    Ok(inputs
+        .iter()
+        .enumerate()
+        .map(|(i, _)| GoInputMeta {
+            manager: managers[i].clone().unwrap_or_else(|| names[i].clone()),
+            commit: commits[i]
+                .clone()
+                .unwrap_or_else(|| req.base_commit.clone()),
+        })
+        .collect())
 }
 
 /// Rows per shard by default. A merge holds projected sums, not rows, so a shard's
@@ -91,6 +136,24 @@ pub async fn plan_job(req: &JobRequest) -> Result<JobSpec, JobError> {
         } else {
             let meta =
                 std::fs::metadata(i).map_err(|e| JobError::Plan(format!("input {i}: {e}")))?;
+            if meta.is_dir() {
+                // A GOCOVERDIR directory is one split task.
+                if !matches!(req.format, InputFormat::Auto | InputFormat::GoCovdata)
+                    || !is_covdata_dir(i)
+                {
+                    return Err(JobError::Plan(format!(
+                        "input {i}: a directory, and not Go coverage data (no covmeta.* file)"
+                    )));
+                }
+                let bytes = std::fs::read_dir(i)
+                    .map_err(|e| JobError::Plan(format!("input {i}: {e}")))?
+                    .flatten()
+                    .filter_map(|e| e.metadata().ok())
+                    .map(|m| m.len())
+                    .sum();
+                sizes.push((bytes, false));
+                continue;
+            }
             if !meta.is_file() {
                 return Err(JobError::Plan(format!("input {i}: not a file")));
             }
@@ -120,6 +183,18 @@ pub async fn plan_job(req: &JobRequest) -> Result<JobSpec, JobError> {
             covmerge_proto::limits::MAX_SHARDS
         )));
     }
+    if req.go_modules.len() > covmerge_proto::limits::MAX_GO_MODULES {
+        return Err(JobError::Plan(format!(
+            "{} --go-module rules: at most {}",
+            req.go_modules.len(),
+            covmerge_proto::limits::MAX_GO_MODULES
+        )));
+    }
+    let go = GoSpec {
+        format: req.format,
+        modules: req.go_modules.clone(),
+        inputs: go_input_metas(req, &inputs)?,
+    };
     Ok(JobSpec {
         job: req.job.clone().unwrap_or_else(JobId::new_random),
         inputs,
@@ -135,6 +210,7 @@ pub async fn plan_job(req: &JobRequest) -> Result<JobSpec, JobError> {
             date_to,
             total_rows: req.total_rows,
         },
+        go,
     })
 }
 

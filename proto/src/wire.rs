@@ -114,7 +114,24 @@ impl Task {
                 if t.split.index() >= MAX_INPUTS {
                     return Err(format!("split {} not below {MAX_INPUTS}", t.split.0));
                 }
-                name("input", &t.input)
+                name("input", &t.input)?;
+                let g = &t.go;
+                if g.modules.len() > MAX_GO_MODULES {
+                    return Err(format!(
+                        "{} Go module rules, more than {MAX_GO_MODULES}",
+                        g.modules.len()
+                    ));
+                }
+                let long = |v: &str| v.len() > MAX_NAME_BYTES;
+                if long(&g.manager)
+                    || long(&g.commit)
+                    || g.modules.iter().any(|m| long(&m.module) || long(&m.dir))
+                {
+                    return Err(format!(
+                        "a Go manager, commit or module rule longer than {MAX_NAME_BYTES} bytes"
+                    ));
+                }
+                Ok(())
             }
             Task::Merge(t) => {
                 if t.shard.0 >= MAX_SHARDS {
@@ -173,6 +190,9 @@ pub struct SplitTask {
     pub shards: u32,
     /// The splitter stops early once it has seen more bad rows than this.
     pub max_bad_rows: u64,
+    /// The input's format and, for Go coverage, how it becomes rows.
+    #[serde(default)]
+    pub go: crate::job::GoInput,
 }
 
 /// Reduce phase: merge one shard from its spill chunks into a part.
@@ -292,9 +312,36 @@ mod tests {
                 input: input.into(),
                 shards,
                 max_bad_rows: 0,
+                go: Default::default(),
             })
         };
         assert!(split(4, "/in.csv").validate().is_ok());
+        let with_go = |go: crate::job::GoInput| {
+            let mut t = split(4, "/in.csv");
+            if let Task::Split(s) = &mut t {
+                s.go = go;
+            }
+            t.validate()
+        };
+        let rule = crate::job::GoModule {
+            module: "example.com/m".into(),
+            dir: ".".into(),
+        };
+        assert!(with_go(crate::job::GoInput {
+            modules: vec![rule.clone(); 3],
+            ..Default::default()
+        })
+        .is_ok());
+        assert!(with_go(crate::job::GoInput {
+            modules: vec![rule; crate::limits::MAX_GO_MODULES + 1],
+            ..Default::default()
+        })
+        .is_err());
+        assert!(with_go(crate::job::GoInput {
+            manager: "m".repeat(5000),
+            ..Default::default()
+        })
+        .is_err());
         assert!(split(u32::MAX, "/in.csv").validate().is_err());
         assert!(split(0, "/in.csv").validate().is_err());
         assert!(split(4, "").validate().is_err());

@@ -22,11 +22,13 @@
 //! acknowledging it, so the redelivery reports it.
 
 use std::collections::HashMap;
+use std::io::Read;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use bytes::Bytes;
+use covmerge_proto::job::InputFormat;
 use covmerge_proto::wire::TaskRef;
 use covmerge_proto::wire::{
     self, MergeOutcome, MergeTask, ReportStatus, SplitOutcome, SplitTask, Task, TaskReport,
@@ -40,6 +42,7 @@ use tracing::{info, instrument, warn};
 
 use crate::merge::{merge_shard_with_prefix, MergeError, ProjectionCache};
 use crate::source::{open_source, CachedSource, Source, SourceError};
+use crate::split::go::{split_go, GoSource};
 use crate::split::{split_input, SplitError, SplitSettings};
 use crate::thread::{run_on_thread, Cancel};
 
@@ -112,6 +115,57 @@ impl TaskError {
             TaskError::Transient(e.to_string())
         }
     }
+}
+
+/// What a split task's input holds, opened.
+enum InputKind {
+    GoDir,
+    GoText(Box<dyn std::io::Read + Send>),
+    Csv(Box<dyn std::io::Read + Send>),
+}
+
+/// Detects (or takes as given) an input's format: a local directory is Go covdata, a
+/// stream whose first bytes are `mode: ` a Go text profile, anything else CSV.
+fn input_kind(
+    input: &str,
+    format: InputFormat,
+    rt: &tokio::runtime::Handle,
+    inflate: crate::input::Inflate,
+) -> Result<InputKind, TaskError> {
+    let local_dir = !covmerge_storage::is_store_url(input) && std::path::Path::new(input).is_dir();
+    match format {
+        InputFormat::GoCovdata | InputFormat::Auto if local_dir => return Ok(InputKind::GoDir),
+        InputFormat::GoCovdata => {
+            return Err(TaskError::Permanent(format!(
+                "{input}: a Go covdata input must be a local directory"
+            )))
+        }
+        _ => {}
+    }
+    let mut reader = crate::input::open_input(input, rt, inflate)
+        .map_err(|e| TaskError::Permanent(e.to_string()))?;
+    let text = match format {
+        InputFormat::GoText => true,
+        InputFormat::Csv => false,
+        _ => {
+            // Peek at the first bytes, then hand them back in front of the rest.
+            let mut head = Vec::with_capacity(8);
+            std::io::Read::by_ref(&mut reader)
+                .take(6)
+                .read_to_end(&mut head)
+                .map_err(|e| {
+                    TaskError::Permanent(crate::input::InputError::from_read(input, e).to_string())
+                })?;
+            let text = crate::input::go::text::looks_like_profile(&head);
+            reader = Box::new(std::io::Cursor::new(head).chain(reader));
+            text
+        }
+    };
+    Ok(if text {
+        InputKind::GoText(reader)
+    } else {
+        InputKind::Csv(reader)
+    })
 }
 
 impl From<SplitError> for TaskError {
@@ -267,7 +321,10 @@ impl Executor {
                             t.split, t.job
                         ));
                     }
-                    if t.shards != spec.shards || t.max_bad_rows != spec.max_bad_rows {
+                    if t.shards != spec.shards
+                        || t.max_bad_rows != spec.max_bad_rows
+                        || t.go != spec.go_input(t.split.index())
+                    {
                         return Err(format!("its settings are not those of job {}", t.job));
                     }
                 }
@@ -345,13 +402,6 @@ impl Executor {
             } else {
                 crate::input::Inflate::Pipelined
             };
-            let reader = crate::input::open_input(&t2.input, &rt, inflate)
-                .map_err(|e| TaskError::Permanent(e.to_string()))?;
-            // Abandoned (handed back after the grace period): the next read fails.
-            let reader = CancelRead {
-                inner: reader,
-                cancel: cancel.clone(),
-            };
             // Chunk contents depend on how pieces fell to parse threads, so every
             // attempt writes under its own nonce: two attempts running at once never
             // overwrite each other's chunks, and the marker names only its own.
@@ -392,7 +442,31 @@ impl Executor {
                 }
                 Ok(())
             };
-            let mut outcome = split_input(&t2.input, reader, settings, &emit)?;
+            // Abandoned (handed back after the grace period): the next read fails.
+            let cancelable = |inner| CancelRead {
+                inner,
+                cancel: cancel.clone(),
+            };
+            let mut outcome = match input_kind(&t2.input, t2.go.format, &rt, inflate)? {
+                InputKind::GoDir => split_go(
+                    &t2.input,
+                    GoSource::Dir(std::path::Path::new(&t2.input)),
+                    &t2.go,
+                    settings,
+                    &emit,
+                )?,
+                InputKind::GoText(r) => split_go(
+                    &t2.input,
+                    GoSource::Text(Box::new(std::io::BufReader::with_capacity(
+                        1 << 16,
+                        cancelable(r),
+                    ))),
+                    &t2.go,
+                    settings,
+                    &emit,
+                )?,
+                InputKind::Csv(r) => split_input(&t2.input, cancelable(r), settings, &emit)?,
+            };
             let mut chunks = chunks.into_inner().unwrap();
             chunks.sort();
             outcome.chunks = chunks;

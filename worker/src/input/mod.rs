@@ -3,6 +3,7 @@
 //! header name with the bad-input rules of SPEC §6.
 
 mod csv_rows;
+pub mod go;
 mod open;
 
 pub use csv_rows::{

@@ -22,6 +22,8 @@ use covmerge_proto::{
     ShardId,
 };
 
+pub mod go;
+
 use crate::input::{for_each_unquoted, Header, InputError, Pos, Row, RowProblem, RowReader};
 
 /// How a split runs.
@@ -47,6 +49,8 @@ const PIECE: usize = 1 << 20;
 pub enum SplitError {
     #[error(transparent)]
     Input(#[from] InputError),
+    #[error(transparent)]
+    Go(#[from] crate::input::go::GoError),
     #[error("writing spill chunk for shard {shard}: {message}")]
     Emit {
         shard: ShardId,

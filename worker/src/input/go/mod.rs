@@ -1,0 +1,523 @@
+//! Go coverage as input: text profiles (`go test -coverprofile`, `go tool covdata
+//! textfmt`) and Go's binary coverage directories (`covmeta.*` + `covcounters.*`, written
+//! by `-cover` binaries under `GOCOVERDIR`), decoded natively.
+//!
+//! Both become [`Blocks`]: Go's coverable units, keyed by (file, start, end), with the
+//! counts of every process summed (`set` mode ORs), as `go tool covdata merge` and `go
+//! tool cover` do. [`Blocks::lines`] then turns them into one row per source line: a block
+//! `file:L1.C1,L2.C2` covers lines L1..=L2, a line's hits are the max over the blocks
+//! covering it, and its function is that of the first block (by start) covering it.
+//! Import paths become repository paths by `--go-module MODULE=DIR` rules.
+
+pub mod covdata;
+pub mod text;
+
+use std::collections::{BTreeMap, HashMap};
+
+use covmerge_proto::job::GoModule;
+
+/// Why a Go coverage input cannot be read. Every variant names the file (and, for
+/// binary data, the byte offset; for text profiles, the line).
+#[derive(Debug, thiserror::Error)]
+pub enum GoError {
+    #[error("{file}: at byte {offset}: {problem}")]
+    Corrupt {
+        file: String,
+        offset: u64,
+        problem: String,
+    },
+    #[error("{file}: {source}")]
+    Io {
+        file: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{input}:{line}: {problem}")]
+    Line {
+        input: String,
+        line: u64,
+        problem: String,
+    },
+    #[error("{input}: {problem}")]
+    Input { input: String, problem: String },
+}
+
+/// Go's counter modes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    Set,
+    Count,
+    Atomic,
+}
+
+impl Mode {
+    pub fn parse(s: &str) -> Option<Mode> {
+        match s {
+            "set" => Some(Mode::Set),
+            "count" => Some(Mode::Count),
+            "atomic" => Some(Mode::Atomic),
+            _ => None,
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Mode::Set => "set",
+            Mode::Count => "count",
+            Mode::Atomic => "atomic",
+        }
+    }
+}
+
+/// A block's position: start line, start column, end line, end column.
+pub type Pos = [u32; 4];
+
+/// The most lines one block may span: a larger span is corrupt data (and would
+/// otherwise cost memory in proportion to a number read from the input).
+pub const MAX_BLOCK_LINES: u32 = 1 << 20;
+
+/// Checks a block's position; the problem otherwise.
+pub fn check_pos(p: Pos) -> Result<(), String> {
+    let [sl, sc, el, ec] = p;
+    if sl == 0 || el < sl || (el == sl && ec < sc) {
+        return Err(format!("block {sl}.{sc},{el}.{ec} does not run forward"));
+    }
+    if el - sl >= MAX_BLOCK_LINES {
+        return Err(format!(
+            "block {sl}.{sc},{el}.{ec} spans more than {MAX_BLOCK_LINES} lines"
+        ));
+    }
+    Ok(())
+}
+
+#[derive(Debug, Clone, Copy)]
+struct BlockVal {
+    stmts: u32,
+    count: u64,
+    /// Function id in [`Blocks::funcs`] (0: none known, text profiles).
+    func: u32,
+}
+
+/// The blocks of one input with their counts summed over processes.
+#[derive(Debug)]
+pub struct Blocks {
+    mode: Option<Mode>,
+    files: Vec<String>,
+    file_ids: HashMap<String, u32>,
+    funcs: Vec<String>,
+    func_ids: HashMap<String, u32>,
+    map: HashMap<(u32, Pos), BlockVal>,
+}
+
+impl Default for Blocks {
+    fn default() -> Self {
+        Blocks {
+            mode: None,
+            files: Vec::new(),
+            file_ids: HashMap::new(),
+            funcs: vec![String::new()],
+            func_ids: HashMap::from([(String::new(), 0)]),
+            map: HashMap::new(),
+        }
+    }
+}
+
+fn intern(names: &mut Vec<String>, ids: &mut HashMap<String, u32>, s: &str) -> u32 {
+    if let Some(&id) = ids.get(s) {
+        return id;
+    }
+    let id = names.len() as u32;
+    names.push(s.to_string());
+    ids.insert(s.to_string(), id);
+    id
+}
+
+/// Why a block cannot be added.
+#[derive(Debug, PartialEq, Eq)]
+pub enum AddError {
+    /// Another mode than the input's first.
+    Mode(Mode, Mode),
+    /// The same block with another statement count.
+    Stmts(u32, u32),
+    /// The summed count no longer fits Go's int64.
+    Overflow,
+}
+
+impl std::fmt::Display for AddError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            AddError::Mode(a, b) => write!(
+                f,
+                "counter mode {} differs from the input's mode {}",
+                b.name(),
+                a.name()
+            ),
+            AddError::Stmts(a, b) => write!(
+                f,
+                "the block was seen with {a} statements before, now {b} (two different builds in one input?)"
+            ),
+            AddError::Overflow => write!(f, "the block's summed count exceeds int64"),
+        }
+    }
+}
+
+impl Blocks {
+    pub fn mode(&self) -> Option<Mode> {
+        self.mode
+    }
+
+    /// Sets the input's mode; all of its data must share it.
+    pub fn set_mode(&mut self, m: Mode) -> Result<(), AddError> {
+        match self.mode {
+            None => {
+                self.mode = Some(m);
+                Ok(())
+            }
+            Some(old) if old == m => Ok(()),
+            Some(old) => Err(AddError::Mode(old, m)),
+        }
+    }
+
+    /// Every block: (Go file, position) → (statements, count, function).
+    pub fn entries(&self) -> BTreeMap<(String, Pos), (u32, u64, String)> {
+        self.map
+            .iter()
+            .map(|(&(f, pos), b)| {
+                (
+                    (self.files[f as usize].clone(), pos),
+                    (b.stmts, b.count, self.funcs[b.func as usize].clone()),
+                )
+            })
+            .collect()
+    }
+
+    /// Number of distinct blocks.
+    pub fn len(&self) -> usize {
+        self.map.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.map.is_empty()
+    }
+
+    /// Adds one block's count: summed with the counts already seen for it (`set` mode:
+    /// OR). `pos` must have passed [`check_pos`].
+    pub fn add(
+        &mut self,
+        file: &str,
+        func: &str,
+        pos: Pos,
+        stmts: u32,
+        count: u64,
+    ) -> Result<(), AddError> {
+        let file = intern(&mut self.files, &mut self.file_ids, file);
+        let func = intern(&mut self.funcs, &mut self.func_ids, func);
+        self.add_ids(file, func, pos, stmts, count)
+    }
+
+    /// The id of Go file `f`, for [`Blocks::add_ids`].
+    pub(crate) fn file_id(&mut self, f: &str) -> u32 {
+        intern(&mut self.files, &mut self.file_ids, f)
+    }
+
+    /// The id of function `f`, for [`Blocks::add_ids`].
+    pub(crate) fn func_id(&mut self, f: &str) -> u32 {
+        intern(&mut self.funcs, &mut self.func_ids, f)
+    }
+
+    pub(crate) fn add_ids(
+        &mut self,
+        file: u32,
+        func: u32,
+        pos: Pos,
+        stmts: u32,
+        count: u64,
+    ) -> Result<(), AddError> {
+        let set = self.mode == Some(Mode::Set);
+        let count = if set { u64::from(count != 0) } else { count };
+        match self.map.entry((file, pos)) {
+            std::collections::hash_map::Entry::Vacant(v) => {
+                if count > i64::MAX as u64 {
+                    return Err(AddError::Overflow);
+                }
+                v.insert(BlockVal { stmts, count, func });
+            }
+            std::collections::hash_map::Entry::Occupied(mut o) => {
+                let b = o.get_mut();
+                if b.stmts != stmts {
+                    return Err(AddError::Stmts(b.stmts, stmts));
+                }
+                b.count = if set {
+                    b.count | count
+                } else {
+                    b.count
+                        .checked_add(count)
+                        .filter(|&c| c <= i64::MAX as u64)
+                        .ok_or(AddError::Overflow)?
+                };
+                if b.func == 0 {
+                    b.func = func;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// One row per covered source line, files in path order and lines ascending; Go
+    /// files mapped to repository paths by `modules`. A file no rule maps fails the
+    /// input (named `input`).
+    pub fn lines(&self, input: &str, modules: &ModuleMap) -> Result<Vec<GoLine>, GoError> {
+        let mut per_file: Vec<BTreeMap<u32, LineAcc>> = vec![BTreeMap::new(); self.files.len()];
+        for (&(file, pos), b) in &self.map {
+            let lines = &mut per_file[file as usize];
+            let start = (pos[0], pos[1]);
+            for l in pos[0]..=pos[2] {
+                let e = lines.entry(l).or_insert((0, b.func, start));
+                e.0 = e.0.max(b.count);
+                if start < e.2
+                    || (start == e.2 && self.funcs[b.func as usize] < self.funcs[e.1 as usize])
+                {
+                    e.1 = b.func;
+                    e.2 = start;
+                }
+            }
+        }
+        let mut files: Vec<(String, usize)> = Vec::with_capacity(self.files.len());
+        for (i, f) in self.files.iter().enumerate() {
+            let path = modules.map(f).ok_or_else(|| GoError::Input {
+                input: input.to_string(),
+                problem: format!(
+                    "Go file {f:?} is under no --go-module rule{}",
+                    modules.describe()
+                ),
+            })?;
+            files.push((path, i));
+        }
+        files.sort();
+        let mut out = Vec::new();
+        for (path, i) in files {
+            for (&line, &(hits, func, _)) in &per_file[i] {
+                out.push(GoLine {
+                    file: path.clone(),
+                    func: self.funcs[func as usize].clone(),
+                    line,
+                    hits,
+                });
+            }
+        }
+        Ok(out)
+    }
+}
+
+/// A line being built: hits, function id, start (line, column) of the block that gave
+/// the function.
+type LineAcc = (u64, u32, (u32, u32));
+
+/// One source line of Go coverage, as a row.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GoLine {
+    /// Repository path.
+    pub file: String,
+    /// The function from the meta-data (empty for text profiles).
+    pub func: String,
+    pub line: u32,
+    pub hits: u64,
+}
+
+/// `--go-module MODULE=DIR` rules: the longest MODULE that is a path prefix of a Go
+/// file's import path wins.
+#[derive(Debug, Clone, Default)]
+pub struct ModuleMap {
+    rules: Vec<GoModule>,
+}
+
+impl ModuleMap {
+    pub fn new(rules: &[GoModule]) -> Self {
+        let mut rules = rules.to_vec();
+        rules.sort_by_key(|r| std::cmp::Reverse(r.module.len()));
+        ModuleMap { rules }
+    }
+
+    /// The repository path of Go file `f` (an import path and file name).
+    pub fn map(&self, f: &str) -> Option<String> {
+        for r in &self.rules {
+            let m = r.module.trim_end_matches('/');
+            let Some(rest) = f.strip_prefix(m).and_then(|r| r.strip_prefix('/')) else {
+                continue;
+            };
+            let dir = r.dir.trim_end_matches('/');
+            let path = if dir == "." || dir.is_empty() {
+                rest.to_string()
+            } else {
+                format!("{dir}/{rest}")
+            };
+            if path.is_empty()
+                || path.starts_with('/')
+                || path
+                    .split('/')
+                    .any(|c| c == ".." || c == "." || c.is_empty())
+            {
+                return None;
+            }
+            return Some(path);
+        }
+        None
+    }
+
+    fn describe(&self) -> String {
+        if self.rules.is_empty() {
+            " (none given: add --go-module MODULE=DIR)".to_string()
+        } else {
+            let r: Vec<String> = self
+                .rules
+                .iter()
+                .map(|r| format!("{}={}", r.module, r.dir))
+                .collect();
+            format!(" (rules: {})", r.join(", "))
+        }
+    }
+}
+
+/// Parses `MODULE=DIR` (DIR relative to the repository root, `.` for the root).
+pub fn parse_module_rule(s: &str) -> Result<GoModule, String> {
+    let (m, d) = s
+        .split_once('=')
+        .ok_or_else(|| format!("--go-module {s:?}: expected MODULE=DIR"))?;
+    let m = m.trim_end_matches('/');
+    let d = d.trim_end_matches('/');
+    if m.is_empty() {
+        return Err(format!("--go-module {s:?}: empty module path"));
+    }
+    let d = if d.is_empty() { "." } else { d };
+    if d.starts_with('/') || d.split('/').any(|c| c == ".." || c.is_empty()) {
+        return Err(format!(
+            "--go-module {s:?}: DIR must be relative to the repository root, without `..`"
+        ));
+    }
+    Ok(GoModule {
+        module: m.to_string(),
+        dir: d.to_string(),
+    })
+}
+
+/// The default manager of an input: a directory's name, or a file's name without its
+/// extension(s) (`runs/mgr-c.out` → `mgr-c`, `p.out.gz` → `p`).
+pub fn default_manager(input: &str) -> String {
+    let trimmed = input.trim_end_matches('/');
+    let base = trimmed.rsplit('/').next().unwrap_or(trimmed);
+    let stem = match base.find('.') {
+        Some(0) | None => base,
+        Some(i) => &base[..i],
+    };
+    stem.to_string()
+}
+
+/// Whether `path` is a local directory holding at least one `covmeta.*` file.
+pub fn is_covdata_dir(path: &str) -> bool {
+    let Ok(rd) = std::fs::read_dir(path) else {
+        return false;
+    };
+    rd.flatten()
+        .any(|e| e.file_name().to_string_lossy().starts_with("covmeta."))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rule(m: &str, d: &str) -> GoModule {
+        GoModule {
+            module: m.into(),
+            dir: d.into(),
+        }
+    }
+
+    #[test]
+    fn module_rules_map_import_paths_to_repository_paths() {
+        let m = ModuleMap::new(&[
+            rule("example.com/m", "."),
+            rule("example.com/m/sub", "third_party/sub"),
+        ]);
+        assert_eq!(m.map("example.com/m/pkg/f.go").as_deref(), Some("pkg/f.go"));
+        assert_eq!(m.map("example.com/m/f.go").as_deref(), Some("f.go"));
+        // The longest module wins.
+        assert_eq!(
+            m.map("example.com/m/sub/x/y.go").as_deref(),
+            Some("third_party/sub/x/y.go")
+        );
+        // Only at a path boundary.
+        assert_eq!(m.map("example.com/mod/f.go"), None);
+        assert_eq!(m.map("other.org/f.go"), None);
+        assert_eq!(m.map("example.com/m/../etc/passwd"), None);
+        assert!(parse_module_rule("example.com/m=.").is_ok());
+        assert!(parse_module_rule("example.com/m=../x").is_err());
+        assert!(parse_module_rule("example.com/m=/abs").is_err());
+        assert!(parse_module_rule("nodir").is_err());
+    }
+
+    #[test]
+    fn default_manager_is_the_name_without_extension() {
+        assert_eq!(default_manager("runs/mgr-c.out"), "mgr-c");
+        assert_eq!(default_manager("runs/p.out.gz"), "p");
+        assert_eq!(default_manager("/data/covdir-7/"), "covdir-7");
+        assert_eq!(default_manager("plain"), "plain");
+    }
+
+    #[test]
+    fn lines_take_the_max_over_blocks_and_sum_blocks_over_processes() {
+        let mut b = Blocks::default();
+        b.set_mode(Mode::Count).unwrap();
+        b.add("example.com/m/a.go", "F", [3, 2, 5, 1], 2, 4)
+            .unwrap();
+        b.add("example.com/m/a.go", "F", [3, 2, 5, 1], 2, 3)
+            .unwrap(); // another process
+        b.add("example.com/m/a.go", "G", [5, 3, 6, 1], 1, 10)
+            .unwrap();
+        assert_eq!(
+            b.add("example.com/m/a.go", "F", [3, 2, 5, 1], 9, 1),
+            Err(AddError::Stmts(2, 9))
+        );
+        let m = ModuleMap::new(&[rule("example.com/m", "go")]);
+        let lines = b.lines("in", &m).unwrap();
+        let got: Vec<(u32, u64, &str)> = lines
+            .iter()
+            .map(|l| (l.line, l.hits, l.func.as_str()))
+            .collect();
+        assert_eq!(
+            got,
+            vec![(3, 7, "F"), (4, 7, "F"), (5, 10, "F"), (6, 10, "G")]
+        );
+        assert!(lines.iter().all(|l| l.file == "go/a.go"));
+        let err = b
+            .lines("in", &ModuleMap::default())
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("example.com/m/a.go") && err.contains("--go-module"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn set_mode_ors_and_counts_overflow_is_an_error() {
+        let mut b = Blocks::default();
+        b.set_mode(Mode::Set).unwrap();
+        b.add("m/a.go", "", [1, 1, 1, 9], 1, 1).unwrap();
+        b.add("m/a.go", "", [1, 1, 1, 9], 1, 1).unwrap();
+        b.add("m/a.go", "", [2, 1, 2, 9], 1, 0).unwrap();
+        let lines = b.lines("in", &ModuleMap::new(&[rule("m", ".")])).unwrap();
+        assert_eq!(lines.iter().map(|l| l.hits).collect::<Vec<_>>(), vec![1, 0]);
+        assert_eq!(
+            b.set_mode(Mode::Count),
+            Err(AddError::Mode(Mode::Set, Mode::Count))
+        );
+        let mut c = Blocks::default();
+        c.set_mode(Mode::Count).unwrap();
+        c.add("m/a.go", "", [1, 1, 1, 9], 1, i64::MAX as u64)
+            .unwrap();
+        assert_eq!(
+            c.add("m/a.go", "", [1, 1, 1, 9], 1, 1),
+            Err(AddError::Overflow)
+        );
+    }
+}
