@@ -102,7 +102,7 @@ struct Tracker<'a> {
 }
 
 impl Tracker<'_> {
-    /// `covmerge_job_tasks{job,state}` from the current states.
+    /// `covmerge_job_tasks{job_id,state}` from the current states.
     fn gauges(&self) {
         let (mut pending, mut running, mut done, mut failed) = (0, 0, 0, 0);
         for s in self.states.values() {
@@ -379,7 +379,7 @@ pub async fn run_job(
     }
     covmerge_telemetry::metrics()
         .job_rows_read
-        .get_or_create(&[("job", job.to_string())])
+        .get_or_create(&[("job_id", job.to_string())])
         .set(totals.rows_in as i64);
     let mut failed = split_failed;
     if failed.is_empty() && totals.rows_bad > spec.max_bad_rows {

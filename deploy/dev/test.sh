@@ -6,6 +6,11 @@ cd "$(dirname "$0")/../.."
 deploy/dev/ensure-rabbitmq.sh
 deploy/dev/start-s3.sh
 deploy/dev/start-gcs.sh
+# The observability test runs a real Prometheus server and promtool (Debian's package).
+if ! command -v prometheus >/dev/null || ! command -v promtool >/dev/null; then
+  echo "prometheus: installing (apt-get install prometheus)"
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -q prometheus >/dev/null
+fi
 export COVMERGE_TEST_AMQP=${COVMERGE_TEST_AMQP:-amqp://guest:guest@127.0.0.1:5672/%2f}
 export COVMERGE_TEST_S3_ENDPOINT=${COVMERGE_TEST_S3_ENDPOINT:-http://127.0.0.1:${COVMERGE_S3_PORT:-9327}}
 export COVMERGE_TEST_GCS_ENDPOINT=${COVMERGE_TEST_GCS_ENDPOINT:-http://127.0.0.1:${COVMERGE_GCS_PORT:-9329}}

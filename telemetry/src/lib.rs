@@ -31,7 +31,8 @@ use tracing::{debug, info, warn};
 pub type TaskLabels = [(&'static str, &'static str); 2];
 /// Label `kind`.
 pub type KindLabel = [(&'static str, &'static str); 1];
-/// Labels `job` and `state` (pending, running, done, failed).
+/// Labels `job_id` and `state` (pending, running, done, failed); not `job`, which
+/// Prometheus reserves for the scrape job.
 pub type JobStateLabels = [(&'static str, String); 2];
 
 /// Task outcomes counted by `covmerge_tasks_total{outcome}`.
@@ -80,9 +81,9 @@ pub struct Metrics {
     pub bytes_read: Family<KindLabel, Counter>,
     /// `covmerge_bytes_written_total{what}`: chunk, part.
     pub bytes_written: Family<KindLabel, Counter>,
-    /// `covmerge_job_tasks{job,state}`: a coordinator's tasks of the current phase.
+    /// `covmerge_job_tasks{job_id,state}`: a coordinator's tasks of the current phase.
     pub job_tasks: Family<JobStateLabels, Gauge>,
-    /// `covmerge_job_rows_read{job}` (coordinator): rows of finished splits.
+    /// `covmerge_job_rows_read{job_id}` (coordinator): rows of finished splits.
     pub job_rows_read: Family<[(&'static str, String); 1], Gauge>,
     /// `covmerge_up`-style readiness as a metric: 1 ready, 0 not.
     pub ready: Gauge,
@@ -284,7 +285,7 @@ impl Metrics {
             ("failed", failed),
         ] {
             self.job_tasks
-                .get_or_create(&[("job", job.to_string()), ("state", state.to_string())])
+                .get_or_create(&[("job_id", job.to_string()), ("state", state.to_string())])
                 .set(n as i64);
         }
     }
@@ -449,7 +450,7 @@ mod tests {
             "covmerge_tasks_total{kind=\"merge\",outcome=\"done\"} 1",
             "covmerge_rows_merged_total 7",
             "covmerge_written_bytes_total{what=\"part\"} 10",
-            "covmerge_job_tasks{job=\"j1\",state=\"running\"} 2",
+            "covmerge_job_tasks{job_id=\"j1\",state=\"running\"} 2",
             "# TYPE covmerge_task_duration_seconds histogram",
             "covmerge_build_info{version=\"",
             "# EOF",

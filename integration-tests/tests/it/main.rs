@@ -10,6 +10,8 @@ mod fleet;
 mod gcs;
 /// Hostile input and big machines (issue 8): each test is named after what broke.
 mod hardening;
+/// --listen endpoints scraped by a real Prometheus server.
+mod observability;
 /// Exact output format (Go field names, header, order).
 mod output_format;
 /// Results independent of shards and workers; agreement with the test crate's oracle.
