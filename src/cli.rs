@@ -15,6 +15,7 @@ use covmerge_proto::JobId;
 use covmerge_queue::amqp::{AmqpOptions, AmqpQueue};
 use covmerge_queue::{Queue, DEFAULT_DELIVERY_LIMIT};
 use covmerge_storage::{redact_url, Store};
+use covmerge_telemetry::Health;
 use covmerge_worker::{run::Executor, run_worker, WorkerConfig};
 use tokio::sync::watch;
 use tracing::info;
@@ -206,6 +207,31 @@ pub struct CoordinatorArgs {
     /// Continue job ID, re-running only what has no finished output.
     #[arg(long, requires = "job_id")]
     pub resume: bool,
+    #[command(flatten)]
+    pub listen: ListenArgs,
+}
+
+/// The operations endpoints.
+#[derive(Args, Debug, Clone)]
+pub struct ListenArgs {
+    /// Serve /metrics (Prometheus), /healthz and /readyz over HTTP on ADDR, e.g.
+    /// 0.0.0.0:9464 (default: off).
+    #[arg(long, env = "COVMERGE_LISTEN", value_name = "ADDR")]
+    pub listen: Option<String>,
+}
+
+impl ListenArgs {
+    /// Starts the endpoints if asked; the returned health is not ready until a check
+    /// is set.
+    async fn start(&self) -> Result<Arc<Health>> {
+        let health = Health::new();
+        if let Some(addr) = &self.listen {
+            let bound = covmerge_telemetry::serve(addr, health.clone()).await?;
+            // Tests and scripts bind port 0 and read the port from here.
+            eprintln!("listening on {bound}");
+        }
+        Ok(health)
+    }
 }
 
 /// How long the fleet rides out outages of its infrastructure.
@@ -259,6 +285,8 @@ pub struct WorkerArgs {
     /// one thread, for workers given one core.
     #[arg(long)]
     pub split_threads: Option<usize>,
+    #[command(flatten)]
+    pub listen: ListenArgs,
 }
 
 #[derive(Args, Debug)]
@@ -588,7 +616,11 @@ async fn coordinator(c: CoordinatorArgs) -> Result<()> {
     let inputs = if c.resume { &c.job.input } else { &spec.inputs };
     preflight_outputs(inputs, c.out.as_deref(), c.job.manifest.as_deref())?;
     println!("job {}", spec.job);
-    let queue: Arc<dyn Queue> = Arc::new(c.outages.queue(&c.amqp, "covmerge coordinator").await?);
+    let health = c.listen.start().await?;
+    let amqp = c.outages.queue(&c.amqp, "covmerge coordinator").await?;
+    let probe = amqp.clone();
+    health.set_check(Box::new(move || probe.connected()));
+    let queue: Arc<dyn Queue> = Arc::new(amqp);
     info!(amqp = %redact_url(&c.amqp), store = %store, job = %spec.job, "coordinator started");
     let opts = JobOptions {
         out: c.out.clone(),
@@ -623,7 +655,11 @@ async fn coordinator(c: CoordinatorArgs) -> Result<()> {
 
 async fn worker(w: WorkerArgs) -> Result<()> {
     let store = w.outages.store(&w.store)?;
-    let queue: Arc<dyn Queue> = Arc::new(w.outages.queue(&w.amqp, "covmerge worker").await?);
+    let health = w.listen.start().await?;
+    let amqp = w.outages.queue(&w.amqp, "covmerge worker").await?;
+    let probe = amqp.clone();
+    health.set_check(Box::new(move || probe.consuming()));
+    let queue: Arc<dyn Queue> = Arc::new(amqp);
     let mut cfg = WorkerConfig {
         source: w.source.clone(),
         grace: Duration::from_secs(w.grace),
@@ -643,6 +679,7 @@ async fn worker(w: WorkerArgs) -> Result<()> {
             _ = tokio::signal::ctrl_c() => {}
         }
         info!("shutdown requested: no new tasks");
+        health.start_draining();
         let _ = tx.send(true);
     });
     info!(amqp = %redact_url(&w.amqp), store = %store, "worker started");

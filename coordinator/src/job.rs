@@ -102,6 +102,20 @@ struct Tracker<'a> {
 }
 
 impl Tracker<'_> {
+    /// `covmerge_job_tasks{job_id,state}` from the current states.
+    fn gauges(&self) {
+        let (mut pending, mut running, mut done, mut failed) = (0, 0, 0, 0);
+        for s in self.states.values() {
+            match s {
+                TaskState::Pending => pending += 1,
+                TaskState::Published => running += 1,
+                TaskState::Done { .. } => done += 1,
+                TaskState::Failed { .. } => failed += 1,
+            }
+        }
+        covmerge_telemetry::metrics().job_tasks(self.job.as_str(), pending, running, done, failed);
+    }
+
     /// Settles waiting tasks whose marker is in the store (their report was lost).
     async fn reconcile(&mut self) -> Result<(), JobError> {
         let pending: Vec<TaskRef> = self
@@ -133,6 +147,7 @@ impl Tracker<'_> {
             };
             if let Some(o) = output {
                 if self.states.get_mut(&t).is_some_and(|s| s.complete(o, 0)) {
+                    self.gauges();
                     self.progress.task_finished(&t);
                     info!(task = %t, "task settled from its marker in the store (no report arrived)");
                 }
@@ -145,6 +160,7 @@ impl Tracker<'_> {
         let mut tick = tokio::time::interval(self.reconcile_every);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         tick.tick().await; // The first tick is immediate.
+        self.gauges();
         while self.states.values().any(|s| !s.is_final()) {
             let event = tokio::select! {
                 e = self.queue.next_event(self.job.as_str()) => e?,
@@ -185,6 +201,7 @@ impl Tracker<'_> {
                         }
                     };
                     if changed {
+                        self.gauges();
                         self.progress.task_finished(&r.task);
                         info!(task = %r.task, attempt = r.attempt.0, "task settled");
                     }
@@ -198,6 +215,7 @@ impl Tracker<'_> {
                         }
                     };
                     let t = task.task_ref();
+                    covmerge_telemetry::metrics().dead_letters.inc();
                     if let Some(state) = self.states.get_mut(&t) {
                         let cause = match self.notes.get(&t) {
                             Some(Notes {
@@ -210,6 +228,7 @@ impl Tracker<'_> {
                             _ => String::new(),
                         };
                         if state.fail(format!("dead-lettered: {reason}{cause}")) {
+                            self.gauges();
                             warn!(task = %task.task_ref(), %reason, "task dead-lettered");
                             self.progress.task_finished(&task.task_ref());
                         }
@@ -359,6 +378,10 @@ pub async fn run_job(
             }
         }
     }
+    covmerge_telemetry::metrics()
+        .job_rows_read
+        .get_or_create(&[("job_id", job.to_string())])
+        .set(totals.rows_in as i64);
     let mut failed = split_failed;
     if failed.is_empty() && totals.rows_bad > spec.max_bad_rows {
         let first = first_bad.map(|b| b.to_string()).unwrap_or_default();

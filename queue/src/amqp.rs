@@ -203,6 +203,11 @@ struct Inner {
     jobs: StdMutex<HashMap<String, Arc<JobEvents>>>,
     /// Jobs opened by this process and not closed: redeclared after a reconnect.
     open_jobs: StdMutex<HashSet<String>>,
+    /// The current connection as last seen, for [`AmqpQueue::connected`] (which must
+    /// not wait for the `link` lock held while reconnecting).
+    current: StdMutex<Option<Arc<Link>>>,
+    /// The task consumer's channel, for [`AmqpQueue::consuming`].
+    task_channel: StdMutex<Option<Channel>>,
 }
 
 struct Link {
@@ -555,6 +560,8 @@ impl AmqpQueue {
                 tasks: Mutex::new(None),
                 jobs: StdMutex::new(HashMap::new()),
                 open_jobs: StdMutex::new(HashSet::new()),
+                current: StdMutex::new(None),
+                task_channel: StdMutex::new(None),
             }),
         };
         q.inner.link().await?;
@@ -569,6 +576,27 @@ impl AmqpQueue {
     /// The options this queue was created with.
     pub fn options(&self) -> &AmqpOptions {
         &self.inner.opts
+    }
+
+    /// `Ok` while the connection to the broker is up (never waits); else why not.
+    pub fn connected(&self) -> Result<(), String> {
+        if self.inner.closed.load(Ordering::SeqCst) {
+            return Err("queue closed".into());
+        }
+        match self.inner.current.lock().unwrap().as_ref() {
+            Some(l) if l.healthy() => Ok(()),
+            Some(_) => Err(format!("connection to {} lost", self.inner.redacted)),
+            None => Err(format!("not connected to {}", self.inner.redacted)),
+        }
+    }
+
+    /// `Ok` while connected and the task consumer (a worker's) is open.
+    pub fn consuming(&self) -> Result<(), String> {
+        self.connected()?;
+        match self.inner.task_channel.lock().unwrap().as_ref() {
+            Some(c) if c.status().connected() => Ok(()),
+            _ => Err(format!("not consuming {TASK_QUEUE}")),
+        }
     }
 
     /// Closes the connection; every later (or waiting) operation fails with
@@ -626,8 +654,10 @@ impl Inner {
                 let _ = old.conn.close(200, "reconnecting".into()).await;
             });
         }
+        *self.current.lock().unwrap() = None;
         let link = Arc::new(self.connect_with_backoff().await?);
         *guard = Some(link.clone());
+        *self.current.lock().unwrap() = Some(link.clone());
         Ok(link)
     }
 
@@ -636,6 +666,7 @@ impl Inner {
     async fn invalidate(&self, generation: u64) {
         let mut guard = self.link.lock().await;
         if guard.as_ref().is_some_and(|l| l.generation == generation) {
+            *self.current.lock().unwrap() = None;
             let old = guard.take().expect("checked");
             tokio::spawn(async move {
                 let _ = old.conn.close(200, "reconnecting".into()).await;
@@ -1071,7 +1102,10 @@ impl Queue for AmqpQueue {
                 .is_some_and(|tc| tc.channel.status().connected());
             if !alive {
                 *guard = None;
-                *guard = Some(inner.open_task_consumer().await?);
+                *inner.task_channel.lock().unwrap() = None;
+                let tc = inner.open_task_consumer().await?;
+                *inner.task_channel.lock().unwrap() = Some(tc.channel.clone());
+                *guard = Some(tc);
             }
             let tc = guard.as_mut().expect("just set");
             let stopped = match tc.consumer.next().await {

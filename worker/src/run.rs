@@ -36,6 +36,7 @@ use covmerge_proto::wire::{
 use covmerge_proto::{Attempt, JobId, JobSpec, ShardId, SplitId};
 use covmerge_queue::Queue;
 use covmerge_storage::Store;
+use covmerge_telemetry::{metrics, outcome};
 use sha2::Digest;
 use tokio::sync::watch;
 use tracing::{info, instrument, warn};
@@ -422,6 +423,7 @@ impl Executor {
                     message: ABANDONED.into(),
                     transient: true,
                 };
+                let len = chunk.len() as u64;
                 until_cancelled(&rt, &cancel, this.store.put(&key, Bytes::from(chunk)))
                     .ok_or_else(abandoned)?
                     .map_err(|e| SplitError::Emit {
@@ -429,6 +431,7 @@ impl Executor {
                         message: e.to_string(),
                         transient: e.is_transient(),
                     })?;
+                metrics().bytes_written("chunk", len);
                 let first = {
                     let mut c = chunks.lock().unwrap();
                     c.push((shard, key));
@@ -529,7 +532,10 @@ impl Executor {
                 }
                 until_cancelled(&rt, &cancel, this.store.get(k))
                     .ok_or_else(abandoned)?
-                    .map(|b| (k.clone(), b))
+                    .map(|b| {
+                        metrics().bytes_read("chunk", b.len() as u64);
+                        (k.clone(), b)
+                    })
                     .map_err(|e| MergeError::Fetch {
                         chunk: k.clone(),
                         message: e.to_string(),
@@ -560,10 +566,12 @@ impl Executor {
             bytes: part.gz.len() as u64,
             sha256: sha,
         };
+        let len = part.gz.len() as u64;
         self.store
             .put(&key, Bytes::from(part.gz))
             .await
             .map_err(TaskError::store)?;
+        metrics().bytes_written("part", len);
         crate::fault::pause_async("upload").await;
         let marker = wire::encode(&outcome).map_err(|e| TaskError::Permanent(e.to_string()))?;
         self.store
@@ -614,7 +622,9 @@ impl<R: std::io::Read> std::io::Read for CancelRead<R> {
         if self.cancel.is_cancelled() {
             return Err(std::io::Error::other(ABANDONED));
         }
-        self.inner.read(buf)
+        let n = self.inner.read(buf)?;
+        metrics().bytes_read("input", n as u64);
+        Ok(n)
     }
 }
 
@@ -718,6 +728,58 @@ async fn report_and_ack(queue: &dyn Queue, delivery: covmerge_queue::Delivery, r
     }
 }
 
+fn kind_of(task: &Task) -> &'static str {
+    match task {
+        Task::Split(_) => "split",
+        Task::Merge(_) => "merge",
+    }
+}
+
+/// Adds an executed task's row counts to the metrics.
+fn count_rows(status: &ReportStatus) {
+    let m = metrics();
+    match status {
+        ReportStatus::Split(o) => {
+            m.rows_read.inc_by(o.counts.rows_in);
+            m.rows_bad.inc_by(o.counts.rows_bad);
+        }
+        ReportStatus::Merged(o) => {
+            m.rows_merged.inc_by(o.counts.rows_merged);
+            m.rows_lost.inc_by(o.counts.rows_lost);
+            m.rows_without_line.inc_by(o.counts.rows_without_line);
+            m.rows_deleted.inc_by(o.counts.rows_deleted);
+        }
+        _ => {}
+    }
+}
+
+/// One task executing: `covmerge_tasks_in_flight` and, when it ends however it ends,
+/// `covmerge_task_duration_seconds`.
+struct InFlight {
+    kind: &'static str,
+    start: std::time::Instant,
+}
+
+impl InFlight {
+    fn start(kind: &'static str) -> Self {
+        metrics().in_flight.inc();
+        InFlight {
+            kind,
+            start: std::time::Instant::now(),
+        }
+    }
+}
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        metrics().in_flight.dec();
+        metrics()
+            .task_duration
+            .get_or_create(&[("kind", self.kind)])
+            .observe(self.start.elapsed().as_secs_f64());
+    }
+}
+
 /// Serves tasks from `queue` until `shutdown` turns true. After shutdown no new task
 /// is taken; the current one may run for `grace`, then it is handed back.
 pub async fn run_worker(
@@ -736,12 +798,20 @@ pub async fn run_worker(
         let task: Task = match wire::decode(&delivery.body) {
             Ok(t) => t,
             Err(e) => {
+                metrics().task("unknown", outcome::POISON);
+                metrics().dead_letters.inc();
                 warn!(error = %e, bytes = delivery.body.len(), "poison message: dead-lettering it");
                 settled("reject", delivery.reject().await, "?", "?");
                 continue;
             }
         };
+        let kind = kind_of(&task);
+        if delivery.attempt > 1 {
+            metrics().redeliveries.inc();
+        }
         if let Err(why) = task.validate() {
+            metrics().task(kind, outcome::POISON);
+            metrics().dead_letters.inc();
             warn!(job = %task.job(), task = %task.task_ref(), error = %why, "invalid task: dead-lettering it");
             settled("reject", delivery.reject().await, task.job().as_str(), "?");
             continue;
@@ -762,12 +832,21 @@ pub async fn run_worker(
         };
         let result = match prepared.await {
             Ok(Some(status)) => {
+                metrics().task(kind, outcome::ALREADY_DONE);
                 info!(%job, task = %task_ref, "task already done (its marker exists): reporting it again instead of redoing it");
                 Ok(status)
             }
             Ok(None) => {
                 exec.record_attempt(&task).await;
-                let run = exec.execute(&task);
+                let _in_flight = InFlight::start(kind);
+                let run = async {
+                    let r = exec.execute(&task).await;
+                    if let Ok(status) = &r {
+                        count_rows(status);
+                        metrics().task(kind, outcome::DONE);
+                    }
+                    r
+                };
                 tokio::pin!(run);
                 tokio::select! {
                     r = &mut run => r,
@@ -776,6 +855,7 @@ pub async fn run_worker(
                         match tokio::time::timeout(exec.cfg.grace, &mut run).await {
                             Ok(r) => r,
                             Err(_) => {
+                                metrics().task(kind, outcome::HANDED_BACK);
                                 warn!(task = %task_ref, "grace period over: handing the task back");
                                 settled("retry", delivery.retry().await, &job_s, &task_s);
                                 return Ok(());
@@ -789,6 +869,8 @@ pub async fn run_worker(
         match result {
             Ok(status) => report_and_ack(queue.as_ref(), delivery, report_of(status)).await,
             Err(TaskError::Permanent(msg)) => {
+                metrics().task(kind, outcome::FAILED);
+                metrics().dead_letters.inc();
                 warn!(%job, task = %task_ref, error = %msg, "task failed permanently");
                 report(
                     queue.as_ref(),
@@ -798,6 +880,7 @@ pub async fn run_worker(
                 settled("reject", delivery.reject().await, &job_s, &task_s);
             }
             Err(e @ (TaskError::Transient(_) | TaskError::Outage(_))) => {
+                metrics().task(kind, outcome::RETRIED);
                 let outage = matches!(e, TaskError::Outage(_));
                 let wait = retry_backoff(attempt.0);
                 warn!(%job, task = %task_ref, attempt = attempt.0, outage, error = %e, ?wait, "task failed, will be retried");

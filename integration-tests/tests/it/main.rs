@@ -14,6 +14,8 @@ mod go;
 mod go_toolchain;
 /// Hostile input and big machines (issue 8): each test is named after what broke.
 mod hardening;
+/// --listen endpoints scraped by a real Prometheus server.
+mod observability;
 /// Exact output format (Go field names, header, order).
 mod output_format;
 /// Results independent of shards and workers; agreement with the test crate's oracle.
