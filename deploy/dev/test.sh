@@ -10,7 +10,8 @@ deploy/dev/start-gcs.sh
 # The observability test runs a real Prometheus server and promtool (Debian's package).
 if ! command -v prometheus >/dev/null || ! command -v promtool >/dev/null; then
   echo "prometheus: installing (apt-get install prometheus)"
-  DEBIAN_FRONTEND=noninteractive apt-get install -y -q prometheus >/dev/null
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -q prometheus >/dev/null ||
+    { apt-get update -q >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -q prometheus >/dev/null; }
 fi
 export COVMERGE_TEST_AMQP=${COVMERGE_TEST_AMQP:-amqp://guest:guest@127.0.0.1:5672/%2f}
 # Go from PyPI: the Go coverage tests build and run a -cover program and compare with
