@@ -203,6 +203,8 @@ struct Inner {
     jobs: StdMutex<HashMap<String, Arc<JobEvents>>>,
     /// Jobs opened by this process and not closed: redeclared after a reconnect.
     open_jobs: StdMutex<HashSet<String>>,
+    /// Jobs closed by this process: waiting for their events ends at once.
+    closed_jobs: StdMutex<HashSet<String>>,
     /// The current connection as last seen, for [`AmqpQueue::connected`] (which must
     /// not wait for the `link` lock held while reconnecting).
     current: StdMutex<Option<Arc<Link>>>,
@@ -560,6 +562,7 @@ impl AmqpQueue {
                 tasks: Mutex::new(None),
                 jobs: StdMutex::new(HashMap::new()),
                 open_jobs: StdMutex::new(HashSet::new()),
+                closed_jobs: StdMutex::new(HashSet::new()),
                 current: StdMutex::new(None),
                 task_channel: StdMutex::new(None),
             }),
@@ -1074,6 +1077,7 @@ impl Queue for AmqpQueue {
         check_job(job)?;
         let inner = &self.inner;
         inner.open_jobs.lock().unwrap().insert(job.to_string());
+        inner.closed_jobs.lock().unwrap().remove(job);
         inner
             .on_channel(
                 &format!("declaring the queues of job {job}"),
@@ -1152,6 +1156,9 @@ impl Queue for AmqpQueue {
     async fn next_event(&self, job: &str) -> Result<Event, QueueError> {
         check_job(job)?;
         let inner = &self.inner;
+        if inner.closed_jobs.lock().unwrap().contains(job) {
+            return Err(QueueError::Closed);
+        }
         let events = inner.job_events(job);
         let mut rx = events.rx.lock().await;
         loop {
@@ -1212,6 +1219,7 @@ impl Queue for AmqpQueue {
         check_job(job)?;
         let inner = &self.inner;
         inner.open_jobs.lock().unwrap().remove(job);
+        inner.closed_jobs.lock().unwrap().insert(job.to_string());
         let events = inner.jobs.lock().unwrap().remove(job);
         if let Some(events) = events {
             events.shut().await;

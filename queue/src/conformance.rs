@@ -87,3 +87,28 @@ pub async fn dropped_delivery_comes_back(q: &dyn Queue, job: &str) {
     again.ack().await.unwrap();
     q.close_job(job).await.unwrap();
 }
+
+/// Closing a job ends a wait for its events with [`crate::QueueError::Closed`] (a
+/// coordinator blocked in `next_event` must not hang once its job is closed), and a
+/// closed job's events are not waited for again.
+pub async fn close_ends_a_waiting_next_event(q: &dyn Queue, job: &str) {
+    q.open_job(job).await.unwrap();
+    let waiting = q.next_event(job);
+    let close = async {
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        q.close_job(job).await.unwrap();
+    };
+    let (got, ()) = within("next_event to end after close_job", async {
+        tokio::join!(waiting, close)
+    })
+    .await;
+    assert!(
+        matches!(got, Err(crate::QueueError::Closed)),
+        "a wait across close_job ended with {got:?}"
+    );
+    let again = within("next_event on a closed job", q.next_event(job)).await;
+    assert!(
+        matches!(again, Err(crate::QueueError::Closed)),
+        "next_event on a closed job returned {again:?}"
+    );
+}

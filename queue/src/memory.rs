@@ -168,16 +168,14 @@ impl Queue for MemoryQueue {
             let notified = self.inner.event_ready.notified();
             tokio::pin!(notified);
             notified.as_mut().enable();
-            if let Some(e) = self
-                .inner
-                .state
-                .lock()
-                .unwrap()
-                .events
-                .get_mut(job)
-                .and_then(|q| q.pop_front())
-            {
-                return Ok(e);
+            match self.inner.state.lock().unwrap().events.get_mut(job) {
+                // Closed (or never opened): nothing will ever arrive.
+                None => return Err(QueueError::Closed),
+                Some(q) => {
+                    if let Some(e) = q.pop_front() {
+                        return Ok(e);
+                    }
+                }
             }
             notified.await;
         }
@@ -185,6 +183,8 @@ impl Queue for MemoryQueue {
 
     async fn close_job(&self, job: &str) -> Result<(), QueueError> {
         self.inner.state.lock().unwrap().events.remove(job);
+        // Wake any waiter of this job so that it sees the job closed.
+        self.inner.event_ready.notify_waiters();
         Ok(())
     }
 }
@@ -201,5 +201,6 @@ mod tests {
         conformance::retry_until_dead_letter(&q, "j-retry", 3).await;
         conformance::reject_dead_letters_now(&q, "j-reject").await;
         conformance::dropped_delivery_comes_back(&q, "j-drop").await;
+        conformance::close_ends_a_waiting_next_event(&q, "j-close").await;
     }
 }

@@ -121,6 +121,7 @@ async fn rabbitmq_conformance() {
         .await;
     conformance::reject_dead_letters_now(&q, &format!("t-reject-{run}")).await;
     conformance::dropped_delivery_comes_back(&q, &format!("t-drop-{run}")).await;
+    conformance::close_ends_a_waiting_next_event(&q, &format!("t-close-{run}")).await;
 
     // A report for a job without queues is unroutable.
     let err = q
