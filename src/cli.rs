@@ -634,7 +634,7 @@ async fn coordinator(c: CoordinatorArgs) -> Result<()> {
     let progress = if c.job.quiet {
         ProgressView::hidden()
     } else {
-        ProgressView::terminal(None)
+        ProgressView::fleet_terminal()
     };
     let job = spec.job.clone();
     let outcome = run_job(spec, &opts, queue, store, &progress)

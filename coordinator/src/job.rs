@@ -114,6 +114,19 @@ impl Tracker<'_> {
             }
         }
         covmerge_telemetry::metrics().job_tasks(self.job.as_str(), pending, running, done, failed);
+        let mut rows_read = None;
+        for s in self.states.values() {
+            if let TaskState::Done {
+                output: Output::Split(o),
+                ..
+            } = s
+            {
+                *rows_read.get_or_insert(0) += o.counts.rows_in;
+            }
+        }
+        if let Some(n) = rows_read {
+            self.progress.settled_rows_read(n);
+        }
     }
 
     /// Settles waiting tasks whose marker is in the store (their report was lost).

@@ -13,6 +13,9 @@ use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 pub struct ProgressView {
     bar: Option<ProgressBar>,
     rows: Option<Arc<Progress>>,
+    /// The rows counter is this view's own, filled from settled splits (fleet mode),
+    /// not counted live by workers in this process (embedded mode).
+    rows_from_reports: bool,
     start: Instant,
 }
 
@@ -21,7 +24,24 @@ impl ProgressView {
         ProgressView {
             bar: None,
             rows: None,
+            rows_from_reports: false,
             start: Instant::now(),
+        }
+    }
+
+    /// The coordinator's view: the same line as `merge`, its rows read counted from the
+    /// splits that settled (the workers run elsewhere).
+    pub fn fleet_terminal() -> Self {
+        let mut v = ProgressView::terminal(Some(Arc::default()));
+        v.rows_from_reports = true;
+        v
+    }
+
+    /// Rows read by the settled splits (fleet mode only; embedded workers count live).
+    pub fn settled_rows_read(&self, n: u64) {
+        if let (true, Some(rows)) = (self.rows_from_reports, &self.rows) {
+            rows.rows_read.store(n, Ordering::Relaxed);
+            self.tick();
         }
     }
 
@@ -32,6 +52,7 @@ impl ProgressView {
             return ProgressView {
                 bar: None,
                 rows,
+                rows_from_reports: false,
                 start: Instant::now(),
             };
         }
@@ -47,6 +68,7 @@ impl ProgressView {
         let view = ProgressView {
             bar: Some(bar),
             rows,
+            rows_from_reports: false,
             start: Instant::now(),
         };
         view.tick();
