@@ -662,6 +662,42 @@ fn forged_split_task_cannot_read_files_outside_its_job() {
             !refused.contains("column") && !refused.contains("passwd"),
             "the file was not read: {refused}"
         );
+        // The job's own input with Go settings the job was not created with (a module
+        // mapped outside the repository): refused too, before anything is read.
+        let forged_go = Task::Split(SplitTask {
+            job: JobId::parse(&job).unwrap(),
+            split: SplitId(0),
+            input: s.ins[0].clone(),
+            shards: 6,
+            max_bad_rows: 0,
+            go: covmerge_proto::job::GoInput {
+                modules: vec![covmerge_proto::job::GoModule {
+                    module: "example.com/m".into(),
+                    dir: "../../etc".into(),
+                }],
+                ..Default::default()
+            },
+        });
+        q.publish_task(&job, wire::encode(&forged_go).unwrap())
+            .await
+            .unwrap();
+        let (mut refused_go, mut dead_go) = (None, false);
+        while refused_go.is_none() || !dead_go {
+            match next_event(&q, &job).await {
+                Event::Report(b) => {
+                    let r: TaskReport = wire::decode(&b).unwrap();
+                    if let ReportStatus::Failed { error } = r.status {
+                        refused_go = Some(error);
+                    }
+                }
+                Event::DeadLetter { .. } => dead_go = true,
+            }
+        }
+        let refused_go = refused_go.unwrap();
+        assert!(
+            refused_go.contains("settings are not those of job"),
+            "{refused_go}"
+        );
         // The same task with a job id that escapes the job's prefix.
         #[derive(serde::Serialize)]
         struct Env<T> {
