@@ -105,25 +105,22 @@ impl Tracker<'_> {
     /// `covmerge_job_tasks{job_id,state}` from the current states.
     fn gauges(&self) {
         let (mut pending, mut running, mut done, mut failed) = (0, 0, 0, 0);
+        // Rows read by the settled splits (`None` in the merge phase: no splits here).
+        let mut rows_read = None;
         for s in self.states.values() {
             match s {
                 TaskState::Pending => pending += 1,
                 TaskState::Published => running += 1,
-                TaskState::Done { .. } => done += 1,
+                TaskState::Done { output, .. } => {
+                    done += 1;
+                    if let Output::Split(o) = output {
+                        *rows_read.get_or_insert(0) += o.counts.rows_in;
+                    }
+                }
                 TaskState::Failed { .. } => failed += 1,
             }
         }
         covmerge_telemetry::metrics().job_tasks(self.job.as_str(), pending, running, done, failed);
-        let mut rows_read = None;
-        for s in self.states.values() {
-            if let TaskState::Done {
-                output: Output::Split(o),
-                ..
-            } = s
-            {
-                *rows_read.get_or_insert(0) += o.counts.rows_in;
-            }
-        }
         if let Some(n) = rows_read {
             self.progress.settled_rows_read(n);
         }
