@@ -1,19 +1,20 @@
 use std::io::{self, BufReader, Read};
-use std::sync::mpsc;
 
 use bytes::Bytes;
 use flate2::read::MultiGzDecoder;
 
 use super::InputError;
 
-/// Bytes handed from a producer thread or task, read as a `Read`.
+/// Bytes handed from a producer thread or task, read as a `Read` on a task thread.
+/// The channel is tokio's: an async producer sends without holding a blocking-pool
+/// thread (see `crate::thread`), a producer thread uses `blocking_send`.
 pub struct ChannelReader {
-    rx: mpsc::Receiver<io::Result<Bytes>>,
+    rx: tokio::sync::mpsc::Receiver<io::Result<Bytes>>,
     cur: Bytes,
 }
 
 impl ChannelReader {
-    pub fn new(rx: mpsc::Receiver<io::Result<Bytes>>) -> Self {
+    pub fn new(rx: tokio::sync::mpsc::Receiver<io::Result<Bytes>>) -> Self {
         ChannelReader {
             rx,
             cur: Bytes::new(),
@@ -22,28 +23,6 @@ impl ChannelReader {
 }
 
 impl Read for ChannelReader {
-    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
-        while self.cur.is_empty() {
-            match self.rx.recv() {
-                Ok(Ok(b)) => self.cur = b,
-                Ok(Err(e)) => return Err(e),
-                Err(_) => return Ok(0),
-            }
-        }
-        let n = buf.len().min(self.cur.len());
-        buf[..n].copy_from_slice(&self.cur[..n]);
-        let _ = self.cur.split_to(n);
-        Ok(n)
-    }
-}
-
-/// Bytes from an async producer task, read as a `Read` on a task thread.
-struct AsyncChannelReader {
-    rx: tokio::sync::mpsc::Receiver<io::Result<Bytes>>,
-    cur: Bytes,
-}
-
-impl Read for AsyncChannelReader {
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
         while self.cur.is_empty() {
             match self.rx.blocking_recv() {
@@ -164,14 +143,14 @@ impl Read for Decoded {
 /// Decompresses (if gzip) on a separate thread so that inflating and parsing overlap:
 /// with one input the parse thread is never waiting on `read` for long.
 fn pipelined<R: Read + Send + 'static>(raw: R) -> ChannelReader {
-    let (tx, rx) = mpsc::sync_channel::<io::Result<Bytes>>(8);
+    let (tx, rx) = tokio::sync::mpsc::channel::<io::Result<Bytes>>(8);
     std::thread::Builder::new()
         .name("inflate".into())
         .spawn(move || {
             let mut src = match Decoded::new(raw) {
                 Ok(d) => d,
                 Err(e) => {
-                    let _ = tx.send(Err(e));
+                    let _ = tx.blocking_send(Err(e));
                     return;
                 }
             };
@@ -185,7 +164,7 @@ fn pipelined<R: Read + Send + 'static>(raw: R) -> ChannelReader {
                         Ok(n) => filled += n,
                         Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
                         Err(e) => {
-                            let _ = tx.send(Err(e));
+                            let _ = tx.blocking_send(Err(e));
                             return;
                         }
                     }
@@ -194,7 +173,7 @@ fn pipelined<R: Read + Send + 'static>(raw: R) -> ChannelReader {
                     return;
                 }
                 buf.truncate(filled);
-                if tx.send(Ok(Bytes::from(buf))).is_err() {
+                if tx.blocking_send(Ok(Bytes::from(buf))).is_err() {
                     return;
                 }
             }
@@ -259,10 +238,7 @@ pub fn open_input(
                 }
             }
         });
-        decode(Box::new(AsyncChannelReader {
-            rx,
-            cur: Bytes::new(),
-        }))
+        decode(Box::new(ChannelReader::new(rx)))
     } else {
         let f = std::fs::File::open(spec).map_err(|e| InputError::Open {
             input: spec.to_string(),
