@@ -337,6 +337,10 @@ struct Pieces<'e, R> {
     boundary: Option<usize>,
     /// The end of the first one, looked for only while `discarding`.
     first_boundary: Option<usize>,
+    /// The first and the last `"` in `buf[..scanned]`, as the scan saw them: a piece
+    /// holds a quote iff the first is inside it (no second search over its bytes).
+    first_quote: Option<usize>,
+    last_quote: Option<usize>,
     /// Inside an over-long record that is being skipped.
     discarding: bool,
     /// The line number of `buf`'s first line.
@@ -372,6 +376,8 @@ impl<R: Read> Pieces<'_, R> {
                     let Some(q) = q else {
                         break;
                     };
+                    self.first_quote.get_or_insert(q);
+                    self.last_quote = Some(q);
                     let before = if q == 0 { self.prev } else { buf[q - 1] };
                     if matches!(before, b',' | b'\n' | b'\r') {
                         self.state = Scan::Quoted;
@@ -381,6 +387,8 @@ impl<R: Read> Pieces<'_, R> {
                 Scan::Quoted => match memchr::memchr(b'"', &buf[i..]) {
                     Some(q) => {
                         self.state = Scan::QuoteInQuoted;
+                        self.first_quote.get_or_insert(i + q);
+                        self.last_quote = Some(i + q);
                         i += q + 1;
                     }
                     None => break,
@@ -388,6 +396,7 @@ impl<R: Read> Pieces<'_, R> {
                 Scan::QuoteInQuoted => {
                     if buf[i] == b'"' {
                         self.state = Scan::Quoted;
+                        self.last_quote = Some(i);
                         i += 1;
                     } else {
                         // The field is closed; this byte is read as unquoted.
@@ -420,6 +429,15 @@ impl<R: Read> Pieces<'_, R> {
         let shift = |b: Option<usize>| b.filter(|&b| b > n).map(|b| b - n);
         self.boundary = shift(self.boundary);
         self.first_boundary = shift(self.first_boundary);
+        self.forget_quotes_before(n);
+    }
+
+    /// Shifts the quote positions after `buf`'s first `n` bytes were removed. Only
+    /// when a quote is left does the first one need a search (of what is left).
+    fn forget_quotes_before(&mut self, n: usize) {
+        let left = self.last_quote.filter(|&l| l >= n).map(|l| l - n);
+        self.last_quote = left;
+        self.first_quote = left.and_then(|l| memchr::memchr(b'"', &self.buf[..=l]));
     }
 
     /// The next piece; `None` at the end.
@@ -474,7 +492,8 @@ impl<R: Read> Pieces<'_, R> {
             self.prev = bytes[cut - 1];
             self.scanned -= cut;
             self.boundary = None; // the last one was `cut`
-            let quoted = memchr::memchr(b'"', &bytes).is_some();
+            let quoted = self.first_quote.is_some_and(|f| f < cut);
+            self.forget_quotes_before(cut);
             let first_line = self.next_line;
             let offset = self.offset;
             self.offset += cut as u64;
@@ -560,6 +579,8 @@ pub(crate) fn split_input_with<R: Read>(
         prev: b'\n',
         boundary: None,
         first_boundary: None,
+        first_quote: None,
+        last_quote: None,
         discarding: false,
         next_line: 2,
         offset: header_end as u64,
