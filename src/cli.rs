@@ -5,10 +5,9 @@ use std::time::Duration;
 use anyhow::{bail, Context, Result};
 use clap::{Args, Parser, Subcommand};
 use covmerge_coordinator::dashboard::Dashboard;
-use covmerge_coordinator::embedded::run_embedded;
 use covmerge_coordinator::finish::preflight_outputs;
 use covmerge_coordinator::progress::ProgressView;
-use covmerge_coordinator::{plan_job, run_job, JobError, JobOptions, JobRequest};
+use covmerge_coordinator::{plan_job, run_job, JobError, JobOptions, JobRequest, Start};
 use covmerge_proto::job::{GoModule, InputFormat};
 use covmerge_proto::output::totals_line;
 use covmerge_proto::JobId;
@@ -19,6 +18,8 @@ use covmerge_telemetry::Health;
 use covmerge_worker::{run::Executor, run_worker, WorkerConfig};
 use tokio::sync::watch;
 use tracing::info;
+
+use crate::embedded::run_embedded;
 
 /// Merges syzkaller line coverage from many builds onto one base revision.
 #[derive(Parser, Debug)]
@@ -198,6 +199,11 @@ pub struct CoordinatorArgs {
     /// Seconds between looks in the store for tasks whose report never arrived.
     #[arg(long, default_value_t = 30, value_parser = clap::value_parser!(u64).range(1..))]
     pub reconcile_secs: u64,
+    /// Publish every task still waited for again after this many seconds in which no
+    /// task settled and no report arrived (a task message lost outside covmerge, e.g. a
+    /// purged queue, would otherwise be waited for forever; duplicates are harmless).
+    #[arg(long, default_value_t = 900, value_parser = clap::value_parser!(u64).range(1..))]
+    pub republish_secs: u64,
     /// The result (besides jobs/<id>/result.jsonl.gz in the store).
     #[arg(long)]
     pub out: Option<String>,
@@ -418,11 +424,11 @@ fn dashboard(a: &JobArgs) -> Result<Option<Dashboard>> {
     Ok(Some(Dashboard::new(url, client, dashboard_key()?)))
 }
 
+/// The same parse `open_source` does, before any work.
 fn check_source(spec: &str) -> Result<()> {
-    if !(spec.starts_with("dir:") || spec.starts_with("git:") || spec.starts_with("store:")) {
-        bail!("--source {spec:?}: expected dir:ROOT, git:PATH or store:URL");
-    }
-    Ok(())
+    covmerge_worker::source::SourceSpec::parse(spec)
+        .map(|_| ())
+        .with_context(|| format!("--source {spec:?}"))
 }
 
 pub async fn run(cli: Cli) -> Result<()> {
@@ -489,10 +495,10 @@ async fn merge(m: MergeArgs) -> Result<()> {
         out: m.out.clone(),
         manifest: m.job.manifest.clone(),
         result_in_store: false,
-        resume: false,
         dashboard: dashboard(&m.job)?,
         cleanup: false,
         reconcile_every: None,
+        republish_after: None,
     };
     // Split tasks run `workers` at a time: share one budget between them.
     let base = WorkerConfig::default();
@@ -530,16 +536,18 @@ async fn notify(n: NotifyArgs) -> Result<()> {
     } else if let Some(job) = &n.job_id {
         let job = JobId::parse(job).map_err(anyhow::Error::msg)?;
         let store = Store::open(n.store.as_deref().context("--job needs --store")?)?;
-        let prefix = covmerge_worker::run::keys::job_prefix(&job);
         let m: covmerge_proto::Manifest =
-            serde_json::from_slice(&store.get(&format!("{prefix}/manifest.json")).await?)
+            serde_json::from_slice(&store.get(&covmerge_proto::layout::manifest(&job)).await?)
                 .with_context(|| format!("job {job}: manifest in {store}"))?;
-        if m.status != "complete" {
+        if m.status != covmerge_proto::manifest::JobStatus::Complete {
             bail!("job {job} is {}: it has no result to send", m.status);
         }
         match m.dashboard_upload {
             Some(u) => (Some(u), None),
-            None => (None, Some(format!("{store}/{prefix}/result.jsonl.gz"))),
+            None => (
+                None,
+                Some(format!("{store}/{}", covmerge_proto::layout::result(&job))),
+            ),
         }
     } else {
         bail!("notify needs --upload, --result or --job");
@@ -589,55 +597,40 @@ async fn coordinator(c: CoordinatorArgs) -> Result<()> {
         .transpose()
         .map_err(anyhow::Error::msg)?;
     let store = c.outages.store(&c.store)?;
-    let spec = if c.resume {
-        // The stored spec wins; the request only names the job.
-        let mut r = request(&c.job, job.clone())?;
-        r.inputs = vec![];
-        covmerge_proto::JobSpec {
-            job: job.clone().expect("clap requires --job-id with --resume"),
-            inputs: vec![],
-            base_repo: r.base_repo,
-            base_commit: r.base_commit,
-            source: r.source,
-            shards: 1,
-            max_bad_rows: r.max_bad_rows,
-            file_path_prefix: r.file_path_prefix,
-            header: covmerge_proto::job::HeaderSpec {
-                namespace: r.namespace,
-                duration: r.duration,
-                date_to: String::new(),
-                total_rows: None,
-            },
-            go: Default::default(),
-        }
-    } else {
-        plan_job(&request(&c.job, job)?).await?
+    let start = match (c.resume, job) {
+        // The stored spec wins; the command line only names the job.
+        (true, Some(job)) => Start::Resume(job),
+        (true, None) => bail!("--resume needs --job"),
+        (false, job) => Start::New(Box::new(plan_job(&request(&c.job, job)?).await?)),
     };
-    let inputs = if c.resume { &c.job.input } else { &spec.inputs };
+    let inputs = match &start {
+        Start::New(spec) => &spec.inputs,
+        Start::Resume(_) => &c.job.input,
+    };
     preflight_outputs(inputs, c.out.as_deref(), c.job.manifest.as_deref())?;
-    println!("job {}", spec.job);
+    let job = start.job().clone();
+    println!("job {job}");
     let health = c.listen.start().await?;
     let amqp = c.outages.queue(&c.amqp, "covmerge coordinator").await?;
     let probe = amqp.clone();
     health.set_check(Box::new(move || probe.connected()));
     let queue: Arc<dyn Queue> = Arc::new(amqp);
-    info!(amqp = %redact_url(&c.amqp), store = %store, job = %spec.job, "coordinator started");
+    info!(amqp = %redact_url(&c.amqp), store = %store, job = %job, "coordinator started");
     let opts = JobOptions {
         out: c.out.clone(),
         manifest: c.job.manifest.clone(),
         result_in_store: true,
-        resume: c.resume,
         dashboard: dashboard(&c.job)?,
         cleanup: true,
         reconcile_every: Some(Duration::from_secs(c.reconcile_secs)),
+        republish_after: Some(Duration::from_secs(c.republish_secs)),
     };
     let progress = if c.job.quiet {
         ProgressView::hidden()
     } else {
         ProgressView::fleet_terminal()
     };
-    let job = spec.job.clone();
-    let outcome = run_job(spec, &opts, queue, store, &progress)
+    let outcome = run_job(start, &opts, queue, store, &progress)
         .await
         .map_err(|e| match e {
             // The broker or the store was gone for longer than its budget: everything

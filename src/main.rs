@@ -2,6 +2,7 @@
 //! library crates. No merge logic lives here.
 
 mod cli;
+mod embedded;
 
 use std::process::ExitCode;
 

@@ -7,10 +7,10 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use bytes::Bytes;
+use covmerge_proto::layout as keys;
 use covmerge_proto::output::{write_header, HistoryRecord};
 use covmerge_proto::{Counts, JobId, JobSpec, Manifest};
 use covmerge_storage::{is_store_url, open_object, redact_url, Store};
-use covmerge_worker::run::keys;
 use flate2::{write::GzEncoder, Compression};
 use futures::StreamExt;
 
@@ -80,7 +80,7 @@ pub async fn write_result(
     in_store: bool,
     job: &JobId,
 ) -> Result<Option<String>, JobError> {
-    let job_key = format!("{}/result.jsonl.gz", keys::job_prefix(job));
+    let job_key = keys::result(job);
     if in_store {
         store.concat(&job_key, header.clone(), store, parts).await?;
     }
@@ -93,16 +93,15 @@ pub async fn write_result(
         }
         Destination::Local(path) => {
             let shown = path.display().to_string();
-            let mut tmp = new_temp(path).map_err(|e| out_err(&shown, e))?;
-            tmp.write_all(&header).map_err(|e| out_err(&shown, e))?;
+            let mut file = AtomicFile::create(path).map_err(|e| out_err(&shown, e))?;
+            file.write_all(&header).map_err(|e| out_err(&shown, e))?;
             for p in parts {
                 let mut s = store.get_stream(p).await?;
                 while let Some(chunk) = s.next().await {
-                    tmp.write_all(&chunk?).map_err(|e| out_err(&shown, e))?;
+                    file.write_all(&chunk?).map_err(|e| out_err(&shown, e))?;
                 }
             }
-            tmp.as_file().sync_all().map_err(|e| out_err(&shown, e))?;
-            tmp.persist(path).map_err(|e| out_err(&shown, e.error))?;
+            file.commit().map_err(|e| out_err(&shown, e))?;
             Ok(Some(shown))
         }
     }
@@ -189,10 +188,7 @@ pub async fn write_manifest(
     let body = serde_json::to_vec_pretty(m).expect("manifest encodes");
     if opts.result_in_store {
         store
-            .put(
-                &format!("{}/manifest.json", keys::job_prefix(job)),
-                Bytes::from(body.clone()),
-            )
+            .put(&keys::manifest(job), Bytes::from(body.clone()))
             .await?;
     }
     if let Some(path) = &opts.manifest {
@@ -201,10 +197,10 @@ pub async fn write_manifest(
             dest: shown.clone(),
             message: e.to_string(),
         };
-        let mut tmp = new_temp(path).map_err(|e| err(&e))?;
-        tmp.write_all(&body).map_err(|e| err(&e))?;
-        tmp.write_all(b"\n").map_err(|e| err(&e))?;
-        tmp.persist(path).map_err(|e| err(&e.error))?;
+        let mut file = AtomicFile::create(path).map_err(|e| err(&e))?;
+        file.write_all(&body).map_err(|e| err(&e))?;
+        file.write_all(b"\n").map_err(|e| err(&e))?;
+        file.commit().map_err(|e| err(&e))?;
     }
     Ok(())
 }
@@ -216,18 +212,43 @@ fn parent_dir(path: &Path) -> PathBuf {
     }
 }
 
-/// A temporary file beside `path`, to be renamed onto it: created with mode 0666 less
-/// the umask, as a plain `File::create` of the final name would be (tempfile's own
-/// default, 0600, would hide the result from the group that reads it).
-fn new_temp(path: &Path) -> std::io::Result<tempfile::NamedTempFile> {
-    let mut b = tempfile::Builder::new();
-    b.prefix(".covmerge-").suffix(".partial");
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::PermissionsExt;
-        b.permissions(std::fs::Permissions::from_mode(0o666));
+/// A local file written atomically: the bytes go to a temporary file beside the
+/// destination, which [`AtomicFile::commit`] syncs and renames onto it. Dropped
+/// without a commit, the temporary file is removed and the destination untouched: no
+/// half-written result or manifest is ever visible under its name.
+struct AtomicFile {
+    tmp: tempfile::NamedTempFile,
+    dest: PathBuf,
+}
+
+impl AtomicFile {
+    /// The temporary file is created with mode 0666 less the umask, as a plain
+    /// `File::create` of the final name would be (tempfile's own default, 0600, would
+    /// hide the result from the group that reads it).
+    fn create(dest: &Path) -> std::io::Result<Self> {
+        let mut b = tempfile::Builder::new();
+        b.prefix(".covmerge-").suffix(".partial");
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt;
+            b.permissions(std::fs::Permissions::from_mode(0o666));
+        }
+        Ok(AtomicFile {
+            tmp: b.tempfile_in(parent_dir(dest))?,
+            dest: dest.to_path_buf(),
+        })
     }
-    b.tempfile_in(parent_dir(path))
+
+    fn write_all(&mut self, buf: &[u8]) -> std::io::Result<()> {
+        self.tmp.write_all(buf)
+    }
+
+    /// Makes the content durable, then visible under the destination's name.
+    fn commit(self) -> std::io::Result<()> {
+        self.tmp.as_file().sync_all()?;
+        self.tmp.persist(&self.dest).map_err(|e| e.error)?;
+        Ok(())
+    }
 }
 
 /// The absolute form of a local path that may not exist yet (its directory must).
@@ -290,7 +311,7 @@ pub fn preflight_outputs(
                 dir.display()
             ));
         }
-        if let Err(e) = new_temp(path) {
+        if let Err(e) = AtomicFile::create(path) {
             return fail(format!(
                 "{flag} {dest}: cannot create a file in {}: {e}",
                 dir.display()

@@ -3,14 +3,15 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
-use covmerge_proto::manifest::FailedTask;
+use covmerge_proto::layout as keys;
+use covmerge_proto::manifest::{FailedTask, JobStatus};
 use covmerge_proto::wire::{
-    self, MergeOutcome, MergeTask, ReportStatus, SplitOutcome, SplitTask, Task, TaskRef, TaskReport,
+    self, FailureKind, MergeOutcome, MergeTask, ReportStatus, SplitOutcome, SplitTask, Task,
+    TaskRef, TaskReport,
 };
 use covmerge_proto::{Counts, JobId, JobSpec, Manifest, ShardId, SplitId};
 use covmerge_queue::{Event, Queue, QueueError};
 use covmerge_storage::{Store, StoreError};
-use covmerge_worker::run::keys;
 use tracing::{info, instrument, warn};
 
 use crate::finish::{self, Destination};
@@ -58,18 +59,23 @@ pub struct JobOptions {
     pub manifest: Option<std::path::PathBuf>,
     /// Also keep `result.jsonl.gz` and `manifest.json` under the job's prefix (fleet mode).
     pub result_in_store: bool,
-    /// Continue a job whose spec is stored: re-run only tasks without a `.done` marker.
-    pub resume: bool,
     pub dashboard: Option<crate::dashboard::Dashboard>,
     /// Delete spill chunks once the result is written.
     pub cleanup: bool,
     /// How often tasks still waited for are looked up in the store: a task whose
     /// marker exists is done even if its report was lost. `None`: every 30 s.
     pub reconcile_every: Option<Duration>,
+    /// After this long with no task settled and no report or dead letter, every task
+    /// still waited for is published again: a task message lost outside covmerge (a
+    /// queue purged, a foreign consumer on the same queue) would otherwise be waited
+    /// for forever. Duplicates are harmless. `None`: 15 minutes.
+    pub republish_after: Option<Duration>,
 }
 
 /// Default of [`JobOptions::reconcile_every`].
 pub const RECONCILE_EVERY: Duration = Duration::from_secs(30);
+/// Default of [`JobOptions::republish_after`].
+pub const REPUBLISH_AFTER: Duration = Duration::from_secs(15 * 60);
 
 /// A finished job.
 #[derive(Debug, Clone)]
@@ -96,12 +102,47 @@ struct Tracker<'a> {
     store: &'a Store,
     job: &'a JobId,
     states: BTreeMap<TaskRef, TaskState>,
+    /// The tasks published, kept to publish again after a long silence.
+    tasks: HashMap<TaskRef, Task>,
     notes: HashMap<TaskRef, Notes>,
     progress: &'a ProgressView,
     reconcile_every: Duration,
+    republish_after: Duration,
 }
 
 impl Tracker<'_> {
+    /// Starts a phase: a task whose `.done` marker is in the store (a resumed job, or
+    /// one whose coordinator restarted) is done already; every other one is published.
+    async fn start_phase(&mut self, tasks: Vec<Task>) -> Result<(), JobError> {
+        for task in tasks {
+            let t = task.task_ref();
+            let mut state = TaskState::Pending;
+            if let Some(o) = self.load_output(t).await? {
+                state.complete(o, 0);
+                self.progress.task_finished(&t);
+            } else {
+                publish(self.queue, self.job.as_str(), &task).await?;
+                state.publish();
+                self.tasks.insert(t, task);
+            }
+            self.states.insert(t, state);
+        }
+        Ok(())
+    }
+
+    /// The output recorded by a task's `.done` marker, if it has one.
+    async fn load_output(&self, t: TaskRef) -> Result<Option<Output>, JobError> {
+        let key = keys::done(self.job, t);
+        Ok(match t {
+            TaskRef::Split(_) => load_marker::<SplitOutcome>(self.store, &key)
+                .await?
+                .map(Output::Split),
+            TaskRef::Merge(_) => load_marker::<MergeOutcome>(self.store, &key)
+                .await?
+                .map(Output::Merge),
+        })
+    }
+
     /// `covmerge_job_tasks{job_id,state}` from the current states.
     fn gauges(&self) {
         let (mut pending, mut running, mut done, mut failed) = (0, 0, 0, 0);
@@ -127,7 +168,8 @@ impl Tracker<'_> {
     }
 
     /// Settles waiting tasks whose marker is in the store (their report was lost).
-    async fn reconcile(&mut self) -> Result<(), JobError> {
+    /// Returns whether any was settled.
+    async fn reconcile(&mut self) -> Result<bool, JobError> {
         let pending: Vec<TaskRef> = self
             .states
             .iter()
@@ -135,32 +177,45 @@ impl Tracker<'_> {
             .map(|(t, _)| *t)
             .collect();
         if pending.is_empty() {
-            return Ok(());
+            return Ok(false);
         }
-        let prefix = keys::job_prefix(self.job);
+        let mut settled = false;
         let mut present = HashSet::new();
-        for dir in ["splits", "parts"] {
-            present.extend(self.store.list(&format!("{prefix}/{dir}/")).await?);
+        for dir in [keys::splits(self.job), keys::parts(self.job)] {
+            present.extend(self.store.list(&dir).await?);
         }
         for t in pending {
-            let key = keys::done(self.job, t);
-            if !present.contains(&key) {
+            if !present.contains(&keys::done(self.job, t)) {
                 continue;
             }
-            let output = match t {
-                TaskRef::Split(_) => load_marker::<SplitOutcome>(self.store, &key)
-                    .await?
-                    .map(Output::Split),
-                TaskRef::Merge(_) => load_marker::<MergeOutcome>(self.store, &key)
-                    .await?
-                    .map(Output::Merge),
-            };
-            if let Some(o) = output {
+            if let Some(o) = self.load_output(t).await? {
                 if self.states.get_mut(&t).is_some_and(|s| s.complete(o, 0)) {
+                    settled = true;
                     self.gauges();
                     self.progress.task_finished(&t);
                     info!(task = %t, "task settled from its marker in the store (no report arrived)");
                 }
+            }
+        }
+        Ok(settled)
+    }
+
+    /// Publishes every task still waited for again (see [`JobOptions::republish_after`]).
+    async fn republish(&mut self) -> Result<(), JobError> {
+        let waiting: Vec<TaskRef> = self
+            .states
+            .iter()
+            .filter(|(_, s)| matches!(s, TaskState::Published))
+            .map(|(t, _)| *t)
+            .collect();
+        warn!(
+            tasks = waiting.len(),
+            silent_secs = self.republish_after.as_secs(),
+            "no task settled and no report for a long time: publishing the waiting tasks again"
+        );
+        for t in waiting {
+            if let Some(task) = self.tasks.get(&t) {
+                publish(self.queue, self.job.as_str(), task).await?;
             }
         }
         Ok(())
@@ -171,14 +226,21 @@ impl Tracker<'_> {
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         tick.tick().await; // The first tick is immediate.
         self.gauges();
+        let mut last_news = tokio::time::Instant::now();
         while self.states.values().any(|s| !s.is_final()) {
             let event = tokio::select! {
                 e = self.queue.next_event(self.job.as_str()) => e?,
                 _ = tick.tick() => {
-                    self.reconcile().await?;
+                    if self.reconcile().await? {
+                        last_news = tokio::time::Instant::now();
+                    } else if last_news.elapsed() >= self.republish_after {
+                        self.republish().await?;
+                        last_news = tokio::time::Instant::now();
+                    }
                     continue;
                 }
             };
+            last_news = tokio::time::Instant::now();
             match event {
                 Event::Report(body) => {
                     let r: TaskReport = match wire::decode(&body) {
@@ -197,16 +259,16 @@ impl Tracker<'_> {
                     let changed = match r.status {
                         ReportStatus::Split(o) => state.complete(Output::Split(o), r.attempt.0),
                         ReportStatus::Merged(o) => state.complete(Output::Merge(o), r.attempt.0),
-                        ReportStatus::Failed { error } => state.fail(error),
-                        ReportStatus::Retrying { error, outage } => {
+                        ReportStatus::Failed(f) => state.fail(f.message),
+                        ReportStatus::Retrying(f) => {
                             let n = self.notes.entry(r.task).or_default();
-                            if outage {
+                            if f.kind == FailureKind::Outage {
                                 n.outages += 1;
                             } else {
                                 n.failures += 1;
                             }
-                            warn!(task = %r.task, attempt = r.attempt.0, outage, %error, "task attempt failed; it will be retried");
-                            n.last_error = Some(error);
+                            warn!(task = %r.task, attempt = r.attempt.0, kind = f.kind.as_str(), error = %f, "task attempt failed; it will be retried");
+                            n.last_error = Some(f.message);
                             false
                         }
                     };
@@ -263,11 +325,11 @@ impl Tracker<'_> {
     }
 }
 
-/// Publishes a task; with `COVMERGE_FAULT_DUPLICATE_TASKS=1` (tests) every task twice,
-/// to show duplicates are harmless.
+/// Publishes a task; under the test fault hook `duplicate_tasks` every task twice, to
+/// show duplicates are harmless.
 async fn publish(queue: &dyn Queue, job: &str, task: &Task) -> Result<(), JobError> {
     let body = wire::encode(task).expect("task encodes");
-    if std::env::var("COVMERGE_FAULT_DUPLICATE_TASKS").is_ok_and(|v| v == "1") {
+    if covmerge_fault::duplicate_tasks() {
         queue.publish_task(job, body.clone()).await?;
     }
     queue.publish_task(job, body).await?;
@@ -290,74 +352,97 @@ async fn load_marker<T: serde::de::DeserializeOwned>(
     })
 }
 
-/// Runs (or, with `resume`, continues) a job over `queue` and `store`.
-#[instrument(skip_all, fields(job = %spec.job))]
-pub async fn run_job(
-    spec: JobSpec,
-    opts: &JobOptions,
-    queue: Arc<dyn Queue>,
-    store: Store,
-    progress: &ProgressView,
-) -> Result<JobOutcome, JobError> {
-    let job = spec.job.clone();
-    let spec_key = keys::job_spec(&job);
-    let spec = if opts.resume {
-        match store.get_opt(&spec_key).await? {
-            Some(b) => serde_json::from_slice::<JobSpec>(&b)
-                .map_err(|e| JobError::Plan(format!("job {job}: stored spec unreadable: {e}")))?,
-            None => {
-                return Err(JobError::Plan(format!(
-                    "--resume: job {job} not found in {store}"
-                )))
-            }
-        }
-    } else {
-        let body = serde_json::to_vec_pretty(&spec).expect("spec encodes");
-        store.put(&spec_key, Bytes::from(body)).await?;
-        spec
-    };
-    queue.open_job(job.as_str()).await?;
+/// How a job starts.
+#[derive(Debug, Clone)]
+pub enum Start {
+    /// A new job: its spec is stored, then every task is published.
+    New(Box<JobSpec>),
+    /// A job whose spec is stored: only tasks without a `.done` marker run again.
+    Resume(JobId),
+}
 
-    // Map phase.
-    let reconcile_every = opts.reconcile_every.unwrap_or(RECONCILE_EVERY);
-    let mut tracker = Tracker {
-        queue: queue.as_ref(),
-        store: &store,
-        job: &job,
-        states: BTreeMap::new(),
-        notes: HashMap::new(),
-        progress,
-        reconcile_every,
-    };
-    progress.phase("split", spec.inputs.len() as u64);
-    for (i, input) in spec.inputs.iter().enumerate() {
-        let split = SplitId(i as u32);
-        let mut state = TaskState::Pending;
-        if let Some(o) = load_marker::<SplitOutcome>(&store, &keys::split_done(&job, split)).await?
-        {
-            state.complete(Output::Split(o), 0);
-            progress.task_finished(&TaskRef::Split(split));
-        } else {
-            let task = Task::Split(SplitTask {
-                job: job.clone(),
-                split,
+impl Start {
+    pub fn job(&self) -> &JobId {
+        match self {
+            Start::New(spec) => &spec.job,
+            Start::Resume(job) => job,
+        }
+    }
+}
+
+/// Stores a new job's spec, or loads a resumed job's.
+async fn load_or_store_spec(start: Start, store: &Store) -> Result<JobSpec, JobError> {
+    match start {
+        Start::New(spec) => {
+            let spec = *spec;
+            let body = serde_json::to_vec_pretty(&spec).expect("spec encodes");
+            store
+                .put(&keys::job_spec(&spec.job), Bytes::from(body))
+                .await?;
+            Ok(spec)
+        }
+        Start::Resume(job) => match store.get_opt(&keys::job_spec(&job)).await? {
+            Some(b) => serde_json::from_slice::<JobSpec>(&b)
+                .map_err(|e| JobError::Plan(format!("job {job}: stored spec unreadable: {e}"))),
+            None => Err(JobError::Plan(format!(
+                "--resume: job {job} not found in {store}"
+            ))),
+        },
+    }
+}
+
+/// The split tasks of a job, one per input.
+fn split_tasks(spec: &JobSpec) -> Vec<Task> {
+    spec.inputs
+        .iter()
+        .enumerate()
+        .map(|(i, input)| {
+            Task::Split(SplitTask {
+                job: spec.job.clone(),
+                split: SplitId(i as u32),
                 input: input.clone(),
                 shards: spec.shards,
                 max_bad_rows: spec.max_bad_rows,
                 go: spec.go_input(i),
-            });
-            publish(queue.as_ref(), job.as_str(), &task).await?;
-            state.publish();
-        }
-        tracker.states.insert(TaskRef::Split(split), state);
-    }
-    tracker.wait_all().await?;
-    let mut split_failed = tracker.failed();
-    let mut totals = Counts::default();
-    let mut chunks: Vec<Vec<String>> = vec![Vec::new(); spec.shards as usize];
-    let mut first_bad = None;
-    let mut outages: HashMap<TaskRef, u32> = HashMap::new();
-    outages.extend(tracker.notes.iter().map(|(t, n)| (*t, n.outages)));
+            })
+        })
+        .collect()
+}
+
+/// The merge tasks of a job, one per shard, given each shard's spill chunks.
+fn merge_tasks(spec: &JobSpec, chunks: Vec<Vec<String>>) -> Vec<Task> {
+    chunks
+        .into_iter()
+        .enumerate()
+        .map(|(i, shard_chunks)| {
+            Task::Merge(MergeTask {
+                job: spec.job.clone(),
+                shard: ShardId(i as u32),
+                base_commit: spec.base_commit.clone(),
+                source: spec.source.clone(),
+                chunks: shard_chunks,
+                file_path_prefix: spec.file_path_prefix.clone(),
+            })
+        })
+        .collect()
+}
+
+/// What the map phase produced: totals, each shard's chunks, and the splits that failed.
+struct MapOutput {
+    totals: Counts,
+    chunks: Vec<Vec<String>>,
+    failed: Vec<FailedTask>,
+    first_bad: Option<covmerge_proto::wire::BadRow>,
+}
+
+/// Gathers the settled splits' outcomes.
+fn map_output(spec: &JobSpec, tracker: &Tracker<'_>) -> MapOutput {
+    let mut out = MapOutput {
+        totals: Counts::default(),
+        chunks: vec![Vec::new(); spec.shards as usize],
+        failed: tracker.failed(),
+        first_bad: None,
+    };
     for (t, s) in &tracker.states {
         if let TaskState::Done {
             output: Output::Split(o),
@@ -367,7 +452,7 @@ pub async fn run_job(
             // A chunk for a shard the job does not have would be silently dropped:
             // its rows would be missing from the result.
             if let Some((shard, _)) = o.chunks.iter().find(|(sh, _)| sh.0 >= spec.shards) {
-                split_failed.push(FailedTask {
+                out.failed.push(FailedTask {
                     task: t.to_string(),
                     error: format!(
                         "reported a chunk for shard {shard}, but the job has {} shards",
@@ -376,25 +461,61 @@ pub async fn run_job(
                 });
                 continue;
             }
-            totals.rows_in += o.counts.rows_in;
-            totals.rows_bad += o.counts.rows_bad;
-            if first_bad.is_none() {
-                first_bad = o.bad_rows.first().cloned();
+            out.totals.rows_in += o.counts.rows_in;
+            out.totals.rows_bad += o.counts.rows_bad;
+            if out.first_bad.is_none() {
+                out.first_bad = o.bad_rows.first().cloned();
             }
             for (shard, key) in &o.chunks {
-                if let Some(c) = chunks.get_mut(shard.index()) {
+                if let Some(c) = out.chunks.get_mut(shard.index()) {
                     c.push(key.clone());
                 }
             }
         }
     }
+    out
+}
+
+/// Runs a new job, or continues a stored one, over `queue` and `store`.
+#[instrument(skip_all, fields(job = %start.job()))]
+pub async fn run_job(
+    start: Start,
+    opts: &JobOptions,
+    queue: Arc<dyn Queue>,
+    store: Store,
+    progress: &ProgressView,
+) -> Result<JobOutcome, JobError> {
+    let spec = load_or_store_spec(start, &store).await?;
+    let job = spec.job.clone();
+    queue.open_job(job.as_str()).await?;
+    let tracker = || Tracker {
+        queue: queue.as_ref(),
+        store: &store,
+        job: &job,
+        states: BTreeMap::new(),
+        tasks: HashMap::new(),
+        notes: HashMap::new(),
+        progress,
+        reconcile_every: opts.reconcile_every.unwrap_or(RECONCILE_EVERY),
+        republish_after: opts.republish_after.unwrap_or(REPUBLISH_AFTER),
+    };
+
+    // Map phase.
+    progress.phase("split", spec.inputs.len() as u64);
+    let mut splits = tracker();
+    splits.start_phase(split_tasks(&spec)).await?;
+    splits.wait_all().await?;
+    let map = map_output(&spec, &splits);
+    let mut outages: HashMap<TaskRef, u32> = HashMap::new();
+    outages.extend(splits.notes.iter().map(|(t, n)| (*t, n.outages)));
+    let totals = map.totals;
     covmerge_telemetry::metrics()
         .job_rows_read
         .get_or_create(&[("job_id", job.to_string())])
         .set(totals.rows_in as i64);
-    let mut failed = split_failed;
+    let mut failed = map.failed;
     if failed.is_empty() && totals.rows_bad > spec.max_bad_rows {
-        let first = first_bad.map(|b| b.to_string()).unwrap_or_default();
+        let first = map.first_bad.map(|b| b.to_string()).unwrap_or_default();
         return Err(JobError::TooManyBadRows {
             first,
             count: totals.rows_bad,
@@ -406,37 +527,8 @@ pub async fn run_job(
     let mut merges: BTreeMap<TaskRef, TaskState> = BTreeMap::new();
     if failed.is_empty() {
         progress.phase("merge", spec.shards as u64);
-        let mut tracker = Tracker {
-            queue: queue.as_ref(),
-            store: &store,
-            job: &job,
-            states: BTreeMap::new(),
-            notes: HashMap::new(),
-            progress,
-            reconcile_every,
-        };
-        for (i, shard_chunks) in chunks.into_iter().enumerate() {
-            let shard = ShardId(i as u32);
-            let mut state = TaskState::Pending;
-            if let Some(o) =
-                load_marker::<MergeOutcome>(&store, &keys::part_done(&job, shard)).await?
-            {
-                state.complete(Output::Merge(o), 0);
-                progress.task_finished(&TaskRef::Merge(shard));
-            } else {
-                let task = Task::Merge(MergeTask {
-                    job: job.clone(),
-                    shard,
-                    base_commit: spec.base_commit.clone(),
-                    source: spec.source.clone(),
-                    chunks: shard_chunks,
-                    file_path_prefix: spec.file_path_prefix.clone(),
-                });
-                publish(queue.as_ref(), job.as_str(), &task).await?;
-                state.publish();
-            }
-            tracker.states.insert(TaskRef::Merge(shard), state);
-        }
+        let mut tracker = tracker();
+        tracker.start_phase(merge_tasks(&spec, map.chunks)).await?;
         tracker.wait_all().await?;
         failed.extend(tracker.failed());
         outages.extend(tracker.notes.iter().map(|(t, n)| (*t, n.outages)));
@@ -446,7 +538,7 @@ pub async fn run_job(
 
     let mut manifest = Manifest {
         job: job.to_string(),
-        status: "complete".into(),
+        status: JobStatus::Complete,
         base_repo: spec.base_repo.clone(),
         base_commit: spec.base_commit.clone(),
         result: None,
@@ -498,7 +590,7 @@ pub async fn run_job(
         .rows_in
         .saturating_sub(manifest.totals.rows_outside_prefix);
     if !failed.is_empty() {
-        manifest.status = "failed".into();
+        manifest.status = JobStatus::Failed;
         manifest.failed = failed.clone();
         finish::write_manifest(&manifest, opts, &store, &job).await?;
         return Err(JobError::TasksFailed {
@@ -512,7 +604,7 @@ pub async fn run_job(
         opts.result_in_store,
         opts.dashboard.is_some(),
     )?;
-    covmerge_worker::fault::pause_async("assemble").await;
+    covmerge_fault::pause_async("assemble").await;
     let header = finish::header_member(&spec, &manifest.totals);
     let result = finish::write_result(
         &dest,
@@ -529,9 +621,8 @@ pub async fn run_job(
     // dashboard failure (the result kept, `covmerge notify` to re-send) leaves no spill.
     if opts.cleanup {
         // The result is written: failing to clean up is worth a warning, not the job.
-        let prefix = keys::job_prefix(&job);
-        for dir in ["spill", "attempts"] {
-            match store.list(&format!("{prefix}/{dir}")).await {
+        for dir in [keys::spill_prefix(&job), keys::attempts(&job)] {
+            match store.list(&dir).await {
                 Ok(keys) => {
                     for key in keys {
                         if let Err(e) = store.delete(&key).await {
@@ -539,7 +630,7 @@ pub async fn run_job(
                         }
                     }
                 }
-                Err(e) => warn!(error = %e, "cleanup: cannot list {prefix}/{dir}"),
+                Err(e) => warn!(error = %e, "cleanup: cannot list {dir}"),
             }
         }
         if let Err(e) = queue.close_job(job.as_str()).await {

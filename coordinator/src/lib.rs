@@ -3,14 +3,14 @@
 //! result from the parts (header first, parts in shard order, one atomic write), writes
 //! the manifest and notifies the dashboard.
 //!
-//! It never reads a row or a source file: that is the workers' job. Embedded mode
-//! ([`embedded`]) runs the same coordinator with workers in the same process over an
-//! in-process queue and a temporary local store.
+//! It never reads a row or a source file: that is the workers' job, and it shares only
+//! `covmerge-proto` (ids, wire messages, the store layout) with the worker crate, which
+//! it does not depend on. Embedded mode (the binary's `embedded` module) runs this same
+//! coordinator with workers in the same process over an in-process queue and a
+//! temporary local store.
 
 /// syzkaller dashboard notification (SPEC §8).
 pub mod dashboard;
-/// `covmerge merge`: coordinator and workers in one process.
-pub mod embedded;
 /// Assembling the result and the manifest.
 pub mod finish;
 /// Running a job over a queue and a store.
@@ -24,5 +24,5 @@ pub mod state;
 /// `covmerge status`: a job's progress, read from the store.
 pub mod status;
 
-pub use job::{run_job, JobError, JobOptions, JobOutcome};
+pub use job::{run_job, JobError, JobOptions, JobOutcome, Start};
 pub use plan::{plan_job, JobRequest};

@@ -1,7 +1,7 @@
+use covmerge_proto::job::default_manager;
 use covmerge_proto::job::{GoInputMeta, GoModule, GoSpec, HeaderSpec, InputFormat};
 use covmerge_proto::{JobId, JobSpec};
 use covmerge_storage::{expand_inputs, is_store_url, open_object};
-use covmerge_worker::input::go::{default_manager, is_covdata_dir};
 
 use crate::JobError;
 
@@ -212,6 +212,15 @@ pub async fn plan_job(req: &JobRequest) -> Result<JobSpec, JobError> {
         },
         go,
     })
+}
+
+/// Whether `path` is a local directory holding at least one `covmeta.*` file.
+pub fn is_covdata_dir(path: &str) -> bool {
+    let Ok(rd) = std::fs::read_dir(path) else {
+        return false;
+    };
+    rd.flatten()
+        .any(|e| e.file_name().to_string_lossy().starts_with("covmeta."))
 }
 
 #[cfg(test)]

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use covmerge_proto::wire::TaskRef;
-use covmerge_worker::run::Progress;
+use covmerge_telemetry::Progress;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
 /// Progress of one job, shown or not.

@@ -8,10 +8,10 @@
 use std::collections::BTreeMap;
 use std::time::{Duration, SystemTime};
 
+use covmerge_proto::layout as keys;
 use covmerge_proto::wire::{self, MergeOutcome, SplitOutcome};
 use covmerge_proto::{JobId, JobSpec, Manifest};
 use covmerge_storage::Store;
-use covmerge_worker::run::keys;
 use serde::Serialize;
 
 use crate::JobError;
@@ -88,7 +88,6 @@ pub async fn job_status(store: &Store, job: &JobId) -> Result<JobStatus, JobErro
     };
     let spec: JobSpec = serde_json::from_slice(&store.get(&spec_key).await?)
         .map_err(|e| JobError::Plan(format!("job {job}: stored spec unreadable: {e}")))?;
-    let prefix = keys::job_prefix(job);
     let mut splits = TaskCounts {
         total: spec.inputs.len() as u64,
         ..TaskCounts::default()
@@ -100,7 +99,7 @@ pub async fn job_status(store: &Store, job: &JobId) -> Result<JobStatus, JobErro
     let mut rows_read = 0;
     let mut rows_merged = 0;
     let mut done_splits = std::collections::BTreeSet::new();
-    for key in store.list(&format!("{prefix}/splits/")).await? {
+    for key in store.list(&keys::splits(job)).await? {
         if key.ends_with(".done") {
             if let Some(b) = store.get_opt(&key).await? {
                 if let Ok(o) = wire::decode::<SplitOutcome>(&b) {
@@ -112,7 +111,7 @@ pub async fn job_status(store: &Store, job: &JobId) -> Result<JobStatus, JobErro
         }
     }
     let mut done_shards = std::collections::BTreeSet::new();
-    for key in store.list(&format!("{prefix}/parts/")).await? {
+    for key in store.list(&keys::parts(job)).await? {
         if key.ends_with(".done") {
             if let Some(b) = store.get_opt(&key).await? {
                 if let Ok(o) = wire::decode::<MergeOutcome>(&b) {
@@ -145,15 +144,14 @@ pub async fn job_status(store: &Store, job: &JobId) -> Result<JobStatus, JobErro
             counts.running += 1;
         }
     }
-    let manifest: Option<Manifest> = match store.get_opt(&format!("{prefix}/manifest.json")).await?
-    {
+    let manifest: Option<Manifest> = match store.get_opt(&keys::manifest(job)).await? {
         Some(b) => serde_json::from_slice(&b).ok(),
         None => None,
     };
     let (ended, phase, failed, result) = match &manifest {
         Some(m) => {
-            let ended = store.modified(&format!("{prefix}/manifest.json")).await?;
-            let phase = if m.status == "complete" {
+            let ended = store.modified(&keys::manifest(job)).await?;
+            let phase = if m.status == covmerge_proto::manifest::JobStatus::Complete {
                 Phase::Complete
             } else {
                 Phase::Failed

@@ -22,3 +22,6 @@ export COVMERGE_TEST_S3_ENDPOINT=${COVMERGE_TEST_S3_ENDPOINT:-http://127.0.0.1:$
 export COVMERGE_TEST_GCS_ENDPOINT=${COVMERGE_TEST_GCS_ENDPOINT:-http://127.0.0.1:${COVMERGE_GCS_PORT:-9329}}
 cargo build --workspace --bins
 cargo test --workspace
+# Alone, the fault crate is built without its `enabled` feature, as a release build of
+# the binary is: its test checks that the hooks then ignore the environment.
+cargo test -p covmerge-fault

@@ -110,3 +110,28 @@ pub struct HeaderSpec {
     /// `None`: the number of data rows read.
     pub total_rows: Option<i64>,
 }
+
+/// The default manager of an input: a directory's name, or a file's name without its
+/// extension(s) (`runs/mgr-c.out` → `mgr-c`, `p.out.gz` → `p`).
+pub fn default_manager(input: &str) -> String {
+    let trimmed = input.trim_end_matches('/');
+    let base = trimmed.rsplit('/').next().unwrap_or(trimmed);
+    let stem = match base.find('.') {
+        Some(0) | None => base,
+        Some(i) => &base[..i],
+    };
+    stem.to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn default_manager_is_the_name_without_extension() {
+        assert_eq!(default_manager("runs/mgr-c.out"), "mgr-c");
+        assert_eq!(default_manager("runs/p.out.gz"), "p");
+        assert_eq!(default_manager("/data/covdir-7/"), "covdir-7");
+        assert_eq!(default_manager("plain"), "plain");
+    }
+}

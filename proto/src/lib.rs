@@ -11,6 +11,8 @@
 pub mod ids;
 /// The job description every task carries.
 pub mod job;
+/// The store keys of a job's objects (spec, spill chunks, markers, parts, result).
+pub mod layout;
 /// Hard bounds on shards, task loops and other sizes.
 pub mod limits;
 /// The manifest of SPEC §7 and the counters it totals.

@@ -75,12 +75,31 @@ pub struct FailedTask {
     pub error: String,
 }
 
+/// How a job ended (`"complete"` or `"failed"` in the manifest's JSON).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum JobStatus {
+    /// Every task done, the result written.
+    #[default]
+    Complete,
+    /// Some task failed: no result was published.
+    Failed,
+}
+
+impl std::fmt::Display for JobStatus {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            JobStatus::Complete => "complete",
+            JobStatus::Failed => "failed",
+        })
+    }
+}
+
 /// The manifest of SPEC §7.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Manifest {
     pub job: String,
-    /// `complete` or `failed`.
-    pub status: String,
+    pub status: JobStatus,
     pub base_repo: String,
     pub base_commit: String,
     pub result: Option<String>,

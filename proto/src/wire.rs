@@ -11,7 +11,8 @@ use crate::{Attempt, Counts, JobId, ShardId, SplitId};
 /// Bumped on any incompatible change to the types below.
 ///
 /// 2: `ReportStatus::Retrying`; job ids and tasks are checked on decode.
-pub const PROTOCOL_VERSION: u16 = 2;
+/// 3: failures are typed ([`Failure`] with a [`FailureKind`]), not strings.
+pub const PROTOCOL_VERSION: u16 = 3;
 
 /// Largest message a receiver decodes. A merge task lists its spill chunks; 16 MiB is
 /// ~100k chunk keys, far beyond any real job.
@@ -151,7 +152,7 @@ impl Task {
                     ));
                 }
                 // A merge reads only its own job's spill chunks.
-                let prefix = format!("jobs/{}/spill/", t.job);
+                let prefix = crate::layout::spill_prefix(&t.job);
                 for c in &t.chunks {
                     name("chunk key", c)?;
                     if !c.starts_with(&prefix) || c.split('/').any(|p| p == ".." || p == ".") {
@@ -259,18 +260,93 @@ pub struct TaskReport {
 pub enum ReportStatus {
     Split(SplitOutcome),
     Merged(MergeOutcome),
-    /// The task failed for good (bad input, missing base source): the job cannot finish.
-    Failed {
-        error: String,
-    },
+    /// The task failed for good (bad input, a refused task, a wrong configuration): the
+    /// job cannot finish. The kind is never retryable.
+    Failed(Failure),
     /// This delivery failed and the task was handed back for another try. Tells the
     /// coordinator the cause, so that a task dead-lettered at the delivery limit is
-    /// reported with its last error. `outage`: the store (or source) was unreachable
-    /// for the whole retry budget, as opposed to the task itself failing.
-    Retrying {
-        error: String,
-        outage: bool,
-    },
+    /// reported with its last error. The kind is retryable.
+    Retrying(Failure),
+}
+
+/// What kind of failure ended a task attempt: decided once, where it happened, and
+/// carried on the wire so that every later decision (retry, count as an outage, tell
+/// the user) reads the kind instead of parsing a message.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum FailureKind {
+    /// The input is bad (undecodable, malformed rows past the limit, a sum that
+    /// overflows): another try reads the same bytes.
+    BadInput,
+    /// The task itself was refused: out of bounds, forged, or not of its job.
+    Refused,
+    /// The configuration is wrong (an invalid source spec, a store that denies access):
+    /// an operator must act.
+    Config,
+    /// The store or the source stayed unreachable for the whole retry budget: the task
+    /// is fine, the infrastructure is not. Counted apart from the task's own failures.
+    Outage,
+    /// Something failed that another try may not hit (a source read error, a task
+    /// thread that died).
+    Transient,
+    /// A bug: something that must not fail did (an unencodable marker).
+    Internal,
+}
+
+impl FailureKind {
+    /// Whether another delivery of the task may succeed.
+    pub fn is_retryable(self) -> bool {
+        matches!(self, FailureKind::Outage | FailureKind::Transient)
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            FailureKind::BadInput => "bad input",
+            FailureKind::Refused => "refused task",
+            FailureKind::Config => "configuration",
+            FailureKind::Outage => "outage",
+            FailureKind::Transient => "transient",
+            FailureKind::Internal => "internal",
+        }
+    }
+}
+
+/// A classified failure of one task attempt. Displays as its message alone, which
+/// names the input, line or object it is about.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, thiserror::Error)]
+#[error("{message}")]
+pub struct Failure {
+    pub kind: FailureKind,
+    pub message: String,
+}
+
+impl Failure {
+    pub fn new(kind: FailureKind, message: impl Into<String>) -> Self {
+        Failure {
+            kind,
+            message: message.into(),
+        }
+    }
+    pub fn bad_input(m: impl std::fmt::Display) -> Self {
+        Failure::new(FailureKind::BadInput, m.to_string())
+    }
+    pub fn refused(m: impl std::fmt::Display) -> Self {
+        Failure::new(FailureKind::Refused, m.to_string())
+    }
+    pub fn config(m: impl std::fmt::Display) -> Self {
+        Failure::new(FailureKind::Config, m.to_string())
+    }
+    pub fn outage(m: impl std::fmt::Display) -> Self {
+        Failure::new(FailureKind::Outage, m.to_string())
+    }
+    pub fn transient(m: impl std::fmt::Display) -> Self {
+        Failure::new(FailureKind::Transient, m.to_string())
+    }
+    pub fn internal(m: impl std::fmt::Display) -> Self {
+        Failure::new(FailureKind::Internal, m.to_string())
+    }
+    pub fn is_retryable(&self) -> bool {
+        self.kind.is_retryable()
+    }
 }
 
 #[cfg(test)]
@@ -346,6 +422,36 @@ mod tests {
         assert!(split(0, "/in.csv").validate().is_err());
         assert!(split(4, "").validate().is_err());
         assert!(split(4, &"x".repeat(5000)).validate().is_err());
+    }
+
+    #[test]
+    fn failures_travel_with_their_kind() {
+        let r = TaskReport {
+            job: JobId::parse("j1").unwrap(),
+            task: TaskRef::Merge(ShardId(1)),
+            attempt: Attempt(2),
+            status: ReportStatus::Retrying(Failure::outage("store gone")),
+        };
+        let back: TaskReport = decode(&encode(&r).unwrap()).unwrap();
+        assert_eq!(back, r);
+        let ReportStatus::Retrying(f) = back.status else {
+            panic!("status changed")
+        };
+        assert_eq!(f.kind, FailureKind::Outage);
+        assert!(f.is_retryable());
+        for k in [
+            FailureKind::BadInput,
+            FailureKind::Refused,
+            FailureKind::Config,
+            FailureKind::Internal,
+        ] {
+            assert!(!k.is_retryable(), "{}", k.as_str());
+        }
+        assert!(FailureKind::Transient.is_retryable());
+        assert_eq!(
+            Failure::bad_input("in.csv:3: bad").to_string(),
+            "in.csv:3: bad"
+        );
     }
 
     #[test]

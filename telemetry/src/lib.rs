@@ -7,12 +7,15 @@
 //!   up and, for a worker, the task consumer is open; 503 while draining after
 //!   SIGTERM, so that a load balancer or Kubernetes stops counting the pod).
 //!
+//! - [`Progress`]: live counters an embedded run's progress line reads from its
+//!   in-process workers.
+//!
 //! Counters count what *this process* did: a task executed twice (a redelivery after a
 //! worker died mid-task) is counted twice, by whichever workers ran it. Summed over a
 //! fleet without such faults they equal the manifest's totals.
 
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, LazyLock, Mutex};
 
 use http_body_util::Full;
@@ -26,6 +29,13 @@ use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
 use prometheus_client::registry::{Registry, Unit};
 use tokio::net::TcpListener;
 use tracing::{debug, info, warn};
+
+/// Live counters of this process's task loops, for a progress display.
+#[derive(Debug, Default)]
+pub struct Progress {
+    pub rows_read: AtomicU64,
+    pub shards_merged: AtomicU64,
+}
 
 /// Labels `kind` (split, merge) and `outcome`.
 pub type TaskLabels = [(&'static str, &'static str); 2];

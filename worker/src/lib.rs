@@ -5,8 +5,6 @@
 //!
 //! It never plans a job, tracks shards or publishes results: that is the coordinator.
 
-/// Test-only fault injection, driven by environment variables.
-pub mod fault;
 /// Input: local files and store objects, gzip, CSV rows by header name.
 pub mod input;
 /// Reduce phase: aggregate, project through line diffs, sum, encode a part.

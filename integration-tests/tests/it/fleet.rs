@@ -612,7 +612,7 @@ fn forged_task_with_4294967295_shards_no_longer_kills_the_worker() {
 /// created with, and a bad job id makes the message poison.
 #[test]
 fn forged_split_task_cannot_read_files_outside_its_job() {
-    use covmerge_proto::wire::{self, ReportStatus, SplitTask, Task, TaskReport};
+    use covmerge_proto::wire::{self, FailureKind, ReportStatus, SplitTask, Task, TaskReport};
     use covmerge_proto::{JobId, SplitId};
     use covmerge_queue::{amqp::AmqpQueue, Event, Queue, DEFAULT_DELIVERY_LIMIT};
 
@@ -649,8 +649,9 @@ fn forged_split_task_cannot_read_files_outside_its_job() {
             match next_event(&q, &job).await {
                 Event::Report(b) => {
                     let r: TaskReport = wire::decode(&b).unwrap();
-                    if let ReportStatus::Failed { error } = r.status {
-                        refused = Some(error);
+                    if let ReportStatus::Failed(f) = r.status {
+                        assert_eq!(f.kind, FailureKind::Refused, "{f}");
+                        refused = Some(f.message);
                     }
                 }
                 Event::DeadLetter { .. } => dead = true,
@@ -686,8 +687,9 @@ fn forged_split_task_cannot_read_files_outside_its_job() {
             match next_event(&q, &job).await {
                 Event::Report(b) => {
                     let r: TaskReport = wire::decode(&b).unwrap();
-                    if let ReportStatus::Failed { error } = r.status {
-                        refused_go = Some(error);
+                    if let ReportStatus::Failed(f) = r.status {
+                        assert_eq!(f.kind, FailureKind::Refused, "{f}");
+                        refused_go = Some(f.message);
                     }
                 }
                 Event::DeadLetter { .. } => dead_go = true,
@@ -790,6 +792,61 @@ fn lost_report_no_longer_hangs_the_coordinator() {
     assert!(log.contains("reporting it again"), "{log}");
     // 3 splits and 6 shards, each done once: reported again, not redone.
     assert_eq!(log.matches("part written").count(), 6, "{log}");
+}
+
+/// Messages ready in the shared task queue, as RabbitMQ counts them.
+fn tasks_ready() -> usize {
+    let o = std::process::Command::new("rabbitmqctl")
+        .args([
+            "-q",
+            "list_queues",
+            "-p",
+            &fleet::vhost(),
+            "name",
+            "messages_ready",
+        ])
+        .output()
+        .expect("rabbitmqctl");
+    String::from_utf8_lossy(&o.stdout)
+        .lines()
+        .filter_map(|l| l.split_once('\t'))
+        .find(|(name, _)| *name == "covmerge.tasks")
+        .and_then(|(_, n)| n.trim().parse().ok())
+        .unwrap_or(0)
+}
+
+/// Found when two test suites shared one vhost: a task removed from the queue by
+/// someone else (here: the queue purged) was never published again, and the
+/// coordinator waited forever. After `--republish-secs` of silence it publishes the
+/// tasks it still waits for again.
+#[test]
+fn tasks_lost_from_the_queue_no_longer_hang_the_coordinator() {
+    let _g = fleet::lock();
+    let s = setup(97, false);
+    let amqp = fleet::amqp();
+    let store = file_store(&s.tmp.path().join("store"));
+    let out = s.tmp.path().join("out.gz");
+    let mut a = s.coord_args(&amqp, &store, &out);
+    a.extend_from_slice(&["--republish-secs", "3", "--reconcile-secs", "1"]);
+    let coord = fleet::coordinator_spawn(&a);
+    // No worker yet: the three split tasks wait in the queue until they are purged.
+    let t0 = std::time::Instant::now();
+    while tasks_ready() < 3 {
+        assert!(t0.elapsed() < LONG, "the split tasks were never published");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let purged = std::process::Command::new("rabbitmqctl")
+        .args(["-q", "purge_queue", "-p", &fleet::vhost(), "covmerge.tasks"])
+        .output()
+        .unwrap();
+    assert!(purged.status.success());
+    assert_eq!(tasks_ready(), 0);
+    let _w = worker(s.tmp.path(), 94, &store, &[], &[]);
+    let o = coord.join().unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{err}");
+    assert!(err.contains("publishing the waiting tasks again"), "{err}");
+    assert_eq!(gunzip(&out), s.want);
 }
 
 /// Waits until `dir` holds at least `n` `.done` markers.

@@ -88,24 +88,54 @@ pub(crate) fn plain_commit(commit: &[u8]) -> Option<&str> {
     ok.then_some(s)
 }
 
+/// A source spec, parsed: which provider, and its argument.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SourceSpec<'a> {
+    /// `dir:ROOT`
+    Dir(&'a str),
+    /// `git:PATH`
+    Git(&'a str),
+    /// `store:URL`
+    Store(&'a str),
+}
+
+impl<'a> SourceSpec<'a> {
+    /// Parses `dir:ROOT`, `git:PATH` or `store:URL` without opening anything (the
+    /// command line checks a spec with this before any work).
+    pub fn parse(spec: &'a str) -> Result<Self, SourceError> {
+        if let Some(root) = spec.strip_prefix("dir:") {
+            Ok(SourceSpec::Dir(root))
+        } else if let Some(path) = spec.strip_prefix("git:") {
+            Ok(SourceSpec::Git(path))
+        } else if let Some(url) = spec.strip_prefix("store:") {
+            Ok(SourceSpec::Store(url))
+        } else {
+            Err(SourceError::Spec {
+                spec: spec.to_string(),
+                reason: "expected dir:ROOT, git:PATH or store:URL".into(),
+            })
+        }
+    }
+}
+
 /// Opens a source spec: `dir:ROOT`, `git:PATH`, or `store:URL`.
 pub fn open_source(spec: &str) -> Result<Arc<dyn Source>, SourceError> {
     let bad = |reason: &str| SourceError::Spec {
         spec: spec.to_string(),
         reason: reason.to_string(),
     };
-    if let Some(root) = spec.strip_prefix("dir:") {
-        if !std::path::Path::new(root).is_dir() {
-            return Err(bad("not a directory"));
+    match SourceSpec::parse(spec)? {
+        SourceSpec::Dir(root) => {
+            if !std::path::Path::new(root).is_dir() {
+                return Err(bad("not a directory"));
+            }
+            Ok(Arc::new(DirSource::new(root)))
         }
-        Ok(Arc::new(DirSource::new(root)))
-    } else if let Some(path) = spec.strip_prefix("git:") {
-        Ok(Arc::new(GitSource::open(path)?))
-    } else if let Some(url) = spec.strip_prefix("store:") {
-        let store = covmerge_storage::Store::open(url).map_err(|e| bad(&e.to_string()))?;
-        Ok(Arc::new(StoreSource::new(store)))
-    } else {
-        Err(bad("expected dir:ROOT, git:PATH or store:URL"))
+        SourceSpec::Git(path) => Ok(Arc::new(GitSource::open(path)?)),
+        SourceSpec::Store(url) => {
+            let store = covmerge_storage::Store::open(url).map_err(|e| bad(&e.to_string()))?;
+            Ok(Arc::new(StoreSource::new(store)))
+        }
     }
 }
 

@@ -400,26 +400,7 @@ pub fn parse_module_rule(s: &str) -> Result<GoModule, String> {
     })
 }
 
-/// The default manager of an input: a directory's name, or a file's name without its
-/// extension(s) (`runs/mgr-c.out` → `mgr-c`, `p.out.gz` → `p`).
-pub fn default_manager(input: &str) -> String {
-    let trimmed = input.trim_end_matches('/');
-    let base = trimmed.rsplit('/').next().unwrap_or(trimmed);
-    let stem = match base.find('.') {
-        Some(0) | None => base,
-        Some(i) => &base[..i],
-    };
-    stem.to_string()
-}
-
-/// Whether `path` is a local directory holding at least one `covmeta.*` file.
-pub fn is_covdata_dir(path: &str) -> bool {
-    let Ok(rd) = std::fs::read_dir(path) else {
-        return false;
-    };
-    rd.flatten()
-        .any(|e| e.file_name().to_string_lossy().starts_with("covmeta."))
-}
+pub use covmerge_proto::job::default_manager;
 
 #[cfg(test)]
 mod tests {
@@ -453,14 +434,6 @@ mod tests {
         assert!(parse_module_rule("example.com/m=../x").is_err());
         assert!(parse_module_rule("example.com/m=/abs").is_err());
         assert!(parse_module_rule("nodir").is_err());
-    }
-
-    #[test]
-    fn default_manager_is_the_name_without_extension() {
-        assert_eq!(default_manager("runs/mgr-c.out"), "mgr-c");
-        assert_eq!(default_manager("runs/p.out.gz"), "p");
-        assert_eq!(default_manager("/data/covdir-7/"), "covdir-7");
-        assert_eq!(default_manager("plain"), "plain");
     }
 
     #[test]

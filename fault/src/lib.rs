@@ -1,4 +1,7 @@
-//! Fault injection for the fleet's end-to-end tests, off unless the environment asks:
+//! Fault injection for the fleet's end-to-end tests.
+//!
+//! Every hook is inert unless the crate is built with the `enabled` feature (test builds
+//! only: the integration-tests crate turns it on) *and* the environment asks:
 //!
 //! - `COVMERGE_FAULT_SLEEP=<point>:<ms>` pauses at a point so a test can kill or stop
 //!   the worker exactly there. Points: `split` (after the first spill chunk is stored),
@@ -12,6 +15,9 @@
 //! - `COVMERGE_FAULT_FAIL_REPORTS=1` fails the first report publish of each task, as
 //!   a broker that refused it would.
 //!
+//! - `COVMERGE_FAULT_DUPLICATE_TASKS=1` makes the coordinator publish every task twice,
+//!   as a broker redelivering would.
+//!
 //! Each hook logs `fault point reached` with the point, which tests wait for.
 
 use std::collections::HashSet;
@@ -19,6 +25,9 @@ use std::sync::{Mutex, OnceLock};
 use std::time::Duration;
 
 fn sleep_spec() -> Option<&'static (String, u64)> {
+    if !cfg!(feature = "enabled") {
+        return None;
+    }
     static S: OnceLock<Option<(String, u64)>> = OnceLock::new();
     S.get_or_init(|| {
         let v = std::env::var("COVMERGE_FAULT_SLEEP").ok()?;
@@ -66,6 +75,9 @@ pub async fn pause_async(point: &str) {
 pub fn fail_shard(shard: u32) -> bool {
     static S: OnceLock<Option<u32>> = OnceLock::new();
     S.get_or_init(|| {
+        if !cfg!(feature = "enabled") {
+            return None;
+        }
         std::env::var("COVMERGE_FAULT_FAIL_SHARD")
             .ok()?
             .parse()
@@ -74,7 +86,7 @@ pub fn fail_shard(shard: u32) -> bool {
 }
 
 fn flag(name: &str) -> bool {
-    std::env::var(name).is_ok_and(|v| v == "1")
+    cfg!(feature = "enabled") && std::env::var(name).is_ok_and(|v| v == "1")
 }
 
 /// Whether the report of `task` is to be lost.
@@ -94,4 +106,27 @@ pub fn fail_report(task: &str) -> bool {
         .unwrap()
         .get_or_insert_with(HashSet::new)
         .insert(task.to_string())
+}
+
+/// Whether the coordinator publishes every task twice.
+pub fn duplicate_tasks() -> bool {
+    static S: OnceLock<bool> = OnceLock::new();
+    *S.get_or_init(|| flag("COVMERGE_FAULT_DUPLICATE_TASKS"))
+}
+
+#[cfg(test)]
+mod tests {
+    /// Run alone (`cargo test -p covmerge-fault`) the feature is off and the hooks must
+    /// ignore the environment; in the workspace's test build it is on.
+    #[test]
+    fn hooks_follow_the_feature_not_just_the_environment() {
+        std::env::set_var("COVMERGE_FAULT_SLEEP", "probe:5");
+        std::env::set_var("COVMERGE_FAULT_FAIL_SHARD", "7");
+        std::env::set_var("COVMERGE_FAULT_DUPLICATE_TASKS", "1");
+        let on = cfg!(feature = "enabled");
+        assert_eq!(super::pause("probe").is_some(), on);
+        assert_eq!(super::fail_shard(7), on);
+        assert_eq!(super::duplicate_tasks(), on);
+        assert!(super::pause("other").is_none());
+    }
 }

@@ -1,17 +1,19 @@
 //! `covmerge merge`: the coordinator and `workers` task loops in one process, over the
 //! in-process queue and a local store in a temporary directory (removed afterwards).
 //! Same code path as the fleet: only the queue and the store differ.
+//!
+//! It lives in the binary because it is where both sides meet: the coordinator and the
+//! worker crates share only `covmerge-proto` and know nothing of each other.
 
 use std::sync::Arc;
 
+use covmerge_coordinator::progress::ProgressView;
+use covmerge_coordinator::{run_job, JobError, JobOptions, JobOutcome, Start};
 use covmerge_proto::JobSpec;
 use covmerge_queue::{memory::MemoryQueue, Queue};
 use covmerge_storage::Store;
 use covmerge_worker::{run::Executor, run_worker, WorkerConfig};
 use tokio::sync::watch;
-
-use crate::progress::ProgressView;
-use crate::{run_job, JobError, JobOptions, JobOutcome};
 
 /// Runs a whole job in this process with `workers` parallel task loops.
 pub async fn run_embedded(
@@ -45,7 +47,7 @@ pub async fn run_embedded(
     let mut opts = opts.clone();
     opts.result_in_store = false;
     opts.cleanup = false;
-    let r = run_job(spec, &opts, queue, store, &progress).await;
+    let r = run_job(Start::New(Box::new(spec)), &opts, queue, store, &progress).await;
     let _ = stop_tx.send(true);
     for l in loops {
         let _ = l.await;

@@ -1,0 +1,131 @@
+//! Where a job's objects live in the store: the one place that names them.
+//!
+//! ```text
+//! jobs/<job>/job.json                                  the JobSpec (written first)
+//! jobs/<job>/spill/<split>/<nonce>/<shard>-<seq>.cms   spill chunks of one split attempt
+//! jobs/<job>/splits/<split>.done                       SplitOutcome (the split's commit point)
+//! jobs/<job>/parts/<shard>.jsonl.gz                    a merged part
+//! jobs/<job>/parts/<shard>.done                        MergeOutcome (the shard's commit point)
+//! jobs/<job>/attempts/<task>/<nonce>                   one empty object per execution started
+//! jobs/<job>/result.jsonl.gz                           the assembled result (fleet mode)
+//! jobs/<job>/manifest.json                             the manifest, written last
+//! ```
+//!
+//! The coordinator writes `job.json`, the result and the manifest; workers write
+//! everything else; `covmerge status` only reads. All three build keys here.
+
+use crate::wire::TaskRef;
+use crate::{JobId, ShardId, SplitId};
+
+/// `jobs/<job>`: everything of one job is under this prefix.
+pub fn job_prefix(job: &JobId) -> String {
+    format!("jobs/{job}")
+}
+
+/// The job's spec, written by the coordinator before any task.
+pub fn job_spec(job: &JobId) -> String {
+    format!("jobs/{job}/job.json")
+}
+
+/// The prefix every spill chunk of the job starts with (a merge task may name no other).
+pub fn spill_prefix(job: &JobId) -> String {
+    format!("jobs/{job}/spill/")
+}
+
+/// One spill chunk of one split attempt (`nonce`) for one shard.
+pub fn spill(job: &JobId, split: SplitId, nonce: &str, shard: ShardId, seq: u32) -> String {
+    format!("jobs/{job}/spill/{split}/{nonce}/{shard}-{seq:05}.cms")
+}
+
+/// A split's commit point (its `SplitOutcome`).
+pub fn split_done(job: &JobId, split: SplitId) -> String {
+    format!("jobs/{job}/splits/{split}.done")
+}
+
+/// The prefix of every split marker.
+pub fn splits(job: &JobId) -> String {
+    format!("jobs/{job}/splits/")
+}
+
+/// The prefix of every part and part marker.
+pub fn parts(job: &JobId) -> String {
+    format!("jobs/{job}/parts/")
+}
+
+/// A shard's merged part.
+pub fn part(job: &JobId, shard: ShardId) -> String {
+    format!("jobs/{job}/parts/{shard}.jsonl.gz")
+}
+
+/// A shard's commit point (its `MergeOutcome`).
+pub fn part_done(job: &JobId, shard: ShardId) -> String {
+    format!("jobs/{job}/parts/{shard}.done")
+}
+
+/// The marker of a task: its output exists.
+pub fn done(job: &JobId, task: TaskRef) -> String {
+    match task {
+        TaskRef::Split(s) => split_done(job, s),
+        TaskRef::Merge(s) => part_done(job, s),
+    }
+}
+
+/// Where executions of tasks are recorded, one object each.
+pub fn attempts(job: &JobId) -> String {
+    format!("jobs/{job}/attempts/")
+}
+
+/// The directory name of a task under [`attempts`].
+pub fn task_dir(task: TaskRef) -> String {
+    match task {
+        TaskRef::Split(s) => format!("split-{s}"),
+        TaskRef::Merge(s) => format!("shard-{s}"),
+    }
+}
+
+/// One execution of a task.
+pub fn attempt(job: &JobId, task: TaskRef, nonce: &str) -> String {
+    format!("jobs/{job}/attempts/{}/{nonce}", task_dir(task))
+}
+
+/// The assembled result kept in the store (fleet mode).
+pub fn result(job: &JobId) -> String {
+    format!("jobs/{job}/result.jsonl.gz")
+}
+
+/// The job's manifest: its presence means the job ended.
+pub fn manifest(job: &JobId) -> String {
+    format!("jobs/{job}/manifest.json")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_key_is_under_the_job_prefix() {
+        let j = JobId::parse("j1").unwrap();
+        let p = format!("{}/", job_prefix(&j));
+        let keys = [
+            job_spec(&j),
+            spill(&j, SplitId(1), "n", ShardId(2), 3),
+            split_done(&j, SplitId(1)),
+            part(&j, ShardId(2)),
+            part_done(&j, ShardId(2)),
+            splits(&j),
+            parts(&j),
+            attempt(&j, TaskRef::Merge(ShardId(2)), "n"),
+            result(&j),
+            manifest(&j),
+        ];
+        for k in keys {
+            assert!(k.starts_with(&p), "{k}");
+        }
+        assert!(spill(&j, SplitId(1), "n", ShardId(2), 3).starts_with(&spill_prefix(&j)));
+        assert_eq!(
+            done(&j, TaskRef::Split(SplitId(1))),
+            split_done(&j, SplitId(1))
+        );
+        assert_eq!(part(&j, ShardId(2)), "jobs/j1/parts/00002.jsonl.gz");
+    }
+}

@@ -1,0 +1,55 @@
+//! Every error of a task, classified once into a typed [`Failure`] whose kind travels
+//! in the report: retried (`Outage`, `Transient`) or not (bad input, a refused task,
+//! the configuration, a bug).
+
+use covmerge_proto::wire::{Failure, FailureKind};
+
+use crate::merge::MergeError;
+use crate::source::SourceError;
+use crate::split::SplitError;
+
+/// A task failure, classified once where it happens ([`FailureKind`]); the same value
+/// travels in the report.
+pub type TaskError = Failure;
+
+/// A store error: transient ones (still failing after the store's own retry budget)
+/// are outages; the others (access denied, an object missing) are the configuration's.
+pub fn store_failure(e: covmerge_storage::StoreError) -> Failure {
+    if e.is_transient() {
+        Failure::outage(e)
+    } else {
+        Failure::config(e)
+    }
+}
+
+/// Only a failed chunk write can succeed on retry; bad input stays bad.
+impl From<SplitError> for Failure {
+    fn from(e: SplitError) -> Self {
+        let kind = match &e {
+            SplitError::Emit {
+                transient: true, ..
+            } => FailureKind::Outage,
+            SplitError::Emit { .. } => FailureKind::Config,
+            SplitError::Input(_) | SplitError::Go(_) => FailureKind::BadInput,
+        };
+        Failure::new(kind, e.to_string())
+    }
+}
+
+impl From<MergeError> for Failure {
+    fn from(e: MergeError) -> Self {
+        let kind = match &e {
+            MergeError::Fetch {
+                transient: true, ..
+            } => FailureKind::Outage,
+            MergeError::Fetch { .. } => FailureKind::Config,
+            MergeError::Source(SourceError::Io { .. }) => FailureKind::Transient,
+            MergeError::Source(SourceError::Spec { .. }) => FailureKind::Config,
+            // A chunk this job's splits wrote that no longer decodes, or a part that
+            // cannot be encoded: not the input's fault, and not curable by a retry.
+            MergeError::Spill { .. } | MergeError::Encode(_) => FailureKind::Internal,
+            MergeError::SumOverflow { .. } => FailureKind::BadInput,
+        };
+        Failure::new(kind, e.to_string())
+    }
+}

@@ -1,0 +1,33 @@
+//! Executing tasks ([`Executor`]) and the worker loop over a queue ([`run_worker`]).
+//!
+//! A task's outputs are written under the job's prefix in the store (the keys are
+//! `covmerge_proto::layout`'s), data first and the `.done` marker last; the report is
+//! published and the delivery acknowledged only after that. A worker killed at any
+//! point leaves either nothing, or objects that a redelivery overwrites with identical
+//! bytes.
+//!
+//! A worker trusts no task: it checks every field against hard bounds
+//! ([`covmerge_proto::wire::Task::validate`]) and the task against the job the
+//! coordinator stored (`jobs/<job>/job.json`: a split may only read one of the job's
+//! inputs, a merge only use the job's source and base commit). A task whose marker
+//! already exists is not redone: its report is sent again from the marker (the first
+//! report may have been lost). A report that cannot be published hands the task back
+//! instead of acknowledging it, so the redelivery reports it.
+//!
+//! - [`executor`]: admitting a task, running a split or a merge, writing its outputs.
+//! - [`failure`]: every error of a task classified once into a typed `Failure`.
+//! - [`cancel`]: how a handed-back task's thread stops reading and waiting.
+//! - [`serve`]: the loop over deliveries: report, acknowledge, retry with backoff.
+
+mod cancel;
+pub mod executor;
+pub mod failure;
+pub mod serve;
+
+/// The store layout lives in `covmerge_proto::layout`; re-exported for callers that
+/// knew it here.
+pub use covmerge_proto::layout as keys;
+pub use covmerge_telemetry::Progress;
+pub use executor::{Executor, WorkerConfig};
+pub use failure::{store_failure, TaskError};
+pub use serve::{retry_backoff, run_worker};

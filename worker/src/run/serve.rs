@@ -1,0 +1,239 @@
+//! The worker loop: takes deliveries, runs them on an [`Executor`], reports, and
+//! acknowledges, rejects or hands back with backoff.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use covmerge_proto::wire::{self, ReportStatus, Task, TaskReport};
+use covmerge_proto::Attempt;
+use covmerge_queue::Queue;
+use covmerge_telemetry::{metrics, outcome};
+use tokio::sync::watch;
+use tracing::{info, warn};
+
+use super::executor::*;
+
+/// Backoff before handing a failed task back: 0.5 s × 2^(attempt-1), capped at 30 s,
+/// with ±50 % jitter so a fleet does not retry in lockstep.
+pub fn retry_backoff(attempt: u32) -> Duration {
+    let base = 500u64
+        .saturating_mul(1 << attempt.saturating_sub(1).min(6))
+        .min(30_000);
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.subsec_nanos())
+        .unwrap_or(0) as u64;
+    let jitter = base / 2 + nanos % (base.max(1));
+    Duration::from_millis(jitter)
+}
+
+/// Logs a failed ack/nack/reject: the broker then redelivers the task by itself, which
+/// is safe, but an operator should see it.
+fn settled(what: &str, r: Result<(), covmerge_queue::QueueError>, job: &str, task: &str) {
+    if let Err(e) = r {
+        warn!(job, task, error = %e, "{what} of the delivery failed; the broker redelivers the task");
+    }
+}
+
+/// Publishes a report; logs and returns whether the broker took it.
+async fn report(queue: &dyn Queue, r: &TaskReport) -> bool {
+    let body = wire::encode(r).expect("reports encode");
+    let task = r.task.to_string();
+    let fault_key = format!("{}/{task}", r.job);
+    if covmerge_fault::lose_report(&fault_key) {
+        warn!(job = %r.job, task, "fault: report lost");
+        return true;
+    }
+    let res = if covmerge_fault::fail_report(&fault_key) {
+        Err(covmerge_queue::QueueError::Unavailable(
+            "fault: report publish failed".into(),
+        ))
+    } else {
+        queue.publish_report(r.job.as_str(), body).await
+    };
+    match res {
+        Ok(()) => true,
+        Err(e) => {
+            warn!(job = %r.job, task, error = %e, "report not delivered");
+            false
+        }
+    }
+}
+
+/// Reports a finished task, then acknowledges it. A report the broker did not take
+/// hands the task back instead: the redelivery finds the marker and reports again.
+async fn report_and_ack(queue: &dyn Queue, delivery: covmerge_queue::Delivery, r: TaskReport) {
+    let (job, task) = (r.job.to_string(), r.task.to_string());
+    if report(queue, &r).await {
+        covmerge_fault::pause_async("ack").await;
+        settled("ack", delivery.ack().await, &job, &task);
+    } else {
+        warn!(
+            job,
+            task, "handing the task back so that its redelivery reports it"
+        );
+        settled("retry", delivery.retry().await, &job, &task);
+    }
+}
+
+fn kind_of(task: &Task) -> &'static str {
+    match task {
+        Task::Split(_) => "split",
+        Task::Merge(_) => "merge",
+    }
+}
+
+/// Adds an executed task's row counts to the metrics.
+fn count_rows(status: &ReportStatus) {
+    let m = metrics();
+    match status {
+        ReportStatus::Split(o) => {
+            m.rows_read.inc_by(o.counts.rows_in);
+            m.rows_bad.inc_by(o.counts.rows_bad);
+        }
+        ReportStatus::Merged(o) => {
+            m.rows_merged.inc_by(o.counts.rows_merged);
+            m.rows_lost.inc_by(o.counts.rows_lost);
+            m.rows_without_line.inc_by(o.counts.rows_without_line);
+            m.rows_deleted.inc_by(o.counts.rows_deleted);
+        }
+        _ => {}
+    }
+}
+
+/// One task executing: `covmerge_tasks_in_flight` and, when it ends however it ends,
+/// `covmerge_task_duration_seconds`.
+struct InFlight {
+    kind: &'static str,
+    start: std::time::Instant,
+}
+
+impl InFlight {
+    fn start(kind: &'static str) -> Self {
+        metrics().in_flight.inc();
+        InFlight {
+            kind,
+            start: std::time::Instant::now(),
+        }
+    }
+}
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        metrics().in_flight.dec();
+        metrics()
+            .task_duration
+            .get_or_create(&[("kind", self.kind)])
+            .observe(self.start.elapsed().as_secs_f64());
+    }
+}
+
+/// Serves tasks from `queue` until `shutdown` turns true. After shutdown no new task
+/// is taken; the current one may run for `grace`, then it is handed back.
+pub async fn run_worker(
+    queue: Arc<dyn Queue>,
+    exec: Arc<Executor>,
+    mut shutdown: watch::Receiver<bool>,
+) -> Result<(), covmerge_queue::QueueError> {
+    loop {
+        if *shutdown.borrow() {
+            return Ok(());
+        }
+        let delivery = tokio::select! {
+            d = queue.next_task() => d?,
+            _ = shutdown.changed() => return Ok(()),
+        };
+        let task: Task = match wire::decode(&delivery.body) {
+            Ok(t) => t,
+            Err(e) => {
+                metrics().task("unknown", outcome::POISON);
+                metrics().dead_letters.inc();
+                warn!(error = %e, bytes = delivery.body.len(), "poison message: dead-lettering it");
+                settled("reject", delivery.reject().await, "?", "?");
+                continue;
+            }
+        };
+        let kind = kind_of(&task);
+        if delivery.attempt > 1 {
+            metrics().redeliveries.inc();
+        }
+        if let Err(why) = task.validate() {
+            metrics().task(kind, outcome::POISON);
+            metrics().dead_letters.inc();
+            warn!(job = %task.job(), task = %task.task_ref(), error = %why, "invalid task: dead-lettering it");
+            settled("reject", delivery.reject().await, task.job().as_str(), "?");
+            continue;
+        }
+        let attempt = Attempt(delivery.attempt);
+        let job = task.job().clone();
+        let task_ref = task.task_ref();
+        let (job_s, task_s) = (job.to_string(), task_ref.to_string());
+        let report_of = |status| TaskReport {
+            job: job.clone(),
+            task: task_ref,
+            attempt,
+            status,
+        };
+        let prepared = async {
+            exec.admit(&task).await?;
+            exec.finished(&task).await
+        };
+        let result = match prepared.await {
+            Ok(Some(status)) => {
+                metrics().task(kind, outcome::ALREADY_DONE);
+                info!(%job, task = %task_ref, "task already done (its marker exists): reporting it again instead of redoing it");
+                Ok(status)
+            }
+            Ok(None) => {
+                exec.record_attempt(&task).await;
+                let _in_flight = InFlight::start(kind);
+                let run = async {
+                    let r = exec.execute(&task).await;
+                    if let Ok(status) = &r {
+                        count_rows(status);
+                        metrics().task(kind, outcome::DONE);
+                    }
+                    r
+                };
+                tokio::pin!(run);
+                tokio::select! {
+                    r = &mut run => r,
+                    _ = shutdown.changed() => {
+                        info!(task = %task_ref, grace = ?exec.cfg.grace, "shutdown: finishing the current task within the grace period");
+                        match tokio::time::timeout(exec.cfg.grace, &mut run).await {
+                            Ok(r) => r,
+                            Err(_) => {
+                                metrics().task(kind, outcome::HANDED_BACK);
+                                warn!(task = %task_ref, "grace period over: handing the task back");
+                                settled("retry", delivery.retry().await, &job_s, &task_s);
+                                return Ok(());
+                            }
+                        }
+                    }
+                }
+            }
+            Err(e) => Err(e),
+        };
+        match result {
+            Ok(status) => report_and_ack(queue.as_ref(), delivery, report_of(status)).await,
+            Err(f) if !f.is_retryable() => {
+                metrics().task(kind, outcome::FAILED);
+                metrics().dead_letters.inc();
+                warn!(%job, task = %task_ref, kind = f.kind.as_str(), error = %f, "task failed permanently");
+                report(queue.as_ref(), &report_of(ReportStatus::Failed(f))).await;
+                settled("reject", delivery.reject().await, &job_s, &task_s);
+            }
+            Err(f) => {
+                metrics().task(kind, outcome::RETRIED);
+                let wait = retry_backoff(attempt.0);
+                warn!(%job, task = %task_ref, attempt = attempt.0, kind = f.kind.as_str(), error = %f, ?wait, "task failed, will be retried");
+                report(queue.as_ref(), &report_of(ReportStatus::Retrying(f))).await;
+                tokio::select! {
+                    _ = tokio::time::sleep(wait) => {}
+                    _ = shutdown.changed() => {}
+                }
+                settled("retry", delivery.retry().await, &job_s, &task_s);
+            }
+        }
+    }
+}
