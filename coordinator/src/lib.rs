@@ -23,6 +23,8 @@ pub mod progress;
 pub mod state;
 /// `covmerge status`: a job's progress, read from the store.
 pub mod status;
+/// One phase's tasks, tracked until each is final.
+mod tracker;
 
 pub use job::{run_job, JobError, JobOptions, JobOutcome, Start};
 pub use plan::{plan_job, JobRequest};

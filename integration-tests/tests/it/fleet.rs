@@ -1,5 +1,8 @@
 //! Fleet mode (coordinator + worker processes) against the real RabbitMQ and an S3
 //! server, with faults injected: every final result must equal the embedded one.
+//!
+//! (Long by design: each test is one fault scenario with its own setup and assertions,
+//! and they share the helpers at the top and the fleet lock.)
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -839,8 +842,8 @@ fn tasks_lost_from_the_queue_no_longer_hang_the_coordinator() {
         .args(["-q", "purge_queue", "-p", &fleet::vhost(), "covmerge.tasks"])
         .output()
         .unwrap();
+    // (Not asserting an empty queue here: a republish may already follow the purge.)
     assert!(purged.status.success());
-    assert_eq!(tasks_ready(), 0);
     let _w = worker(s.tmp.path(), 94, &store, &[], &[]);
     let o = coord.join().unwrap();
     let err = String::from_utf8_lossy(&o.stderr);

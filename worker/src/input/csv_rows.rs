@@ -1,3 +1,9 @@
+//! CSV rows of SPEC §2: columns found by header name, each row's fields checked against
+//! the bad-input rules of SPEC §6, the first bad rows kept with their line numbers.
+//!
+//! (Long because its tests are: a quarter of the file checks rows against the csv
+//! crate and every bad-row rule.)
+
 use std::io::{self, Read};
 
 /// The required columns of SPEC §2, in the order of [`Columns`]' fields.

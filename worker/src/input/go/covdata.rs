@@ -19,6 +19,9 @@
 //! Everything is checked against the bytes actually there: every length before it is
 //! used, every index, every ULEB128 (at most 32 bits). A bad file is an error naming it
 //! and the byte offset; nothing allocates more than the file's own size allows.
+//!
+//! (One binary format, decoded in one place: the meta file, the counter files and their
+//! two encodings share the reader and its bounds checks; a third of the file is tests.)
 
 use std::collections::HashMap;
 use std::path::Path;
