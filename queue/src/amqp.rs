@@ -22,17 +22,16 @@
 //! The password of the broker URL never appears in logs, errors or `Debug` output:
 //! everything that names the broker uses [`redact`].
 
-use std::collections::hash_map::RandomState;
 use std::collections::{HashMap, HashSet};
 use std::fmt;
 use std::future::Future;
-use std::hash::{BuildHasher, Hasher};
 use std::str::FromStr;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex as StdMutex};
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
+use covmerge_proto::retry::{BackoffBuilder, ExponentialBuilder, RetryPolicy, Retryable};
 use futures::StreamExt;
 use lapin::message::Delivery as LapinDelivery;
 use lapin::options::{
@@ -67,11 +66,6 @@ pub const REPORT_EXCHANGE: &str = "covmerge.reports";
 const EVENT_PREFETCH: u16 = 64;
 /// How long a publish waits for the broker's confirm before giving the connection up.
 const CONFIRM_TIMEOUT: Duration = Duration::from_secs(30);
-/// Publishes and topology operations retried after a broken connection.
-const MAX_ATTEMPTS: u32 = 5;
-/// Backoff between connection attempts.
-const BACKOFF_MIN: Duration = Duration::from_millis(100);
-const BACKOFF_MAX: Duration = Duration::from_secs(5);
 /// One connection attempt (TCP + AMQP handshake + topology) at most.
 const ATTEMPT_TIMEOUT: Duration = Duration::from_secs(15);
 
@@ -284,42 +278,59 @@ impl Drop for EventConsumers {
     }
 }
 
-/// Exponential backoff with jitter within a total time budget.
+/// Pauses of [`RetryPolicy::reconnect`] within a wall-clock budget, for a loop that is
+/// not one operation (a consumer that keeps stopping).
 struct Backoff {
-    next: Duration,
+    delays: <ExponentialBuilder as BackoffBuilder>::Backoff,
     deadline: Instant,
 }
 
 impl Backoff {
     fn new(budget: Duration) -> Self {
         Backoff {
-            next: BACKOFF_MIN,
+            delays: RetryPolicy::reconnect(budget).builder().build(),
             deadline: Instant::now() + budget,
         }
     }
 
     /// Sleeps before the next attempt; `false` when the budget is spent.
     async fn wait(&mut self) -> bool {
-        let now = Instant::now();
-        if now >= self.deadline {
-            return false;
+        let remaining = self.deadline.saturating_duration_since(Instant::now());
+        match self.delays.next() {
+            Some(d) if !remaining.is_zero() => {
+                tokio::time::sleep(d.min(remaining)).await;
+                true
+            }
+            _ => false,
         }
-        let delay = jitter(self.next).min(self.deadline - now);
-        self.next = (self.next * 2).min(BACKOFF_MAX);
-        tokio::time::sleep(delay).await;
-        true
-    }
-
-    fn remaining(&self) -> Duration {
-        self.deadline.saturating_duration_since(Instant::now())
     }
 }
 
-/// `d` scaled by a random factor in [0.5, 1.0).
-fn jitter(d: Duration) -> Duration {
-    let r = RandomState::new().build_hasher().finish();
-    let factor = 0.5 + (r % 1000) as f64 / 2000.0;
-    d.mul_f64(factor)
+/// Why one attempt of a broker operation failed (see [`Inner::with_link`]).
+enum OpFailure {
+    /// The broker or the connection failed: retried (after reconnecting if the
+    /// connection broke) unless it is a channel-level refusal ([`is_permanent`]).
+    Broker(lapin::Error),
+    /// The connection cannot be trusted (no confirm in time, say): reconnect and retry.
+    Suspect(String),
+    /// Returned as is: a refused message, the queue closed, reconnecting gave up.
+    Final(QueueError),
+}
+
+impl From<lapin::Error> for OpFailure {
+    fn from(e: lapin::Error) -> Self {
+        OpFailure::Broker(e)
+    }
+}
+
+impl OpFailure {
+    fn retryable(&self) -> bool {
+        match self {
+            OpFailure::Broker(e) => !is_permanent(e),
+            OpFailure::Suspect(_) => true,
+            OpFailure::Final(_) => false,
+        }
+    }
 }
 
 /// A broker error that reconnecting will not cure (a channel-level refusal such as
@@ -678,40 +689,63 @@ impl Inner {
     }
 
     async fn connect_with_backoff(&self) -> Result<Link, QueueError> {
-        let mut backoff = Backoff::new(self.opts.connect_timeout);
-        let mut tries = 0u32;
-        loop {
-            tries += 1;
-            let limit = backoff
-                .remaining()
+        let budget = self.opts.connect_timeout;
+        let deadline = Instant::now() + budget;
+        let tries = &AtomicU32::new(0);
+        let this = self;
+        let attempt = move || async move {
+            this.check_open().map_err(OpFailure::Final)?;
+            tries.fetch_add(1, Ordering::Relaxed);
+            let limit = deadline
+                .saturating_duration_since(Instant::now())
                 .clamp(Duration::from_millis(50), ATTEMPT_TIMEOUT);
-            let err = match tokio::time::timeout(limit, self.connect_once()).await {
-                Ok(Ok(link)) => {
-                    let reconnect = link.generation > 1;
-                    info!(
-                        url = %self.redacted,
-                        generation = link.generation,
-                        attempts = tries,
-                        "{} RabbitMQ",
-                        if reconnect { "reconnected to" } else { "connected to" }
-                    );
-                    return Ok(link);
-                }
-                Ok(Err(e)) if is_permanent(&e) => {
-                    warn!(url = %self.redacted, error = %self.scrub(&e), "RabbitMQ refused the setup");
-                    return Err(self.unavailable("RabbitMQ refused the setup", &e));
-                }
-                Ok(Err(e)) => self.scrub(&e),
-                Err(_) => format!("attempt timed out after {limit:?}"),
-            };
-            warn!(url = %self.redacted, attempt = tries, error = %err, "cannot connect to RabbitMQ; retrying");
-            if !backoff.wait().await {
-                return Err(QueueError::Unavailable(format!(
-                    "cannot connect to RabbitMQ at {} within {:?} ({tries} attempts): {err}",
-                    self.redacted, self.opts.connect_timeout
-                )));
+            match tokio::time::timeout(limit, this.connect_once()).await {
+                Ok(Ok(link)) => Ok(link),
+                Ok(Err(e)) => Err(OpFailure::Broker(e)),
+                Err(_) => Err(OpFailure::Suspect(format!(
+                    "attempt timed out after {limit:?}"
+                ))),
             }
-            self.check_open()?;
+        };
+        let res = attempt
+            .retry(RetryPolicy::reconnect(budget).builder())
+            .sleep(tokio::time::sleep)
+            .when(OpFailure::retryable)
+            .adjust(|_, wait| {
+                let remaining = deadline.saturating_duration_since(Instant::now());
+                wait.filter(|_| !remaining.is_zero())
+                    .map(|w| w.min(remaining))
+            })
+            .notify(|f, _| {
+                warn!(url = %self.redacted, attempt = tries.load(Ordering::Relaxed), error = %self.describe(f), "cannot connect to RabbitMQ; retrying");
+            })
+            .await;
+        match res {
+            Ok(link) => {
+                let reconnect = link.generation > 1;
+                info!(
+                    url = %self.redacted,
+                    generation = link.generation,
+                    attempts = tries.load(Ordering::Relaxed),
+                    "{} RabbitMQ",
+                    if reconnect { "reconnected to" } else { "connected to" }
+                );
+                Ok(link)
+            }
+            Err(OpFailure::Final(e)) => Err(e),
+            Err(OpFailure::Broker(e)) if is_permanent(&e) => {
+                warn!(url = %self.redacted, error = %self.scrub(&e), "RabbitMQ refused the setup");
+                Err(self.unavailable("RabbitMQ refused the setup", &e))
+            }
+            Err(f) => {
+                let err = self.describe(&f);
+                warn!(url = %self.redacted, attempt = tries.load(Ordering::Relaxed), error = %err, "cannot connect to RabbitMQ; giving up");
+                Err(QueueError::Unavailable(format!(
+                    "cannot connect to RabbitMQ at {} within {budget:?} ({} attempts): {err}",
+                    self.redacted,
+                    tries.load(Ordering::Relaxed)
+                )))
+            }
         }
     }
 
@@ -738,37 +772,70 @@ impl Inner {
         })
     }
 
+    /// `f`'s failure, for logs and errors (without the password).
+    fn describe(&self, f: &OpFailure) -> String {
+        match f {
+            OpFailure::Broker(e) => self.scrub(e),
+            OpFailure::Suspect(why) => why.clone(),
+            OpFailure::Final(e) => self.scrub(e),
+        }
+    }
+
+    /// The one retry loop of broker operations: runs `op` on the current connection
+    /// (reconnecting first if it is gone) and retries as [`RetryPolicy::broker_operation`]
+    /// says while the failure is [`OpFailure::retryable`], reconnecting when the
+    /// connection broke or cannot be trusted.
+    async fn with_link<T, F, Fut>(&self, what: &str, op: F) -> Result<T, QueueError>
+    where
+        F: Fn(Arc<Link>) -> Fut,
+        Fut: Future<Output = Result<T, OpFailure>>,
+    {
+        let (this, op) = (self, &op);
+        let attempt = move || async move {
+            let link = this.link().await.map_err(OpFailure::Final)?;
+            match op(link.clone()).await {
+                Ok(v) => Ok(v),
+                Err(f) => {
+                    let suspect = matches!(f, OpFailure::Suspect(_));
+                    if f.retryable() && (suspect || !link.healthy()) {
+                        this.invalidate(link.generation).await;
+                    }
+                    Err(f)
+                }
+            }
+        };
+        attempt
+            .retry(RetryPolicy::broker_operation().builder())
+            .sleep(tokio::time::sleep)
+            .when(OpFailure::retryable)
+            .notify(|f, _| {
+                warn!(url = %self.redacted, error = %self.describe(f), "{what} failed; retrying");
+            })
+            .await
+            .map_err(|f| {
+                let err = self.describe(&f);
+                warn!(url = %self.redacted, error = %err, "{what} failed");
+                match f {
+                    OpFailure::Final(e) => e,
+                    _ => QueueError::Unavailable(format!("{what} ({}): {err}", self.redacted)),
+                }
+            })
+    }
+
     /// Runs `f` on a fresh channel, retrying after a broken connection.
     async fn on_channel<T, F, Fut>(&self, what: &str, f: F) -> Result<T, QueueError>
     where
         F: Fn(Channel) -> Fut,
         Fut: Future<Output = lapin::Result<T>>,
     {
-        let mut attempt = 0;
-        loop {
-            attempt += 1;
-            let link = self.link().await?;
-            let res = async {
-                let ch = link.conn.create_channel().await?;
-                let out = f(ch.clone()).await?;
-                let _ = ch.close(200, "done".into()).await;
-                Ok::<T, lapin::Error>(out)
-            }
-            .await;
-            match res {
-                Ok(v) => return Ok(v),
-                Err(e) if is_permanent(&e) || attempt >= MAX_ATTEMPTS => {
-                    warn!(url = %self.redacted, error = %self.scrub(&e), "{what} failed");
-                    return Err(self.unavailable(what, &e));
-                }
-                Err(e) => {
-                    warn!(url = %self.redacted, error = %self.scrub(&e), attempt, "{what} failed; retrying");
-                    if !link.healthy() {
-                        self.invalidate(link.generation).await;
-                    }
-                }
-            }
-        }
+        let f = &f;
+        self.with_link(what, |link| async move {
+            let ch = link.conn.create_channel().await?;
+            let out = f(ch.clone()).await?;
+            let _ = ch.close(200, "done".into()).await;
+            Ok(out)
+        })
+        .await
     }
 
     /// Publishes persistent, mandatory and confirmed; retries after a broken connection.
@@ -779,11 +846,8 @@ impl Inner {
         key: String,
         body: &[u8],
     ) -> Result<(), QueueError> {
-        let key = short(key)?;
-        let mut attempt = 0;
-        loop {
-            attempt += 1;
-            let link = self.link().await?;
+        let key = &short(key)?;
+        self.with_link(what, |link| async move {
             let res = tokio::time::timeout(CONFIRM_TIMEOUT, async {
                 link.publisher
                     .basic_publish(
@@ -800,49 +864,35 @@ impl Inner {
                     .await
             })
             .await;
-            let err = match res {
-                Ok(Ok(Confirmation::Ack(None))) => return Ok(()),
+            match res {
+                Ok(Ok(Confirmation::Ack(None))) => Ok(()),
                 Ok(Ok(Confirmation::Ack(Some(ret)) | Confirmation::Nack(Some(ret)))) => {
-                    return Err(QueueError::NotAccepted(format!(
+                    Err(OpFailure::Final(QueueError::NotAccepted(format!(
                         "{what} to {exchange} with key {key} returned: {} {}",
                         ret.reply_code, ret.reply_text
-                    )));
+                    ))))
                 }
-                Ok(Ok(Confirmation::Nack(None))) => {
-                    return Err(QueueError::NotAccepted(format!(
-                        "{what} to {exchange} with key {key} nacked by the broker"
-                    )));
-                }
+                Ok(Ok(Confirmation::Nack(None))) => Err(OpFailure::Final(QueueError::NotAccepted(
+                    format!("{what} to {exchange} with key {key} nacked by the broker"),
+                ))),
+                // Cannot happen on a confirm channel; do not trust this channel.
                 Ok(Ok(Confirmation::NotRequested)) => {
-                    // Cannot happen on a confirm channel; do not trust this channel.
-                    "publish not confirmed".to_string()
+                    Err(OpFailure::Suspect("publish not confirmed".into()))
                 }
-                Ok(Err(e)) if is_permanent(&e) => {
-                    // E.g. NOT_FOUND: an exchange deleted under us. Reconnecting
-                    // redeclares the topology, so retry once more at least.
-                    self.scrub(&e)
-                }
-                Ok(Err(e)) => self.scrub(&e),
-                Err(_) => format!("no confirm within {CONFIRM_TIMEOUT:?}"),
-            };
-            if attempt >= MAX_ATTEMPTS {
-                warn!(url = %self.redacted, error = %err, "{what} failed");
-                return Err(QueueError::Unavailable(format!(
-                    "{what} ({}): {err}",
-                    self.redacted
-                )));
+                // Even a channel-level refusal (NOT_FOUND: an exchange deleted under
+                // us) is retried: reconnecting redeclares the topology.
+                Ok(Err(e)) => Err(OpFailure::Suspect(self.scrub(&e))),
+                Err(_) => Err(OpFailure::Suspect(format!(
+                    "no confirm within {CONFIRM_TIMEOUT:?}"
+                ))),
             }
-            warn!(url = %self.redacted, error = %err, attempt, "{what} failed; reconnecting and retrying");
-            self.invalidate(link.generation).await;
-        }
+        })
+        .await
     }
 
     async fn open_task_consumer(&self) -> Result<TaskConsumer, QueueError> {
-        let mut attempt = 0;
-        loop {
-            attempt += 1;
-            let link = self.link().await?;
-            let res = async {
+        let tc = self
+            .with_link("consuming tasks", |link| async move {
                 let channel = link.conn.create_channel().await?;
                 channel
                     .basic_qos(self.opts.prefetch, BasicQosOptions::default())
@@ -863,27 +913,15 @@ impl Inner {
                         FieldTable::default(),
                     )
                     .await?;
-                Ok::<_, lapin::Error>(TaskConsumer {
+                Ok(TaskConsumer {
                     channel,
                     consumer,
                     opened: Instant::now(),
                 })
-            }
-            .await;
-            match res {
-                Ok(tc) => {
-                    debug!(url = %self.redacted, prefetch = self.opts.prefetch, "consuming {TASK_QUEUE}");
-                    return Ok(tc);
-                }
-                Err(e) if is_permanent(&e) || attempt >= MAX_ATTEMPTS => {
-                    return Err(self.unavailable("consuming tasks", &e));
-                }
-                Err(e) => {
-                    warn!(url = %self.redacted, error = %self.scrub(&e), "cannot consume tasks; retrying");
-                    self.invalidate(link.generation).await;
-                }
-            }
-        }
+            })
+            .await?;
+        debug!(url = %self.redacted, prefetch = self.opts.prefetch, "consuming {TASK_QUEUE}");
+        Ok(tc)
     }
 
     async fn open_event_consumers(
@@ -893,12 +931,10 @@ impl Inner {
     ) -> Result<EventConsumers, QueueError> {
         let seq = events.seq.fetch_add(1, Ordering::SeqCst) + 1;
         let limit = self.opts.delivery_limit;
-        let (reports, dead) = (report_queue(job), dead_queue(job));
-        let mut attempt = 0;
-        loop {
-            attempt += 1;
-            let link = self.link().await?;
-            let res = async {
+        let (reports, dead) = (&report_queue(job), &dead_queue(job));
+        let what = format!("consuming the events of job {job}");
+        let (channel, report_consumer, dead_consumer) = self
+            .with_link(&what, |link| async move {
                 let channel = link.conn.create_channel().await?;
                 channel
                     .basic_qos(EVENT_PREFETCH, BasicQosOptions::default())
@@ -912,41 +948,29 @@ impl Inner {
                         FieldTable::default(),
                     )
                 };
-                let report_consumer = consume(&reports).await?;
-                let dead_consumer = consume(&dead).await?;
-                Ok::<_, lapin::Error>((channel, report_consumer, dead_consumer))
-            }
-            .await;
-            match res {
-                Ok((channel, report_consumer, dead_consumer)) => {
-                    let forwarders = vec![
-                        forward(report_consumer, events.tx.clone(), seq, |d| {
-                            Event::Report(d.data)
-                        }),
-                        forward(dead_consumer, events.tx.clone(), seq, move |d| {
-                            let reason = death_reason(&d, limit);
-                            Event::DeadLetter {
-                                body: d.data,
-                                reason,
-                            }
-                        }),
-                    ];
-                    debug!(url = %self.redacted, job, "consuming the job's reports and dead letters");
-                    return Ok(EventConsumers {
-                        seq,
-                        channel,
-                        forwarders,
-                    });
+                let report_consumer = consume(reports).await?;
+                let dead_consumer = consume(dead).await?;
+                Ok((channel, report_consumer, dead_consumer))
+            })
+            .await?;
+        let forwarders = vec![
+            forward(report_consumer, events.tx.clone(), seq, |d| {
+                Event::Report(d.data)
+            }),
+            forward(dead_consumer, events.tx.clone(), seq, move |d| {
+                let reason = death_reason(&d, limit);
+                Event::DeadLetter {
+                    body: d.data,
+                    reason,
                 }
-                Err(e) if is_permanent(&e) || attempt >= MAX_ATTEMPTS => {
-                    return Err(self.unavailable(&format!("consuming the events of job {job}"), &e));
-                }
-                Err(e) => {
-                    warn!(url = %self.redacted, job, error = %self.scrub(&e), "cannot consume job events; retrying");
-                    self.invalidate(link.generation).await;
-                }
-            }
-        }
+            }),
+        ];
+        debug!(url = %self.redacted, job, "consuming the job's reports and dead letters");
+        Ok(EventConsumers {
+            seq,
+            channel,
+            forwarders,
+        })
     }
 
     fn job_events(&self, job: &str) -> Arc<JobEvents> {
@@ -1207,7 +1231,8 @@ impl Queue for AmqpQueue {
                     if current {
                         warn!(url = %inner.redacted, job, "job event consumers stopped; consuming again");
                         // Consumers that keep stopping must not spin.
-                        tokio::time::sleep(jitter(BACKOFF_MIN * 2)).await;
+                        let reconnect = RetryPolicy::reconnect(inner.opts.connect_timeout);
+                        tokio::time::sleep(reconnect.delay(2)).await;
                     }
                 }
                 Some(EventMsg::Closed) | None => return Err(QueueError::Closed),
