@@ -39,11 +39,12 @@ use lapin::options::{
     BasicRejectOptions, ConfirmSelectOptions, ExchangeDeclareOptions, QueueBindOptions,
     QueueDeclareOptions, QueueDeleteOptions,
 };
+use lapin::protocol::{AMQPErrorKind, AMQPHardError, AMQPSoftError};
 use lapin::types::{AMQPValue, FieldTable, ShortString};
 use lapin::uri::AMQPUri;
 use lapin::{
     Acker, BasicProperties, Channel, Confirmation, Connection, ConnectionProperties, Consumer,
-    ExchangeKind,
+    ErrorKind, ExchangeKind,
 };
 use tokio::sync::{mpsc, Mutex};
 use tokio::task::JoinHandle;
@@ -333,10 +334,26 @@ impl OpFailure {
     }
 }
 
-/// A broker error that reconnecting will not cure (a channel-level refusal such as
-/// PRECONDITION_FAILED for a declaration with other arguments, or ACCESS_REFUSED).
+/// A broker error that says the setup is wrong: credentials or a vhost refused
+/// (ACCESS_REFUSED, NOT_ALLOWED, INVALID_PATH), a declaration with other arguments
+/// (PRECONDITION_FAILED), no common protocol or auth mechanism. Reported as
+/// [`QueueError::Config`].
+fn is_config_error(e: &lapin::Error) -> bool {
+    match e.kind() {
+        ErrorKind::ProtocolError(a) => matches!(
+            a.kind(),
+            AMQPErrorKind::Soft(AMQPSoftError::ACCESSREFUSED | AMQPSoftError::PRECONDITIONFAILED)
+                | AMQPErrorKind::Hard(AMQPHardError::NOTALLOWED | AMQPHardError::INVALIDPATH)
+        ),
+        ErrorKind::AuthProviderError(_) | ErrorKind::InvalidProtocolVersion(_) => true,
+        _ => false,
+    }
+}
+
+/// A broker error that reconnecting will not cure: a configuration error, or another
+/// channel-level refusal of the operation (NOT_FOUND, RESOURCE_LOCKED).
 fn is_permanent(e: &lapin::Error) -> bool {
-    e.is_amqp_soft_error()
+    e.is_amqp_soft_error() || is_config_error(e)
 }
 
 fn short(s: String) -> Result<ShortString, QueueError> {
@@ -538,13 +555,13 @@ impl AmqpQueue {
     /// [`AmqpQueue::connect`] with explicit options.
     pub async fn connect_with(url: &str, opts: AmqpOptions) -> Result<AmqpQueue, QueueError> {
         let redacted = redact(url);
-        check_url(url).map_err(|why| {
-            QueueError::Unavailable(format!("invalid AMQP URL {redacted}: {why}"))
-        })?;
-        let uri = AMQPUri::from_str(url).map_err(|_| {
-            // The parser's message quotes the URL: do not pass it on.
-            QueueError::Unavailable(format!("invalid AMQP URL {redacted}"))
-        })?;
+        let invalid = |reason: String| QueueError::Config {
+            what: format!("invalid AMQP URL {redacted}"),
+            reason,
+        };
+        check_url(url).map_err(invalid)?;
+        // The parser's message quotes the URL: do not pass it on.
+        let uri = AMQPUri::from_str(url).map_err(|_| invalid("lapin cannot parse it".into()))?;
         let mut hide = Vec::new();
         let password = uri.authority.userinfo.password.clone();
         if !password.is_empty() {
@@ -558,9 +575,10 @@ impl AmqpQueue {
             }
         }
         if opts.prefetch == 0 {
-            return Err(QueueError::Unavailable(
-                "prefetch must be at least 1".into(),
-            ));
+            return Err(QueueError::Config {
+                what: format!("AMQP options for {redacted}"),
+                reason: "prefetch must be at least 1".into(),
+            });
         }
         let q = AmqpQueue {
             inner: Arc::new(Inner {
@@ -641,8 +659,17 @@ impl Inner {
         s
     }
 
-    fn unavailable(&self, what: &str, e: &dyn fmt::Display) -> QueueError {
-        QueueError::Unavailable(format!("{what} ({}): {}", self.redacted, self.scrub(e)))
+    /// The error of a broker failure that is not retried (any more): a configuration
+    /// error, or the broker unavailable.
+    fn failed(&self, what: &str, e: &lapin::Error) -> QueueError {
+        if is_config_error(e) {
+            QueueError::Config {
+                what: format!("{what} ({})", self.redacted),
+                reason: self.scrub(e),
+            }
+        } else {
+            QueueError::Unavailable(format!("{what} ({}): {}", self.redacted, self.scrub(e)))
+        }
     }
 
     fn check_open(&self) -> Result<(), QueueError> {
@@ -735,7 +762,7 @@ impl Inner {
             Err(OpFailure::Final(e)) => Err(e),
             Err(OpFailure::Broker(e)) if is_permanent(&e) => {
                 warn!(url = %self.redacted, error = %self.scrub(&e), "RabbitMQ refused the setup");
-                Err(self.unavailable("RabbitMQ refused the setup", &e))
+                Err(self.failed("RabbitMQ refused the setup", &e))
             }
             Err(f) => {
                 let err = self.describe(&f);
@@ -817,7 +844,10 @@ impl Inner {
                 warn!(url = %self.redacted, error = %err, "{what} failed");
                 match f {
                     OpFailure::Final(e) => e,
-                    _ => QueueError::Unavailable(format!("{what} ({}): {err}", self.redacted)),
+                    OpFailure::Broker(e) => self.failed(what, &e),
+                    OpFailure::Suspect(_) => {
+                        QueueError::Unavailable(format!("{what} ({}): {err}", self.redacted))
+                    }
                 }
             })
     }
@@ -879,8 +909,10 @@ impl Inner {
                 Ok(Ok(Confirmation::NotRequested)) => {
                     Err(OpFailure::Suspect("publish not confirmed".into()))
                 }
-                // Even a channel-level refusal (NOT_FOUND: an exchange deleted under
-                // us) is retried: reconnecting redeclares the topology.
+                // Permissions or arguments the broker refuses: no retry helps.
+                Ok(Err(e)) if is_config_error(&e) => Err(OpFailure::Broker(e)),
+                // Even another channel-level refusal (NOT_FOUND: an exchange deleted
+                // under us) is retried: reconnecting redeclares the topology.
                 Ok(Err(e)) => Err(OpFailure::Suspect(self.scrub(&e))),
                 Err(_) => Err(OpFailure::Suspect(format!(
                     "no confirm within {CONFIRM_TIMEOUT:?}"
@@ -1316,6 +1348,27 @@ mod tests {
             death_reason(&d, 4),
             "delivery limit 4 exceeded (queue covmerge.tasks)"
         );
+    }
+
+    #[tokio::test]
+    async fn bad_url_and_options_are_configuration_errors() {
+        let err = AmqpQueue::connect("amqp://u:s3cret@host:notaport/%2f", 1)
+            .await
+            .unwrap_err();
+        assert!(matches!(err, QueueError::Config { .. }), "{err:?}");
+        assert!(!err.is_transient());
+        let opts = AmqpOptions {
+            prefetch: 0,
+            ..AmqpOptions::default()
+        };
+        let err = AmqpQueue::connect_with("amqp://u:s3cret@127.0.0.1:1/%2f", opts)
+            .await
+            .unwrap_err();
+        assert!(matches!(err, QueueError::Config { .. }), "{err:?}");
+        assert!(!err.to_string().contains("s3cret"), "{err}");
+        assert!(QueueError::Unavailable("x".into()).is_transient());
+        assert!(!QueueError::Closed.is_transient());
+        assert!(!QueueError::NotAccepted("x".into()).is_transient());
     }
 
     #[tokio::test]
