@@ -10,7 +10,8 @@ use std::process::Command;
 use std::sync::{Arc, Mutex as StdMutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use covmerge_queue::amqp::{redact, AmqpOptions, AmqpQueue};
+use covmerge_proto::redact::redact_url;
+use covmerge_queue::amqp::{AmqpOptions, AmqpQueue};
 use covmerge_queue::{conformance, Delivery, Event, Queue, QueueError, DEFAULT_DELIVERY_LIMIT};
 
 const DEFAULT_URL: &str = "amqp://guest:guest@127.0.0.1:5672/%2f";
@@ -42,7 +43,7 @@ async fn connect(connection_name: &str) -> AmqpQueue {
         .unwrap_or_else(|e| {
             panic!(
                 "RabbitMQ at {} is required by these tests: {e}",
-                redact(&url)
+                redact_url(&url)
             )
         })
 }
@@ -318,7 +319,7 @@ impl tracing::Subscriber for Capture {
 async fn rabbitmq_password_never_shown() {
     const PASSWORD: &str = "pa55-w0rd-XYZ";
     assert_eq!(
-        redact(&format!("amqp://covmerge:{PASSWORD}@127.0.0.1:1/%2f")),
+        redact_url(&format!("amqp://covmerge:{PASSWORD}@127.0.0.1:1/%2f")),
         "amqp://127.0.0.1:1/%2f"
     );
 
@@ -408,7 +409,7 @@ async fn rabbitmq_refused_credentials_and_vhost_fail_fast() {
         assert!(
             started.elapsed() < Duration::from_secs(10),
             "{}: took {:?}",
-            redact(url.as_str()),
+            redact_url(url.as_str()),
             started.elapsed()
         );
         assert!(matches!(err, QueueError::Config { .. }), "{err:?}");

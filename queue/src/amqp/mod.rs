@@ -20,7 +20,7 @@
 //! backoff, redeclares the topology and the consumers, and carries on.
 //!
 //! The password of the broker URL never appears in logs, errors or `Debug` output:
-//! everything that names the broker uses [`redact`].
+//! everything that names the broker uses [`redact_url`], the one redaction of every URL.
 //!
 //! Layout: this module holds the [`AmqpQueue`] handle, its options and the [`Queue`]
 //! implementation; `topology` the broker objects and their names, `link` the
@@ -35,6 +35,7 @@ use std::sync::{Arc, Mutex as StdMutex};
 use std::time::Duration;
 
 use async_trait::async_trait;
+use covmerge_proto::redact::redact_url;
 use lapin::options::QueueDeleteOptions;
 use lapin::uri::AMQPUri;
 use lapin::Channel;
@@ -56,12 +57,6 @@ use events::{JobEvents, TaskConsumer};
 use link::Link;
 use topology::{check_job, dead_queue, declare_job, report_queue, task_key};
 pub use topology::{DEAD_EXCHANGE, DEAD_QUEUE, REPORT_EXCHANGE, TASK_EXCHANGE, TASK_QUEUE};
-
-/// The broker URL without its user info (user name and password), for logs and
-/// errors: the same redaction as every other URL ([`covmerge_proto::redact`]).
-pub fn redact(url: &str) -> String {
-    covmerge_proto::redact::redact_url(url)
-}
 
 /// Default of [`AmqpOptions::connect_timeout`]: a broker restart, upgrade or network
 /// blip of a few minutes costs time, not the job.
@@ -203,7 +198,7 @@ impl AmqpQueue {
 
     /// [`AmqpQueue::connect`] with explicit options.
     pub async fn connect_with(url: &str, opts: AmqpOptions) -> Result<AmqpQueue, QueueError> {
-        let redacted = redact(url);
+        let redacted = redact_url(url);
         let invalid = |reason: String| QueueError::Config {
             what: format!("invalid AMQP URL {redacted}"),
             reason,
@@ -372,17 +367,6 @@ impl Queue for AmqpQueue {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn redact_drops_user_info() {
-        assert_eq!(
-            redact("amqp://guest:s3cret@host:5672/%2f"),
-            "amqp://host:5672/%2f"
-        );
-        assert_eq!(redact("amqps://user@host/vh"), "amqps://host/vh");
-        assert_eq!(redact("amqp://host"), "amqp://host");
-        assert!(!redact("not a url with s3cret").contains("s3cret"));
-    }
 
     #[tokio::test]
     async fn bad_url_and_options_are_configuration_errors() {
