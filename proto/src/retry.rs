@@ -1,6 +1,7 @@
 //! The one retry policy of covmerge: exponential backoff with jitter, bounded by a
 //! number of retries or a time budget, for every place that waits before trying again
-//! (AMQP reconnects and broker operations, task retries, dashboard calls).
+//! (AMQP reconnects and broker operations, task retries, store operations, GCS
+//! requests, dashboard calls).
 //!
 //! A [`RetryPolicy`] is plain data; [`RetryPolicy::builder`] turns it into a
 //! [`backon::ExponentialBuilder`], and the waiting itself is backon's
@@ -11,7 +12,8 @@
 //! max_delay)`, and with `jitter` a random duration in `[d(n), 2·d(n))` (backon's
 //! jitter adds up to one more `d(n)`), so that processes that lost the same broker do
 //! not come back in step. What is worth retrying is the caller's decision
-//! (`.when(...)`): this module only says how long to wait and when to give up.
+//! (`.when(...)`): this module only says how long to wait and when to give up, and,
+//! for HTTP, which statuses are worth another try ([`retryable_http_status`]).
 
 use std::time::Duration;
 
@@ -89,6 +91,33 @@ impl RetryPolicy {
         }
     }
 
+    /// A store operation that failed transiently (the store unreachable, throttling,
+    /// 5xx), within the store's outage budget: 125 ms growing to 5 s, jittered to
+    /// [125, 250) ms .. [5, 10) s.
+    pub fn store(budget: Duration) -> Self {
+        RetryPolicy {
+            first: Duration::from_millis(125),
+            max_delay: Duration::from_secs(5),
+            factor: 2.0,
+            jitter: true,
+            max_times: None,
+            max_elapsed: Some(budget),
+        }
+    }
+
+    /// One HTTP request to GCS's JSON API: 4 attempts in all, [100, 200) ms ..
+    /// [400, 800) ms apart (the store operation around it has its own budget).
+    pub fn gcs_request() -> Self {
+        RetryPolicy {
+            first: Duration::from_millis(100),
+            max_delay: Duration::from_millis(400),
+            factor: 2.0,
+            jitter: true,
+            max_times: Some(3),
+            max_elapsed: None,
+        }
+    }
+
     /// The policy as a backon builder, for `op.retry(policy.builder())`.
     pub fn builder(&self) -> ExponentialBuilder {
         let b = ExponentialBuilder::new()
@@ -136,9 +165,28 @@ impl RetryPolicy {
     }
 }
 
+/// Whether an HTTP answer with this status is worth another try: 5xx, 408 (request
+/// timeout) and 429 (too many requests). Any other 4xx says the request itself (or
+/// its credentials) is wrong, and sending it again cannot help.
+pub fn retryable_http_status(status: u16) -> bool {
+    (500..600).contains(&status) || status == 408 || status == 429
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn only_server_errors_timeouts_and_throttling_are_retryable() {
+        for s in [500, 502, 503, 504, 599, 408, 429] {
+            assert!(retryable_http_status(s), "{s}");
+        }
+        for s in [
+            200, 204, 301, 308, 400, 401, 403, 404, 405, 409, 412, 413, 422, 600,
+        ] {
+            assert!(!retryable_http_status(s), "{s}");
+        }
+    }
 
     fn ms(n: u64) -> Duration {
         Duration::from_millis(n)
@@ -173,6 +221,8 @@ mod tests {
             RetryPolicy::dashboard(),
             RetryPolicy::reconnect(Duration::from_secs(600)),
             RetryPolicy::broker_operation(),
+            RetryPolicy::store(Duration::from_secs(300)),
+            RetryPolicy::gcs_request(),
         ] {
             let mut seen = std::collections::HashSet::new();
             for attempt in 1..=12 {
