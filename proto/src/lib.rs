@@ -8,6 +8,8 @@
 //! both sides can depend on it without depending on each other. The one shared policy
 //! it holds is how long to wait before retrying ([`retry`]), as plain data.
 
+/// Calendar dates (UTC) from Unix time, without a date crate.
+pub mod date;
 /// Typed ids: jobs, shards, splits, attempts.
 pub mod ids;
 /// The job description every task carries.
