@@ -7,10 +7,11 @@
 //! 2. The result is written there (see `job.rs`).
 //! 3. `save_coverage` with that same string answers the number of DB rows created.
 //!
-//! A call is retried as [`RetryPolicy::dashboard`] says on connection errors, 5xx, 408
-//! and 429 ([`retryable_http_status`]); any other 4xx, and a reply that is not the JSON
-//! expected, is final (a `save_coverage` that was answered must not be sent twice). The key comes from `COVMERGE_DASHBOARD_KEY` and is never logged;
-//! `Debug` hides it and errors name the URL and the method only.
+//! A call is retried as [`RetryPolicy::dashboard`] says on connection errors, 5xx and
+//! 429 ([`retryable_http_status`]; SPEC §8: "not on 4xx other than 429"); any other
+//! 4xx, and a reply that is not the JSON expected, is final (a `save_coverage` that was
+//! answered must not be sent twice). The key comes from `COVMERGE_DASHBOARD_KEY` and is
+//! never logged; `Debug` hides it and errors name the URL and the method only.
 
 use std::io::Write;
 use std::sync::atomic::{AtomicU32, Ordering};

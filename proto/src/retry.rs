@@ -165,11 +165,12 @@ impl RetryPolicy {
     }
 }
 
-/// Whether an HTTP answer with this status is worth another try: 5xx, 408 (request
-/// timeout) and 429 (too many requests). Any other 4xx says the request itself (or
-/// its credentials) is wrong, and sending it again cannot help.
+/// Whether an HTTP answer with this status is worth another try: 5xx and 429 (too
+/// many requests). Any other 4xx says the request itself (or its credentials) is
+/// wrong; SPEC §8 says so for the dashboard ("not on 4xx other than 429"), and the GCS
+/// client follows the same rule, so 408 is final too.
 pub fn retryable_http_status(status: u16) -> bool {
-    (500..600).contains(&status) || status == 408 || status == 429
+    (500..600).contains(&status) || status == 429
 }
 
 #[cfg(test)]
@@ -177,12 +178,12 @@ mod tests {
     use super::*;
 
     #[test]
-    fn only_server_errors_timeouts_and_throttling_are_retryable() {
-        for s in [500, 502, 503, 504, 599, 408, 429] {
+    fn only_server_errors_and_throttling_are_retryable() {
+        for s in [500, 502, 503, 504, 599, 429] {
             assert!(retryable_http_status(s), "{s}");
         }
         for s in [
-            200, 204, 301, 308, 400, 401, 403, 404, 405, 409, 412, 413, 422, 600,
+            200, 204, 301, 308, 400, 401, 403, 404, 405, 408, 409, 412, 413, 422, 600,
         ] {
             assert!(!retryable_http_status(s), "{s}");
         }
