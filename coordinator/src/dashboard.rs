@@ -7,13 +7,17 @@
 //! 2. The result is written there (see `job.rs`).
 //! 3. `save_coverage` with that same string answers the number of DB rows created.
 //!
-//! A call is retried with exponential backoff on connection errors, 5xx and 429; any
-//! other 4xx is final. The key comes from `COVMERGE_DASHBOARD_KEY` and is never logged;
-//! `Debug` hides it and errors name the URL and the method only.
+//! A call is retried as [`RetryPolicy::dashboard`] says on connection errors, 5xx and
+//! 429 ([`retryable_http_status`]; SPEC §8: "not on 4xx other than 429"); any other
+//! 4xx, and a reply that is not the JSON expected, is final (a `save_coverage` that was
+//! answered must not be sent twice). The key comes from `COVMERGE_DASHBOARD_KEY` and is
+//! never logged; `Debug` hides it and errors name the URL and the method only.
 
 use std::io::Write;
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
+use covmerge_proto::retry::{retryable_http_status, RetryPolicy, Retryable};
 use flate2::{write::GzEncoder, Compression};
 use serde::de::DeserializeOwned;
 use tracing::{info, warn};
@@ -26,8 +30,8 @@ pub struct Dashboard {
     shown: String,
     pub client: String,
     key: String,
-    pub attempts: u32,
-    pub first_backoff: Duration,
+    /// How often and how long to wait between attempts.
+    pub retry: RetryPolicy,
 }
 
 impl std::fmt::Debug for Dashboard {
@@ -53,8 +57,7 @@ impl Dashboard {
             url,
             client: client.to_string(),
             key,
-            attempts: 5,
-            first_backoff: Duration::from_millis(500),
+            retry: RetryPolicy::dashboard(),
         }
     }
 
@@ -77,66 +80,68 @@ impl Dashboard {
             .timeout(Duration::from_secs(120))
             .build()
             .map_err(|e| e.to_string())?;
-        let target = format!("{}/api", self.url);
+        let target = &format!("{}/api", self.url);
         // What logs and errors name: the URL without its user info.
-        let url = format!("{}/api", self.shown.trim_end_matches('/'));
-        let mut wait = self.first_backoff;
-        let mut last = String::new();
-        for attempt in 1..=self.attempts {
+        let url = &format!("{}/api", self.shown.trim_end_matches('/'));
+        let payload = req.map(Self::payload);
+        let (client, payload) = (&client, &payload);
+        let attempt = || async move {
             let mut form = reqwest::multipart::Form::new()
                 .text("client", self.client.clone())
                 .text("key", self.key.clone())
                 .text("method", method.to_string());
-            if let Some(r) = req {
-                form = form.part("payload", reqwest::multipart::Part::bytes(Self::payload(r)));
+            if let Some(p) = payload {
+                form = form.part("payload", reqwest::multipart::Part::bytes(p.clone()));
             }
-            let retry = match client.post(&target).multipart(form).send().await {
-                Ok(r) if r.status().is_success() => {
-                    let body = r
-                        .bytes()
-                        .await
-                        .map_err(|e| format!("{method} at {url}: reading the reply: {e}"));
-                    match body.and_then(|b| {
-                        serde_json::from_slice::<R>(&b).map_err(|e| {
-                            format!(
-                                "{method} at {url}: unexpected reply {:?}: {e}",
-                                String::from_utf8_lossy(&b[..b.len().min(200)])
-                            )
-                        })
-                    }) {
-                        Ok(v) => {
-                            info!(url = %url, method, "dashboard call done");
-                            return Ok(v);
-                        }
-                        Err(e) => {
-                            last = e;
-                            true
-                        }
-                    }
-                }
-                Ok(r) => {
-                    let s = r.status();
-                    let body = r.text().await.unwrap_or_default();
-                    let body: String = body.trim().chars().take(200).collect();
-                    last = format!("{method} at {url}: HTTP {s}: {body}");
-                    s.is_server_error() || s == reqwest::StatusCode::TOO_MANY_REQUESTS
-                }
+            let r = match client.post(target).multipart(form).send().await {
+                Ok(r) => r,
                 // reqwest errors name the URL with its user info: drop it.
                 Err(e) => {
-                    last = format!("{method} at {url}: {}", e.without_url());
-                    true
+                    return Err(CallError::retry(format!(
+                        "{method} at {url}: {}",
+                        e.without_url()
+                    )))
                 }
             };
-            warn!(attempt, error = %last, "dashboard call failed");
-            if !retry {
-                break;
+            let s = r.status();
+            if !s.is_success() {
+                let body = r.text().await.unwrap_or_default();
+                let body: String = body.trim().chars().take(200).collect();
+                let msg = format!("{method} at {url}: HTTP {s}: {body}");
+                return Err(CallError {
+                    msg,
+                    retryable: retryable_http_status(s.as_u16()),
+                });
             }
-            if attempt < self.attempts {
-                tokio::time::sleep(wait).await;
-                wait = (wait * 2).min(Duration::from_secs(30));
-            }
-        }
-        Err(last)
+            let b = r.bytes().await.map_err(|e| {
+                CallError::retry(format!(
+                    "{method} at {url}: reading the reply: {}",
+                    e.without_url()
+                ))
+            })?;
+            serde_json::from_slice::<R>(&b).map_err(|e| CallError {
+                msg: format!(
+                    "{method} at {url}: unexpected reply {:?}: {e}",
+                    String::from_utf8_lossy(&b[..b.len().min(200)])
+                ),
+                retryable: false,
+            })
+        };
+        let tried = AtomicU32::new(1);
+        attempt
+            .retry(self.retry.builder())
+            .sleep(tokio::time::sleep)
+            .when(|e: &CallError| e.retryable)
+            .notify(|e, wait| {
+                warn!(attempt = tried.load(Ordering::Relaxed), error = %e.msg, ?wait, "dashboard call failed; retrying");
+                tried.fetch_add(1, Ordering::Relaxed);
+            })
+            .await
+            .inspect(|_| info!(url = %url, method, "dashboard call done"))
+            .map_err(|e| {
+                warn!(attempt = tried.load(Ordering::Relaxed), error = %e.msg, "dashboard call failed");
+                e.msg
+            })
     }
 
     /// `create_upload_url`: the GCS object to write the result to, as the dashboard
@@ -160,5 +165,20 @@ impl Dashboard {
     /// number of DB rows the dashboard created.
     pub async fn save_coverage(&self, upload: &str) -> Result<i64, String> {
         self.call("save_coverage", Some(upload)).await
+    }
+}
+
+/// One failed attempt of a dashboard call.
+struct CallError {
+    msg: String,
+    retryable: bool,
+}
+
+impl CallError {
+    fn retry(msg: String) -> Self {
+        CallError {
+            msg,
+            retryable: true,
+        }
     }
 }

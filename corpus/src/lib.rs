@@ -62,6 +62,7 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::rc::Rc;
 
+use covmerge_proto::date::civil_from_days;
 use rng::{hash_bytes, hex40, mix, Rng};
 use rows::{Parts, RowFile, RowsInput, Session};
 use source::{Arena, FileGen, Instr};
@@ -385,20 +386,6 @@ fn git_commits<'a>(h: &'a History) -> impl Iterator<Item = git::GitCommit<'a>> +
             deleted,
         }
     })
-}
-
-/// Days since 1970-01-01 to (year, month, day) (proleptic Gregorian).
-fn civil_from_days(z: i64) -> (i64, u32, u32) {
-    let z = z + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let y = yoe + era * 400;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = (doy - (153 * mp + 2) / 5 + 1) as u32;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
-    (if m <= 2 { y + 1 } else { y }, m, d)
 }
 
 fn timestamp(secs: u64) -> String {
@@ -772,8 +759,8 @@ mod tests {
 
     #[test]
     fn civil_dates() {
-        assert_eq!(civil_from_days(0), (1970, 1, 1));
         assert_eq!(timestamp(1_717_200_000), "2024-06-01 00:00:00 UTC");
+        assert_eq!(timestamp(1_717_200_000 - 1), "2024-05-31 23:59:59 UTC");
     }
 
     #[test]

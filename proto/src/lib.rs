@@ -4,9 +4,12 @@
 //! from the split phase to the merge phase, the syzkaller output records and the
 //! manifest.
 //!
-//! It owns no I/O, no threads and no policy: it must stay small and boring so that
-//! both sides can depend on it without depending on each other.
+//! It owns no I/O, no threads and no runtime: it must stay small and boring so that
+//! both sides can depend on it without depending on each other. The one shared policy
+//! it holds is how long to wait before retrying ([`retry`]), as plain data.
 
+/// Calendar dates (UTC) from Unix time, without a date crate.
+pub mod date;
 /// Typed ids: jobs, shards, splits, attempts.
 pub mod ids;
 /// The job description every task carries.
@@ -21,6 +24,8 @@ pub mod manifest;
 pub mod output;
 /// Credentials removed from any URL before it reaches a log or an error.
 pub mod redact;
+/// The one retry policy (exponential backoff with jitter, on backon).
+pub mod retry;
 /// The stable hash that assigns a file path to a shard.
 pub mod shard_hash;
 /// The binary spill format: interned, pre-aggregated row blocks.

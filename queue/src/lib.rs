@@ -34,6 +34,20 @@ pub enum QueueError {
     /// The queue was closed (shutdown).
     #[error("queue closed")]
     Closed,
+    /// The setup is wrong and reconnecting will not help: an invalid broker URL or
+    /// options, credentials or a vhost the broker refuses, a declaration the broker
+    /// refuses (PRECONDITION_FAILED: a queue declared with other arguments). `what`
+    /// names the broker (without credentials) and the operation.
+    #[error("configuration error: {what}: {reason}")]
+    Config { what: String, reason: String },
+}
+
+impl QueueError {
+    /// Whether trying again later may succeed: only for [`QueueError::Unavailable`]. A
+    /// refused message, a closed queue and a configuration error stay as they are.
+    pub fn is_transient(&self) -> bool {
+        matches!(self, QueueError::Unavailable(_))
+    }
 }
 
 /// What happened to a task, seen by its job's coordinator.

@@ -10,7 +10,8 @@ use std::process::Command;
 use std::sync::{Arc, Mutex as StdMutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use covmerge_queue::amqp::{redact, AmqpOptions, AmqpQueue};
+use covmerge_proto::redact::redact_url;
+use covmerge_queue::amqp::{AmqpOptions, AmqpQueue};
 use covmerge_queue::{conformance, Delivery, Event, Queue, QueueError, DEFAULT_DELIVERY_LIMIT};
 
 const DEFAULT_URL: &str = "amqp://guest:guest@127.0.0.1:5672/%2f";
@@ -42,7 +43,7 @@ async fn connect(connection_name: &str) -> AmqpQueue {
         .unwrap_or_else(|e| {
             panic!(
                 "RabbitMQ at {} is required by these tests: {e}",
-                redact(&url)
+                redact_url(&url)
             )
         })
 }
@@ -318,7 +319,7 @@ impl tracing::Subscriber for Capture {
 async fn rabbitmq_password_never_shown() {
     const PASSWORD: &str = "pa55-w0rd-XYZ";
     assert_eq!(
-        redact(&format!("amqp://covmerge:{PASSWORD}@127.0.0.1:1/%2f")),
+        redact_url(&format!("amqp://covmerge:{PASSWORD}@127.0.0.1:1/%2f")),
         "amqp://127.0.0.1:1/%2f"
     );
 
@@ -378,4 +379,47 @@ async fn rabbitmq_password_never_shown() {
         password.is_empty() || !logs.contains(&format!(":{password}@")),
         "{logs}"
     );
+}
+
+/// Credentials or a vhost the broker refuses are a configuration error: the connect
+/// fails at once (not after the outage budget), is not transient, names the broker
+/// and shows no password.
+#[tokio::test]
+async fn rabbitmq_refused_credentials_and_vhost_fail_fast() {
+    const WRONG: &str = "wr0ng-pa55-QRS";
+    let good = url::Url::parse(&broker_url()).unwrap();
+    let password = good.password().unwrap_or("").to_string();
+    let mut bad_password = good.clone();
+    bad_password.set_password(Some(WRONG)).unwrap();
+    let mut bad_vhost = good.clone();
+    bad_vhost.set_path(&format!("/covmerge-no-such-vhost-{}", run_id()));
+    for (url, secret) in [(bad_password, WRONG), (bad_vhost, password.as_str())] {
+        let opts = AmqpOptions {
+            connect_timeout: Duration::from_secs(120),
+            ..AmqpOptions::default()
+        };
+        let started = Instant::now();
+        let err = within(
+            "a refused connect",
+            30,
+            AmqpQueue::connect_with(url.as_str(), opts),
+        )
+        .await
+        .unwrap_err();
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "{}: took {:?}",
+            redact_url(url.as_str()),
+            started.elapsed()
+        );
+        assert!(matches!(err, QueueError::Config { .. }), "{err:?}");
+        assert!(!err.is_transient(), "{err:?}");
+        for shown in [err.to_string(), format!("{err:?}")] {
+            assert!(secret.is_empty() || !shown.contains(secret), "{shown}");
+            assert!(
+                shown.contains(url.host_str().unwrap()),
+                "names the broker: {shown}"
+            );
+        }
+    }
 }

@@ -18,6 +18,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use bytes::{Bytes, BytesMut};
+use covmerge_proto::retry::{retryable_http_status, RetryPolicy, Retryable};
 use futures::future::{BoxFuture, FutureExt, Shared};
 use futures::stream::{BoxStream, StreamExt};
 use object_store::gcp::{GcpCredentialProvider, GoogleCloudStorage, GoogleCloudStorageBuilder};
@@ -26,6 +27,16 @@ use object_store::{
     ClientOptions, CopyOptions, GetOptions, GetResult, ListResult, MultipartUpload, ObjectMeta,
     ObjectStore, PutMode, PutMultipartOptions, PutOptions, PutPayload, PutResult, UploadPart,
 };
+
+/// Why one attempt of a JSON API request did not give an answer to return.
+enum SendFailure {
+    /// An answer with a status worth another try (kept: the last one is returned).
+    Status(reqwest::Response),
+    /// No answer (connection, timeout) or a request that could not be built.
+    Http(reqwest::Error),
+    /// No credentials: not retried here.
+    Auth(object_store::Error),
+}
 
 const DEFAULT_BASE_URL: &str = "https://storage.googleapis.com";
 /// Resumable upload chunks must be multiples of 256 KiB (all but the last).
@@ -83,29 +94,43 @@ impl JsonApi {
         })
     }
 
-    /// Sends a request built by `make`, retrying connection errors, 429 and 5xx.
+    /// Sends a request built by `make`, retrying connection errors and the statuses
+    /// of [`retryable_http_status`] as [`RetryPolicy::gcs_request`] says. The last
+    /// answer is returned whatever its status ([`Gcs::check`] judges it).
     async fn send(
         &self,
         what: &str,
         make: impl Fn() -> reqwest::RequestBuilder,
     ) -> object_store::Result<reqwest::Response> {
-        let mut wait = Duration::from_millis(200);
-        let mut attempt = 0;
-        loop {
-            attempt += 1;
-            let r = self.auth(make()).await?.send().await;
-            let retry = match &r {
-                Ok(resp) => {
-                    let s = resp.status();
-                    s.is_server_error() || s == reqwest::StatusCode::TOO_MANY_REQUESTS
+        let make = &make;
+        let attempt = || async move {
+            let r = self
+                .auth(make())
+                .await
+                .map_err(SendFailure::Auth)?
+                .send()
+                .await;
+            match r {
+                Ok(resp) if retryable_http_status(resp.status().as_u16()) => {
+                    Err(SendFailure::Status(resp))
                 }
-                Err(e) => !e.is_builder(),
-            };
-            if !retry || attempt >= 4 {
-                return r.map_err(|e| generic(format!("{what}: {e}")));
+                Ok(resp) => Ok(resp),
+                Err(e) => Err(SendFailure::Http(e)),
             }
-            tokio::time::sleep(wait).await;
-            wait *= 2;
+        };
+        let res = attempt
+            .retry(RetryPolicy::gcs_request().builder())
+            .sleep(tokio::time::sleep)
+            .when(|f| match f {
+                SendFailure::Status(_) => true,
+                SendFailure::Http(e) => !e.is_builder(),
+                SendFailure::Auth(_) => false,
+            })
+            .await;
+        match res {
+            Ok(resp) | Err(SendFailure::Status(resp)) => Ok(resp),
+            Err(SendFailure::Http(e)) => Err(generic(format!("{what}: {e}"))),
+            Err(SendFailure::Auth(e)) => Err(e),
         }
     }
 

@@ -9,6 +9,7 @@
 //! [`Store`] displays its URL without user info or query.
 
 use std::future::Future;
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -16,6 +17,7 @@ use std::time::{Duration, Instant};
 pub mod gcs;
 
 use bytes::Bytes;
+use covmerge_proto::retry::{RetryPolicy, Retryable};
 use futures::TryStreamExt;
 use object_store::{
     memory::InMemory, path::Path, ObjectStore, ObjectStoreExt, PutPayload, WriteMultipart,
@@ -59,8 +61,6 @@ impl StoreError {
 /// throttling, 5xx) before it fails: a storage outage of a few minutes costs time, not
 /// the task. Overridden with [`Store::with_retry_budget`] (`--store-outage-budget`).
 pub const DEFAULT_RETRY_BUDGET: Duration = Duration::from_secs(300);
-const RETRY_FIRST: Duration = Duration::from_millis(250);
-const RETRY_MAX: Duration = Duration::from_secs(10);
 
 /// A store and a prefix inside it.
 #[derive(Clone)]
@@ -187,42 +187,37 @@ impl Store {
     }
 
     /// Runs `f` until it succeeds, fails permanently, or transient failures have
-    /// lasted the retry budget; backs off exponentially (250 ms to 10 s) in between.
-    async fn retrying<T, F, Fut>(
-        &self,
-        op: &'static str,
-        key: &str,
-        mut f: F,
-    ) -> Result<T, StoreError>
+    /// lasted the retry budget (wall clock); waits as [`RetryPolicy::store`] says in
+    /// between.
+    async fn retrying<T, F, Fut>(&self, op: &'static str, key: &str, f: F) -> Result<T, StoreError>
     where
         F: FnMut() -> Fut,
         Fut: Future<Output = Result<T, StoreError>>,
     {
         let start = Instant::now();
-        let mut delay = RETRY_FIRST;
-        let mut failures = 0u32;
-        loop {
-            match f().await {
-                Ok(v) => {
-                    if failures > 0 {
-                        tracing::info!(store = %self.display, op, key, failures, after = ?start.elapsed(), "store reachable again");
-                    }
-                    return Ok(v);
-                }
-                Err(e) if e.is_transient() && start.elapsed() + delay < self.retry_budget => {
-                    failures += 1;
-                    tracing::warn!(store = %self.display, op, key, error = %e, failures, retry_in = ?delay, "store operation failed; retrying");
-                    tokio::time::sleep(delay).await;
-                    delay = (delay * 2).min(RETRY_MAX);
-                }
-                Err(e) => {
-                    if failures > 0 {
-                        tracing::warn!(store = %self.display, op, key, failures, after = ?start.elapsed(), "store operation still failing; giving up");
-                    }
-                    return Err(e);
-                }
+        let budget = self.retry_budget;
+        let failures = AtomicU32::new(0);
+        let res = f
+            .retry(RetryPolicy::store(budget).builder())
+            .sleep(tokio::time::sleep)
+            .when(StoreError::is_transient)
+            .adjust(|_, wait| wait.filter(|w| start.elapsed() + *w < budget))
+            .notify(|e, wait| {
+                let failures = failures.fetch_add(1, Ordering::Relaxed) + 1;
+                tracing::warn!(store = %self.display, op, key, error = %e, failures, retry_in = ?wait, "store operation failed; retrying");
+            })
+            .await;
+        let failures = failures.into_inner();
+        match &res {
+            Ok(_) if failures > 0 => {
+                tracing::info!(store = %self.display, op, key, failures, after = ?start.elapsed(), "store reachable again");
             }
+            Err(_) if failures > 0 => {
+                tracing::warn!(store = %self.display, op, key, failures, after = ?start.elapsed(), "store operation still failing; giving up");
+            }
+            _ => {}
         }
+        res
     }
 
     fn path(&self, key: &str) -> Path {

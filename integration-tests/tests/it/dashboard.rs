@@ -3,11 +3,14 @@
 //! `created N DB rows`; retries (5xx, 429) and no retry on other 4xx; on failure the
 //! result stays, its location and the `covmerge notify` command are printed, and
 //! notify re-sends it without merging again. The key never appears in the output.
+//! Which failures a call retries is checked on the client alone (5xx, 429 yes; other
+//! 4xx no).
 
 use std::path::Path;
 use std::process::{Command, Output};
 use std::time::Duration;
 
+use covmerge_coordinator::dashboard::Dashboard;
 use covmerge_integration_tests::dashboard::FakeDashboard;
 use covmerge_integration_tests::fleet::{self, coordinator_run, worker};
 use covmerge_integration_tests::{
@@ -322,4 +325,48 @@ fn fleet_coordinator_streams_the_result_to_the_dashboard_object() {
         stdout.contains(&format!("created {} DB rows", saved[0].1)),
         "{stdout}"
     );
+}
+
+/// One dashboard call against the fake: 500, 503 and 429 are retried (the second
+/// request succeeds); 400, 401, 403, 404 and 408 end the call after one request (SPEC
+/// §8); a 503 that lasts ends it after the policy's 5 requests. The key is in no error.
+#[test]
+fn dashboard_call_retries_server_errors_and_throttling_but_not_client_errors() {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let dash = FakeDashboard::start(KEY, "dash-retry", true);
+    let mut d = Dashboard::new(&dash.url, "ci-covmerge", KEY.to_string());
+    d.retry.first = Duration::from_millis(1);
+    d.retry.max_delay = Duration::from_millis(4);
+    let calls = || dash.calls_of("create_upload_url");
+    for code in [500, 503, 429] {
+        let before = calls();
+        dash.fail("create_upload_url", &[code]);
+        let got: String = rt
+            .block_on(d.call("create_upload_url", None))
+            .unwrap_or_else(|e| panic!("HTTP {code} then 200: {e}"));
+        assert!(got.starts_with("gs://dash-retry/"), "{got}");
+        assert_eq!(calls() - before, 2, "HTTP {code} is retried once");
+    }
+    for code in [400, 401, 403, 404, 408] {
+        let before = calls();
+        dash.fail("create_upload_url", &[code]);
+        let err = rt
+            .block_on(d.call::<String>("create_upload_url", None))
+            .unwrap_err();
+        assert_eq!(calls() - before, 1, "HTTP {code} is final: {err}");
+        assert!(err.contains(&format!("HTTP {code}")), "{err}");
+        assert!(!err.contains(KEY), "{err}");
+    }
+    let before = calls();
+    dash.fail("create_upload_url", &[503; 6]);
+    let err = rt
+        .block_on(d.call::<String>("create_upload_url", None))
+        .unwrap_err();
+    assert_eq!(calls() - before, 5, "{err}");
+    assert!(err.contains("HTTP 503"), "{err}");
+    // The sixth 503 is still scripted: the next call sees it, then succeeds.
+    let _: String = rt.block_on(d.call("create_upload_url", None)).unwrap();
 }

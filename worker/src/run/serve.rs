@@ -4,6 +4,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use covmerge_proto::retry::RetryPolicy;
 use covmerge_proto::wire::{self, ReportStatus, Task, TaskReport};
 use covmerge_proto::Attempt;
 use covmerge_queue::Queue;
@@ -13,18 +14,10 @@ use tracing::{info, warn};
 
 use super::executor::*;
 
-/// Backoff before handing a failed task back: 0.5 s × 2^(attempt-1), capped at 30 s,
-/// with ±50 % jitter so a fleet does not retry in lockstep.
+/// Backoff before handing a failed task back: the project's one policy for task
+/// retries ([`RetryPolicy::task`], jittered so a fleet does not retry in lockstep).
 pub fn retry_backoff(attempt: u32) -> Duration {
-    let base = 500u64
-        .saturating_mul(1 << attempt.saturating_sub(1).min(6))
-        .min(30_000);
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.subsec_nanos())
-        .unwrap_or(0) as u64;
-    let jitter = base / 2 + nanos % (base.max(1));
-    Duration::from_millis(jitter)
+    RetryPolicy::task().delay(attempt)
 }
 
 /// Logs a failed ack/nack/reject: the broker then redelivers the task by itself, which

@@ -1,0 +1,80 @@
+//! Calendar dates without a date crate: days since the Unix epoch to a proleptic
+//! Gregorian (year, month, day), for the job's default `--date-to` and the synthetic
+//! corpus's timestamps.
+
+/// Days since 1970-01-01 to (year, month, day), proleptic Gregorian (Howard Hinnant's
+/// `civil_from_days`). Negative days are before 1970.
+pub fn civil_from_days(days: i64) -> (i64, u32, u32) {
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let y = yoe + era * 400;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = (doy - (153 * mp + 2) / 5 + 1) as u32;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
+    (if m <= 2 { y + 1 } else { y }, m, d)
+}
+
+/// The UTC date `secs` seconds after the Unix epoch, as `YYYY-MM-DD`.
+pub fn ymd_utc(secs: u64) -> String {
+    let (y, m, d) = civil_from_days((secs / 86_400) as i64);
+    format!("{y:04}-{m:02}-{d:02}")
+}
+
+/// Today's date (UTC) as `YYYY-MM-DD`.
+pub fn today_utc() -> String {
+    let secs = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0);
+    ymd_utc(secs)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn known_dates() {
+        assert_eq!(civil_from_days(0), (1970, 1, 1));
+        assert_eq!(civil_from_days(-1), (1969, 12, 31));
+        assert_eq!(civil_from_days(59), (1970, 3, 1));
+        // 2000-02-29 (a leap day of a century divisible by 400) and the day after.
+        assert_eq!(civil_from_days(11_016), (2000, 2, 29));
+        assert_eq!(civil_from_days(11_017), (2000, 3, 1));
+        // 2100 is not a leap year.
+        assert_eq!(civil_from_days(47_540), (2100, 2, 28));
+        assert_eq!(civil_from_days(47_541), (2100, 3, 1));
+        assert_eq!(ymd_utc(1_717_200_000), "2024-06-01");
+        assert_eq!(ymd_utc(1_717_200_000 - 1), "2024-05-31");
+    }
+
+    #[test]
+    fn consecutive_days_step_by_one() {
+        // Every day from 1900 to 2200 follows the previous one on the calendar.
+        let mut prev = civil_from_days(-25_567);
+        assert_eq!(prev, (1900, 1, 1));
+        for z in -25_566..84_000 {
+            let (y, m, d) = civil_from_days(z);
+            let next_day = (y, m, d) == (prev.0, prev.1, prev.2 + 1);
+            let next_month = (y, m, d) == (prev.0, prev.1 + 1, 1);
+            let next_year = (y, m, d) == (prev.0 + 1, 1, 1) && prev.1 == 12 && prev.2 == 31;
+            assert!(
+                next_day || next_month || next_year,
+                "{prev:?} -> {:?}",
+                (y, m, d)
+            );
+            assert!(d <= 31 && (1..=12).contains(&m));
+            prev = (y, m, d);
+        }
+    }
+
+    #[test]
+    fn today_is_a_date() {
+        let t = today_utc();
+        assert_eq!(t.len(), 10, "{t}");
+        assert!(t.as_str() >= "2024-01-01", "{t}");
+    }
+}
