@@ -17,6 +17,19 @@ pub fn civil_from_days(days: i64) -> (i64, u32, u32) {
     (if m <= 2 { y + 1 } else { y }, m, d)
 }
 
+/// (year, month, day) to days since 1970-01-01, the inverse of [`civil_from_days`]
+/// (Howard Hinnant's `days_from_civil`).
+pub fn days_from_civil(y: i64, m: u32, d: u32) -> i64 {
+    let (m, d) = (m as i64, d as i64);
+    let y = if m <= 2 { y - 1 } else { y };
+    let era = y.div_euclid(400);
+    let yoe = y - era * 400;
+    let mp = (m + 9) % 12;
+    let doy = (153 * mp + 2) / 5 + d - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    era * 146_097 + doe - 719_468
+}
+
 /// The UTC date `secs` seconds after the Unix epoch, as `YYYY-MM-DD`.
 pub fn ymd_utc(secs: u64) -> String {
     let (y, m, d) = civil_from_days((secs / 86_400) as i64);
@@ -35,6 +48,16 @@ pub fn today_utc() -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn days_from_civil_inverts_civil_from_days() {
+        for days in (-800_000..800_000).step_by(97) {
+            let (y, m, d) = civil_from_days(days);
+            assert_eq!(days_from_civil(y, m, d), days);
+        }
+        assert_eq!(days_from_civil(1970, 1, 1), 0);
+        assert_eq!(days_from_civil(2024, 3, 1), 19_783);
+    }
 
     #[test]
     fn known_dates() {
