@@ -74,6 +74,8 @@ struct Usage {
 
 /// Runs `cmd`, returning wall time, CPU (user+sys of children) and the peak RSS of the
 /// largest child, from getrusage(RUSAGE_CHILDREN) deltas in a fresh process.
+// The child is reaped by wait4, not by `Child::wait`.
+#[allow(clippy::zombie_processes)]
 fn measure(cmd: &mut Command) -> Usage {
     // getrusage(RUSAGE_CHILDREN)'s peak RSS is the maximum over every child ever
     // reaped, so a later, smaller run would show an earlier one's peak: wait4 gives
