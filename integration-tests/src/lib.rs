@@ -8,6 +8,8 @@ pub mod dashboard;
 pub mod fleet;
 /// The GCS emulator.
 pub mod gcs;
+/// A benchmark corpus over a real git history.
+pub mod history;
 /// A plain second merge that the property tests compare covmerge with.
 pub mod oracle;
 /// A TCP relay that cuts connections, for outages.

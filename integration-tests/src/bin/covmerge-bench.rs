@@ -1,11 +1,20 @@
 //! End-to-end benchmark: generates (or reuses) a corpus, measures the `zcat | wc -l`
-//! floor and `covmerge merge` side by side, and prints one row per run with rows/s,
-//! MB/s (compressed input), wall, CPU and peak RSS.
+//! floor, the two-core inflate floor (`zcat` of every part to /dev/null, as many at
+//! a time as there are cores) and `covmerge merge` side by side, and prints one row
+//! per run with rows/s, MB/s (compressed input), wall, CPU and peak RSS, and the
+//! merge's wall over the inflate floor.
+//!
+//! With `--history REPO`, it also builds a corpus over the repository's real history
+//! ([`covmerge_integration_tests::history`]) and merges it with `git:REPO` and with
+//! `dir:` on the same files, printing CPU and peak RSS of both, their ratio, and
+//! whether the two results are identical.
 //!
 //! ```sh
 //! cargo build --release --workspace
 //! target/release/covmerge-bench --corpus /tmp/c20 --files 200 --lines 1000 --commits 40 \
 //!     --managers 20 --parts 1 --sorted [--runs 1] [-- extra merge flags]
+//! target/release/covmerge-bench --corpus /tmp/r20u ... --history /path/to/curl.git \
+//!     --history-corpus /tmp/hist-curl --history-commits 60
 //! ```
 
 use std::path::{Path, PathBuf};
@@ -19,7 +28,22 @@ use covmerge_corpus::CorpusSpec;
 struct Args {
     /// Corpus directory (generated when it has no corpus.json).
     #[arg(long)]
-    corpus: PathBuf,
+    corpus: Option<PathBuf>,
+    /// A git repository whose real history to benchmark `git:` against `dir:` on.
+    #[arg(long)]
+    history: Option<PathBuf>,
+    /// Where the history corpus is built (reused when built from the same settings).
+    #[arg(long, default_value = "/tmp/covmerge-history")]
+    history_corpus: PathBuf,
+    /// First-parent commits of the history, newest (the base) included.
+    #[arg(long, default_value_t = 60)]
+    history_commits: usize,
+    /// Managers of the history corpus (each ran ~10 % of the commits).
+    #[arg(long, default_value_t = 10)]
+    history_managers: usize,
+    /// File name endings that are sources in the history.
+    #[arg(long, value_delimiter = ',', default_value = ".c,.h,.rs")]
+    history_exts: Vec<String>,
     #[command(flatten)]
     spec: CorpusSpec,
     /// Measured runs of each command.
@@ -50,19 +74,28 @@ struct Usage {
 
 /// Runs `cmd`, returning wall time, CPU (user+sys of children) and the peak RSS of the
 /// largest child, from getrusage(RUSAGE_CHILDREN) deltas in a fresh process.
+// The child is reaped by wait4, not by `Child::wait`.
+#[allow(clippy::zombie_processes)]
 fn measure(cmd: &mut Command) -> Usage {
-    // Peak RSS of children is a maximum over all reaped children: run through a
-    // throwaway shell per measurement so earlier runs do not mask later ones.
-    let before = rusage();
+    // getrusage(RUSAGE_CHILDREN)'s peak RSS is the maximum over every child ever
+    // reaped, so a later, smaller run would show an earlier one's peak: wait4 gives
+    // this child's own usage (with that of the descendants it waited for).
     let t0 = Instant::now();
-    let st = cmd.status().expect("spawn");
+    let child = cmd.spawn().expect("spawn");
+    let mut status = 0;
+    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+    let pid = unsafe { libc::wait4(child.id() as libc::pid_t, &mut status, 0, &mut ru) };
     let wall = t0.elapsed().as_secs_f64();
-    assert!(st.success(), "{cmd:?} failed");
-    let after = rusage();
+    assert_eq!(pid, child.id() as libc::pid_t, "wait4");
+    assert!(
+        libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0,
+        "{cmd:?} failed"
+    );
+    let t = |tv: libc::timeval| tv.tv_sec as f64 + tv.tv_usec as f64 / 1e6;
     Usage {
         wall,
-        cpu: after.0 - before.0,
-        max_rss_kb: after.1,
+        cpu: t(ru.ru_utime) + t(ru.ru_stime),
+        max_rss_kb: ru.ru_maxrss,
     }
 }
 
@@ -83,11 +116,163 @@ fn json_field(text: &str, key: &str) -> String {
 
 fn main() {
     let a = Args::parse();
-    let meta = a.corpus.join("corpus.json");
+    let bin = a.covmerge.clone().unwrap_or_else(|| {
+        std::env::current_exe()
+            .unwrap()
+            .parent()
+            .unwrap()
+            .join("covmerge")
+    });
+    if let Some(corpus) = &a.corpus {
+        corpus_bench(&a, corpus, &bin);
+    }
+    if let Some(repo) = &a.history {
+        history_bench(&a, repo, &bin);
+    }
+    if a.corpus.is_none() && a.history.is_none() {
+        eprintln!("nothing to do: give --corpus DIR and/or --history REPO");
+        std::process::exit(2);
+    }
+}
+
+/// `covmerge merge --quiet --source SOURCE ... --input FILES`, wrapped in a fresh shell
+/// so that the peak RSS measured is the merge's own.
+fn merge_command(
+    bin: &Path,
+    source: &str,
+    repo: &str,
+    base: &str,
+    out: &Path,
+    extra: &[String],
+    files: &[String],
+) -> Command {
+    let mut m = Command::new(bin);
+    m.args(["merge", "--quiet", "--source", source])
+        .args(["--base-repo", repo, "--base-commit", base, "--out"])
+        .arg(out)
+        .args(extra)
+        .arg("--input")
+        .args(files);
+    let mut wrapped = Command::new("sh");
+    wrapped
+        .arg("-c")
+        .arg("\"$@\" >/dev/null")
+        .arg("sh")
+        .arg(m.get_program())
+        .args(m.get_args());
+    wrapped
+}
+
+/// The two-core inflate floor: every part through `zcat` to /dev/null, as many at once
+/// as there are cores.
+fn inflate_floor(files: &[String]) -> Command {
+    let cores = std::thread::available_parallelism().map_or(2, |n| n.get());
+    let mut c = Command::new("sh");
+    c.arg("-c")
+        .arg(format!(
+            "printf '%s\\n' \"$@\" | xargs -P {cores} -n 1 sh -c 'zcat \"$0\" >/dev/null'"
+        ))
+        .arg("sh")
+        .args(files);
+    c
+}
+
+/// SHA-256 of a gzip file's decompressed bytes.
+fn content_sha(path: &Path) -> String {
+    let out = Command::new("sh")
+        .arg("-c")
+        .arg("zcat \"$0\" | sha256sum")
+        .arg(path)
+        .output()
+        .expect("sha256sum");
+    String::from_utf8_lossy(&out.stdout)
+        .split(' ')
+        .next()
+        .unwrap_or("")
+        .to_string()
+}
+
+fn history_bench(a: &Args, repo: &Path, bin: &Path) {
+    let spec = covmerge_integration_tests::history::HistorySpec {
+        repo: repo.to_path_buf(),
+        commits: a.history_commits,
+        managers: a.history_managers,
+        share: 0.1,
+        instrumented: 0.3,
+        parts: 4,
+        exts: a.history_exts.clone(),
+    };
+    let t0 = Instant::now();
+    let h = covmerge_integration_tests::history::build(&spec, &a.history_corpus);
+    let files: Vec<String> = h.inputs.iter().map(|p| p.display().to_string()).collect();
+    let gz_bytes: u64 = h
+        .inputs
+        .iter()
+        .map(|p| std::fs::metadata(p).unwrap().len())
+        .sum();
+    println!(
+        "history {} | {} commits | {} rows | {} file versions, {} distinct blobs | {:.1} MB gz (ready in {:.1} s)",
+        repo.display(),
+        a.history_commits,
+        h.rows,
+        h.versions,
+        h.blobs,
+        gz_bytes as f64 / 1e6,
+        t0.elapsed().as_secs_f64()
+    );
+    println!("| source | wall s | CPU s | peak RSS MB | rows/s |");
+    println!("|---|---|---|---|---|");
+    let pid = std::process::id();
+    let git_out = std::env::temp_dir().join(format!("covmerge-bench-{pid}-git.jsonl.gz"));
+    let dir_out = std::env::temp_dir().join(format!("covmerge-bench-{pid}-dir.jsonl.gz"));
+    let url = covmerge_integration_tests::history::REPO_URL;
+    for _ in 0..a.runs {
+        let d = measure(&mut merge_command(
+            bin,
+            &format!("dir:{}", h.sources.display()),
+            url,
+            &h.base_commit,
+            &dir_out,
+            &a.extra,
+            &files,
+        ));
+        let g = measure(&mut merge_command(
+            bin,
+            &format!("git:{}", repo.display()),
+            url,
+            &h.base_commit,
+            &git_out,
+            &a.extra,
+            &files,
+        ));
+        for (name, u) in [("dir:", &d), ("git:", &g)] {
+            println!(
+                "| {name} | {:.2} | {:.2} | {:.0} | {:.0} |",
+                u.wall,
+                u.cpu,
+                u.max_rss_kb as f64 / 1024.0,
+                h.rows as f64 / u.wall
+            );
+        }
+        let same = content_sha(&git_out) == content_sha(&dir_out);
+        println!(
+            "git: / dir: CPU {:.2}× (target ≤ 1.30×), git: peak RSS {:.0} MB (budget 256 MB), results identical: {}",
+            g.cpu / d.cpu,
+            g.max_rss_kb as f64 / 1024.0,
+            if same { "yes" } else { "NO" }
+        );
+        assert!(same, "git: and dir: results differ");
+    }
+    let _ = std::fs::remove_file(&git_out);
+    let _ = std::fs::remove_file(&dir_out);
+}
+
+fn corpus_bench(a: &Args, corpus: &Path, bin: &Path) {
+    let meta = corpus.join("corpus.json");
     if !meta.is_file() {
-        eprintln!("generating corpus in {} ...", a.corpus.display());
+        eprintln!("generating corpus in {} ...", corpus.display());
         let t0 = Instant::now();
-        covmerge_corpus::generate(&a.spec, &a.corpus).expect("generate");
+        covmerge_corpus::generate(&a.spec, corpus).expect("generate");
         eprintln!("generated in {:.1} s", t0.elapsed().as_secs_f64());
     }
     let text = std::fs::read_to_string(&meta).unwrap();
@@ -99,23 +284,16 @@ fn main() {
         .as_array()
         .unwrap()
         .iter()
-        .map(|i| a.corpus.join(i.as_str().unwrap()))
+        .map(|i| corpus.join(i.as_str().unwrap()))
         .collect();
     let gz_bytes: u64 = inputs
         .iter()
         .map(|p| std::fs::metadata(p).unwrap().len())
         .sum();
-    let bin = a.covmerge.clone().unwrap_or_else(|| {
-        std::env::current_exe()
-            .unwrap()
-            .parent()
-            .unwrap()
-            .join("covmerge")
-    });
     let out = std::env::temp_dir().join(format!("covmerge-bench-{}.jsonl.gz", std::process::id()));
     println!(
         "corpus {} | {} rows | {:.1} MB gz in {} part(s)",
-        a.corpus.display(),
+        corpus.display(),
         rows,
         gz_bytes as f64 / 1e6,
         inputs.len()
@@ -135,7 +313,7 @@ fn main() {
     if let Some(n) = a.fleet {
         let files: Vec<String> = inputs.iter().map(|p| p.display().to_string()).collect();
         for _ in 0..a.runs {
-            fleet_run(&a, &bin, n, &files, &repo, &base, rows, gz_bytes);
+            fleet_run(a, corpus, bin, n, &files, &repo, &base, rows, gz_bytes);
         }
         return;
     }
@@ -146,33 +324,20 @@ fn main() {
             .arg("-c")
             .arg(format!("zcat {} | wc -l >/dev/null", files.join(" ")));
         row("zcat | wc -l", &measure(&mut floor));
-        let mut m = Command::new(&bin);
-        m.args([
-            "merge",
-            "--quiet",
-            "--source",
-            &format!("dir:{}", a.corpus.join("sources").display()),
-        ])
-        .args([
-            "--base-repo",
-            &repo,
-            "--base-commit",
-            &base,
-            "--out",
-            out.to_str().unwrap(),
-        ])
-        .args(&a.extra)
-        .arg("--input")
-        .args(&files);
-        // A fresh child process so its peak RSS is its own.
-        let mut wrapped = Command::new("sh");
-        wrapped
-            .arg("-c")
-            .arg("\"$@\" >/dev/null")
-            .arg("sh")
-            .arg(m.get_program())
-            .args(m.get_args());
-        row("covmerge merge", &measure(&mut wrapped));
+        let floor2 = measure(&mut inflate_floor(&files));
+        row("zcat > /dev/null, parts on all cores", &floor2);
+        let src = format!("dir:{}", corpus.join("sources").display());
+        let m = measure(&mut merge_command(
+            bin, &src, &repo, &base, &out, &a.extra, &files,
+        ));
+        row("covmerge merge", &m);
+        // On an idle machine both use every core, so the CPU ratio is also what the
+        // wall ratio tends to; it stays meaningful when others load the machine.
+        println!(
+            "covmerge merge / inflate floor: {:.2}× wall (target ≤ 1.00×), {:.2}× CPU",
+            m.wall / floor2.wall,
+            m.cpu / floor2.cpu
+        );
     }
     let _ = std::fs::remove_file(&out);
 }
@@ -180,6 +345,7 @@ fn main() {
 #[allow(clippy::too_many_arguments)]
 fn fleet_run(
     a: &Args,
+    corpus: &Path,
     bin: &Path,
     n: usize,
     files: &[String],
@@ -215,7 +381,7 @@ fn fleet_run(
         ])
         .args([
             "--source",
-            &format!("dir:{}", a.corpus.join("sources").display()),
+            &format!("dir:{}", corpus.join("sources").display()),
         ])
         .args([
             "--base-repo",

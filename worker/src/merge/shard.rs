@@ -101,7 +101,10 @@ pub fn merge_shard_with_prefix(
     file_prefix: &[u8],
 ) -> Result<MergedPart, MergeError> {
     let mut strings = Interner::default();
-    let mut files: FxHashMap<u32, FileAcc> = FxHashMap::default();
+    // Per string id: the index of its file in `files` plus one (0: not a file yet).
+    // String ids are dense, so this is a vector, not a hash lookup per entry.
+    let mut file_slot: Vec<u32> = Vec::new();
+    let mut files: Vec<(u32, Option<FileAcc>)> = Vec::new();
     let mut maps: FxHashMap<(u32, u32), Option<Arc<LineMap>>> = FxHashMap::default();
     let mut counts = Counts::default();
     let mut remap: Vec<u32> = Vec::new();
@@ -111,15 +114,15 @@ pub fn merge_shard_with_prefix(
         spill::for_each_block(&bytes, |block| {
             remap.clear();
             remap.extend(block.strings.iter().map(|s| strings.intern(s)));
+            if file_slot.len() < strings.strings.len() {
+                file_slot.resize(strings.strings.len(), 0);
+            }
             for (k, v) in block.entries {
                 let (file, commit) = (remap[k.file as usize], remap[k.commit as usize]);
-                if !strings.get(file).starts_with(file_prefix) {
-                    counts.rows_outside_prefix += v.rows;
-                    continue;
-                }
-                let acc = match files.entry(file) {
-                    std::collections::hash_map::Entry::Occupied(e) => e.into_mut(),
-                    std::collections::hash_map::Entry::Vacant(e) => {
+                let slot = &mut file_slot[file as usize];
+                if *slot == 0 {
+                    // First entry of this file: is it in scope, and its base version.
+                    let acc = if strings.get(file).starts_with(file_prefix) {
                         let base = match source.get(base_commit, strings.get(file)) {
                             Ok(b) => b,
                             Err(err) => {
@@ -127,13 +130,21 @@ pub fn merge_shard_with_prefix(
                                 return Ok(());
                             }
                         };
-                        e.insert(FileAcc {
+                        Some(FileAcc {
                             base,
                             star: FxHashMap::default(),
                             per_mgr: FxHashMap::default(),
                             names: FxHashMap::default(),
                         })
-                    }
+                    } else {
+                        None
+                    };
+                    files.push((file, acc));
+                    *slot = files.len() as u32;
+                }
+                let Some(acc) = &mut files[*slot as usize - 1].1 else {
+                    counts.rows_outside_prefix += v.rows;
+                    continue;
                 };
                 let Some(base) = &acc.base else {
                     counts.rows_deleted += v.rows;
@@ -191,7 +202,10 @@ pub fn merge_shard_with_prefix(
     drop(maps);
 
     // Files in path order: the part's order is deterministic.
-    let mut order: Vec<(u32, FileAcc)> = files.into_iter().collect();
+    let mut order: Vec<(u32, FileAcc)> = files
+        .into_iter()
+        .filter_map(|(f, acc)| Some((f, acc?)))
+        .collect();
     order.sort_by(|a, b| strings.get(a.0).cmp(strings.get(b.0)));
     let mut enc = GzEncoder::new(Vec::new(), Compression::new(6));
     let mut records = 0u64;

@@ -1,0 +1,290 @@
+//! A benchmark corpus over a *real* git history: the last `commits` first-parent
+//! commits of a repository (curl's, the kernel's, covmerge's own), the repository's
+//! source files at each of them laid out for `dir:` (`sources/<commit>/<path>`, one
+//! hard-linked copy per distinct blob), and coverage rows in the 7 required columns
+//! for files of those commits, so that `git:REPO` and `dir:sources` can be merged
+//! side by side on identical inputs and must give identical results.
+//!
+//! Rows: each of `managers` managers ran ~`share` of the commits (manager 0 always
+//! the newest, the base); for each such (manager, commit) and each source file there
+//! is one row per instrumented line, chosen by a hash of (path, line text,
+//! occurrence) so that every commit instruments the same code; hit counts are ~40 %
+//! zeros and otherwise a hash. The function name is the last line before it that
+//! starts a C-like definition (an identifier at column 0 followed by `(`).
+//! Everything is deterministic: the same repository and settings give the same bytes.
+//!
+//! The git CLI reads the history (`rev-list`, `ls-tree`, `cat-file --batch`): the
+//! corpus does not depend on the code it benchmarks.
+
+use std::collections::HashMap;
+use std::hash::{Hash, Hasher};
+use std::io::{BufRead, BufReader, Read, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+use flate2::{write::GzEncoder, Compression};
+
+/// What to build.
+#[derive(Debug, Clone)]
+pub struct HistorySpec {
+    pub repo: PathBuf,
+    pub commits: usize,
+    pub managers: usize,
+    /// Each manager ran ~this share of the commits.
+    pub share: f64,
+    /// Share of a file's lines with a row.
+    pub instrumented: f64,
+    pub parts: usize,
+    /// File name endings that count as sources (`.c`, `.h`, `.rs`, ...).
+    pub exts: Vec<String>,
+}
+
+/// A built corpus.
+#[derive(Debug, Clone)]
+pub struct HistoryCorpus {
+    pub sources: PathBuf,
+    pub inputs: Vec<PathBuf>,
+    pub base_commit: String,
+    pub rows: u64,
+    /// Distinct blobs and files × commits laid out.
+    pub blobs: usize,
+    pub versions: usize,
+}
+
+/// The kernel repository named in the rows.
+pub const REPO_URL: &str = "git://example.invalid/history.git";
+
+fn git(repo: &Path) -> Command {
+    let mut c = Command::new("git");
+    let dot_git = repo.join(".git");
+    c.arg("--git-dir").arg(if dot_git.is_dir() {
+        dot_git
+    } else {
+        repo.to_path_buf()
+    });
+    c
+}
+
+fn run(mut c: Command) -> String {
+    let out = c.output().expect("run git");
+    assert!(
+        out.status.success(),
+        "{c:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).expect("utf-8 git output")
+}
+
+fn h64(parts: impl Hash) -> u64 {
+    let mut h = std::hash::DefaultHasher::new();
+    parts.hash(&mut h);
+    h.finish()
+}
+
+fn unit(x: u64) -> f64 {
+    (x >> 11) as f64 / (1u64 << 53) as f64
+}
+
+/// The name a C-like definition line starts, if it starts one.
+fn definition(line: &[u8]) -> Option<&[u8]> {
+    let first = *line.first()?;
+    if !(first.is_ascii_alphabetic() || first == b'_') || line.ends_with(b";") {
+        return None;
+    }
+    let paren = line.iter().position(|&b| b == b'(')?;
+    let head = &line[..paren];
+    let start = head
+        .iter()
+        .rposition(|&b| !(b.is_ascii_alphanumeric() || b == b'_'))
+        .map_or(0, |i| i + 1);
+    let name = &head[start..];
+    (!name.is_empty() && !matches!(name, b"if" | b"for" | b"while" | b"switch" | b"return"))
+        .then_some(name)
+}
+
+/// Builds the corpus under `out` (unless `out/history.json` says it is built from the
+/// same settings) and returns it.
+pub fn build(spec: &HistorySpec, out: &Path) -> HistoryCorpus {
+    let stamp = format!("{spec:?}");
+    let meta = out.join("history.json");
+    let commits: Vec<String> = run({
+        let mut c = git(&spec.repo);
+        c.args(["rev-list", "--first-parent", "-n"])
+            .arg(spec.commits.to_string())
+            .arg("HEAD");
+        c
+    })
+    .lines()
+    .map(str::to_string)
+    .collect();
+    let base = commits.first().expect("a commit").clone();
+    let inputs: Vec<PathBuf> = (0..spec.parts)
+        .map(|p| out.join(format!("input-{p:02}.csv.gz")))
+        .collect();
+    let sources = out.join("sources");
+    if let Ok(text) = std::fs::read_to_string(&meta) {
+        let v: serde_json::Value = serde_json::from_str(&text).expect("history.json");
+        if v["spec"] == stamp.as_str() && v["base"] == base.as_str() {
+            return HistoryCorpus {
+                sources,
+                inputs,
+                base_commit: base,
+                rows: v["rows"].as_u64().unwrap(),
+                blobs: v["blobs"].as_u64().unwrap() as usize,
+                versions: v["versions"].as_u64().unwrap() as usize,
+            };
+        }
+    }
+    let _ = std::fs::remove_dir_all(out);
+    std::fs::create_dir_all(out.join("blobs")).unwrap();
+    // Oldest first: the base is the last commit of the history.
+    let commits: Vec<String> = commits.into_iter().rev().collect();
+    let mut trees: Vec<Vec<(String, String)>> = Vec::new();
+    for c in &commits {
+        let listing = run({
+            let mut g = git(&spec.repo);
+            g.args(["ls-tree", "-r", "--full-tree", c]);
+            g
+        });
+        let files = listing
+            .lines()
+            .filter_map(|l| {
+                let (meta, path) = l.split_once('\t')?;
+                let mut f = meta.split(' ');
+                let (mode, kind, id) = (f.next()?, f.next()?, f.next()?);
+                (kind == "blob"
+                    && mode != "120000"
+                    && spec.exts.iter().any(|e| path.ends_with(e.as_str())))
+                .then(|| (path.to_string(), id.to_string()))
+            })
+            .collect();
+        trees.push(files);
+    }
+    // Every distinct blob once, from one `cat-file --batch`.
+    let mut ids: Vec<&str> = trees.iter().flatten().map(|(_, id)| id.as_str()).collect();
+    ids.sort_unstable();
+    ids.dedup();
+    let mut cat = git(&spec.repo)
+        .args(["cat-file", "--batch"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("git cat-file");
+    let mut stdin = cat.stdin.take().unwrap();
+    let owned: Vec<String> = ids.iter().map(|s| s.to_string()).collect();
+    let feeder = std::thread::spawn(move || {
+        for id in owned {
+            writeln!(stdin, "{id}").unwrap();
+        }
+    });
+    let mut rd = BufReader::new(cat.stdout.take().unwrap());
+    let mut contents: HashMap<String, Vec<u8>> = HashMap::new();
+    for id in &ids {
+        let mut head = String::new();
+        rd.read_line(&mut head).unwrap();
+        let size: usize = head.trim_end().rsplit(' ').next().unwrap().parse().unwrap();
+        let mut data = vec![0u8; size + 1];
+        rd.read_exact(&mut data).unwrap();
+        data.truncate(size);
+        std::fs::write(out.join("blobs").join(id), &data).unwrap();
+        contents.insert(id.to_string(), data);
+    }
+    feeder.join().unwrap();
+    assert!(cat.wait().unwrap().success());
+    let mut versions = 0;
+    for (c, files) in commits.iter().zip(&trees) {
+        for (path, id) in files {
+            let dst = sources.join(c).join(path);
+            std::fs::create_dir_all(dst.parent().unwrap()).unwrap();
+            let src = out.join("blobs").join(id);
+            if std::fs::hard_link(&src, &dst).is_err() {
+                std::fs::copy(&src, &dst).unwrap();
+            }
+            versions += 1;
+        }
+    }
+    // Rows, per (manager, commit) session, each (session, file) group to one part.
+    let mut parts: Vec<GzEncoder<std::io::BufWriter<std::fs::File>>> = inputs
+        .iter()
+        .map(|p| {
+            let f = std::io::BufWriter::with_capacity(1 << 20, std::fs::File::create(p).unwrap());
+            let mut e = GzEncoder::new(f, Compression::new(6));
+            e.write_all(b"kernel_repo,kernel_commit,manager,file_path,func_name,sl,hit_count\n")
+                .unwrap();
+            e
+        })
+        .collect();
+    let mut rows = 0u64;
+    let mut buf = Vec::with_capacity(1 << 20);
+    let n = commits.len();
+    for m in 0..spec.managers {
+        let mgr = format!("ci-history-{m}");
+        for (ci, c) in commits.iter().enumerate() {
+            let ran = (m == 0 && ci == n - 1) || unit(h64((m, ci, "session"))) < spec.share;
+            if !ran {
+                continue;
+            }
+            for (path, id) in &trees[ci] {
+                let data = &contents[id];
+                let mut func: &[u8] = b"";
+                let mut seen: HashMap<&[u8], u32> = HashMap::new();
+                let text = data.strip_suffix(b"\n").unwrap_or(data);
+                for (i, line) in text.split(|&b| b == b'\n').enumerate() {
+                    if data.is_empty() {
+                        break;
+                    }
+                    if let Some(f) = definition(line) {
+                        func = f;
+                    }
+                    let occ = seen.entry(line).or_insert(0);
+                    *occ += 1;
+                    if unit(h64((path, line, *occ))) >= spec.instrumented {
+                        continue;
+                    }
+                    let r = h64((m, ci, path, i));
+                    let hits = if r % 10 < 4 { 0 } else { (r >> 8) % 5000 };
+                    let func = String::from_utf8_lossy(func);
+                    let func = if func.contains([',', '"']) { "" } else { &func };
+                    writeln!(buf, "{REPO_URL},{c},{mgr},{path},{func},{},{hits}", i + 1).unwrap();
+                    rows += 1;
+                }
+                let part = (h64((m, ci, path)) % spec.parts as u64) as usize;
+                parts[part].write_all(&buf).unwrap();
+                buf.clear();
+            }
+        }
+    }
+    for p in parts {
+        p.finish().unwrap().flush().unwrap();
+    }
+    let corpus = HistoryCorpus {
+        sources,
+        inputs,
+        base_commit: base.clone(),
+        rows,
+        blobs: ids.len(),
+        versions,
+    };
+    let json = serde_json::json!({
+        "spec": stamp, "base": base, "rows": rows, "blobs": ids.len(), "versions": versions,
+    });
+    std::fs::write(&meta, json.to_string()).unwrap();
+    corpus
+}
+
+#[cfg(test)]
+mod tests {
+    use super::definition;
+
+    #[test]
+    fn definitions_are_found() {
+        assert_eq!(definition(b"static int foo(void)"), Some(&b"foo"[..]));
+        assert_eq!(
+            definition(b"CURLcode Curl_bar(struct x *y,"),
+            Some(&b"Curl_bar"[..])
+        );
+        assert_eq!(definition(b"  if (x)"), None);
+        assert_eq!(definition(b"int x(void);"), None);
+        assert_eq!(definition(b"#define F(x)"), None);
+    }
+}
