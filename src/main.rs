@@ -2,6 +2,7 @@
 //! library crates. No merge logic lives here.
 
 mod cli;
+mod report_cmd;
 
 use std::process::ExitCode;
 
