@@ -45,11 +45,11 @@ window.covmerge = (function () {
             d.gained.length +
             " gained, −" +
             d.lost.length +
-            " lost (was " +
+            " lost (before: " +
             d.old.covered +
             " / " +
             d.old.instrumented +
-            ")"
+            " lines covered)"
         )
       );
       gained = new Set(d.gained);
