@@ -1,7 +1,9 @@
 //! `covmerge report` and `covmerge diff` on the bundled example, checked in a real
 //! browser: Debian's chromium driven through chromedriver (WebDriver, with fantoccini).
 //! The test starts chromedriver itself and fails if it cannot (deploy/dev/test.sh
-//! installs both). Screenshots go to target/report-screenshots/.
+//! installs both). Screenshots go to target/report-screenshots/. It is one long test on
+//! purpose (~600 lines): one browser session walks the whole report, since starting
+//! Chromium for each check would cost seconds each.
 
 use std::collections::BTreeMap;
 use std::net::TcpStream;
