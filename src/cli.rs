@@ -49,6 +49,10 @@ pub enum Command {
     /// Where a fleet job stands: phase, tasks, rows, elapsed time and an ETA, read from
     /// the store (works while the job runs and after its coordinator crashed).
     Status(StatusArgs),
+    /// A static HTML coverage report of a result (tree, file pages, per manager).
+    Report(crate::report_cmd::ReportArgs),
+    /// Lines gained and lost between two results on the same base (JSON lines).
+    Diff(crate::report_cmd::DiffArgs),
 }
 
 #[derive(Args, Debug)]
@@ -430,6 +434,8 @@ pub async fn run(cli: Cli) -> Result<()> {
         Command::Coordinator(c) => coordinator(c).await,
         Command::Worker(w) => worker(w).await,
         Command::Notify(n) => notify(n).await,
+        Command::Report(r) => crate::report_cmd::report(r).await,
+        Command::Diff(d) => crate::report_cmd::diff(d).await,
         Command::Status(st) => {
             let job = JobId::parse(&st.job).map_err(anyhow::Error::msg)?;
             let store = Store::open(&st.store)?;

@@ -3,6 +3,7 @@
 
 mod cli;
 mod embedded;
+mod report_cmd;
 
 use std::process::ExitCode;
 

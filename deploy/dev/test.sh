@@ -13,6 +13,12 @@ if ! command -v prometheus >/dev/null || ! command -v promtool >/dev/null; then
   DEBIAN_FRONTEND=noninteractive apt-get install -y -q prometheus >/dev/null ||
     { apt-get update -q >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -q prometheus >/dev/null; }
 fi
+# The report's browser test drives Debian's chromium through chromedriver.
+if ! command -v chromium >/dev/null || ! command -v chromedriver >/dev/null; then
+  echo "chromium: installing (apt-get install chromium chromium-driver)"
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium chromium-driver >/dev/null ||
+    { apt-get update -q >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium chromium-driver >/dev/null; }
+fi
 export COVMERGE_TEST_AMQP=${COVMERGE_TEST_AMQP:-amqp://guest:guest@127.0.0.1:5672/%2f}
 # Go from PyPI: the Go coverage tests build and run a -cover program and compare with
 # `go tool covdata` / `go tool cover`.

@@ -20,6 +20,8 @@ mod observability;
 mod output_format;
 /// Results independent of shards and workers; agreement with the test crate's oracle.
 mod property;
+/// `covmerge report` and `covmerge diff`, checked in headless Chromium.
+mod report;
 /// Every rule of SPEC §3 on the project's own fixture.
 mod semantics;
 /// `covmerge status` during, across a coordinator crash, and after a job.

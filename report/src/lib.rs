@@ -1,0 +1,18 @@
+//! `covmerge report` and `covmerge diff`: looking at a merge result without syzbot's
+//! dashboard.
+//!
+//! - [`read`] streams a result (SPEC §4) file by file, checking every record.
+//! - [`tree`] sums each file's instrumented and covered lines (overall and per manager)
+//!   into the directories above it.
+//! - [`diff`] compares two results on the same base commit line by line: lines gained,
+//!   lost, and instrumentation changes, as JSON lines.
+//! - [`site`] writes a static HTML report (maud pages, embedded script and style, data
+//!   loaded per directory and per file as script files so it works from `file://` and
+//!   from a bucket), optionally marking what changed against an older result.
+
+pub mod diff;
+pub mod read;
+pub mod site;
+pub mod tree;
+
+pub use site::{generate, Options, Stats};

@@ -1,0 +1,466 @@
+//! Reads a merge result (SPEC §4: a gzip of JSON lines, a local path or an object-store
+//! URL) as a stream of files: the header, then one [`FileCov`] per file with its `*`
+//! record, its managers' records and its functions.
+//!
+//! covmerge (and syz-covermerger) write all records of a file together, so the reader
+//! holds one file at a time. A result whose records of one file are spread out is
+//! refused with [`ReadError::NotContiguous`]; [`read_grouped`] then reads it whole into
+//! memory instead. Every record is checked against SPEC §4 (`Instrumented` and `Covered`
+//! equal to what the arrays say, lines ascending): the report shows the result's numbers
+//! or refuses it, naming the result and the line.
+
+use std::io::{BufRead, BufReader};
+
+use rustc_hash::{FxHashMap, FxHashSet};
+use serde::Deserialize;
+
+/// Line 1 of a result (Go `coveragedb.HistoryRecord`).
+#[derive(Debug, Clone, Default, Deserialize, serde::Serialize)]
+#[serde(rename_all = "PascalCase")]
+pub struct Header {
+    #[serde(default)]
+    pub namespace: String,
+    #[serde(default)]
+    pub repo: String,
+    pub commit: String,
+    #[serde(default)]
+    pub duration: i64,
+    #[serde(default)]
+    pub date_to: String,
+    #[serde(default)]
+    pub total_rows: i64,
+}
+
+/// One manager's lines of one file (`*` is the overall record).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct LineHits {
+    /// Ascending line numbers.
+    pub lines: Vec<u32>,
+    /// Hit counts aligned with `lines`.
+    pub hits: Vec<u64>,
+}
+
+impl LineHits {
+    pub fn instrumented(&self) -> u64 {
+        self.lines.len() as u64
+    }
+
+    pub fn covered(&self) -> u64 {
+        self.hits.iter().filter(|&&h| h > 0).count() as u64
+    }
+
+    /// The hit count of `line`, `None` when it is not instrumented.
+    pub fn get(&self, line: u32) -> Option<u64> {
+        self.lines.binary_search(&line).ok().map(|i| self.hits[i])
+    }
+}
+
+/// Everything a result says about one file.
+#[derive(Debug, Clone, Default)]
+pub struct FileCov {
+    pub path: String,
+    /// The `*` record (empty when the result has none for this file).
+    pub star: LineHits,
+    /// Per manager, sorted by manager name.
+    pub managers: Vec<(String, LineHits)>,
+    /// Functions and their lines, as in the `FL` records.
+    pub funcs: Vec<(String, Vec<u32>)>,
+}
+
+/// Why a result cannot be read.
+#[derive(Debug, thiserror::Error)]
+pub enum ReadError {
+    #[error("result {result}: {message}")]
+    Open { result: String, message: String },
+    #[error("result {result}, line {line}: {message}")]
+    Bad {
+        result: String,
+        line: u64,
+        message: String,
+    },
+    #[error("result {result}, line {line}: records of {path} are not contiguous")]
+    NotContiguous {
+        result: String,
+        line: u64,
+        path: String,
+    },
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "PascalCase")]
+struct FileData {
+    instrumented: u64,
+    covered: u64,
+    lines_instrumented: Vec<u32>,
+    hit_counts: Vec<u64>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "PascalCase")]
+struct Mcr {
+    manager: String,
+    file_path: String,
+    file_data: FileData,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "PascalCase")]
+struct Fl {
+    file_path: String,
+    func_name: String,
+    lines: Vec<u32>,
+}
+
+#[derive(Deserialize)]
+struct Record {
+    #[serde(rename = "MCR")]
+    mcr: Option<Mcr>,
+    #[serde(rename = "FL")]
+    fl: Option<Fl>,
+}
+
+/// A result opened for reading file by file.
+pub struct ResultReader {
+    name: String,
+    input: Box<dyn BufRead + Send>,
+    line: u64,
+    buf: String,
+    header: Header,
+    /// The record read past the end of the previous file.
+    pending: Option<(u64, Record)>,
+    done: FxHashSet<String>,
+}
+
+/// Opens a result: a local path or an object-store URL, gzip or plain. Store objects
+/// are streamed by a task on `rt`; call `next_file` from a blocking thread.
+pub fn open(spec: &str, rt: &tokio::runtime::Handle) -> Result<ResultReader, ReadError> {
+    use covmerge_worker::input::{open_input, Inflate};
+    let raw = open_input(spec, rt, Inflate::Pipelined).map_err(|e| ReadError::Open {
+        result: spec.to_string(),
+        message: e.to_string(),
+    })?;
+    ResultReader::new(spec, Box::new(BufReader::with_capacity(1 << 20, raw)))
+}
+
+impl ResultReader {
+    /// Reads the header line of `input`, named `name` in errors.
+    pub fn new(name: &str, input: Box<dyn BufRead + Send>) -> Result<Self, ReadError> {
+        let mut r = ResultReader {
+            name: name.to_string(),
+            input,
+            line: 0,
+            buf: String::new(),
+            header: Header::default(),
+            pending: None,
+            done: FxHashSet::default(),
+        };
+        if !r.read_line()? {
+            return Err(r.bad(1, "empty: expected the header line"));
+        }
+        r.header = serde_json::from_str(&r.buf)
+            .map_err(|e| r.bad(1, &format!("not a header line (Commit, Repo, ...): {e}")))?;
+        Ok(r)
+    }
+
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    pub fn header(&self) -> &Header {
+        &self.header
+    }
+
+    fn bad(&self, line: u64, message: &str) -> ReadError {
+        ReadError::Bad {
+            result: self.name.clone(),
+            line,
+            message: message.to_string(),
+        }
+    }
+
+    /// Reads the next non-empty line into `buf`; false at the end.
+    fn read_line(&mut self) -> Result<bool, ReadError> {
+        loop {
+            self.buf.clear();
+            let n = self
+                .input
+                .read_line(&mut self.buf)
+                .map_err(|e| self.bad(self.line + 1, &format!("reading: {e}")))?;
+            if n == 0 {
+                return Ok(false);
+            }
+            self.line += 1;
+            if !self.buf.trim().is_empty() {
+                return Ok(true);
+            }
+        }
+    }
+
+    fn next_record(&mut self) -> Result<Option<(u64, Record)>, ReadError> {
+        if let Some(p) = self.pending.take() {
+            return Ok(Some(p));
+        }
+        if !self.read_line()? {
+            return Ok(None);
+        }
+        let rec: Record = serde_json::from_str(&self.buf)
+            .map_err(|e| self.bad(self.line, &format!("not an MCR or FL record: {e}")))?;
+        Ok(Some((self.line, rec)))
+    }
+
+    /// The next file, `None` at the end.
+    pub fn next_file(&mut self) -> Result<Option<FileCov>, ReadError> {
+        let mut file: Option<FileCov> = None;
+        while let Some((line, rec)) = self.next_record()? {
+            let path = record_path(&rec).ok_or_else(|| {
+                self.bad(line, "a record needs exactly one of MCR and FL non-null")
+            })?;
+            match &file {
+                Some(f) if f.path != path => {
+                    self.pending = Some((line, rec));
+                    break;
+                }
+                None if self.done.contains(path) => {
+                    return Err(ReadError::NotContiguous {
+                        result: self.name.clone(),
+                        line,
+                        path: path.to_string(),
+                    })
+                }
+                _ => {}
+            }
+            let f = file.get_or_insert_with(|| FileCov {
+                path: path.to_string(),
+                ..FileCov::default()
+            });
+            add_record(f, rec).map_err(|m| self.bad(line, &m))?;
+        }
+        if let Some(f) = &mut file {
+            self.done.insert(f.path.clone());
+            f.managers.sort_by(|a, b| a.0.cmp(&b.0));
+        }
+        Ok(file)
+    }
+}
+
+fn record_path(r: &Record) -> Option<&str> {
+    match (&r.mcr, &r.fl) {
+        (Some(m), None) => Some(&m.file_path),
+        (None, Some(f)) => Some(&f.file_path),
+        _ => None,
+    }
+}
+
+/// Adds a checked record to its file.
+fn add_record(f: &mut FileCov, rec: Record) -> Result<(), String> {
+    if let Some(fl) = rec.fl {
+        if !fl.lines.windows(2).all(|w| w[0] < w[1]) {
+            return Err(format!("FL {}: Lines not ascending", fl.func_name));
+        }
+        f.funcs.push((fl.func_name, fl.lines));
+        return Ok(());
+    }
+    let Some(m) = rec.mcr else { return Ok(()) };
+    let d = m.file_data;
+    let who = format!("MCR of manager {:?}", m.manager);
+    if d.lines_instrumented.len() != d.hit_counts.len() {
+        return Err(format!(
+            "{who}: {} LinesInstrumented but {} HitCounts",
+            d.lines_instrumented.len(),
+            d.hit_counts.len()
+        ));
+    }
+    if !d.lines_instrumented.windows(2).all(|w| w[0] < w[1]) {
+        return Err(format!("{who}: LinesInstrumented not ascending"));
+    }
+    let lh = LineHits {
+        lines: d.lines_instrumented,
+        hits: d.hit_counts,
+    };
+    if d.instrumented != lh.instrumented() || d.covered != lh.covered() {
+        return Err(format!(
+            "{who}: Instrumented {} / Covered {} but the arrays say {} / {}",
+            d.instrumented,
+            d.covered,
+            lh.instrumented(),
+            lh.covered()
+        ));
+    }
+    if m.manager == "*" {
+        if !f.star.lines.is_empty() {
+            return Err("a second MCR of manager \"*\"".into());
+        }
+        f.star = lh;
+    } else {
+        if f.managers.iter().any(|(n, _)| *n == m.manager) {
+            return Err(format!("a second {who}"));
+        }
+        f.managers.push((m.manager, lh));
+    }
+    Ok(())
+}
+
+/// A result's files: streamed, or read whole and grouped (see [`read_grouped`]).
+pub enum Files {
+    Stream(Box<ResultReader>),
+    Grouped {
+        name: String,
+        header: Header,
+        files: std::vec::IntoIter<FileCov>,
+    },
+}
+
+impl Files {
+    /// Opens `spec` streamed, or (`grouped`) reads it whole.
+    pub fn open(
+        spec: &str,
+        rt: &tokio::runtime::Handle,
+        grouped: bool,
+    ) -> Result<Files, ReadError> {
+        Ok(if grouped {
+            let (header, files) = read_grouped(spec, rt)?;
+            Files::Grouped {
+                name: spec.to_string(),
+                header,
+                files: files.into_iter(),
+            }
+        } else {
+            Files::Stream(Box::new(open(spec, rt)?))
+        })
+    }
+
+    pub fn name(&self) -> &str {
+        match self {
+            Files::Stream(r) => r.name(),
+            Files::Grouped { name, .. } => name,
+        }
+    }
+
+    pub fn header(&self) -> &Header {
+        match self {
+            Files::Stream(r) => r.header(),
+            Files::Grouped { header, .. } => header,
+        }
+    }
+
+    /// The next file, `None` at the end.
+    pub fn next_file(&mut self) -> Result<Option<FileCov>, ReadError> {
+        match self {
+            Files::Stream(r) => r.next_file(),
+            Files::Grouped { files, .. } => Ok(files.next()),
+        }
+    }
+}
+
+/// Whether an error is [`ReadError::NotContiguous`] (read the result grouped instead).
+pub fn is_not_contiguous(e: &anyhow::Error) -> bool {
+    matches!(
+        e.downcast_ref::<ReadError>(),
+        Some(ReadError::NotContiguous { .. })
+    )
+}
+
+/// Reads a whole result into memory, grouping records of a file wherever they are,
+/// files in order of first appearance. For results that [`ResultReader::next_file`]
+/// refuses as not contiguous.
+pub fn read_grouped(
+    spec: &str,
+    rt: &tokio::runtime::Handle,
+) -> Result<(Header, Vec<FileCov>), ReadError> {
+    let mut r = open(spec, rt)?;
+    let mut files: Vec<FileCov> = Vec::new();
+    let mut index: FxHashMap<String, usize> = FxHashMap::default();
+    while let Some((line, rec)) = r.next_record()? {
+        let path = record_path(&rec)
+            .ok_or_else(|| r.bad(line, "a record needs exactly one of MCR and FL non-null"))?
+            .to_string();
+        let i = *index.entry(path.clone()).or_insert_with(|| {
+            files.push(FileCov {
+                path,
+                ..FileCov::default()
+            });
+            files.len() - 1
+        });
+        add_record(&mut files[i], rec).map_err(|m| r.bad(line, &m))?;
+    }
+    for f in &mut files {
+        f.managers.sort_by(|a, b| a.0.cmp(&b.0));
+    }
+    Ok((r.header, files))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const HEAD: &str = r#"{"Session":"","Time":"0001-01-01T00:00:00Z","Namespace":"upstream","Repo":"git://r","Commit":"c1","Duration":30,"DateTo":"2024-04-08","TotalRows":9}"#;
+
+    fn mcr(m: &str, p: &str, lines: &[u32], hits: &[u64]) -> String {
+        let cov = hits.iter().filter(|&&h| h > 0).count();
+        format!(
+            r#"{{"MCR":{{"Manager":"{m}","FilePath":"{p}","FileData":{{"Instrumented":{},"Covered":{cov},"LinesInstrumented":{lines:?},"HitCounts":{hits:?}}}}},"FL":null}}"#,
+            lines.len()
+        )
+    }
+
+    fn reader(lines: &[String]) -> ResultReader {
+        let text = format!("{HEAD}\n{}\n", lines.join("\n"));
+        ResultReader::new("r.jsonl", Box::new(std::io::Cursor::new(text.into_bytes()))).unwrap()
+    }
+
+    #[test]
+    fn files_one_at_a_time() {
+        let mut r = reader(&[
+            mcr("*", "a.c", &[1, 2], &[3, 0]),
+            mcr("m2", "a.c", &[1], &[3]),
+            mcr("m1", "a.c", &[2], &[0]),
+            r#"{"MCR":null,"FL":{"FilePath":"a.c","FuncName":"f","Lines":[1,2]}}"#.into(),
+            mcr("*", "b.c", &[], &[]),
+        ]);
+        assert_eq!(r.header().commit, "c1");
+        let a = r.next_file().unwrap().unwrap();
+        assert_eq!(a.path, "a.c");
+        assert_eq!(a.star.covered(), 1);
+        assert_eq!(a.managers[0].0, "m1");
+        assert_eq!(a.funcs, vec![("f".to_string(), vec![1, 2])]);
+        let b = r.next_file().unwrap().unwrap();
+        assert_eq!((b.path.as_str(), b.star.instrumented()), ("b.c", 0));
+        assert!(r.next_file().unwrap().is_none());
+    }
+
+    #[test]
+    fn spread_out_file_is_named() {
+        let mut r = reader(&[
+            mcr("*", "a.c", &[1], &[1]),
+            mcr("*", "b.c", &[1], &[1]),
+            mcr("m", "a.c", &[1], &[1]),
+        ]);
+        r.next_file().unwrap();
+        r.next_file().unwrap();
+        let e = r.next_file().unwrap_err().to_string();
+        assert_eq!(
+            e,
+            "result r.jsonl, line 4: records of a.c are not contiguous"
+        );
+    }
+
+    #[test]
+    fn wrong_counts_name_the_line() {
+        let bad = mcr("*", "a.c", &[1, 2], &[1, 1]).replace("\"Covered\":2", "\"Covered\":1");
+        let mut r = reader(&[mcr("*", "z.c", &[], &[]), bad]);
+        r.next_file().unwrap();
+        let e = r.next_file().unwrap_err().to_string();
+        assert!(
+            e.starts_with("result r.jsonl, line 3: MCR of manager \"*\": Instrumented 2 / Covered 1 but the arrays say 2 / 2"),
+            "{e}"
+        );
+        let unsorted = mcr("*", "a.c", &[2, 1], &[1, 1]);
+        let e = reader(&[unsorted]).next_file().unwrap_err().to_string();
+        assert!(e.contains("line 2") && e.contains("not ascending"), "{e}");
+        let e = ResultReader::new("x", Box::new(std::io::Cursor::new(b"{}\n".to_vec())))
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(e.starts_with("result x, line 1: not a header line"), "{e}");
+    }
+}

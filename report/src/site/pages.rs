@@ -1,0 +1,198 @@
+//! The site's HTML, with maud: `index.html` (totals, filters and the tree, whose top
+//! level is rendered here so the first page shows numbers before any script runs) and
+//! `file.html` (the shell that `assets/file.js` fills from a file's data script). Rows
+//! rendered here and by `assets/app.js` have the same cells and classes.
+
+use std::path::Path;
+
+use anyhow::Result;
+use maud::{html, Markup, DOCTYPE};
+
+use super::data::{children, dir_row, script_path, Row};
+use super::{APP_JS, FILE_JS, STYLE_CSS};
+use crate::diff::Totals;
+use crate::read::Header;
+use crate::tree::Tree;
+
+/// Coverage in % with one decimal, or `–` with nothing instrumented.
+pub fn pct_text(instrumented: u64, covered: u64) -> String {
+    if instrumented == 0 {
+        "–".into()
+    } else {
+        format!("{:.1}", covered as f64 * 100.0 / instrumented as f64)
+    }
+}
+
+/// The heat colour of a coverage cell: red at 0 %, green at 100 % (as app.js's `heat`).
+pub fn heat(instrumented: u64, covered: u64) -> Option<String> {
+    (instrumented > 0).then(|| {
+        let hue = (covered as f64 * 120.0 / instrumented as f64).round();
+        format!("background:hsl({hue},70%,80%)")
+    })
+}
+
+fn pct_cell(i: u64, c: u64, title: Option<String>) -> Markup {
+    html! {
+        td.pct style=[heat(i, c)] title=[title] { (pct_text(i, c)) }
+    }
+}
+
+fn short(commit: &str) -> &str {
+    commit.get(..12).unwrap_or(commit)
+}
+
+fn head(title: &str) -> Markup {
+    html! {
+        head {
+            meta charset="utf-8";
+            meta name="viewport" content="width=device-width, initial-scale=1";
+            title { (title) }
+            link rel="stylesheet" href="assets/style.css";
+        }
+    }
+}
+
+/// One tree row (the same as app.js's `rowEl`).
+fn row(r: &Row<'_>, managers: usize, diff: bool) -> Markup {
+    let dir = r.k == "d";
+    html! {
+        tr.row.dir[dir].file[!dir].del[r.del] data-id=(r.id) data-kind=(r.k) data-depth="0" {
+            td.name {
+                @if dir {
+                    button.tog type="button" aria-expanded="false" { "▸" }
+                    span.dname { (r.name) "/" }
+                } @else if r.del {
+                    span.fname title="only in the older result" { (r.name) }
+                } @else {
+                    a href={ "file.html#" (r.id) } { (r.name) }
+                }
+            }
+            td.num { (r.n[0]) }
+            td.num { (r.n[1]) }
+            (pct_cell(r.n[0], r.n[1], None))
+            @if diff {
+                td.num.gained { @if r.g > 0 { "+" (r.g) } }
+                td.num.lost { @if r.l > 0 { "−" (r.l) } }
+            }
+            @for col in 0..managers {
+                @let c = r.m.iter().find(|m| m[0] == col as u64).map_or([0, 0], |m| [m[1], m[2]]);
+                (pct_cell(c[0], c[1], (c[0] > 0).then(|| format!("{} / {}", c[1], c[0]))))
+            }
+        }
+    }
+}
+
+fn index(h: &Header, t: &Tree, diff: Option<&(String, Totals)>) -> Markup {
+    let root = dir_row(&t.dirs[0]);
+    let title = format!("Coverage of {} at {}", h.repo, short(&h.commit));
+    html! {
+        (DOCTYPE)
+        html lang="en" {
+            (head(&title))
+            body data-page="tree" {
+                header {
+                    h1 { "Coverage of " code { (h.repo) } " at " code title=(h.commit) { (short(&h.commit)) } }
+                    p.sub {
+                        (h.namespace) " · up to " (h.date_to) " · " (h.duration) " days · "
+                        (t.managers.len()) " managers · " (t.files.len()) " files"
+                    }
+                }
+                table.totals id="totals" {
+                    tr { th { "Instrumented" } th { "Covered" } th { "Coverage %" }
+                        @if diff.is_some() { th { "Gained" } th { "Lost" } th { "Before" } } }
+                    tr {
+                        td.num id="total-instrumented" { (root.n[0]) }
+                        td.num id="total-covered" { (root.n[1]) }
+                        (pct_cell(root.n[0], root.n[1], None))
+                        @if let Some((old, d)) = diff {
+                            td.num.gained id="total-gained" { "+" (d.gained) }
+                            td.num.lost id="total-lost" { "−" (d.lost) }
+                            td title=(old) { (d.old.covered) " / " (d.old.instrumented) " (" (pct_text(d.old.instrumented, d.old.covered)) " %)" }
+                        }
+                    }
+                }
+                @if let Some((old, _)) = diff {
+                    p.sub { "Gained and lost lines against " code { (old) } " (same base commit)." }
+                }
+                div.controls {
+                    label { input id="f-signal" type="checkbox"; " has signal" }
+                    label { input id="f-below" type="checkbox"; " below " input id="f-below-pct" type="number" value="50" min="0" max="100" step="1"; " %" }
+                    label { "path " input id="f-text" type="search" placeholder="e.g. fs/ext4" autocomplete="off"; }
+                    @if diff.is_some() { button id="sort-drop" type="button" { "Coverage drop" } }
+                    span id="status" {}
+                }
+                div.scroll {
+                    table.tree id="tree" {
+                        thead { tr {
+                            th data-sort="name" { "Path" }
+                            th data-sort="i" { "Instr." }
+                            th data-sort="c" { "Covered" }
+                            th data-sort="p" { "%" }
+                            @if diff.is_some() { th data-sort="g" { "Gained" } th data-sort="l" { "Lost" } }
+                            @for (col, m) in t.managers.iter().enumerate() {
+                                th.mgr data-sort={ "m" (col) } title=(m) { span { (m) } }
+                            }
+                        } }
+                        tbody id="rows" {
+                            @for r in children(t, &t.dirs[0]) { (row(&r, t.managers.len(), diff.is_some())) }
+                        }
+                    }
+                }
+                script src="assets/app.js" {}
+                script src="data/meta.js" {}
+                script src=(script_path("d", 0)) {}
+            }
+        }
+    }
+}
+
+fn file_page(h: &Header, diff: bool) -> Markup {
+    html! {
+        (DOCTYPE)
+        html lang="en" {
+            (head("Coverage: file"))
+            body data-page="file" {
+                nav { a href="index.html" { "← tree" } " " span id="crumbs" {} }
+                h1 id="path" { "loading…" }
+                p.note id="note" {}
+                div.controls {
+                    label { "Manager " select id="manager" {} }
+                    span id="fsum" {}
+                }
+                h2 { "Functions" }
+                table.funcs id="funcs" {
+                    thead { tr { th { "Function" } th { "Lines" } th { "Covered" } th { "%" } } }
+                    tbody {}
+                }
+                h2 { "Source at " code title=(h.commit) { (short(&h.commit)) } }
+                table.src id="src" {
+                    thead { tr { th { "Line" } th { "Hits" } @if diff { th { "Δ" } } th { "Source" } } }
+                    tbody {}
+                }
+                script src="assets/file.js" {}
+            }
+        }
+    }
+}
+
+/// Writes the pages and the assets; returns the bytes written.
+pub fn write_pages(
+    out: &Path,
+    h: &Header,
+    t: &Tree,
+    diff: Option<&(String, Totals)>,
+) -> Result<u64> {
+    let files: [(&str, String); 5] = [
+        ("index.html", index(h, t, diff).into_string()),
+        ("file.html", file_page(h, diff.is_some()).into_string()),
+        ("assets/app.js", APP_JS.to_string()),
+        ("assets/file.js", FILE_JS.to_string()),
+        ("assets/style.css", STYLE_CSS.to_string()),
+    ];
+    let mut n = 0;
+    for (rel, body) in files {
+        n += body.len() as u64;
+        super::write(out, rel, body.as_bytes())?;
+    }
+    Ok(n)
+}

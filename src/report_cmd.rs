@@ -1,0 +1,132 @@
+//! `covmerge report` and `covmerge diff` (issue 15): argument structs and handlers,
+//! kept out of cli.rs. The work is in the `covmerge-report` crate.
+
+use std::io::Write;
+use std::path::PathBuf;
+
+use anyhow::{Context, Result};
+use clap::Args;
+use covmerge_proto::output::totals_line;
+use covmerge_report::read::{is_not_contiguous, Files};
+
+#[derive(Args, Debug)]
+pub struct ReportArgs {
+    /// The result (a local path or an object-store URL).
+    pub result: String,
+    /// Where the source text comes from: dir:ROOT, git:PATH or store:URL (without it,
+    /// file pages show hits and functions but no text).
+    #[arg(long)]
+    pub source: Option<String>,
+    /// The directory to write the site to (created if missing).
+    #[arg(long)]
+    pub out: PathBuf,
+    /// An older result on the same base commit: mark lines gained and lost.
+    #[arg(long, value_name = "OLD")]
+    pub diff: Option<String>,
+    /// Threads writing file pages (default: the cores).
+    #[arg(long)]
+    pub threads: Option<usize>,
+}
+
+#[derive(Args, Debug)]
+pub struct DiffArgs {
+    /// The older result.
+    pub old: String,
+    /// The newer result, on the same base commit.
+    pub new: String,
+    /// Write the JSON lines here instead of to standard output (then a summary is
+    /// printed).
+    #[arg(long)]
+    pub out: Option<PathBuf>,
+}
+
+pub async fn report(a: ReportArgs) -> Result<()> {
+    let opts = covmerge_report::Options {
+        result: a.result,
+        source: a.source,
+        out: a.out,
+        diff: a.diff,
+        threads: a.threads,
+    };
+    let rt = tokio::runtime::Handle::current();
+    let o = opts.clone();
+    let stats = tokio::task::spawn_blocking(move || covmerge_report::generate(&o, &rt))
+        .await
+        .context("report thread")??;
+    println!(
+        "wrote {} files, {} directories, {} managers to {} in {:.2} s",
+        stats.files,
+        stats.dirs,
+        stats.managers,
+        opts.out.join("index.html").display(),
+        stats.elapsed.as_secs_f64()
+    );
+    let parts: Vec<String> = stats
+        .first_page
+        .iter()
+        .map(|(p, n)| format!("{p} {n}"))
+        .collect();
+    println!(
+        "first page: {} bytes ({})",
+        stats.first_page_bytes(),
+        parts.join(", ")
+    );
+    if stats.sources_missing > 0 {
+        println!(
+            "{} file(s) without source text (see their pages)",
+            stats.sources_missing
+        );
+    }
+    Ok(())
+}
+
+pub async fn diff(a: DiffArgs) -> Result<()> {
+    let rt = tokio::runtime::Handle::current();
+    let (totals, out) = tokio::task::spawn_blocking(move || -> Result<_> {
+        let old = covmerge_report::site::read_old(&a.old, &rt)?;
+        // Buffered: a result written with a file's records apart is read again grouped.
+        let mut buf = Vec::new();
+        let mut new = Files::open(&a.new, &rt, false)?;
+        let t = match covmerge_report::diff::write_jsonl(&a.old, old, &mut new, &mut buf) {
+            Err(e) if is_not_contiguous(&e) => {
+                buf.clear();
+                let old = covmerge_report::site::read_old(&a.old, &rt)?;
+                let mut new = Files::open(&a.new, &rt, true)?;
+                covmerge_report::diff::write_jsonl(&a.old, old, &mut new, &mut buf)?
+            }
+            r => r?,
+        };
+        match &a.out {
+            Some(p) => {
+                std::fs::write(p, &buf).with_context(|| format!("writing {}", p.display()))?
+            }
+            None => std::io::stdout().lock().write_all(&buf)?,
+        }
+        Ok((t, a.out))
+    })
+    .await
+    .context("diff thread")??;
+    if let Some(p) = out {
+        println!(
+            "{}: {} files changed, {} added, {} deleted, {} unchanged",
+            p.display(),
+            totals.files_changed,
+            totals.files_added,
+            totals.files_deleted,
+            totals.files_unchanged
+        );
+        println!(
+            "lines gained {}, lost {}; instrumented +{} -{}",
+            totals.gained, totals.lost, totals.instrumented_added, totals.instrumented_removed
+        );
+        println!(
+            "old {}",
+            totals_line(totals.old.instrumented, totals.old.covered)
+        );
+        println!(
+            "new {}",
+            totals_line(totals.new.instrumented, totals.new.covered)
+        );
+    }
+    Ok(())
+}
