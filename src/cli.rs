@@ -1,3 +1,11 @@
+//! The command line: clap's argument types for every subcommand, and the handlers that
+//! turn them into calls of the library crates (plan and run a job, serve tasks, notify,
+//! status, gen, sources); `report` and `diff` are in `report_cmd.rs`, embedded mode in
+//! `embedded.rs`.
+//!
+//! (Over 600 lines because the arguments are: each flag carries its SPEC §5 help text,
+//! and the handlers are a few lines each.)
+
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;

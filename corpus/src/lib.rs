@@ -51,6 +51,10 @@
 //!
 //! Rows are streamed: the generator holds the sources (as shared line ids),
 //! never the rows, and compresses the parts on worker threads.
+//!
+//! (Long because the generator is one deterministic sequence: every step draws from
+//! the same seeded PRNG in a fixed order, which a split into modules would obscure; the
+//! C source text and the word tables are in `source/`.)
 
 mod git;
 mod rng;
