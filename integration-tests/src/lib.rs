@@ -11,6 +11,8 @@ pub mod gcs;
 /// A benchmark corpus over a real git history.
 pub mod history;
 /// A plain second merge that the property tests compare covmerge with.
+/// Wall time, CPU and peak RSS of one child process, for the bench binaries.
+pub mod measure;
 pub mod oracle;
 /// A TCP relay that cuts connections, for outages.
 pub mod relay;

@@ -23,6 +23,7 @@ use std::time::Instant;
 
 use clap::Parser;
 use covmerge_corpus::CorpusSpec;
+use covmerge_integration_tests::measure::{covmerge_beside_this_exe, measure, Usage};
 
 #[derive(Parser, Debug)]
 struct Args {
@@ -66,39 +67,6 @@ struct Args {
     extra: Vec<String>,
 }
 
-struct Usage {
-    wall: f64,
-    cpu: f64,
-    max_rss_kb: i64,
-}
-
-/// Runs `cmd`, returning wall time, CPU (user+sys of children) and the peak RSS of the
-/// largest child, from getrusage(RUSAGE_CHILDREN) deltas in a fresh process.
-// The child is reaped by wait4, not by `Child::wait`.
-#[allow(clippy::zombie_processes)]
-fn measure(cmd: &mut Command) -> Usage {
-    // getrusage(RUSAGE_CHILDREN)'s peak RSS is the maximum over every child ever
-    // reaped, so a later, smaller run would show an earlier one's peak: wait4 gives
-    // this child's own usage (with that of the descendants it waited for).
-    let t0 = Instant::now();
-    let child = cmd.spawn().expect("spawn");
-    let mut status = 0;
-    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
-    let pid = unsafe { libc::wait4(child.id() as libc::pid_t, &mut status, 0, &mut ru) };
-    let wall = t0.elapsed().as_secs_f64();
-    assert_eq!(pid, child.id() as libc::pid_t, "wait4");
-    assert!(
-        libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0,
-        "{cmd:?} failed"
-    );
-    let t = |tv: libc::timeval| tv.tv_sec as f64 + tv.tv_usec as f64 / 1e6;
-    Usage {
-        wall,
-        cpu: t(ru.ru_utime) + t(ru.ru_stime),
-        max_rss_kb: ru.ru_maxrss,
-    }
-}
-
 fn rusage() -> (f64, i64) {
     let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
     unsafe { libc::getrusage(libc::RUSAGE_CHILDREN, &mut ru) };
@@ -116,13 +84,7 @@ fn json_field(text: &str, key: &str) -> String {
 
 fn main() {
     let a = Args::parse();
-    let bin = a.covmerge.clone().unwrap_or_else(|| {
-        std::env::current_exe()
-            .unwrap()
-            .parent()
-            .unwrap()
-            .join("covmerge")
-    });
+    let bin = a.covmerge.clone().unwrap_or_else(covmerge_beside_this_exe);
     if let Some(corpus) = &a.corpus {
         corpus_bench(&a, corpus, &bin);
     }

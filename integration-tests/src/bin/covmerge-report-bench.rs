@@ -15,6 +15,7 @@ use std::process::Command;
 use std::time::Instant;
 
 use clap::Parser;
+use covmerge_integration_tests::measure::{covmerge_beside_this_exe, measure, Usage};
 use flate2::{write::GzEncoder, Compression};
 
 #[derive(Parser, Debug)]
@@ -178,16 +179,6 @@ fn write_sources(root: &Path, files: &[File]) {
     }
 }
 
-fn rusage() -> libc::rusage {
-    let mut r: libc::rusage = unsafe { std::mem::zeroed() };
-    unsafe { libc::getrusage(libc::RUSAGE_CHILDREN, &mut r) };
-    r
-}
-
-fn secs(t: libc::timeval) -> f64 {
-    t.tv_sec as f64 + t.tv_usec as f64 / 1e6
-}
-
 fn du(p: &Path) -> (u64, u64) {
     let (mut bytes, mut files) = (0, 0);
     for e in std::fs::read_dir(p).unwrap() {
@@ -207,13 +198,7 @@ fn du(p: &Path) -> (u64, u64) {
 
 fn main() {
     let a = Args::parse();
-    let bin = a.covmerge.clone().unwrap_or_else(|| {
-        std::env::current_exe()
-            .unwrap()
-            .parent()
-            .unwrap()
-            .join("covmerge")
-    });
+    let bin = a.covmerge.clone().unwrap_or_else(covmerge_beside_this_exe);
     std::fs::create_dir_all(&a.dir).unwrap();
     let tag = format!(
         "{}f-{}m-{}l-{}k",
@@ -253,14 +238,13 @@ fn main() {
             if diff {
                 cmd.arg("--diff").arg(&old);
             }
-            let before = rusage();
-            let t = Instant::now();
-            assert!(cmd.status().unwrap().success(), "{cmd:?} failed");
-            let wall = t.elapsed().as_secs_f64();
-            let after = rusage();
-            let cpu = secs(after.ru_utime) + secs(after.ru_stime)
-                - secs(before.ru_utime)
-                - secs(before.ru_stime);
+            // The run's own peak RSS (getrusage(RUSAGE_CHILDREN) would report the
+            // largest of every child so far, the previous mode's included).
+            let Usage {
+                wall,
+                cpu,
+                max_rss_kb,
+            } = measure(&mut cmd);
             let (bytes, n) = du(&site);
             let first: u64 = [
                 "index.html",
@@ -274,7 +258,7 @@ fn main() {
             .sum();
             println!(
                 "{mode:<12} {wall:>6.2} {cpu:>6.2} {:>12.0} {:>8.1} {n:>11} {first:>17}",
-                after.ru_maxrss as f64 / 1024.0,
+                max_rss_kb as f64 / 1024.0,
                 bytes as f64 / 1e6
             );
         }

@@ -1,0 +1,49 @@
+//! Measuring a benchmark's child process: wall time, CPU and its own peak RSS, and
+//! finding the `covmerge` binary built beside the bench.
+
+use std::path::PathBuf;
+use std::process::Command;
+use std::time::Instant;
+
+/// What one measured run used.
+pub struct Usage {
+    pub wall: f64,
+    pub cpu: f64,
+    pub max_rss_kb: i64,
+}
+
+/// Runs `cmd`, returning wall time, CPU (user+sys of children) and the peak RSS of the
+/// child itself (with the descendants it waited for).
+// The child is reaped by wait4, not by `Child::wait`.
+#[allow(clippy::zombie_processes)]
+pub fn measure(cmd: &mut Command) -> Usage {
+    // getrusage(RUSAGE_CHILDREN)'s peak RSS is the maximum over every child ever
+    // reaped, so a later, smaller run would show an earlier one's peak: wait4 gives
+    // this child's own usage (with that of the descendants it waited for).
+    let t0 = Instant::now();
+    let child = cmd.spawn().expect("spawn");
+    let mut status = 0;
+    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+    let pid = unsafe { libc::wait4(child.id() as libc::pid_t, &mut status, 0, &mut ru) };
+    let wall = t0.elapsed().as_secs_f64();
+    assert_eq!(pid, child.id() as libc::pid_t, "wait4");
+    assert!(
+        libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0,
+        "{cmd:?} failed"
+    );
+    let t = |tv: libc::timeval| tv.tv_sec as f64 + tv.tv_usec as f64 / 1e6;
+    Usage {
+        wall,
+        cpu: t(ru.ru_utime) + t(ru.ru_stime),
+        max_rss_kb: ru.ru_maxrss,
+    }
+}
+
+/// The `covmerge` binary in the same directory as the running bench binary.
+pub fn covmerge_beside_this_exe() -> PathBuf {
+    std::env::current_exe()
+        .unwrap()
+        .parent()
+        .unwrap()
+        .join("covmerge")
+}
