@@ -46,14 +46,129 @@ pub struct RawVal {
 /// table, whatever the row's shard (the table stays small and hot in cache), and each
 /// block written by [`EntryTable::finish_into`] carries only the strings its own
 /// entries use.
+///
+/// The strings live end to end in one arena; the hash index holds only their ids, so a
+/// lookup hashes the bytes once and compares them once, with no boxed keys to chase.
+/// Callers that look strings up per column keep a [`StringIndex`] per column over the
+/// same table ([`StringIndex::intern`]); [`StringTable::intern`] uses the table's own.
 #[derive(Default)]
 pub struct StringTable {
-    index: FxHashMap<Box<[u8]>, u32>,
-    strings: Vec<Box<[u8]>>,
-    bytes: usize,
+    arena: Vec<u8>,
+    /// `(start, end)` in `arena` of each id.
+    spans: Vec<(usize, usize)>,
+    index: StringIndex,
     /// Scratch while a block is written: the block-local id of each string
     /// (`u32::MAX`: not in the block yet).
     local: Vec<u32>,
+}
+
+/// The hash of a string as the indexes of a [`StringTable`] use it.
+#[inline]
+pub fn hash_bytes(s: &[u8]) -> u64 {
+    use std::hash::Hasher;
+    let mut h = rustc_hash::FxHasher::default();
+    h.write(s);
+    h.finish()
+}
+
+/// A hash index from strings to ids of one [`StringTable`]. An index holds ids only:
+/// it must always be used with the table it was filled from.
+#[derive(Default)]
+pub struct StringIndex {
+    entries: hashbrown::HashTable<IndexEntry>,
+}
+
+/// An indexed string beside its id: short strings (function names, most paths) are
+/// kept in the entry itself, so a lookup reads one cache line of the table and not
+/// also the arena; longer ones are compared in the arena.
+#[derive(Clone, Copy)]
+struct IndexEntry {
+    id: u32,
+    len: u32,
+    /// The string when `len <= INLINE`, else its start in the arena (first 8 bytes).
+    bytes: [u8; INLINE],
+}
+
+/// The longest string kept in an [`IndexEntry`] (32 bytes in all).
+const INLINE: usize = 24;
+
+impl IndexEntry {
+    #[inline]
+    fn matches(&self, arena: &[u8], s: &[u8]) -> bool {
+        if self.len as usize != s.len() {
+            return false;
+        }
+        if s.len() <= INLINE {
+            return same_bytes(&self.bytes[..s.len()], s);
+        }
+        let start = u64::from_ne_bytes(self.bytes[..8].try_into().expect("8 bytes")) as usize;
+        same_bytes(&arena[start..start + s.len()], s)
+    }
+
+    fn text<'a>(&'a self, arena: &'a [u8]) -> &'a [u8] {
+        let len = self.len as usize;
+        if len <= INLINE {
+            return &self.bytes[..len];
+        }
+        let start = u64::from_ne_bytes(self.bytes[..8].try_into().expect("8 bytes")) as usize;
+        &arena[start..start + len]
+    }
+}
+
+/// `a == b`, compared a word at a time inline: the strings looked up are short (paths,
+/// names, commit hashes), where a call to `memcmp` costs more than the comparison.
+#[inline]
+fn same_bytes(a: &[u8], b: &[u8]) -> bool {
+    if a.len() != b.len() {
+        return false;
+    }
+    let (mut wa, mut wb) = (a.chunks_exact(8), b.chunks_exact(8));
+    for (x, y) in (&mut wa).zip(&mut wb) {
+        if u64::from_ne_bytes(x.try_into().expect("8 bytes"))
+            != u64::from_ne_bytes(y.try_into().expect("8 bytes"))
+        {
+            return false;
+        }
+    }
+    wa.remainder()
+        .iter()
+        .zip(wb.remainder())
+        .all(|(x, y)| x == y)
+}
+
+impl StringIndex {
+    /// The id of `s` in `table` through this index, and whether it was added just now
+    /// (a string added to the table through another index is added again).
+    #[inline]
+    pub fn intern(&mut self, table: &mut StringTable, s: &[u8]) -> (u32, bool) {
+        let hash = hash_bytes(s);
+        let arena = &table.arena;
+        let found = self.entries.find(hash, |e| e.matches(arena, s));
+        if let Some(e) = found {
+            return (e.id, false);
+        }
+        let start = table.arena.len();
+        let id = table.push(s);
+        let arena = &table.arena;
+        let mut entry = IndexEntry {
+            id,
+            len: s.len() as u32,
+            bytes: [0; INLINE],
+        };
+        if s.len() <= INLINE {
+            entry.bytes[..s.len()].copy_from_slice(s);
+        } else {
+            entry.bytes[..8].copy_from_slice(&(start as u64).to_ne_bytes());
+        }
+        self.entries
+            .insert_unique(hash, entry, |e| hash_bytes(e.text(arena)));
+        (id, true)
+    }
+
+    /// An estimate of the memory held.
+    pub fn approx_bytes(&self) -> usize {
+        self.entries.capacity() * (std::mem::size_of::<IndexEntry>() + 1)
+    }
 }
 
 impl StringTable {
@@ -63,25 +178,43 @@ impl StringTable {
 
     /// The id of `s` in this table.
     pub fn intern(&mut self, s: &[u8]) -> u32 {
-        if let Some(&id) = self.index.get(s) {
-            return id;
-        }
-        let id = self.strings.len() as u32;
-        let b: Box<[u8]> = s.into();
-        self.bytes += b.len();
-        self.strings.push(b.clone());
-        self.index.insert(b, id);
+        let mut index = std::mem::take(&mut self.index);
+        let (id, _) = index.intern(self, s);
+        self.index = index;
+        id
+    }
+
+    /// Adds `s` under a new id, without looking for it.
+    pub fn push(&mut self, s: &[u8]) -> u32 {
+        let id = self.spans.len() as u32;
+        let start = self.arena.len();
+        self.arena.extend_from_slice(s);
+        self.spans.push((start, self.arena.len()));
         id
     }
 
     /// The string of `id`.
+    #[inline]
     pub fn get(&self, id: u32) -> &[u8] {
-        &self.strings[id as usize]
+        let (a, b) = self.spans[id as usize];
+        &self.arena[a..b]
+    }
+
+    /// How many strings the table holds (ids are `0..len`).
+    pub fn len(&self) -> usize {
+        self.spans.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.spans.is_empty()
     }
 
     /// An estimate of the memory held.
     pub fn approx_bytes(&self) -> usize {
-        self.bytes + self.strings.len() * 48
+        self.arena.capacity()
+            + self.spans.capacity() * std::mem::size_of::<(usize, usize)>()
+            + self.index.approx_bytes()
+            + self.local.capacity() * 4
     }
 
     /// Forgets every string (and frees the tables). Ids handed out before are invalid:
@@ -101,6 +234,8 @@ pub struct EntryTable {
     pending: Vec<Pending>,
     /// The rare entries added with `rows != 1` (already summed elsewhere).
     summed: Vec<(RawKey, RawVal)>,
+    /// Blocks still to write without aggregating ([`EntryTable::finish_into`]).
+    plain_flushes: u8,
 }
 
 /// One row of [`EntryTable::pending`]: 28 bytes (4-byte aligned, `hits` in two
@@ -139,60 +274,132 @@ impl EntryTable {
             + self.summed.capacity() * std::mem::size_of::<(RawKey, RawVal)>()
     }
 
-    /// Aggregates the rows by key and encodes them as one block into `out` (with the
-    /// strings of `strings` they use, renumbered from 0), and empties the table. Entry
-    /// order is the map's: the merge aggregates, so it does not depend on it.
+    /// Encodes the rows as one block into `out` (with the strings of `strings` they
+    /// use, renumbered from 0), and empties the table. Rows of the same key are summed
+    /// into one entry, unless the table's last aggregation found almost none to sum:
+    /// then the next [`PLAIN_FLUSHES`] blocks carry the rows as they came (the merge
+    /// sums entries of one key wherever they are, so the result is the same), and the
+    /// hash aggregation, a tenth of a split's CPU on shuffled input, is skipped. A
+    /// block's entries are grouped by file ([`encode_block`]); their order within a
+    /// file is the map's or the input's: the merge aggregates, so it does not depend
+    /// on it.
     pub fn finish_into(&mut self, strings: &mut StringTable, out: &mut Vec<u8>) {
         // `take`, not `clear`: a splitter whose rows arrive sorted by file would
         // otherwise keep one peak-sized buffer per shard.
         let pending = std::mem::take(&mut self.pending);
         let summed = std::mem::take(&mut self.summed);
-        let mut entries: FxHashMap<RawKey, RawVal> = FxHashMap::default();
-        entries.reserve(pending.len() + summed.len());
+        let n = pending.len() + summed.len();
+        if self.plain_flushes > 0 {
+            self.plain_flushes -= 1;
+            let row = |i: usize| match pending.get(i) {
+                Some(p) => (
+                    p.key,
+                    RawVal {
+                        hits: p.hits[0] as u64 | (p.hits[1] as u64) << 32,
+                        rows: 1,
+                    },
+                ),
+                None => summed[i - pending.len()],
+            };
+            encode_block(strings, row, n, out);
+            return;
+        }
         let rows = pending.iter().map(|p| {
             let hits = p.hits[0] as u64 | (p.hits[1] as u64) << 32;
             (p.key, RawVal { hits, rows: 1 })
         });
-        for (k, v) in rows.chain(summed) {
+        let mut entries: FxHashMap<RawKey, RawVal> = FxHashMap::default();
+        entries.reserve(n);
+        for (k, v) in rows.chain(summed.iter().copied()) {
             let e = entries.entry(k).or_default();
             e.hits = e.hits.saturating_add(v.hits);
             e.rows += v.rows;
         }
-        let local = &mut strings.local;
-        local.resize(strings.strings.len(), u32::MAX);
-        let mut used: Vec<u32> = Vec::new();
-        for k in entries.keys() {
-            for id in [k.file, k.commit, k.func, k.manager] {
-                let l = &mut local[id as usize];
-                if *l == u32::MAX {
-                    *l = used.len() as u32;
-                    used.push(id);
-                }
+        drop(pending);
+        // Fewer than one row in ten summed away: not worth a hash table per row.
+        if entries.len() * 10 > n * 9 {
+            self.plain_flushes = PLAIN_FLUSHES;
+        }
+        let entries: Vec<(RawKey, RawVal)> = entries.into_iter().collect();
+        encode_block(strings, |i| entries[i], entries.len(), out);
+    }
+}
+
+/// Blocks written unaggregated after an aggregation that summed almost nothing, before
+/// the next one looks again ([`EntryTable::finish_into`]).
+pub const PLAIN_FLUSHES: u8 = 3;
+
+/// Encodes entries `entry(0..n)` as one block into `out`, with the strings of
+/// `strings` they use, the entries of each file together: the merge then works on one
+/// file's sums at a time, which stay in cache, instead of all its files' at random.
+/// The order is a counting sort by file (files numbered in order of first use), so
+/// it costs two passes, not a comparison sort.
+fn encode_block(
+    strings: &mut StringTable,
+    entry: impl Fn(usize) -> (RawKey, RawVal),
+    n: usize,
+    out: &mut Vec<u8>,
+) {
+    let local = &mut strings.local;
+    local.resize(strings.spans.len(), u32::MAX);
+    let mut used: Vec<u32> = Vec::new();
+    // Files first: their local ids are 0..files, and count their entries.
+    let mut per_file: Vec<u32> = Vec::new();
+    for i in 0..n {
+        let l = &mut local[entry(i).0.file as usize];
+        if *l == u32::MAX {
+            *l = used.len() as u32;
+            used.push(entry(i).0.file);
+            per_file.push(0);
+        }
+        per_file[*l as usize] += 1;
+    }
+    for i in 0..n {
+        let k = entry(i).0;
+        for id in [k.commit, k.func, k.manager] {
+            let l = &mut local[id as usize];
+            if *l == u32::MAX {
+                *l = used.len() as u32;
+                used.push(id);
             }
         }
-        let start = out.len();
-        out.extend_from_slice(MAGIC);
-        out.extend_from_slice(&[0; 4]);
-        put_varint(out, used.len() as u64);
-        for &id in &used {
-            let s = &strings.strings[id as usize];
-            put_varint(out, s.len() as u64);
-            out.extend_from_slice(s);
+    }
+    let mut next: Vec<u32> = Vec::with_capacity(per_file.len());
+    let mut at = 0u32;
+    for c in &per_file {
+        next.push(at);
+        at += c;
+    }
+    let mut order = vec![0u32; n];
+    for i in 0..n {
+        let f = local[entry(i).0.file as usize] as usize;
+        order[next[f] as usize] = i as u32;
+        next[f] += 1;
+    }
+    let start = out.len();
+    out.extend_from_slice(MAGIC);
+    out.extend_from_slice(&[0; 4]);
+    put_varint(out, used.len() as u64);
+    for &id in &used {
+        let (a, b) = strings.spans[id as usize];
+        let s = &strings.arena[a..b];
+        put_varint(out, s.len() as u64);
+        out.extend_from_slice(s);
+    }
+    put_varint(out, n as u64);
+    for i in order {
+        let (k, v) = entry(i as usize);
+        for id in [k.file, k.commit, k.func, k.manager] {
+            put_varint(out, local[id as usize] as u64);
         }
-        put_varint(out, entries.len() as u64);
-        for (k, v) in entries.iter() {
-            for id in [k.file, k.commit, k.func, k.manager] {
-                put_varint(out, local[id as usize] as u64);
-            }
-            put_varint(out, k.sl as u64);
-            put_varint(out, v.hits);
-            put_varint(out, v.rows);
-        }
-        let body = (out.len() - start - 8) as u32;
-        out[start + 4..start + 8].copy_from_slice(&body.to_le_bytes());
-        for id in used {
-            local[id as usize] = u32::MAX;
-        }
+        put_varint(out, k.sl as u64);
+        put_varint(out, v.hits);
+        put_varint(out, v.rows);
+    }
+    let body = (out.len() - start - 8) as u32;
+    out[start + 4..start + 8].copy_from_slice(&body.to_le_bytes());
+    for id in used {
+        local[id as usize] = u32::MAX;
     }
 }
 
@@ -386,6 +593,137 @@ mod tests {
                 (b"b.c".to_vec(), 1, 1, 1)
             ]
         );
+    }
+
+    /// (file, sl) and its (hits, rows).
+    type Sum = ((Vec<u8>, u32), (u64, u64));
+
+    /// Decoded sums, and each block's files in the order their entries come.
+    fn decode(out: &[u8]) -> (Vec<Sum>, Vec<Vec<Vec<u8>>>) {
+        let mut sums = std::collections::BTreeMap::new();
+        let mut orders = Vec::new();
+        for_each_block(out, |blk| {
+            let mut order: Vec<Vec<u8>> = Vec::new();
+            for (k, v) in &blk.entries {
+                let f = blk.strings[k.file as usize].to_vec();
+                if order.last() != Some(&f) {
+                    order.push(f.clone());
+                }
+                let e = sums.entry((f, k.sl)).or_insert((0, 0));
+                e.0 += v.hits;
+                e.1 += v.rows;
+            }
+            orders.push(order);
+            Ok(())
+        })
+        .unwrap();
+        (sums.into_iter().collect(), orders)
+    }
+
+    #[test]
+    fn blocks_after_an_aggregation_that_summed_nothing_are_plain_and_sum_the_same() {
+        let mut st = StringTable::new();
+        let mut t = EntryTable::new();
+        let files: Vec<u32> = (0..5)
+            .map(|i| st.intern(format!("f{i}.c").as_bytes()))
+            .collect();
+        let m = st.intern(b"m");
+        let key = |f: usize, sl: u32| RawKey {
+            file: files[f],
+            commit: m,
+            func: m,
+            manager: m,
+            sl,
+        };
+        // First block: 100 distinct keys, files interleaved: nothing to sum.
+        for i in 0..100u32 {
+            t.add(key(i as usize % 5, i), 1, 1);
+        }
+        let mut first = Vec::new();
+        t.finish_into(&mut st, &mut first);
+        assert_eq!(t.plain_flushes, PLAIN_FLUSHES);
+        // The next blocks repeat every key three times: written as they came.
+        let mut plain = Vec::new();
+        for _ in 0..PLAIN_FLUSHES {
+            for _ in 0..3 {
+                for i in 0..100u32 {
+                    t.add(key(i as usize % 5, i), 2, 1);
+                }
+            }
+            t.add(key(2, 7), 10, 4); // an already summed entry (row 7 is in f2.c)
+            let before = plain.len();
+            t.finish_into(&mut st, &mut plain);
+            let mut n = 0;
+            for_each_block(&plain[before..], |b| {
+                n += b.entries.len();
+                Ok(())
+            })
+            .unwrap();
+            assert_eq!(n, 301, "every row is its own entry");
+        }
+        assert_eq!(t.plain_flushes, 0);
+        let (sums, _) = decode(&plain);
+        assert_eq!(sums.len(), 100);
+        for ((f, sl), (hits, rows)) in &sums {
+            let extra = if (f.as_slice(), *sl) == (&b"f2.c"[..], 7) {
+                (10 * PLAIN_FLUSHES as u64, 4 * PLAIN_FLUSHES as u64)
+            } else {
+                (0, 0)
+            };
+            let want = (
+                3 * PLAIN_FLUSHES as u64 * 2 + extra.0,
+                3 * PLAIN_FLUSHES as u64 + extra.1,
+            );
+            assert_eq!((*hits, *rows), want, "{f:?}:{sl}");
+        }
+        // Then it aggregates again: 100 entries for 300 rows.
+        for _ in 0..3 {
+            for i in 0..100u32 {
+                t.add(key(i as usize % 5, i), 1, 1);
+            }
+        }
+        let mut again = Vec::new();
+        t.finish_into(&mut st, &mut again);
+        assert_eq!(decode(&again).0.len(), 100);
+        assert_eq!(t.plain_flushes, 0, "it summed two rows in three");
+        // Every block holds each file's entries together, whatever the input order.
+        for out in [&first, &plain, &again] {
+            for order in decode(out).1 {
+                let mut seen = order.clone();
+                seen.sort();
+                seen.dedup();
+                assert_eq!(
+                    seen.len(),
+                    order.len(),
+                    "a file's entries are split: {order:?}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn column_indexes_over_one_table_find_short_and_long_strings() {
+        let mut st = StringTable::new();
+        let (mut a, mut b) = (StringIndex::default(), StringIndex::default());
+        let words: Vec<Vec<u8>> = (0..3000)
+            .map(|i| {
+                // 1 to 80 bytes: both sides of the inline limit, and the empty string.
+                let n = i % 81;
+                (0..n).map(|j| b'a' + ((i * 7 + j) % 26) as u8).collect()
+            })
+            .collect();
+        let ids: Vec<u32> = words.iter().map(|w| a.intern(&mut st, w).0).collect();
+        for (w, &id) in words.iter().zip(&ids) {
+            assert_eq!(a.intern(&mut st, w), (id, false), "{w:?}");
+            assert_eq!(st.get(id), w.as_slice());
+        }
+        // Another column's index adds its own ids for the same strings.
+        let (other, new) = b.intern(&mut st, &words[5]);
+        assert!(new && other != ids[5]);
+        assert_eq!(st.get(other), words[5].as_slice());
+        assert_eq!(b.intern(&mut st, &words[5]), (other, false));
+        assert_eq!(st.intern(&words[9]), st.intern(&words[9]));
+        assert!(a.intern(&mut st, b"not there before").1);
     }
 
     #[test]
