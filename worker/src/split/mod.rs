@@ -20,14 +20,16 @@ use std::sync::{mpsc, Arc, Mutex};
 
 use covmerge_proto::{
     shard_hash::shard_of,
-    spill::{EntryTable, RawKey, StringTable},
+    spill::{EntryTable, RawKey, StringIndex, StringTable},
     wire::{BadRow, SplitOutcome},
     ShardId,
 };
 
 pub mod go;
 
-use crate::input::{for_each_unquoted, Header, InputError, Pos, Row, RowProblem, RowReader};
+use crate::input::{
+    for_each_unquoted_record, parse_count_fast, Header, InputError, Pos, Row, RowProblem, RowReader,
+};
 
 /// How a split runs.
 #[derive(Debug, Clone, Copy)]
@@ -65,49 +67,92 @@ pub enum SplitError {
 /// Stores a finished chunk of a shard. Called from several threads.
 pub type Emit<'a> = dyn Fn(ShardId, Vec<u8>) -> Result<(), SplitError> + Sync + 'a;
 
-/// The strings of one parse thread, whatever their shard: each field of a row is looked
-/// up once in this small table, so shuffled input costs no more than sorted.
+/// The strings of one parse thread, whatever their shard: each string field of a row is
+/// looked up once in a small index of its own column, so shuffled input costs no more
+/// than sorted. A value is checked (SPEC §6: a relative path, UTF-8) and a path's
+/// shard computed once, when the value is first seen, not once per row.
 struct ThreadStrings {
     table: StringTable,
-    /// The id of the last string seen per field, to skip hashing runs of equal values.
-    last: [u32; 4],
-    /// The shard of each string used as a file path (`u32::MAX`: not computed yet).
+    /// One index per string column ([`FILE`], [`COMMIT`], [`FUNC`], [`MANAGER`]): ids
+    /// are not shared between columns.
+    index: [StringIndex; 4],
+    /// Per id: whether the value passed its column's check.
+    ok: Vec<bool>,
+    /// Per id: the shard of a valid file path (`u32::MAX` for other ids).
     shard: Vec<u32>,
+    /// The last `kernel_repo` value and whether it passed its check: the column is
+    /// only checked, and is the same on almost every row.
+    last_repo: Vec<u8>,
+    last_repo_ok: bool,
 }
+
+const FILE: usize = 0;
+const COMMIT: usize = 1;
+const FUNC: usize = 2;
+const MANAGER: usize = 3;
 
 impl ThreadStrings {
     fn new() -> Self {
         ThreadStrings {
             table: StringTable::new(),
-            last: [u32::MAX; 4],
+            index: Default::default(),
+            ok: Vec::new(),
             shard: Vec::new(),
+            last_repo: Vec::new(),
+            last_repo_ok: true,
         }
     }
 
-    fn id(&mut self, slot: usize, s: &[u8]) -> u32 {
-        let last = self.last[slot];
-        if last != u32::MAX && self.table.get(last) == s {
-            return last;
+    /// Whether a `kernel_repo` value passes its check.
+    #[inline]
+    fn repo_ok(&mut self, s: &[u8]) -> bool {
+        if s != self.last_repo.as_slice() {
+            self.last_repo.clear();
+            self.last_repo.extend_from_slice(s);
+            self.last_repo_ok = crate::input::valid_name(s);
         }
-        let id = self.table.intern(s);
-        self.last[slot] = id;
-        id
+        self.last_repo_ok
     }
 
-    /// The shard of file id `file` (whose path is `path`).
-    fn shard(&mut self, file: u32, path: &[u8], shards: u32) -> ShardId {
-        let i = file as usize;
-        if i >= self.shard.len() {
-            self.shard.resize(i + 1, u32::MAX);
+    /// The id of `s` in column `col`, and whether it passed the column's check.
+    #[inline]
+    fn id(&mut self, col: usize, s: &[u8], shards: u32) -> (u32, bool) {
+        let (id, new) = self.index[col].intern(&mut self.table, s);
+        if new {
+            debug_assert_eq!(id as usize, self.ok.len());
+            let ok = if col == FILE {
+                crate::input::valid_file_path(s)
+            } else {
+                crate::input::valid_name(s)
+            };
+            self.ok.push(ok);
+            self.shard.push(if col == FILE && ok {
+                shard_of(s, shards).0
+            } else {
+                u32::MAX
+            });
         }
-        if self.shard[i] == u32::MAX {
-            self.shard[i] = shard_of(path, shards).0;
-        }
-        ShardId(self.shard[i])
+        (id, self.ok[id as usize])
+    }
+
+    /// The key and shard of a valid row.
+    fn key(&mut self, row: &Row<'_>, shards: u32) -> (RawKey, ShardId) {
+        let file = self.id(FILE, row.file, shards).0;
+        let key = RawKey {
+            file,
+            commit: self.id(COMMIT, row.commit, shards).0,
+            func: self.id(FUNC, row.func, shards).0,
+            manager: self.id(MANAGER, row.manager, shards).0,
+            sl: row.sl,
+        };
+        (key, ShardId(self.shard[file as usize]))
     }
 
     fn approx_bytes(&self) -> usize {
-        self.table.approx_bytes() + self.shard.len() * 4
+        self.table.approx_bytes()
+            + self.index.iter().map(|i| i.approx_bytes()).sum::<usize>()
+            + self.ok.capacity()
+            + self.shard.capacity() * 4
     }
 
     /// Forgets every string; only once every shard's entries are flushed.
@@ -161,60 +206,90 @@ fn parse_thread(
         if sh.stop.load(Ordering::Relaxed) {
             break;
         }
-        let handle = |pos: Pos, row: Result<Row<'_>, RowProblem>| {
-            outcome.counts.rows_in += 1;
-            let row = match row {
-                Ok(r) => r,
-                Err(problem) => {
-                    outcome.counts.rows_bad += 1;
-                    // Recount from the piece: csv's own line count skips blank lines.
-                    // csv places a record after the previous terminator, before any
-                    // blank lines: step over them to the record itself.
-                    let mut upto = (pos.byte as usize).min(bytes.len());
-                    while upto < bytes.len() && matches!(bytes[upto], b'\n' | b'\r') {
-                        upto += 1;
-                    }
-                    let line = first_line + count_newlines(&bytes[..upto]);
-                    samples.push((
-                        (line, offset + upto as u64),
-                        BadRow {
-                            input: sh.name.to_string(),
-                            line,
-                            problem: problem.to_string(),
-                        },
-                    ));
-                    keep_first_samples(&mut samples);
-                    if sh.bad.fetch_add(1, Ordering::Relaxed) + 1 > sh.settings.max_bad_rows {
-                        sh.stop.store(true, Ordering::Relaxed);
-                        return false;
-                    }
-                    return true;
-                }
-            };
-            let file = strings.id(0, row.file);
-            let shard = strings.shard(file, row.file, n);
-            let key = RawKey {
-                file,
-                commit: strings.id(1, row.commit),
-                func: strings.id(2, row.func),
-                manager: strings.id(3, row.manager),
-                sl: row.sl,
-            };
-            tables[shard.index()].add(key, row.hits, 1);
+        // A bad row: counted, sampled with its line, and the split stops past the cap.
+        let mut bad = |pos: Pos, problem: RowProblem, outcome: &mut SplitOutcome| -> bool {
+            outcome.counts.rows_bad += 1;
+            // Recount from the piece: csv's own line count skips blank lines.
+            // csv places a record after the previous terminator, before any
+            // blank lines: step over them to the record itself.
+            let mut upto = (pos.byte as usize).min(bytes.len());
+            while upto < bytes.len() && matches!(bytes[upto], b'\n' | b'\r') {
+                upto += 1;
+            }
+            let line = first_line + count_newlines(&bytes[..upto]);
+            samples.push((
+                (line, offset + upto as u64),
+                BadRow {
+                    input: sh.name.to_string(),
+                    line,
+                    problem: problem.to_string(),
+                },
+            ));
+            keep_first_samples(&mut samples);
+            if sh.bad.fetch_add(1, Ordering::Relaxed) + 1 > sh.settings.max_bad_rows {
+                sh.stop.store(true, Ordering::Relaxed);
+                return false;
+            }
             true
         };
         if over_long {
-            let mut handle = handle;
-            handle(
+            outcome.counts.rows_in += 1;
+            bad(
                 Pos { line: 0, byte: 0 },
-                Err(RowProblem::TooLong {
+                RowProblem::TooLong {
                     max: sh.header.max_row(),
-                }),
+                },
+                &mut outcome,
             );
         } else if !quoted {
-            for_each_unquoted(&sh.header, &bytes, first_line, handle);
+            let c = sh.header.cols();
+            for_each_unquoted_record(&sh.header, &bytes, first_line, |pos, rec| {
+                outcome.counts.rows_in += 1;
+                let fields = match rec {
+                    Ok(f) => f,
+                    Err(problem) => return bad(pos, problem, &mut outcome),
+                };
+                let (file, ok_file) = strings.id(FILE, fields.get(c.file), n);
+                let (commit, ok_commit) = strings.id(COMMIT, fields.get(c.commit).trim_ascii(), n);
+                let (func, ok_func) = strings.id(FUNC, fields.get(c.func), n);
+                let (manager, ok_manager) = strings.id(MANAGER, fields.get(c.manager), n);
+                let ok_repo = strings.repo_ok(fields.get(c.repo));
+                let sl = parse_count_fast(fields.get(c.sl));
+                let hits = parse_count_fast(fields.get(c.hits));
+                let (sl, hits) = match (sl, hits) {
+                    (Some(sl), Some(hits))
+                        if ok_file && ok_commit && ok_func && ok_manager && ok_repo =>
+                    {
+                        (sl.min(u32::MAX as u64) as u32, hits)
+                    }
+                    // Anything unusual: the row's own checks decide, and name the problem.
+                    _ => match fields.row(&sh.header) {
+                        Ok(row) => (row.sl, row.hits),
+                        Err(problem) => return bad(pos, problem, &mut outcome),
+                    },
+                };
+                let key = RawKey {
+                    file,
+                    commit,
+                    func,
+                    manager,
+                    sl,
+                };
+                tables[strings.shard[file as usize] as usize].add(key, hits, 1);
+                true
+            });
         } else {
-            RowReader::from_header(&sh.header, &bytes[..], first_line).for_each(handle)?;
+            RowReader::from_header(&sh.header, &bytes[..], first_line).for_each(|pos, row| {
+                outcome.counts.rows_in += 1;
+                match row {
+                    Ok(row) => {
+                        let (key, shard) = strings.key(&row, n);
+                        tables[shard.index()].add(key, row.hits, 1);
+                        true
+                    }
+                    Err(problem) => bad(pos, problem, &mut outcome),
+                }
+            })?;
         }
         let held: usize =
             strings.approx_bytes() + tables.iter().map(|t| t.approx_bytes()).sum::<usize>();
@@ -759,7 +834,48 @@ mod fuzz {
         let mut t = HEADER.as_bytes().to_vec();
         let rows = rng.below(60);
         for _ in 0..rows {
-            match rng.below(12) {
+            match rng.below(14) {
+                12 => {
+                    // Values the per-column fast path hands to the row's own checks:
+                    // signs, spaces, 19+ digits, bad UTF-8 in any name, bad paths.
+                    const FIELDS: [&[&[u8]]; 7] = [
+                        &[b"f1.c", b"../x.c", b"/abs.c", b"a\\..\\b.c", b"f\xc3.c"],
+                        &[b"r", b"r\xff"],
+                        &[b"c1", b" c1 ", b"c\xfe"],
+                        &[b"fn1", b"", b"fn\xe2\x82"],
+                        &[b"m1", b"m\x80"],
+                        &[
+                            b"7",
+                            b"+7",
+                            b" 7",
+                            b"007",
+                            b"-0",
+                            b"-3",
+                            b"1234567890123456789",
+                            b"",
+                        ],
+                        &[
+                            b"0",
+                            b"+1",
+                            b"99999999999999999999",
+                            b"x",
+                            b"9223372036854775808",
+                        ],
+                    ];
+                    let pick = |rng: &mut Rng, i: usize| {
+                        let f = FIELDS[i];
+                        // Mostly good values, so that a bad one meets cached good ones.
+                        if rng.below(3) == 0 {
+                            f[rng.below(f.len() as u64) as usize]
+                        } else {
+                            f[0]
+                        }
+                    };
+                    let fields: Vec<&[u8]> = (0..7).map(|i| pick(rng, i)).collect();
+                    t.extend_from_slice(&fields.join(&b","[..]));
+                    t.push(b'\n');
+                }
+                13 => t.extend_from_slice(b"f1.c,r,c1,fn1,m1,7,0\n"),
                 0 => {
                     // random bytes from a hostile alphabet
                     const A: &[u8] = b",,\"\"\n\r\rab1\xff\x00 ";
