@@ -71,12 +71,82 @@ impl Interner {
 /// What one file of the shard accumulates: projected sums only, never raw rows, so a
 /// shard's memory is bounded by its output (lines × managers), however many rows or
 /// builds its files have.
+///
+/// Each projected line gets a *slot* the first time it is hit; the sums are vectors
+/// indexed by slot, so an entry costs one lookup in the small line-to-slot table (the
+/// file's instrumented lines) and then plain indexing, where a table keyed by
+/// (manager, line) was hit at random for every entry. A manager's vector spans the
+/// slots up to the last it hit ([`ABSENT`] where it hit none): at most lines ×
+/// managers of the file, 8 bytes each.
 struct FileAcc {
     /// `None`: the file does not exist at the base.
     base: Option<Arc<FileVersion>>,
-    star: FxHashMap<u32, u64>,
-    per_mgr: FxHashMap<(u32, u32), u64>,
-    names: FxHashMap<(u32, u32), u64>,
+    slot_of: FxHashMap<u32, u32>,
+    /// Per slot: its base line, the `*` sum, and the first function name seen there
+    /// with its row count (`u32::MAX`: none yet).
+    lines: Vec<u32>,
+    star: Vec<u64>,
+    name: Vec<(u32, u64)>,
+    /// (line, function) row counts of the names after a slot's first.
+    other_names: FxHashMap<(u32, u32), u64>,
+    /// Per manager (by the shard's manager index): its sum per slot.
+    per_mgr: Vec<Vec<u64>>,
+}
+
+/// A slot a manager did not hit. Sums below it are exact: a manager's sum never
+/// exceeds its line's `*` sum, which fails the merge past `i64::MAX`.
+const ABSENT: u64 = u64::MAX;
+
+impl FileAcc {
+    fn new(base: Option<Arc<FileVersion>>) -> Self {
+        FileAcc {
+            base,
+            slot_of: FxHashMap::default(),
+            lines: Vec::new(),
+            star: Vec::new(),
+            name: Vec::new(),
+            other_names: FxHashMap::default(),
+            per_mgr: Vec::new(),
+        }
+    }
+
+    /// Adds `hits` of `rows` rows of manager `mgr` (the shard's index) and function
+    /// `func` (`None`: the empty name) to base line `line`.
+    #[inline]
+    fn add(&mut self, line: u32, mgr: usize, func: Option<u32>, hits: u64, rows: u64) {
+        let next = self.lines.len() as u32;
+        let slot = *self.slot_of.entry(line).or_insert(next);
+        if slot == next {
+            self.lines.push(line);
+            self.star.push(0);
+            self.name.push((u32::MAX, 0));
+        }
+        let slot = slot as usize;
+        self.star[slot] = self.star[slot].saturating_add(hits);
+        if mgr >= self.per_mgr.len() {
+            self.per_mgr.resize_with(mgr + 1, Vec::new);
+        }
+        let sums = &mut self.per_mgr[mgr];
+        if slot >= sums.len() {
+            sums.resize(slot + 1, ABSENT);
+        }
+        let m = &mut sums[slot];
+        *m = if *m == ABSENT {
+            hits.min(ABSENT - 1)
+        } else {
+            m.saturating_add(hits).min(ABSENT - 1)
+        };
+        if let Some(func) = func {
+            let first = &mut self.name[slot];
+            if first.0 == func {
+                first.1 += rows;
+            } else if first.0 == u32::MAX {
+                *first = (func, rows);
+            } else {
+                *self.other_names.entry((line, func)).or_insert(0) += rows;
+            }
+        }
+    }
 }
 
 /// Merges one shard from its spill chunks (`(name, bytes)`, fetched lazily: one chunk
@@ -108,6 +178,9 @@ pub fn merge_shard_with_prefix(
     let mut maps: FxHashMap<(u32, u32), Option<Arc<LineMap>>> = FxHashMap::default();
     let mut counts = Counts::default();
     let mut remap: Vec<u32> = Vec::new();
+    // Managers by string id: the shard's index of each (`u32::MAX`: not seen yet).
+    let mut mgr_slot: Vec<u32> = Vec::new();
+    let mut managers: Vec<u32> = Vec::new();
     for chunk in chunks {
         let (name, bytes) = chunk?;
         let mut failed: Option<MergeError> = None;
@@ -130,12 +203,7 @@ pub fn merge_shard_with_prefix(
                                 return Ok(());
                             }
                         };
-                        Some(FileAcc {
-                            base,
-                            star: FxHashMap::default(),
-                            per_mgr: FxHashMap::default(),
-                            names: FxHashMap::default(),
-                        })
+                        Some(FileAcc::new(base))
                     } else {
                         None
                     };
@@ -177,17 +245,17 @@ pub fn merge_shard_with_prefix(
                     continue;
                 };
                 counts.rows_merged += v.rows;
-                let s = acc.star.entry(line).or_insert(0);
-                *s = s.saturating_add(v.hits);
-                let m = acc
-                    .per_mgr
-                    .entry((remap[k.manager as usize], line))
-                    .or_insert(0);
-                *m = m.saturating_add(v.hits);
-                let func = remap[k.func as usize];
-                if !strings.get(func).is_empty() {
-                    *acc.names.entry((line, func)).or_insert(0) += v.rows;
+                let mgr = remap[k.manager as usize];
+                if mgr_slot.len() <= mgr as usize {
+                    mgr_slot.resize(mgr as usize + 1, u32::MAX);
                 }
+                if mgr_slot[mgr as usize] == u32::MAX {
+                    mgr_slot[mgr as usize] = managers.len() as u32;
+                    managers.push(mgr);
+                }
+                let func = remap[k.func as usize];
+                let func = (!strings.get(func).is_empty()).then_some(func);
+                acc.add(line, mgr_slot[mgr as usize] as usize, func, v.hits, v.rows);
             }
             Ok(())
         })
@@ -207,7 +275,13 @@ pub fn merge_shard_with_prefix(
         .filter_map(|(f, acc)| Some((f, acc?)))
         .collect();
     order.sort_by(|a, b| strings.get(a.0).cmp(strings.get(b.0)));
-    let mut enc = GzEncoder::new(Vec::new(), Compression::new(6));
+    // Records are written a few bytes at a time (a number, a comma): buffered, the
+    // encoder gets them in large writes. Unbuffered, each small write was a deflate
+    // call, and output gzip cost 6× the deflate itself (BENCHMARKS.md, issue 12).
+    let mut enc = std::io::BufWriter::with_capacity(
+        256 << 10,
+        GzEncoder::new(Vec::new(), Compression::new(6)),
+    );
     let mut records = 0u64;
     for (file, acc) in order {
         if acc.base.is_none() {
@@ -215,9 +289,19 @@ pub fn merge_shard_with_prefix(
             continue;
         }
         counts.files += 1;
-        records += write_file(strings.get(file), acc, &strings, &mut counts, &mut enc)?;
+        records += write_file(
+            strings.get(file),
+            acc,
+            &managers,
+            &strings,
+            &mut counts,
+            &mut enc,
+        )?;
     }
-    let gz = enc.finish()?;
+    let gz = enc
+        .into_inner()
+        .map_err(|e| MergeError::Encode(e.into_error()))?
+        .finish()?;
     Ok(MergedPart {
         gz,
         records,
@@ -229,26 +313,31 @@ pub fn merge_shard_with_prefix(
 fn write_file(
     path: &[u8],
     acc: FileAcc,
+    managers: &[u32],
     strings: &Interner,
     counts: &mut Counts,
     out: &mut impl Write,
 ) -> Result<u64, MergeError> {
     let FileAcc {
+        lines: slot_lines,
         star,
+        name,
+        other_names,
         per_mgr,
-        names,
         ..
     } = acc;
     let mut records = 0;
+    // Slots in line order.
+    let mut order: Vec<u32> = (0..slot_lines.len() as u32).collect();
+    order.sort_unstable_by_key(|&s| slot_lines[s as usize]);
     // `*` always, even when nothing projected.
-    let mut star: Vec<(u32, u64)> = star.into_iter().collect();
-    star.sort_unstable();
     // Sums saturate at u64::MAX, so any sum past i64::MAX is still seen here; a
     // manager's sum never exceeds the `*` sum of its line.
-    if let Some(&(line, sum)) = star.iter().find(|(_, h)| *h > i64::MAX as u64) {
+    if let Some(&s) = order.iter().find(|&&s| star[s as usize] > i64::MAX as u64) {
+        let sum = star[s as usize];
         return Err(MergeError::SumOverflow {
             file: String::from_utf8_lossy(path).into_owned(),
-            line,
+            line: slot_lines[s as usize],
             sum: if sum == u64::MAX {
                 format!("at least {sum}")
             } else {
@@ -256,33 +345,41 @@ fn write_file(
             },
         });
     }
-    let (lines, hits): (Vec<u32>, Vec<u64>) = star.iter().copied().unzip();
+    let lines: Vec<u32> = order.iter().map(|&s| slot_lines[s as usize]).collect();
+    let hits: Vec<u64> = order.iter().map(|&s| star[s as usize]).collect();
     counts.instrumented += lines.len() as u64;
     counts.covered += hits.iter().filter(|&&h| h > 0).count() as u64;
     output::write_mcr(out, b"*", path, &lines, &hits)?;
     records += 1;
 
-    let mut per_mgr: Vec<((u32, u32), u64)> = per_mgr.into_iter().collect();
-    per_mgr.sort_unstable_by(|((ma, la), _), ((mb, lb), _)| {
-        strings.get(*ma).cmp(strings.get(*mb)).then(la.cmp(lb))
-    });
-    let mut i = 0;
-    while i < per_mgr.len() {
-        let mgr = per_mgr[i].0 .0;
-        let end = i + per_mgr[i..]
-            .iter()
-            .take_while(|((m, _), _)| *m == mgr)
-            .count();
-        let (lines, hits): (Vec<u32>, Vec<u64>) =
-            per_mgr[i..end].iter().map(|((_, l), h)| (*l, *h)).unzip();
-        output::write_mcr(out, strings.get(mgr), path, &lines, &hits)?;
+    // Managers by name.
+    let mut by_name: Vec<usize> = (0..per_mgr.len())
+        .filter(|&m| per_mgr[m].iter().any(|&h| h != ABSENT))
+        .collect();
+    by_name.sort_unstable_by(|&a, &b| strings.get(managers[a]).cmp(strings.get(managers[b])));
+    let (mut m_lines, mut m_hits) = (Vec::new(), Vec::new());
+    for m in by_name {
+        let sums = &per_mgr[m];
+        m_lines.clear();
+        m_hits.clear();
+        for &s in &order {
+            if let Some(&h) = sums.get(s as usize).filter(|&&h| h != ABSENT) {
+                m_lines.push(slot_lines[s as usize]);
+                m_hits.push(h);
+            }
+        }
+        output::write_mcr(out, strings.get(managers[m]), path, &m_lines, &m_hits)?;
         records += 1;
-        i = end;
     }
 
     // SPEC §3.5: the most frequent non-empty name; ties go to the smallest name.
     let mut best: FxHashMap<u32, (u64, u32)> = FxHashMap::default();
-    for ((line, func), n) in names {
+    let firsts = slot_lines
+        .iter()
+        .zip(&name)
+        .filter(|(_, (func, _))| *func != u32::MAX)
+        .map(|(&line, &(func, n))| ((line, func), n));
+    for ((line, func), n) in firsts.chain(other_names) {
         let e = best.entry(line).or_insert((n, func));
         if n > e.0 || (n == e.0 && strings.get(func) < strings.get(e.1)) {
             *e = (n, func);
