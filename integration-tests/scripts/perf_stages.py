@@ -12,7 +12,7 @@ import sys, collections
 CONTEXT = [
     ("source read: git (gix: pack inflate, deltas, trees)", ["gix_", "GitSource"]),
     ("source read: dir (file reads)", ["DirSource"]),
-    ("source: blob hashing (sha1)", ["sha1_smol", "BlobId::of"]),
+    ("source: blob hashing (sha1)", ["sha1_smol", "sha1::", "BlobId::of"]),
     ("source: cache", ["source::cache"]),
     ("diff (imara-diff line maps)", ["imara_diff", "project::line_map", "ProjectionCache"]),
     ("output gzip (deflate)", ["zlib_rs::deflate", "GzEncoder", "flate2::zio::Writer", "flate2::gz::write"]),

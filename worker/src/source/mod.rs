@@ -21,10 +21,11 @@ pub struct BlobId(pub [u8; 20]);
 
 impl BlobId {
     pub fn of(content: &[u8]) -> BlobId {
-        let mut h = sha1_smol::Sha1::new();
+        use sha1::Digest;
+        let mut h = sha1::Sha1::new();
         h.update(format!("blob {}\0", content.len()).as_bytes());
         h.update(content);
-        BlobId(h.digest().bytes())
+        BlobId(h.finalize().into())
     }
 
     pub fn hex(&self) -> String {
