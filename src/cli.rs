@@ -507,10 +507,16 @@ async fn merge(m: MergeArgs) -> Result<()> {
         reconcile_every: None,
         republish_after: None,
     };
-    // Split tasks run `workers` at a time: share one budget between them.
+    // Split tasks run `workers` at a time: share one budget between them, and the
+    // cores too. With as many inputs as task loops, each split inflates and parses on
+    // its own thread: no hand-offs, one set of tables per core (BENCHMARKS.md, issue
+    // 12: 12-15 % less CPU than two parse threads per split). Fewer inputs than cores
+    // get parse threads for the idle ones.
     let base = WorkerConfig::default();
+    let at_once = workers.min(spec.inputs.len()).max(1);
     let cfg = WorkerConfig {
         split_budget: base.split_budget / workers.max(1),
+        split_threads: (base.split_threads / at_once).max(1),
         ..base
     };
     let outcome = run_embedded(spec, &opts, workers, cfg, !m.job.quiet).await?;
