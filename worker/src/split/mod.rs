@@ -169,6 +169,25 @@ struct Shared<'a> {
     bad: AtomicU64,
     stop: AtomicBool,
     emit: &'a Emit<'a>,
+    /// Piece buffers handed back by the parse threads, for the cutter to fill again:
+    /// their pages stay mapped, where a fresh megabyte per piece was faulted in and
+    /// zeroed each time.
+    spare: Mutex<Vec<Vec<u8>>>,
+}
+
+impl Shared<'_> {
+    /// Keeps a parsed piece's buffer for the cutter, up to a few (not those grown
+    /// past two pieces by a long record).
+    fn give_back(&self, mut bytes: Vec<u8>) {
+        if bytes.capacity() > 2 * PIECE {
+            return;
+        }
+        let mut spare = self.spare.lock().unwrap();
+        if spare.len() < 2 * self.settings.threads.max(1) + 2 {
+            bytes.clear();
+            spare.push(bytes);
+        }
+    }
 }
 
 /// One parse thread: its builders and what it counted. `next_piece` hands out
@@ -291,6 +310,7 @@ fn parse_thread(
                 }
             })?;
         }
+        sh.give_back(bytes);
         let held: usize =
             strings.approx_bytes() + tables.iter().map(|t| t.approx_bytes()).sum::<usize>();
         if held > budget {
@@ -430,6 +450,7 @@ struct Pieces<'e, R> {
     scanned_total: u64,
     peak: usize,
     stop: &'e AtomicBool,
+    spare: &'e Mutex<Vec<Vec<u8>>>,
     read_err: &'e dyn Fn(std::io::Error) -> InputError,
 }
 
@@ -565,7 +586,11 @@ impl<R: Read> Pieces<'_, R> {
             if cut == 0 {
                 return Ok(None); // got == 0 and nothing left
             }
-            let rest = self.buf.split_off(cut);
+            // The rest (a partial record) moves to a spare buffer, which the next
+            // read fills; the piece keeps this one.
+            let mut rest = self.spare.lock().unwrap().pop().unwrap_or_default();
+            rest.extend_from_slice(&self.buf[cut..]);
+            self.buf.truncate(cut);
             let bytes = std::mem::replace(&mut self.buf, rest);
             self.prev = bytes[cut - 1];
             self.scanned -= cut;
@@ -647,6 +672,7 @@ pub(crate) fn split_input_with<R: Read>(
         bad: AtomicU64::new(0),
         stop: AtomicBool::new(false),
         emit,
+        spare: Mutex::new(Vec::new()),
     };
     let mut pieces = Pieces {
         input,
@@ -665,6 +691,7 @@ pub(crate) fn split_input_with<R: Read>(
         scanned_total: 0,
         peak: 0,
         stop: &shared.stop,
+        spare: &shared.spare,
         read_err: &read_err,
     };
     let threads = settings.threads.max(1);
