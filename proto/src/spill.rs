@@ -95,16 +95,10 @@ const INLINE: usize = 24;
 impl IndexEntry {
     #[inline]
     fn matches(&self, arena: &[u8], s: &[u8]) -> bool {
-        if self.len as usize != s.len() {
-            return false;
-        }
-        if s.len() <= INLINE {
-            return same_bytes(&self.bytes[..s.len()], s);
-        }
-        let start = u64::from_ne_bytes(self.bytes[..8].try_into().expect("8 bytes")) as usize;
-        same_bytes(&arena[start..start + s.len()], s)
+        self.len as usize == s.len() && same_bytes(self.text(arena), s)
     }
 
+    #[inline]
     fn text<'a>(&'a self, arena: &'a [u8]) -> &'a [u8] {
         let len = self.len as usize;
         if len <= INLINE {
@@ -346,10 +340,11 @@ fn encode_block(
     // Files first: their local ids are 0..files, and count their entries.
     let mut per_file: Vec<u32> = Vec::new();
     for i in 0..n {
-        let l = &mut local[entry(i).0.file as usize];
+        let file = entry(i).0.file;
+        let l = &mut local[file as usize];
         if *l == u32::MAX {
             *l = used.len() as u32;
-            used.push(entry(i).0.file);
+            used.push(file);
             per_file.push(0);
         }
         per_file[*l as usize] += 1;

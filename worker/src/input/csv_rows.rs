@@ -412,7 +412,7 @@ fn row_of<'a>(c: &Columns, field: impl Fn(usize) -> &'a [u8]) -> Result<Row<'a>,
         ("kernel_commit", c.commit),
     ] {
         let v = field(i);
-        if !v.is_ascii() && std::str::from_utf8(v).is_err() {
+        if !valid_name(v) {
             return Err(RowProblem::NotUtf8 {
                 column,
                 value: v.escape_ascii().to_string(),

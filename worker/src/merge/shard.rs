@@ -352,9 +352,9 @@ fn write_file(
     output::write_mcr(out, b"*", path, &lines, &hits)?;
     records += 1;
 
-    // Managers by name.
+    // Managers by name: a manager's vector is empty until it hits a line.
     let mut by_name: Vec<usize> = (0..per_mgr.len())
-        .filter(|&m| per_mgr[m].iter().any(|&h| h != ABSENT))
+        .filter(|&m| !per_mgr[m].is_empty())
         .collect();
     by_name.sort_unstable_by(|&a, &b| strings.get(managers[a]).cmp(strings.get(managers[b])));
     let (mut m_lines, mut m_hits) = (Vec::new(), Vec::new());
