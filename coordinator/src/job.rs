@@ -10,7 +10,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use covmerge_proto::layout as keys;
 use covmerge_proto::manifest::{FailedTask, JobStatus};
-use covmerge_proto::wire::{MergeTask, SplitTask, Task, TaskRef};
+use covmerge_proto::wire::{ChunkRef, MergeTask, SplitTask, Task, TaskRef};
 use covmerge_proto::{Counts, JobId, JobSpec, Manifest, ShardId, SplitId};
 use covmerge_queue::{Queue, QueueError};
 use covmerge_storage::{Store, StoreError};
@@ -148,7 +148,7 @@ fn split_tasks(spec: &JobSpec) -> Vec<Task> {
 }
 
 /// The merge tasks of a job, one per shard, given each shard's spill chunks.
-fn merge_tasks(spec: &JobSpec, chunks: Vec<Vec<String>>) -> Vec<Task> {
+fn merge_tasks(spec: &JobSpec, chunks: Vec<Vec<ChunkRef>>) -> Vec<Task> {
     chunks
         .into_iter()
         .enumerate()
@@ -168,7 +168,7 @@ fn merge_tasks(spec: &JobSpec, chunks: Vec<Vec<String>>) -> Vec<Task> {
 /// What the map phase produced: totals, each shard's chunks, and the splits that failed.
 struct MapOutput {
     totals: Counts,
-    chunks: Vec<Vec<String>>,
+    chunks: Vec<Vec<ChunkRef>>,
     failed: Vec<FailedTask>,
     first_bad: Option<covmerge_proto::wire::BadRow>,
 }
@@ -204,9 +204,9 @@ fn map_output(spec: &JobSpec, tracker: &Tracker<'_>) -> MapOutput {
             if out.first_bad.is_none() {
                 out.first_bad = o.bad_rows.first().cloned();
             }
-            for (shard, key) in &o.chunks {
+            for (shard, chunk) in &o.chunks {
                 if let Some(c) = out.chunks.get_mut(shard.index()) {
-                    c.push(key.clone());
+                    c.push(chunk.clone());
                 }
             }
         }

@@ -2,7 +2,7 @@
 //!
 //! ```text
 //! jobs/<job>/job.json                                  the JobSpec (written first)
-//! jobs/<job>/spill/<split>/<nonce>/<shard>-<seq>.cms   spill chunks of one split attempt
+//! jobs/<job>/spill/<split>/<nonce>/<seq>.cms           spill objects of one split attempt
 //! jobs/<job>/splits/<split>.done                       SplitOutcome (the split's commit point)
 //! jobs/<job>/parts/<shard>.jsonl.gz                    a merged part
 //! jobs/<job>/parts/<shard>.done                        MergeOutcome (the shard's commit point)
@@ -27,14 +27,15 @@ pub fn job_spec(job: &JobId) -> String {
     format!("jobs/{job}/job.json")
 }
 
-/// The prefix every spill chunk of the job starts with (a merge task may name no other).
+/// The prefix every spill object of the job starts with (a merge task may name no other).
 pub fn spill_prefix(job: &JobId) -> String {
     format!("jobs/{job}/spill/")
 }
 
-/// One spill chunk of one split attempt (`nonce`) for one shard.
-pub fn spill(job: &JobId, split: SplitId, nonce: &str, shard: ShardId, seq: u32) -> String {
-    format!("jobs/{job}/spill/{split}/{nonce}/{shard}-{seq:05}.cms")
+/// One spill object of one split attempt (`nonce`): the chunks of every shard that
+/// one flush wrote, end to end ([`crate::wire::ChunkRef`] names a shard's range).
+pub fn spill(job: &JobId, split: SplitId, nonce: &str, seq: u32) -> String {
+    format!("jobs/{job}/spill/{split}/{nonce}/{seq:05}.cms")
 }
 
 /// A split's commit point (its `SplitOutcome`).
@@ -108,7 +109,7 @@ mod tests {
         let p = format!("{}/", job_prefix(&j));
         let keys = [
             job_spec(&j),
-            spill(&j, SplitId(1), "n", ShardId(2), 3),
+            spill(&j, SplitId(1), "n", 3),
             split_done(&j, SplitId(1)),
             part(&j, ShardId(2)),
             part_done(&j, ShardId(2)),
@@ -121,7 +122,7 @@ mod tests {
         for k in keys {
             assert!(k.starts_with(&p), "{k}");
         }
-        assert!(spill(&j, SplitId(1), "n", ShardId(2), 3).starts_with(&spill_prefix(&j)));
+        assert!(spill(&j, SplitId(1), "n", 3).starts_with(&spill_prefix(&j)));
         assert_eq!(
             done(&j, TaskRef::Split(SplitId(1))),
             split_done(&j, SplitId(1))

@@ -22,3 +22,7 @@ pub const MAX_GO_MODULES: usize = 1024;
 
 /// Most spill chunks one merge task may list (every split writes a few per shard).
 pub const MAX_CHUNKS_PER_MERGE: usize = 100_000;
+
+/// Largest spill chunk a merge task may name. A merge holds one chunk in memory at a
+/// time; a split writes chunks of at most its memory budget (40 MiB by default).
+pub const MAX_CHUNK_BYTES: u64 = 1 << 30;

@@ -12,7 +12,8 @@ use crate::{Attempt, Counts, JobId, ShardId, SplitId};
 ///
 /// 2: `ReportStatus::Retrying`; job ids and tasks are checked on decode.
 /// 3: failures are typed ([`Failure`] with a [`FailureKind`]), not strings.
-pub const PROTOCOL_VERSION: u16 = 3;
+/// 4: a spill chunk is a byte range of a spill object ([`ChunkRef`]), not a whole one.
+pub const PROTOCOL_VERSION: u16 = 4;
 
 /// Largest message a receiver decodes. A merge task lists its spill chunks; 16 MiB is
 /// ~100k chunk keys, far beyond any real job.
@@ -151,12 +152,20 @@ impl Task {
                         "file path prefix longer than {MAX_NAME_BYTES} bytes"
                     ));
                 }
-                // A merge reads only its own job's spill chunks.
+                // A merge reads only its own job's spill objects, and only what fits
+                // in memory at once.
                 let prefix = crate::layout::spill_prefix(&t.job);
                 for c in &t.chunks {
-                    name("chunk key", c)?;
-                    if !c.starts_with(&prefix) || c.split('/').any(|p| p == ".." || p == ".") {
-                        return Err(format!("chunk key {c:?} is not under {prefix}"));
+                    let k = &c.key;
+                    name("chunk key", k)?;
+                    if !k.starts_with(&prefix) || k.split('/').any(|p| p == ".." || p == ".") {
+                        return Err(format!("chunk key {k:?} is not under {prefix}"));
+                    }
+                    if c.len == 0 || c.len > MAX_CHUNK_BYTES || c.start.checked_add(c.len).is_none()
+                    {
+                        return Err(format!(
+                            "chunk {c}: a length of 1 to {MAX_CHUNK_BYTES} bytes is expected"
+                        ));
                     }
                 }
                 Ok(())
@@ -204,8 +213,8 @@ pub struct MergeTask {
     pub base_commit: String,
     /// Source spec to use when the worker has none of its own.
     pub source: String,
-    /// Store keys of this shard's spill chunks, in split order.
-    pub chunks: Vec<String>,
+    /// This shard's spill chunks, in split order.
+    pub chunks: Vec<ChunkRef>,
     /// Merge only files whose path starts with this (`--file-path-prefix`).
     #[serde(default)]
     pub file_path_prefix: String,
@@ -233,8 +242,35 @@ pub struct SplitOutcome {
     pub counts: Counts,
     /// The first bad rows (at most a few), for the error message.
     pub bad_rows: Vec<BadRow>,
-    /// `(shard, key)` of every chunk written, in write order.
-    pub chunks: Vec<(ShardId, String)>,
+    /// Every chunk written, with its shard.
+    pub chunks: Vec<(ShardId, ChunkRef)>,
+}
+
+/// One shard's spill chunk: a byte range of a spill object. A split writes one object
+/// per flush, holding that flush's chunk of every shard end to end, so a split of a
+/// quarter's input writes a few objects, not a few per shard (each a store request,
+/// and on a local disk a file created and deleted).
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub struct ChunkRef {
+    /// The spill object's store key.
+    pub key: String,
+    /// The chunk's first byte in the object.
+    pub start: u64,
+    /// The chunk's length in bytes.
+    pub len: u64,
+}
+
+impl ChunkRef {
+    /// The chunk's byte range in its object.
+    pub fn range(&self) -> std::ops::Range<u64> {
+        self.start..self.start.saturating_add(self.len)
+    }
+}
+
+impl std::fmt::Display for ChunkRef {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} bytes {}..{}", self.key, self.start, self.range().end)
+    }
 }
 
 /// What a merge produced; also stored as `parts/<shard>.done` (the shard's commit point).
@@ -352,6 +388,15 @@ impl Failure {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::limits::MAX_CHUNK_BYTES;
+
+    fn chunk(key: &str, start: u64, len: u64) -> ChunkRef {
+        ChunkRef {
+            key: key.into(),
+            start,
+            len,
+        }
+    }
 
     fn task() -> Task {
         Task::Merge(MergeTask {
@@ -359,7 +404,7 @@ mod tests {
             shard: ShardId(3),
             base_commit: "c".into(),
             source: "dir:/x".into(),
-            chunks: vec!["a".into()],
+            chunks: vec![chunk("a", 0, 10)],
             file_path_prefix: "fs/".into(),
         })
     }
@@ -378,9 +423,28 @@ mod tests {
         );
         let mut ok = task();
         if let Task::Merge(m) = &mut ok {
-            m.chunks = vec!["jobs/j1/spill/00000/n/00003-00000.cms".into()];
+            m.chunks = vec![chunk("jobs/j1/spill/00000/n/00003.cms", 5, 10)];
         }
         assert_eq!(ok.validate(), Ok(()));
+        let with_chunk = |c: ChunkRef| {
+            let mut t = ok.clone();
+            if let Task::Merge(m) = &mut t {
+                m.chunks = vec![c];
+            }
+            t.validate()
+        };
+        let key = "jobs/j1/spill/00000/n/00003.cms";
+        assert!(with_chunk(chunk(key, 0, 0)).is_err(), "an empty range");
+        assert!(
+            with_chunk(chunk(key, u64::MAX, 2)).is_err(),
+            "a range past u64"
+        );
+        assert!(
+            with_chunk(chunk(key, 0, MAX_CHUNK_BYTES + 1)).is_err(),
+            "a chunk too large to hold"
+        );
+        assert!(with_chunk(chunk("jobs/j2/spill/0/n/1.cms", 0, 1)).is_err());
+        assert!(with_chunk(chunk("jobs/j1/spill/../../x", 0, 1)).is_err());
         let split = |shards, input: &str| {
             Task::Split(SplitTask {
                 job: JobId::parse("j1").unwrap(),

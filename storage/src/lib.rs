@@ -30,6 +30,14 @@ pub enum StoreError {
     Url { url: String, reason: String },
     #[error("object {key} not found in {store}")]
     NotFound { store: String, key: String },
+    #[error("bytes {start}..{end} of {key} in {store}: the object has {size} bytes")]
+    OutOfRange {
+        store: String,
+        key: String,
+        start: u64,
+        end: u64,
+        size: u64,
+    },
     #[error("{op} {key} in {store}: {source}")]
     Io {
         op: &'static str,
@@ -266,6 +274,35 @@ impl Store {
                 .await
                 .map_err(|e| self.io("get", key, e))?;
             r.bytes().await.map_err(|e| self.io("get", key, e))
+        })
+        .await
+    }
+
+    /// Bytes `range` of an object. A range the object does not hold is a permanent
+    /// [`StoreError::OutOfRange`] (stores report it as a generic error, which would
+    /// otherwise be retried as if the store were unreachable).
+    pub async fn get_range(
+        &self,
+        key: &str,
+        range: std::ops::Range<u64>,
+    ) -> Result<Bytes, StoreError> {
+        self.retrying("get", key, || async {
+            let path = self.path(key);
+            let out_of_range = |size: u64| StoreError::OutOfRange {
+                store: self.display.clone(),
+                key: key.to_string(),
+                start: range.start,
+                end: range.end,
+                size,
+            };
+            match self.inner.get_range(&path, range.clone()).await {
+                Ok(b) if b.len() as u64 == range.end - range.start => Ok(b),
+                Ok(b) => Err(out_of_range(range.start + b.len() as u64)),
+                Err(e) => match self.inner.head(&path).await {
+                    Ok(meta) if meta.size < range.end => Err(out_of_range(meta.size)),
+                    _ => Err(self.io("get", key, e)),
+                },
+            }
         })
         .await
     }
@@ -543,6 +580,35 @@ mod tests {
                 .unwrap();
             assert_eq!(n, 8);
             assert_eq!(&store.get("out").await.unwrap()[..], b"Hzeroone");
+        }
+    }
+
+    #[tokio::test]
+    async fn ranges_of_an_object_and_ranges_past_its_end() {
+        let dir = tempfile::tempdir().unwrap();
+        let url = format!("file://{}", dir.path().display());
+        for store in [Store::open("memory:").unwrap(), Store::open(&url).unwrap()] {
+            store
+                .put("s/1", Bytes::from_static(b"0123456789"))
+                .await
+                .unwrap();
+            assert_eq!(&store.get_range("s/1", 2..5).await.unwrap()[..], b"234");
+            assert_eq!(
+                &store.get_range("s/1", 0..10).await.unwrap()[..],
+                b"0123456789"
+            );
+            // Past the end, or starting there: permanent, so never retried.
+            for r in [8..12, 10..11, 20..30] {
+                let e = store.get_range("s/1", r.clone()).await.unwrap_err();
+                assert!(
+                    matches!(e, StoreError::OutOfRange { size: 10, .. }) && !e.is_transient(),
+                    "{store} {r:?}: {e:?}"
+                );
+            }
+            assert!(matches!(
+                store.get_range("nope", 0..1).await,
+                Err(StoreError::NotFound { .. })
+            ));
         }
     }
 

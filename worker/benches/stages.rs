@@ -7,11 +7,11 @@
 use std::hint::black_box;
 use std::sync::Arc;
 
-use covmerge_proto::{output, ShardId};
+use covmerge_proto::output;
 use covmerge_worker::input::{for_each_unquoted, RowReader};
 use covmerge_worker::merge::{line_map_lines, merge_shard, ProjectionCache};
 use covmerge_worker::source::{FileVersion, Source, SourceError};
-use covmerge_worker::split::{split_input, SplitError, SplitSettings};
+use covmerge_worker::split::{split_input, Flush, SplitError, SplitSettings};
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 use imara_diff::{Algorithm, Diff, InternedInput};
 
@@ -131,8 +131,8 @@ fn bench_parse_and_split(c: &mut Criterion) {
             BenchmarkId::new("split_200k_rows_64_shards", threads),
             |b| {
                 b.iter(|| {
-                    let emit = |_: ShardId, chunk: Vec<u8>| -> Result<(), SplitError> {
-                        black_box(chunk);
+                    let emit = |flush: Flush| -> Result<(), SplitError> {
+                        black_box(flush);
                         Ok(())
                     };
                     let s = SplitSettings {
@@ -192,8 +192,8 @@ fn bench_merge_shard(c: &mut Criterion) {
     let src = MemSource { files };
     let mut chunk = Vec::new();
     let collected = std::sync::Mutex::new(Vec::new());
-    let emit = |_: ShardId, c: Vec<u8>| -> Result<(), SplitError> {
-        collected.lock().unwrap().push(c);
+    let emit = |f: Flush| -> Result<(), SplitError> {
+        collected.lock().unwrap().push(f.bytes);
         Ok(())
     };
     let s = SplitSettings {

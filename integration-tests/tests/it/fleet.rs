@@ -1154,13 +1154,18 @@ fn chunk_for_an_out_of_range_shard_no_longer_dropped_silently() {
             let Task::Split(t) = wire::decode::<Task>(&d.body).unwrap() else {
                 panic!("splits come first");
             };
-            let key = format!("jobs/{}/spill/{}/x/00099-00000.cms", t.job, t.split);
+            let key = format!("jobs/{}/spill/{}/x/00000.cms", t.job, t.split);
+            let chunk = wire::ChunkRef {
+                key,
+                start: 0,
+                len: 1,
+            };
             let report = TaskReport {
                 job: t.job.clone(),
                 task: wire::TaskRef::Split(t.split),
                 attempt: Attempt(1),
                 status: ReportStatus::Split(SplitOutcome {
-                    chunks: vec![(ShardId(99), key)],
+                    chunks: vec![(ShardId(99), chunk)],
                     ..SplitOutcome::default()
                 }),
             };

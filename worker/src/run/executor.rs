@@ -10,9 +10,9 @@ use std::time::Duration;
 use bytes::Bytes;
 use covmerge_proto::job::InputFormat;
 use covmerge_proto::wire::{
-    self, Failure, MergeOutcome, MergeTask, ReportStatus, SplitOutcome, SplitTask, Task,
+    self, ChunkRef, Failure, MergeOutcome, MergeTask, ReportStatus, SplitOutcome, SplitTask, Task,
 };
-use covmerge_proto::{JobId, JobSpec, ShardId};
+use covmerge_proto::{JobId, JobSpec};
 use covmerge_storage::Store;
 use covmerge_telemetry::metrics;
 use sha2::Digest;
@@ -24,7 +24,7 @@ use super::keys;
 use crate::merge::{merge_shard_with_prefix, MergeError, ProjectionCache};
 use crate::source::{open_source, CachedSource, Source};
 use crate::split::go::{split_go, GoSource};
-use crate::split::{split_input, SplitError, SplitSettings};
+use crate::split::{split_input, Flush, SplitError, SplitSettings};
 use crate::thread::run_on_thread;
 
 /// What a split task's input holds, opened.
@@ -289,27 +289,33 @@ impl Executor {
                 memory_budget: this.cfg.split_budget,
                 threads: this.cfg.split_threads,
             };
-            let emit = |shard: ShardId, chunk: Vec<u8>| -> Result<(), SplitError> {
+            let emit = |flush: Flush| -> Result<(), SplitError> {
                 let n = seq.fetch_add(1, Ordering::Relaxed) as u32;
-                let key = keys::spill(&t2.job, t2.split, &nonce, shard, n);
+                let key = keys::spill(&t2.job, t2.split, &nonce, n);
                 let abandoned = || SplitError::Emit {
-                    shard,
                     message: ABANDONED.into(),
                     transient: true,
                 };
-                let len = chunk.len() as u64;
-                until_cancelled(&rt, &cancel, this.store.put(&key, Bytes::from(chunk)))
+                let len = flush.bytes.len() as u64;
+                until_cancelled(&rt, &cancel, this.store.put(&key, Bytes::from(flush.bytes)))
                     .ok_or_else(abandoned)?
                     .map_err(|e| SplitError::Emit {
-                        shard,
                         message: e.to_string(),
                         transient: e.is_transient(),
                     })?;
                 metrics().bytes_written("chunk", len);
                 let first = {
                     let mut c = chunks.lock().unwrap();
-                    c.push((shard, key));
-                    c.len() == 1
+                    let first = c.is_empty();
+                    c.extend(flush.chunks.into_iter().map(|(shard, r)| {
+                        let chunk = ChunkRef {
+                            key: key.clone(),
+                            start: r.start as u64,
+                            len: r.len() as u64,
+                        };
+                        (shard, chunk)
+                    }));
+                    first
                 };
                 if first {
                     covmerge_fault::pause_blocking_unless("split", &|| cancel.is_cancelled());
@@ -395,23 +401,23 @@ impl Executor {
         let rt = tokio::runtime::Handle::current();
         let name = format!("merge {}", t.shard);
         let part = run_on_thread(&name, move |cancel| {
-            let chunks = t2.chunks.iter().map(|k| {
+            let chunks = t2.chunks.iter().map(|c| {
                 let abandoned = || MergeError::Fetch {
-                    chunk: k.clone(),
+                    chunk: c.to_string(),
                     message: ABANDONED.into(),
                     transient: true,
                 };
                 if cancel.is_cancelled() {
                     return Err(abandoned());
                 }
-                until_cancelled(&rt, &cancel, this.store.get(k))
+                until_cancelled(&rt, &cancel, this.store.get_range(&c.key, c.range()))
                     .ok_or_else(abandoned)?
                     .map(|b| {
                         metrics().bytes_read("chunk", b.len() as u64);
-                        (k.clone(), b)
+                        (c.to_string(), b)
                     })
                     .map_err(|e| MergeError::Fetch {
-                        chunk: k.clone(),
+                        chunk: c.to_string(),
                         message: e.to_string(),
                         transient: e.is_transient(),
                     })

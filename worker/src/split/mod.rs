@@ -56,16 +56,32 @@ pub enum SplitError {
     Input(#[from] InputError),
     #[error(transparent)]
     Go(#[from] crate::input::go::GoError),
-    #[error("writing spill chunk for shard {shard}: {message}")]
-    Emit {
-        shard: ShardId,
-        message: String,
-        transient: bool,
-    },
+    #[error("writing spill object: {message}")]
+    Emit { message: String, transient: bool },
 }
 
-/// Stores a finished chunk of a shard. Called from several threads.
-pub type Emit<'a> = dyn Fn(ShardId, Vec<u8>) -> Result<(), SplitError> + Sync + 'a;
+/// What one flush of a split's tables wrote: every non-empty shard's chunk, end to
+/// end, stored as one spill object.
+#[derive(Debug, Default)]
+pub struct Flush {
+    pub bytes: Vec<u8>,
+    /// Each chunk's shard and byte range in `bytes`, in shard order.
+    pub chunks: Vec<(ShardId, std::ops::Range<usize>)>,
+}
+
+impl Flush {
+    /// Appends a shard's chunk, written by `write` at the end of `bytes`.
+    pub fn push(&mut self, shard: ShardId, write: impl FnOnce(&mut Vec<u8>)) {
+        let start = self.bytes.len();
+        write(&mut self.bytes);
+        if self.bytes.len() > start {
+            self.chunks.push((shard, start..self.bytes.len()));
+        }
+    }
+}
+
+/// Stores one flush as a spill object. Called from several threads.
+pub type Emit<'a> = dyn Fn(Flush) -> Result<(), SplitError> + Sync + 'a;
 
 /// The strings of one parse thread, whatever their shard: each string field of a row is
 /// looked up once in a small index of its own column, so shuffled input costs no more
@@ -204,15 +220,19 @@ fn parse_thread(
     let mut outcome = SplitOutcome::default();
     let flush_all =
         |tables: &mut Vec<EntryTable>, strings: &mut ThreadStrings| -> Result<(), SplitError> {
+            let mut flush = Flush::default();
             for (i, t) in tables.iter_mut().enumerate() {
                 if !t.is_empty() {
-                    let mut chunk = Vec::new();
-                    t.finish_into(&mut strings.table, &mut chunk);
-                    (sh.emit)(ShardId(i as u32), chunk)?;
+                    flush.push(ShardId(i as u32), |out| {
+                        t.finish_into(&mut strings.table, out)
+                    });
                 }
             }
             strings.clear();
-            Ok(())
+            if flush.chunks.is_empty() {
+                return Ok(());
+            }
+            (sh.emit)(flush)
         };
     while let Some(Piece {
         first_line,
@@ -776,8 +796,8 @@ mod tests {
 
     fn run(text: &str, threads: usize, max_bad: u64) -> (SplitOutcome, u64) {
         let rows = AtomicU64::new(0);
-        let emit = |_s: ShardId, chunk: Vec<u8>| -> Result<(), SplitError> {
-            covmerge_proto::spill::for_each_block(&chunk, |b| {
+        let emit = |flush: Flush| -> Result<(), SplitError> {
+            covmerge_proto::spill::for_each_block(&flush.bytes, |b| {
                 rows.fetch_add(
                     b.entries.iter().map(|(_, v)| v.rows).sum::<u64>(),
                     Ordering::Relaxed,
@@ -997,20 +1017,29 @@ mod fuzz {
 
     fn split(text: &[u8], threads: usize, limits: Limits) -> (SplitOutcome, CutStats, Rows) {
         let got = Mutex::new(BTreeMap::new());
-        let emit = |_s: ShardId, chunk: Vec<u8>| -> Result<(), SplitError> {
-            covmerge_proto::spill::for_each_block(&chunk, |b| {
-                let mut g = got.lock().unwrap();
-                for (k, v) in &b.entries {
-                    let s = |i: u32| b.strings[i as usize].to_vec();
-                    let e = g
-                        .entry((s(k.file), s(k.commit), s(k.func), s(k.manager), k.sl))
-                        .or_insert((0, 0));
-                    e.0 += v.hits;
-                    e.1 += v.rows;
-                }
-                Ok(())
-            })
-            .unwrap();
+        // Every chunk of a flush holds its own shard's files only, and the chunks
+        // tile the object.
+        let emit = |flush: Flush| -> Result<(), SplitError> {
+            let mut at = 0;
+            for (shard, range) in &flush.chunks {
+                assert_eq!(range.start, at, "chunks end to end");
+                at = range.end;
+                covmerge_proto::spill::for_each_block(&flush.bytes[range.clone()], |b| {
+                    let mut g = got.lock().unwrap();
+                    for (k, v) in &b.entries {
+                        let s = |i: u32| b.strings[i as usize].to_vec();
+                        assert_eq!(shard_of(&s(k.file), 3), *shard);
+                        let e = g
+                            .entry((s(k.file), s(k.commit), s(k.func), s(k.manager), k.sl))
+                            .or_insert((0, 0));
+                        e.0 += v.hits;
+                        e.1 += v.rows;
+                    }
+                    Ok(())
+                })
+                .unwrap();
+            }
+            assert_eq!(at, flush.bytes.len(), "no bytes outside a chunk");
             Ok(())
         };
         let settings = SplitSettings {
