@@ -147,12 +147,20 @@ fn split_tasks(spec: &JobSpec) -> Vec<Task> {
         .collect()
 }
 
-/// The merge tasks of a job, one per shard, given each shard's spill chunks.
+/// The merge tasks of a job, one per shard, given each shard's spill chunks: the
+/// shards with the most spill bytes first, so that the merge phase does not end on a
+/// large shard merged alone while the other task loops sit idle (longest first is
+/// the classic bound for scheduling unequal tasks on a few machines).
 fn merge_tasks(spec: &JobSpec, chunks: Vec<Vec<ChunkRef>>) -> Vec<Task> {
-    chunks
+    let mut shards: Vec<(u64, usize, Vec<ChunkRef>)> = chunks
         .into_iter()
         .enumerate()
-        .map(|(i, shard_chunks)| {
+        .map(|(i, c)| (c.iter().map(|c| c.len).sum(), i, c))
+        .collect();
+    shards.sort_by_key(|&(bytes, i, _)| (std::cmp::Reverse(bytes), i));
+    shards
+        .into_iter()
+        .map(|(_, i, shard_chunks)| {
             Task::Merge(MergeTask {
                 job: spec.job.clone(),
                 shard: ShardId(i as u32),
@@ -396,4 +404,50 @@ pub async fn run_job(
         result,
         dashboard_rows,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn merge_tasks_are_published_largest_shard_first() {
+        let spec = JobSpec {
+            job: JobId::parse("j1").unwrap(),
+            inputs: vec!["in.csv".into()],
+            base_repo: "r".into(),
+            base_commit: "c".into(),
+            source: "dir:/s".into(),
+            shards: 4,
+            max_bad_rows: 0,
+            file_path_prefix: String::new(),
+            header: covmerge_proto::job::HeaderSpec {
+                namespace: "upstream".into(),
+                duration: 0,
+                date_to: "2026-12-01".into(),
+                total_rows: None,
+            },
+            go: Default::default(),
+        };
+        let chunk = |len| ChunkRef {
+            key: "jobs/j1/spill/00000/n/00000.cms".into(),
+            start: 0,
+            len,
+        };
+        let chunks = vec![
+            vec![chunk(5)],
+            vec![chunk(7), chunk(9)],
+            vec![],
+            vec![chunk(5)],
+        ];
+        let order: Vec<(u32, usize)> = merge_tasks(&spec, chunks)
+            .iter()
+            .map(|t| match t {
+                Task::Merge(m) => (m.shard.0, m.chunks.len()),
+                Task::Split(_) => panic!("a split"),
+            })
+            .collect();
+        // 16 bytes, then the two of 5 in shard order, then the empty shard.
+        assert_eq!(order, vec![(1, 2), (0, 1), (3, 1), (2, 0)]);
+    }
 }
