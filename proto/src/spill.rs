@@ -60,6 +60,9 @@ pub struct StringTable {
     /// Scratch while a block is written: the block-local id of each string
     /// (`u32::MAX`: not in the block yet).
     local: Vec<u32>,
+    /// Scratch while a block is written: the number of each commit in the block, for
+    /// the (file, commit) order (`u32::MAX`: not seen yet).
+    dense: Vec<u32>,
 }
 
 /// The hash of a string as the indexes of a [`StringTable`] use it.
@@ -208,7 +211,7 @@ impl StringTable {
         self.arena.capacity()
             + self.spans.capacity() * std::mem::size_of::<(usize, usize)>()
             + self.index.approx_bytes()
-            + self.local.capacity() * 4
+            + (self.local.capacity() + self.dense.capacity()) * 4
     }
 
     /// Forgets every string (and frees the tables). Ids handed out before are invalid:
@@ -274,9 +277,9 @@ impl EntryTable {
     /// then the next [`PLAIN_FLUSHES`] blocks carry the rows as they came (the merge
     /// sums entries of one key wherever they are, so the result is the same), and the
     /// hash aggregation, a tenth of a split's CPU on shuffled input, is skipped. A
-    /// block's entries are grouped by file ([`encode_block`]); their order within a
-    /// file is the map's or the input's: the merge aggregates, so it does not depend
-    /// on it.
+    /// block's entries are grouped by file and, within a file, by commit
+    /// ([`encode_block`]); their order within a group is the map's or the input's: the
+    /// merge aggregates, so it does not depend on it.
     pub fn finish_into(&mut self, strings: &mut StringTable, out: &mut Vec<u8>) {
         // `take`, not `clear`: a splitter whose rows arrive sorted by file would
         // otherwise keep one peak-sized buffer per shard.
@@ -324,10 +327,12 @@ impl EntryTable {
 pub const PLAIN_FLUSHES: u8 = 3;
 
 /// Encodes entries `entry(0..n)` as one block into `out`, with the strings of
-/// `strings` they use, the entries of each file together: the merge then works on one
-/// file's sums at a time, which stay in cache, instead of all its files' at random.
-/// The order is a counting sort by file (files numbered in order of first use), so
-/// it costs two passes, not a comparison sort.
+/// `strings` they use, the entries of each file together and, within a file, those of
+/// each commit together: the merge then works on one file's sums at a time, and
+/// projects a run of entries through one commit's line map, which stay in cache,
+/// instead of all its files' and commits' at random. The order is a counting sort by
+/// (file, commit) (numbered in order of first use), so it costs three passes, not a
+/// comparison sort.
 fn encode_block(
     strings: &mut StringTable,
     entry: impl Fn(usize) -> (RawKey, RawVal),
@@ -336,21 +341,41 @@ fn encode_block(
 ) {
     let local = &mut strings.local;
     local.resize(strings.spans.len(), u32::MAX);
+    let dense = &mut strings.dense;
+    dense.resize(strings.spans.len(), u32::MAX);
     let mut used: Vec<u32> = Vec::new();
-    // Files first: their local ids are 0..files, and count their entries.
-    let mut per_file: Vec<u32> = Vec::new();
-    for i in 0..n {
-        let file = entry(i).0.file;
-        let l = &mut local[file as usize];
-        if *l == u32::MAX {
-            *l = used.len() as u32;
-            used.push(file);
-            per_file.push(0);
-        }
-        per_file[*l as usize] += 1;
-    }
+    // Files first: their local ids are 0..files. Commits get a dense number of their
+    // own (their local ids are interleaved with functions' and managers').
+    let mut commits: Vec<u32> = Vec::new();
     for i in 0..n {
         let k = entry(i).0;
+        let l = &mut local[k.file as usize];
+        if *l == u32::MAX {
+            *l = used.len() as u32;
+            used.push(k.file);
+        }
+        let d = &mut dense[k.commit as usize];
+        if *d == u32::MAX {
+            *d = commits.len() as u32;
+            commits.push(k.commit);
+        }
+    }
+    // A block of many files and many commits would need more buckets than entries:
+    // then it is ordered by file only.
+    let by_commit = used.len().saturating_mul(commits.len()) <= n.max(4096);
+    let n_commits = if by_commit { commits.len().max(1) } else { 1 };
+    let bucket = |k: &RawKey, local: &[u32], dense: &[u32]| {
+        let c = if by_commit {
+            dense[k.commit as usize]
+        } else {
+            0
+        };
+        local[k.file as usize] as usize * n_commits + c as usize
+    };
+    let mut per_bucket: Vec<u32> = vec![0; used.len() * n_commits];
+    for i in 0..n {
+        let k = entry(i).0;
+        per_bucket[bucket(&k, local, dense)] += 1;
         for id in [k.commit, k.func, k.manager] {
             let l = &mut local[id as usize];
             if *l == u32::MAX {
@@ -359,17 +384,20 @@ fn encode_block(
             }
         }
     }
-    let mut next: Vec<u32> = Vec::with_capacity(per_file.len());
     let mut at = 0u32;
-    for c in &per_file {
-        next.push(at);
-        at += c;
+    for c in per_bucket.iter_mut() {
+        let count = *c;
+        *c = at;
+        at += count;
     }
     let mut order = vec![0u32; n];
     for i in 0..n {
-        let f = local[entry(i).0.file as usize] as usize;
-        order[next[f] as usize] = i as u32;
-        next[f] += 1;
+        let b = bucket(&entry(i).0, local, dense);
+        order[per_bucket[b] as usize] = i as u32;
+        per_bucket[b] += 1;
+    }
+    for c in commits {
+        dense[c as usize] = u32::MAX;
     }
     let start = out.len();
     out.extend_from_slice(MAGIC);
@@ -613,6 +641,71 @@ mod tests {
         })
         .unwrap();
         (sums.into_iter().collect(), orders)
+    }
+
+    /// Runs of equal values in `seq`, each value once: `true` if no value comes back
+    /// after another one.
+    fn contiguous<T: PartialEq + Clone>(seq: &[T]) -> bool {
+        let mut runs: Vec<T> = Vec::new();
+        for x in seq {
+            if runs.last() != Some(x) {
+                if runs.contains(x) {
+                    return false;
+                }
+                runs.push(x.clone());
+            }
+        }
+        true
+    }
+
+    #[test]
+    fn blocks_order_entries_by_file_then_commit_and_fall_back_to_file_order() {
+        // (files, commits, rows): the last needs more buckets than it has entries.
+        for (files, commits, rows) in [(4u32, 6u32, 240u32), (100, 100, 200)] {
+            let mut st = StringTable::new();
+            let f: Vec<u32> = (0..files)
+                .map(|i| st.intern(format!("f{i}.c").as_bytes()))
+                .collect();
+            let c: Vec<u32> = (0..commits)
+                .map(|i| st.intern(format!("c{i}").as_bytes()))
+                .collect();
+            let m = st.intern(b"m");
+            let mut t = EntryTable::new();
+            for i in 0..rows {
+                let key = RawKey {
+                    file: f[(i % files) as usize],
+                    commit: c[(i * 7 % commits) as usize],
+                    func: m,
+                    manager: m,
+                    sl: i + 1,
+                };
+                t.add(key, i as u64, 1);
+            }
+            let mut out = Vec::new();
+            t.finish_into(&mut st, &mut out);
+            let mut seq = Vec::new();
+            for_each_block(&out, |b| {
+                for (k, v) in &b.entries {
+                    let s = |id: u32| b.strings[id as usize].to_vec();
+                    seq.push((s(k.file), s(k.commit), k.sl, v.hits));
+                }
+                Ok(())
+            })
+            .unwrap();
+            assert_eq!(seq.len(), rows as usize, "every row once");
+            let by_file: Vec<_> = seq.iter().map(|e| e.0.clone()).collect();
+            assert!(contiguous(&by_file), "a file's entries are split");
+            let by_pair: Vec<_> = seq.iter().map(|e| (e.0.clone(), e.1.clone())).collect();
+            if files * commits <= rows.max(4096) {
+                assert!(contiguous(&by_pair), "a (file, commit)'s entries are split");
+            }
+            for (file, commit, sl, hits) in &seq {
+                let i = sl - 1;
+                assert_eq!(*hits, i as u64);
+                assert_eq!(file, format!("f{}.c", i % files).as_bytes());
+                assert_eq!(commit, format!("c{}", i * 7 % commits).as_bytes());
+            }
+        }
     }
 
     #[test]

@@ -176,6 +176,8 @@ pub fn merge_shard_with_prefix(
     let mut file_slot: Vec<u32> = Vec::new();
     let mut files: Vec<(u32, Option<FileAcc>)> = Vec::new();
     let mut maps: FxHashMap<(u32, u32), Option<Arc<LineMap>>> = FxHashMap::default();
+    // The (file, commit) of the last entry and its line map.
+    let mut last_map: ((u32, u32), Option<Arc<LineMap>>) = ((u32::MAX, u32::MAX), None);
     let mut counts = Counts::default();
     let mut remap: Vec<u32> = Vec::new();
     // Managers by string id: the shard's index of each (`u32::MAX`: not seen yet).
@@ -222,24 +224,29 @@ pub fn merge_shard_with_prefix(
                     counts.rows_without_line += v.rows;
                     continue;
                 }
-                let map = match maps.entry((file, commit)) {
-                    std::collections::hash_map::Entry::Occupied(e) => e.into_mut(),
-                    std::collections::hash_map::Entry::Vacant(e) => {
-                        let version = match source.get(strings.get(commit), strings.get(file)) {
-                            Ok(v) => v,
-                            Err(err) => {
-                                failed = Some(err.into());
-                                return Ok(());
+                // Blocks hold each (file, commit)'s entries together: one lookup per
+                // run of them.
+                if last_map.0 != (file, commit) {
+                    let map = match maps.entry((file, commit)) {
+                        std::collections::hash_map::Entry::Occupied(e) => e.into_mut(),
+                        std::collections::hash_map::Entry::Vacant(e) => {
+                            let version = match source.get(strings.get(commit), strings.get(file)) {
+                                Ok(v) => v,
+                                Err(err) => {
+                                    failed = Some(err.into());
+                                    return Ok(());
+                                }
+                            };
+                            let m = version.map(|v| cache.get(&v, base));
+                            if m.as_ref().is_some_and(|m| m.capped) {
+                                counts.diffs_capped += 1;
                             }
-                        };
-                        let m = version.map(|v| cache.get(&v, base));
-                        if m.as_ref().is_some_and(|m| m.capped) {
-                            counts.diffs_capped += 1;
+                            e.insert(m)
                         }
-                        e.insert(m)
-                    }
-                };
-                let Some(line) = map.as_ref().and_then(|m| m.project(k.sl)) else {
+                    };
+                    last_map = ((file, commit), map.clone());
+                }
+                let Some(line) = last_map.1.as_ref().and_then(|m| m.project(k.sl)) else {
                     counts.rows_lost += v.rows;
                     counts.hits_lost = counts.hits_lost.saturating_add(v.hits);
                     continue;
@@ -267,7 +274,7 @@ pub fn merge_shard_with_prefix(
             return Err(e);
         }
     }
-    drop(maps);
+    drop((maps, last_map));
 
     // Files in path order: the part's order is deterministic.
     let mut order: Vec<(u32, FileAcc)> = files
