@@ -49,6 +49,13 @@ const BAD_ROW_SAMPLES: usize = 5;
 /// Decompressed bytes handed to a parse thread at once.
 const PIECE: usize = 1 << 20;
 
+/// Decompressed bytes a one-thread split inflates and then parses at once: small
+/// enough to be parsed from the core's own cache, where a 1 MiB piece was read back
+/// from the shared cache or memory. With parse threads a piece crosses cores anyway,
+/// and larger pieces mean fewer hand-offs. (r20u, 8 one-thread splits on 2 cores,
+/// alternating pairs: 3.58-4.06 -> 3.39-3.87 s wall; BENCHMARKS.md, issue 12.)
+const INLINE_PIECE: usize = 1 << 18;
+
 /// Why a split failed as a whole.
 #[derive(Debug, thiserror::Error)]
 pub enum SplitError {
@@ -640,7 +647,11 @@ pub fn split_input<R: Read>(
     settings: SplitSettings,
     emit: &Emit<'_>,
 ) -> Result<SplitOutcome, SplitError> {
-    split_input_with(name, input, settings, emit, Limits::DEFAULT).map(|(o, _)| o)
+    let mut limits = Limits::DEFAULT;
+    if settings.threads <= 1 {
+        limits.piece = INLINE_PIECE;
+    }
+    split_input_with(name, input, settings, emit, limits).map(|(o, _)| o)
 }
 
 /// How the cutter went: the bytes it scanned in all (the input's size: one pass) and
