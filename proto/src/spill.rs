@@ -1,21 +1,28 @@
 //! Rows travel from the split phase to the merge phase as *spill chunks*: immutable
-//! objects made of self-contained blocks. A block has its own string table, so
+//! byte strings made of self-contained blocks. A block has its own string table, so
 //! chunks written by different splitters can be read in any order and concatenated.
 //!
 //! ```text
-//! block   := "CMS1" u32le(body_len) body
-//! body    := varint(n_strings) { varint(len) bytes }*  varint(n_rows) { row }*
-//! row     := varint(file) varint(commit) varint(func) varint(manager)
-//!            varint(sl) varint(hits) varint(rows)
+//! block   := "CMS2" u32le(body_len) body
+//! body    := varint(n_strings) { varint(len) bytes }*
+//!            varint(flags) varint(n_rows) { run }*     (runs until n_rows rows)
+//! run     := varint(file) varint(commit) varint(n >= 1) { row }*n
+//! row     := varint(func) varint(manager) varint(sl) varint(hits) [varint(rows)]
 //! ```
 //!
-//! Strings are indices into the block's table. `rows` is how many input rows were
+//! Strings are indices into the block's table. A block's rows come in runs of one
+//! (file, commit) each, which the run names once. `rows` is how many input rows were
 //! pre-aggregated into the entry (identical file, commit, func, manager and line), so
-//! the merge can still count lost rows and pick function names by row frequency.
+//! the merge can still count lost rows and pick function names by row frequency; it
+//! is left out, and is 1, when `flags` has [`ONE_ROW_EACH`] (a block written
+//! unaggregated).
 
 use rustc_hash::FxHashMap;
 
-const MAGIC: &[u8; 4] = b"CMS1";
+const MAGIC: &[u8; 4] = b"CMS2";
+
+/// Block flag: every entry is one input row (`rows` is not written).
+const ONE_ROW_EACH: u64 = 1;
 
 /// A spill chunk that does not parse.
 #[derive(Debug, thiserror::Error)]
@@ -347,8 +354,10 @@ fn encode_block(
     // Files first: their local ids are 0..files. Commits get a dense number of their
     // own (their local ids are interleaved with functions' and managers').
     let mut commits: Vec<u32> = Vec::new();
+    let mut one_row_each = true;
     for i in 0..n {
-        let k = entry(i).0;
+        let (k, v) = entry(i);
+        one_row_each &= v.rows == 1;
         let l = &mut local[k.file as usize];
         if *l == u32::MAX {
             *l = used.len() as u32;
@@ -409,15 +418,27 @@ fn encode_block(
         put_varint(out, s.len() as u64);
         out.extend_from_slice(s);
     }
+    put_varint(out, if one_row_each { ONE_ROW_EACH } else { 0 });
     put_varint(out, n as u64);
-    for i in order {
-        let (k, v) = entry(i as usize);
-        for id in [k.file, k.commit, k.func, k.manager] {
-            put_varint(out, local[id as usize] as u64);
+    // Runs: the ordered entries of one (file, commit) each, until `n` are written.
+    for run in order.chunk_by(|&a, &b| {
+        let (ka, kb) = (entry(a as usize).0, entry(b as usize).0);
+        (ka.file, ka.commit) == (kb.file, kb.commit)
+    }) {
+        let first = entry(run[0] as usize).0;
+        put_varint(out, local[first.file as usize] as u64);
+        put_varint(out, local[first.commit as usize] as u64);
+        put_varint(out, run.len() as u64);
+        for &i in run {
+            let (k, v) = entry(i as usize);
+            put_varint(out, local[k.func as usize] as u64);
+            put_varint(out, local[k.manager as usize] as u64);
+            put_varint(out, k.sl as u64);
+            put_varint(out, v.hits);
+            if !one_row_each {
+                put_varint(out, v.rows);
+            }
         }
-        put_varint(out, k.sl as u64);
-        put_varint(out, v.hits);
-        put_varint(out, v.rows);
     }
     let body = (out.len() - start - 8) as u32;
     out[start + 4..start + 8].copy_from_slice(&body.to_le_bytes());
@@ -518,33 +539,52 @@ pub fn for_each_block<'a>(
             let n = c.varint()? as usize;
             strings.push(c.bytes(n)?);
         }
+        let flags = c.varint()?;
+        if flags & !ONE_ROW_EACH != 0 {
+            return Err(c.err("unknown block flags"));
+        }
+        let one_row_each = flags & ONE_ROW_EACH != 0;
         let n_rows = c.varint()? as usize;
         if n_rows > len {
             return Err(c.err("row count exceeds block"));
         }
         let mut entries = Vec::with_capacity(n_rows);
         let ns = strings.len() as u64;
-        for _ in 0..n_rows {
-            let mut ids = [0u32; 4];
-            for id in ids.iter_mut() {
+        while entries.len() < n_rows {
+            let mut id = || -> Result<u32, SpillError> {
                 let v = c.varint()?;
                 if v >= ns {
                     return Err(c.err("string index out of range"));
                 }
-                *id = v as u32;
-            }
-            let sl = c.varint()?;
-            let sl = u32::try_from(sl).map_err(|_| c.err("line out of range"))?;
-            let hits = c.varint()?;
-            let rows = c.varint()?;
-            let key = RawKey {
-                file: ids[0],
-                commit: ids[1],
-                func: ids[2],
-                manager: ids[3],
-                sl,
+                Ok(v as u32)
             };
-            entries.push((key, RawVal { hits, rows }));
+            let (file, commit) = (id()?, id()?);
+            let n = c.varint()? as usize;
+            if n == 0 || n > n_rows - entries.len() {
+                return Err(c.err("run of no rows, or of more than the block holds"));
+            }
+            for _ in 0..n {
+                let mut ids = [0u32; 2];
+                for id in ids.iter_mut() {
+                    let v = c.varint()?;
+                    if v >= ns {
+                        return Err(c.err("string index out of range"));
+                    }
+                    *id = v as u32;
+                }
+                let sl = c.varint()?;
+                let sl = u32::try_from(sl).map_err(|_| c.err("line out of range"))?;
+                let hits = c.varint()?;
+                let rows = if one_row_each { 1 } else { c.varint()? };
+                let key = RawKey {
+                    file,
+                    commit,
+                    func: ids[0],
+                    manager: ids[1],
+                    sl,
+                };
+                entries.push((key, RawVal { hits, rows }));
+            }
         }
         if c.pos != len {
             return Err(c.err("trailing bytes in block"));
@@ -836,8 +876,45 @@ mod tests {
         }
         let mut bad = out.clone();
         let n = bad.len();
-        bad[n - 7] = 0x7f; // the row's file index, far out of range
+        bad[n - 7] = 0x7f; // the run's file index, far out of range
         assert!(for_each_block(&bad, |_| Ok(())).is_err());
+        // Any byte of a two-run block set to anything: an error or a block, never a
+        // panic or an allocation past the block's size.
+        b.add(
+            RawKey {
+                file: f,
+                commit: f,
+                func: f,
+                manager: f,
+                sl: 2,
+            },
+            3,
+            2,
+        );
+        let g = st.intern(b"b.c");
+        b.add(
+            RawKey {
+                file: g,
+                commit: f,
+                func: g,
+                manager: f,
+                sl: 300,
+            },
+            1 << 40,
+            1,
+        );
+        let mut two = Vec::new();
+        b.finish_into(&mut st, &mut two);
+        for i in 8..two.len() {
+            for v in [0u8, 1, 2, 0x7f, 0x80, 0xff] {
+                let mut bad = two.clone();
+                bad[i] = v;
+                let _ = for_each_block(&bad, |blk| {
+                    assert!(blk.entries.len() <= bad.len());
+                    Ok(())
+                });
+            }
+        }
     }
 
     #[test]
