@@ -122,7 +122,7 @@ impl IndexEntry {
 /// `a == b`, compared a word at a time inline: the strings looked up are short (paths,
 /// names, commit hashes), where a call to `memcmp` costs more than the comparison.
 #[inline]
-fn same_bytes(a: &[u8], b: &[u8]) -> bool {
+pub fn same_bytes(a: &[u8], b: &[u8]) -> bool {
     if a.len() != b.len() {
         return false;
     }
