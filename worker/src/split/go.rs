@@ -14,7 +14,7 @@ use covmerge_proto::{
     ShardId,
 };
 
-use super::{Emit, Flush, SplitError, SplitSettings};
+use super::{flush_tables, Emit, SplitError, SplitSettings};
 use crate::input::go::{covdata, text, GoLine, ModuleMap};
 
 /// Where a Go input's bytes come from.
@@ -79,17 +79,9 @@ fn emit_lines(
     let mut strings = StringTable::new();
     let mut tables: Vec<EntryTable> = (0..n).map(|_| EntryTable::new()).collect();
     let flush = |tables: &mut Vec<EntryTable>, strings: &mut StringTable| {
-        let mut flush = Flush::default();
-        for (i, t) in tables.iter_mut().enumerate() {
-            if !t.is_empty() {
-                flush.push(ShardId(i as u32), |out| t.finish_into(strings, out));
-            }
-        }
+        let r = flush_tables(tables, strings, emit);
         *strings = StringTable::new();
-        if flush.chunks.is_empty() {
-            return Ok(());
-        }
-        emit(flush)
+        r
     };
     let mut last_file: Option<(&str, u32, ShardId)> = None;
     for (i, l) in lines.iter().enumerate() {

@@ -90,6 +90,26 @@ impl Flush {
 /// Stores one flush as a spill object. Called from several threads.
 pub type Emit<'a> = dyn Fn(Flush) -> Result<(), SplitError> + Sync + 'a;
 
+/// Writes every non-empty table's rows as its shard's chunk of one spill object, and
+/// emits it (nothing when all tables are empty). The tables are empty afterwards; the
+/// caller may then forget the strings.
+fn flush_tables(
+    tables: &mut [EntryTable],
+    strings: &mut StringTable,
+    emit: &Emit<'_>,
+) -> Result<(), SplitError> {
+    let mut flush = Flush::default();
+    for (i, t) in tables.iter_mut().enumerate() {
+        if !t.is_empty() {
+            flush.push(ShardId(i as u32), |out| t.finish_into(strings, out));
+        }
+    }
+    if flush.chunks.is_empty() {
+        return Ok(());
+    }
+    emit(flush)
+}
+
 /// The strings of one parse thread, whatever their shard: each string field of a row is
 /// looked up once in a small index of its own column, so shuffled input costs no more
 /// than sorted. A value is checked (SPEC §6: a relative path, UTF-8) and a path's
@@ -228,19 +248,9 @@ fn parse_thread(
     let mut outcome = SplitOutcome::default();
     let flush_all =
         |tables: &mut Vec<EntryTable>, strings: &mut ThreadStrings| -> Result<(), SplitError> {
-            let mut flush = Flush::default();
-            for (i, t) in tables.iter_mut().enumerate() {
-                if !t.is_empty() {
-                    flush.push(ShardId(i as u32), |out| {
-                        t.finish_into(&mut strings.table, out)
-                    });
-                }
-            }
+            let r = flush_tables(tables, &mut strings.table, sh.emit);
             strings.clear();
-            if flush.chunks.is_empty() {
-                return Ok(());
-            }
-            (sh.emit)(flush)
+            r
         };
     while let Some(Piece {
         first_line,
