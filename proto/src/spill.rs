@@ -489,6 +489,15 @@ impl<'a> Cursor<'a> {
         }
     }
 
+    /// An index into a string table of `n` strings.
+    fn index(&mut self, n: u64) -> Result<u32, SpillError> {
+        let v = self.varint()?;
+        if v >= n {
+            return Err(self.err("string index out of range"));
+        }
+        Ok(v as u32)
+    }
+
     fn bytes(&mut self, n: usize) -> Result<&'a [u8], SpillError> {
         let end = self.pos.checked_add(n).filter(|&e| e <= self.buf.len());
         let end = end.ok_or_else(|| self.err("truncated bytes"))?;
@@ -551,27 +560,13 @@ pub fn for_each_block<'a>(
         let mut entries = Vec::with_capacity(n_rows);
         let ns = strings.len() as u64;
         while entries.len() < n_rows {
-            let mut id = || -> Result<u32, SpillError> {
-                let v = c.varint()?;
-                if v >= ns {
-                    return Err(c.err("string index out of range"));
-                }
-                Ok(v as u32)
-            };
-            let (file, commit) = (id()?, id()?);
+            let (file, commit) = (c.index(ns)?, c.index(ns)?);
             let n = c.varint()? as usize;
             if n == 0 || n > n_rows - entries.len() {
                 return Err(c.err("run of no rows, or of more than the block holds"));
             }
             for _ in 0..n {
-                let mut ids = [0u32; 2];
-                for id in ids.iter_mut() {
-                    let v = c.varint()?;
-                    if v >= ns {
-                        return Err(c.err("string index out of range"));
-                    }
-                    *id = v as u32;
-                }
+                let (func, manager) = (c.index(ns)?, c.index(ns)?);
                 let sl = c.varint()?;
                 let sl = u32::try_from(sl).map_err(|_| c.err("line out of range"))?;
                 let hits = c.varint()?;
@@ -579,8 +574,8 @@ pub fn for_each_block<'a>(
                 let key = RawKey {
                     file,
                     commit,
-                    func: ids[0],
-                    manager: ids[1],
+                    func,
+                    manager,
                     sl,
                 };
                 entries.push((key, RawVal { hits, rows }));
@@ -858,17 +853,14 @@ mod tests {
     fn corruption_is_an_error_not_a_panic() {
         let (mut st, mut b) = (StringTable::new(), EntryTable::new());
         let f = st.intern(b"a.c");
-        b.add(
-            RawKey {
-                file: f,
-                commit: f,
-                func: f,
-                manager: f,
-                sl: 1,
-            },
-            1,
-            1,
-        );
+        let key = |file, func, sl| RawKey {
+            file,
+            commit: f,
+            func,
+            manager: f,
+            sl,
+        };
+        b.add(key(f, f, 1), 1, 1);
         let mut out = Vec::new();
         b.finish_into(&mut st, &mut out);
         for cut in 0..out.len() {
@@ -880,29 +872,9 @@ mod tests {
         assert!(for_each_block(&bad, |_| Ok(())).is_err());
         // Any byte of a two-run block set to anything: an error or a block, never a
         // panic or an allocation past the block's size.
-        b.add(
-            RawKey {
-                file: f,
-                commit: f,
-                func: f,
-                manager: f,
-                sl: 2,
-            },
-            3,
-            2,
-        );
+        b.add(key(f, f, 2), 3, 2);
         let g = st.intern(b"b.c");
-        b.add(
-            RawKey {
-                file: g,
-                commit: f,
-                func: g,
-                manager: f,
-                sl: 300,
-            },
-            1 << 40,
-            1,
-        );
+        b.add(key(g, g, 300), 1 << 40, 1);
         let mut two = Vec::new();
         b.finish_into(&mut st, &mut two);
         for i in 8..two.len() {
