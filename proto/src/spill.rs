@@ -17,7 +17,7 @@
 //! is left out, and is 1, when `flags` has [`ONE_ROW_EACH`] (a block written
 //! unaggregated).
 
-use rustc_hash::FxHashMap;
+use rustc_hash::{FxHashMap, FxHashSet};
 
 const MAGIC: &[u8; 4] = b"CMS2";
 
@@ -238,8 +238,6 @@ pub struct EntryTable {
     pending: Vec<Pending>,
     /// The rare entries added with `rows != 1` (already summed elsewhere).
     summed: Vec<(RawKey, RawVal)>,
-    /// Blocks still to write without aggregating ([`EntryTable::finish_into`]).
-    plain_flushes: u8,
 }
 
 /// One row of [`EntryTable::pending`]: 28 bytes (4-byte aligned, `hits` in two
@@ -280,21 +278,20 @@ impl EntryTable {
 
     /// Encodes the rows as one block into `out` (with the strings of `strings` they
     /// use, renumbered from 0), and empties the table. Rows of the same key are summed
-    /// into one entry, unless the table's last aggregation found almost none to sum:
-    /// then the next [`PLAIN_FLUSHES`] blocks carry the rows as they came (the merge
-    /// sums entries of one key wherever they are, so the result is the same), and the
-    /// hash aggregation, a tenth of a split's CPU on shuffled input, is skipped. A
-    /// block's entries are grouped by file and, within a file, by commit
-    /// ([`encode_block`]); their order within a group is the map's or the input's: the
-    /// merge aggregates, so it does not depend on it.
+    /// into one entry when that would remove at least one row in ten
+    /// ([`worth_summing`]); otherwise the block carries the rows as they came (the
+    /// merge sums entries of one key wherever they are, so the result is the same),
+    /// and the hash aggregation, which costs a tenth of a split on shuffled input where
+    /// it finds nothing to sum, is skipped. A block's entries are grouped by file and,
+    /// within a file, by commit ([`encode_block`]); their order within a group is the
+    /// map's or the input's: the merge aggregates, so it does not depend on it.
     pub fn finish_into(&mut self, strings: &mut StringTable, out: &mut Vec<u8>) {
         // `take`, not `clear`: a splitter whose rows arrive sorted by file would
         // otherwise keep one peak-sized buffer per shard.
         let pending = std::mem::take(&mut self.pending);
         let summed = std::mem::take(&mut self.summed);
         let n = pending.len() + summed.len();
-        if self.plain_flushes > 0 {
-            self.plain_flushes -= 1;
+        if !worth_summing(&pending, &summed) {
             let row = |i: usize| match pending.get(i) {
                 Some(p) => (
                     p.key,
@@ -320,18 +317,50 @@ impl EntryTable {
             e.rows += v.rows;
         }
         drop(pending);
-        // Fewer than one row in ten summed away: not worth a hash table per row.
-        if entries.len() * 10 > n * 9 {
-            self.plain_flushes = PLAIN_FLUSHES;
-        }
         let entries: Vec<(RawKey, RawVal)> = entries.into_iter().collect();
         encode_block(strings, |i| entries[i], entries.len(), out);
     }
 }
 
-/// Blocks written unaggregated after an aggregation that summed almost nothing, before
-/// the next one looks again ([`EntryTable::finish_into`]).
-pub const PLAIN_FLUSHES: u8 = 3;
+/// Blocks of at most this many rows are always summed: their hash table stays in the
+/// core's cache.
+const ALWAYS_SUM: usize = 4096;
+
+/// Larger blocks look at the keys in one `2^SAMPLE_BITS`-th of the hash space.
+const SAMPLE_BITS: u32 = 4;
+
+/// Whether summing the rows of a block would remove at least one in ten. Estimated
+/// from the rows in one sixteenth of the (file, line) space: every copy of a key falls
+/// in the same part, so that part sums away the same share as the whole (a sample of
+/// rows would not: it would hold one copy of most repeated keys). Costs a multiply per
+/// row and a small set, where summing costs a large hash table filled at random.
+/// (r20u, shuffled, where nothing sums: ~8 % less CPU than summing the first block of
+/// every split; BENCHMARKS.md, issue 12.)
+fn worth_summing(pending: &[Pending], summed: &[(RawKey, RawVal)]) -> bool {
+    if pending.len() + summed.len() <= ALWAYS_SUM {
+        return true;
+    }
+    let keys = pending
+        .iter()
+        .map(|p| p.key)
+        .chain(summed.iter().map(|e| e.0));
+    let mut seen: FxHashSet<RawKey> = FxHashSet::default();
+    let mut sampled = 0usize;
+    for key in keys {
+        let part =
+            (u64::from(key.sl) << 32 | u64::from(key.file)).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+        if part >> (64 - SAMPLE_BITS) == 0 {
+            sampled += 1;
+            seen.insert(key);
+        }
+    }
+    // Too few rows in the part to tell (a block of a few lines): summing is never
+    // wrong.
+    sampled < MIN_SAMPLE || seen.len() * 10 <= sampled * 9
+}
+
+/// The fewest sampled rows [`worth_summing`] decides on.
+const MIN_SAMPLE: usize = 64;
 
 /// Encodes entries `entry(0..n)` as one block into `out`, with the strings of
 /// `strings` they use, the entries of each file together and, within a file, those of
@@ -744,7 +773,7 @@ mod tests {
     }
 
     #[test]
-    fn blocks_after_an_aggregation_that_summed_nothing_are_plain_and_sum_the_same() {
+    fn blocks_with_few_repeated_keys_are_plain_and_sum_the_same() {
         let mut st = StringTable::new();
         let mut t = EntryTable::new();
         let files: Vec<u32> = (0..5)
@@ -758,59 +787,56 @@ mod tests {
             manager: m,
             sl,
         };
-        // First block: 100 distinct keys, files interleaved: nothing to sum.
-        for i in 0..100u32 {
-            t.add(key(i as usize % 5, i), 1, 1);
-        }
-        let mut first = Vec::new();
-        t.finish_into(&mut st, &mut first);
-        assert_eq!(t.plain_flushes, PLAIN_FLUSHES);
-        // The next blocks repeat every key three times: written as they came.
-        let mut plain = Vec::new();
-        for _ in 0..PLAIN_FLUSHES {
-            for _ in 0..3 {
-                for i in 0..100u32 {
-                    t.add(key(i as usize % 5, i), 2, 1);
-                }
-            }
-            t.add(key(2, 7), 10, 4); // an already summed entry (row 7 is in f2.c)
-            let before = plain.len();
-            t.finish_into(&mut st, &mut plain);
+        const KEYS: u32 = 20_000;
+        let entries = |out: &[u8]| {
             let mut n = 0;
-            for_each_block(&plain[before..], |b| {
+            for_each_block(out, |b| {
                 n += b.entries.len();
                 Ok(())
             })
             .unwrap();
-            assert_eq!(n, 301, "every row is its own entry");
+            n
+        };
+        // Distinct keys, files interleaved, 2 % of them twice, and one already summed
+        // entry: not worth summing, so every row is its own entry.
+        let mut plain = Vec::new();
+        for i in 0..KEYS {
+            t.add(key(i as usize % 5, i), 1, 1);
+            if i % 50 == 0 {
+                t.add(key(i as usize % 5, i), 2, 1);
+            }
         }
-        assert_eq!(t.plain_flushes, 0);
+        t.add(key(2, 7), 10, 4); // row 7 is in f2.c
+        t.finish_into(&mut st, &mut plain);
+        assert_eq!(entries(&plain), (KEYS + KEYS / 50 + 1) as usize);
         let (sums, _) = decode(&plain);
-        assert_eq!(sums.len(), 100);
+        assert_eq!(sums.len(), KEYS as usize);
         for ((f, sl), (hits, rows)) in &sums {
-            let extra = if (f.as_slice(), *sl) == (&b"f2.c"[..], 7) {
-                (10 * PLAIN_FLUSHES as u64, 4 * PLAIN_FLUSHES as u64)
-            } else {
-                (0, 0)
-            };
-            let want = (
-                3 * PLAIN_FLUSHES as u64 * 2 + extra.0,
-                3 * PLAIN_FLUSHES as u64 + extra.1,
-            );
+            let mut want = if sl % 50 == 0 { (3, 2) } else { (1, 1) };
+            if (f.as_slice(), *sl) == (&b"f2.c"[..], 7) {
+                want = (want.0 + 10, want.1 + 4);
+            }
             assert_eq!((*hits, *rows), want, "{f:?}:{sl}");
         }
-        // Then it aggregates again: 100 entries for 300 rows.
+        // Every key three times: summed, one entry per key.
+        let mut summed = Vec::new();
         for _ in 0..3 {
-            for i in 0..100u32 {
+            for i in 0..KEYS {
                 t.add(key(i as usize % 5, i), 1, 1);
             }
         }
-        let mut again = Vec::new();
-        t.finish_into(&mut st, &mut again);
-        assert_eq!(decode(&again).0.len(), 100);
-        assert_eq!(t.plain_flushes, 0, "it summed two rows in three");
+        t.finish_into(&mut st, &mut summed);
+        assert_eq!(entries(&summed), KEYS as usize);
+        assert!(decode(&summed).0.iter().all(|(_, v)| *v == (3, 3)));
+        // A small block is summed whatever it holds.
+        let mut small = Vec::new();
+        t.add(key(0, 1), 1, 1);
+        t.add(key(0, 1), 1, 1);
+        t.add(key(1, 2), 1, 1);
+        t.finish_into(&mut st, &mut small);
+        assert_eq!(entries(&small), 2);
         // Every block holds each file's entries together, whatever the input order.
-        for out in [&first, &plain, &again] {
+        for out in [&plain, &summed, &small] {
             for order in decode(out).1 {
                 let mut seen = order.clone();
                 seen.sort();
