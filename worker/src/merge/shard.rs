@@ -81,7 +81,10 @@ impl Interner {
 struct FileAcc {
     /// `None`: the file does not exist at the base.
     base: Option<Arc<FileVersion>>,
-    slot_of: FxHashMap<u32, u32>,
+    /// Per base line: its slot (`u32::MAX`: none yet). A vector, not a hash map: the
+    /// lines are those of the base version, and a lookup per entry was a tenth of the
+    /// merge (BENCHMARKS.md, issue 12).
+    slot_of: Vec<u32>,
     /// Per slot: its base line, the `*` sum, and the first function name seen there
     /// with its row count (`u32::MAX`: none yet).
     lines: Vec<u32>,
@@ -101,7 +104,7 @@ impl FileAcc {
     fn new(base: Option<Arc<FileVersion>>) -> Self {
         FileAcc {
             base,
-            slot_of: FxHashMap::default(),
+            slot_of: Vec::new(),
             lines: Vec::new(),
             star: Vec::new(),
             name: Vec::new(),
@@ -114,9 +117,14 @@ impl FileAcc {
     /// `func` (`None`: the empty name) to base line `line`.
     #[inline]
     fn add(&mut self, line: u32, mgr: usize, func: Option<u32>, hits: u64, rows: u64) {
-        let next = self.lines.len() as u32;
-        let slot = *self.slot_of.entry(line).or_insert(next);
-        if slot == next {
+        let at = line as usize;
+        if at >= self.slot_of.len() {
+            self.slot_of.resize(at + 1, u32::MAX);
+        }
+        let mut slot = self.slot_of[at];
+        if slot == u32::MAX {
+            slot = self.lines.len() as u32;
+            self.slot_of[at] = slot;
             self.lines.push(line);
             self.star.push(0);
             self.name.push((u32::MAX, 0));
