@@ -460,19 +460,55 @@ fn encode_block(
         put_varint(out, run.len() as u64);
         for &i in run {
             let (k, v) = entry(i as usize);
-            put_varint(out, local[k.func as usize] as u64);
-            put_varint(out, local[k.manager as usize] as u64);
-            put_varint(out, k.sl as u64);
-            put_varint(out, v.hits);
+            // An entry's varints go to a buffer on the stack, then to `out` at once: a
+            // push per byte checked `out`'s capacity each time.
+            let mut e = Varints::default();
+            e.put(local[k.func as usize] as u64);
+            e.put(local[k.manager as usize] as u64);
+            e.put(k.sl as u64);
+            e.put(v.hits);
             if !one_row_each {
-                put_varint(out, v.rows);
+                e.put(v.rows);
             }
+            out.extend_from_slice(e.bytes());
         }
     }
     let body = (out.len() - start - 8) as u32;
     out[start + 4..start + 8].copy_from_slice(&body.to_le_bytes());
     for id in used {
         local[id as usize] = u32::MAX;
+    }
+}
+
+/// Up to five varints (an entry) written on the stack.
+struct Varints {
+    buf: [u8; 5 * 10],
+    len: usize,
+}
+
+impl Default for Varints {
+    fn default() -> Self {
+        Varints {
+            buf: [0; 5 * 10],
+            len: 0,
+        }
+    }
+}
+
+impl Varints {
+    #[inline]
+    fn put(&mut self, mut v: u64) {
+        while v >= 0x80 {
+            self.buf[self.len] = (v as u8) | 0x80;
+            self.len += 1;
+            v >>= 7;
+        }
+        self.buf[self.len] = v as u8;
+        self.len += 1;
+    }
+
+    fn bytes(&self) -> &[u8] {
+        &self.buf[..self.len]
     }
 }
 
@@ -498,7 +534,23 @@ impl<'a> Cursor<'a> {
         }
     }
 
+    #[inline]
     fn varint(&mut self) -> Result<u64, SpillError> {
+        // Most values are one or two bytes (ids, lines, small counts).
+        if let Some(&[b0, b1]) = self.buf.get(self.pos..self.pos + 2) {
+            if b0 < 0x80 {
+                self.pos += 1;
+                return Ok(b0 as u64);
+            }
+            if b1 < 0x80 {
+                self.pos += 2;
+                return Ok((b0 & 0x7f) as u64 | (b1 as u64) << 7);
+            }
+        }
+        self.varint_slow()
+    }
+
+    fn varint_slow(&mut self) -> Result<u64, SpillError> {
         let mut v = 0u64;
         let mut shift = 0;
         loop {
@@ -519,6 +571,7 @@ impl<'a> Cursor<'a> {
     }
 
     /// An index into a string table of `n` strings.
+    #[inline]
     fn index(&mut self, n: u64) -> Result<u32, SpillError> {
         let v = self.varint()?;
         if v >= n {
