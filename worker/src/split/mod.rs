@@ -159,7 +159,7 @@ impl ThreadStrings {
     }
 
     /// The id of `s` in column `col`, and whether it passed the column's check.
-    #[inline]
+    #[inline(always)]
     fn id(&mut self, col: usize, s: &[u8], shards: u32) -> (u32, bool) {
         let (id, new) = self.index[col].intern(&mut self.table, s);
         if new {
