@@ -255,6 +255,7 @@ impl EntryTable {
     }
 
     /// Adds one row (or `rows` rows already summed).
+    #[inline]
     pub fn add(&mut self, key: RawKey, hits: u64, rows: u64) {
         if rows == 1 {
             self.pending.push(Pending {
