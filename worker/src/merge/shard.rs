@@ -188,6 +188,9 @@ pub fn merge_shard_with_prefix(
     let mut last_map: ((u32, u32), Option<Arc<LineMap>>) = ((u32::MAX, u32::MAX), None);
     let mut counts = Counts::default();
     let mut remap: Vec<u32> = Vec::new();
+    // Per block string: its id as a function name (`None` for the empty name, which
+    // is no name), so an entry does not look its name up to ask.
+    let mut func_of: Vec<Option<u32>> = Vec::new();
     // Managers by string id: the shard's index of each (`u32::MAX`: not seen yet).
     let mut mgr_slot: Vec<u32> = Vec::new();
     let mut managers: Vec<u32> = Vec::new();
@@ -197,6 +200,14 @@ pub fn merge_shard_with_prefix(
         spill::for_each_block(&bytes, |block| {
             remap.clear();
             remap.extend(block.strings.iter().map(|s| strings.intern(s)));
+            func_of.clear();
+            func_of.extend(
+                block
+                    .strings
+                    .iter()
+                    .zip(&remap)
+                    .map(|(s, &id)| (!s.is_empty()).then_some(id)),
+            );
             if file_slot.len() < strings.strings.len() {
                 file_slot.resize(strings.strings.len(), 0);
             }
@@ -268,8 +279,7 @@ pub fn merge_shard_with_prefix(
                     mgr_slot[mgr as usize] = managers.len() as u32;
                     managers.push(mgr);
                 }
-                let func = remap[k.func as usize];
-                let func = (!strings.get(func).is_empty()).then_some(func);
+                let func = func_of[k.func as usize];
                 acc.add(line, mgr_slot[mgr as usize] as usize, func, v.hits, v.rows);
             }
             Ok(())
