@@ -235,7 +235,7 @@ impl StringTable {
 #[derive(Default)]
 pub struct EntryTable {
     /// Rows as added; almost all carry `rows == 1`.
-    pending: Vec<Pending>,
+    pending: PendingRows,
     /// The rare entries added with `rows != 1` (already summed elsewhere).
     summed: Vec<(RawKey, RawVal)>,
 }
@@ -247,6 +247,64 @@ pub struct EntryTable {
 struct Pending {
     key: RawKey,
     hits: [u32; 2],
+}
+
+/// Rows of one shard in blocks of [`PENDING_BLOCK`], not one vector: a vector doubled
+/// when full, copying every row again and, at its largest, holding up to twice its
+/// rows (a split's budget counts capacity, so a shard that took most rows flushed at
+/// half the budget, or went past it while the copy was made). The first block grows
+/// as a vector does, so a shard with few rows holds little.
+#[derive(Default)]
+struct PendingRows {
+    blocks: Vec<Vec<Pending>>,
+    len: usize,
+}
+
+/// Rows per block of [`PendingRows`] (112 KiB): a power of two, so the first block's
+/// doubling ends exactly there.
+const PENDING_BLOCK: usize = 1 << 12;
+
+impl PendingRows {
+    #[inline]
+    fn push(&mut self, row: Pending) {
+        match self.blocks.last_mut() {
+            Some(b) if b.len() < PENDING_BLOCK => b.push(row),
+            _ => self.grow(row),
+        }
+        self.len += 1;
+    }
+
+    #[cold]
+    fn grow(&mut self, row: Pending) {
+        let mut b = if self.blocks.is_empty() {
+            Vec::new()
+        } else {
+            Vec::with_capacity(PENDING_BLOCK)
+        };
+        b.push(row);
+        self.blocks.push(b);
+    }
+
+    #[inline]
+    fn get(&self, i: usize) -> Option<&Pending> {
+        self.blocks.get(i / PENDING_BLOCK)?.get(i % PENDING_BLOCK)
+    }
+
+    fn iter(&self) -> impl Iterator<Item = &Pending> + '_ {
+        self.blocks.iter().flatten()
+    }
+
+    fn len(&self) -> usize {
+        self.len
+    }
+
+    fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    fn capacity(&self) -> usize {
+        self.blocks.iter().map(|b| b.capacity()).sum()
+    }
 }
 
 impl EntryTable {
@@ -288,7 +346,7 @@ impl EntryTable {
     /// map's or the input's: the merge aggregates, so it does not depend on it.
     pub fn finish_into(&mut self, strings: &mut StringTable, out: &mut Vec<u8>) {
         // `take`, not `clear`: a splitter whose rows arrive sorted by file would
-        // otherwise keep one peak-sized buffer per shard.
+        // otherwise keep one peak-sized set of blocks per shard.
         let pending = std::mem::take(&mut self.pending);
         let summed = std::mem::take(&mut self.summed);
         let n = pending.len() + summed.len();
@@ -337,7 +395,7 @@ const SAMPLE_BITS: u32 = 4;
 /// row and a small set, where summing costs a large hash table filled at random.
 /// (r20u, shuffled, where nothing sums: ~8 % less CPU than summing the first block of
 /// every split; BENCHMARKS.md, issue 12.)
-fn worth_summing(pending: &[Pending], summed: &[(RawKey, RawVal)]) -> bool {
+fn worth_summing(pending: &PendingRows, summed: &[(RawKey, RawVal)]) -> bool {
     if pending.len() + summed.len() <= ALWAYS_SUM {
         return true;
     }
@@ -902,6 +960,35 @@ mod tests {
                 );
             }
         }
+    }
+
+    #[test]
+    fn pending_rows_grow_a_block_at_a_time_and_keep_their_order() {
+        let mut rows = PendingRows::default();
+        let row = |i: u32| Pending {
+            key: RawKey {
+                file: i,
+                commit: 0,
+                func: 0,
+                manager: 0,
+                sl: i,
+            },
+            hits: [i, 0],
+        };
+        rows.push(row(0));
+        assert!(rows.capacity() < 16, "a table with one row holds little");
+        let n = 3 * PENDING_BLOCK as u32 + 1;
+        for i in 1..n {
+            rows.push(row(i));
+        }
+        assert_eq!(rows.len(), n as usize);
+        // Four blocks, not a vector doubled to 4 * PENDING_BLOCK * 2 rows.
+        assert_eq!(rows.capacity(), 4 * PENDING_BLOCK);
+        assert!(rows.iter().map(|p| p.key.sl).eq(0..n));
+        for i in [0, PENDING_BLOCK - 1, PENDING_BLOCK, n as usize - 1] {
+            assert_eq!(rows.get(i).map(|p| p.hits[0]), Some(i as u32));
+        }
+        assert!(rows.get(n as usize).is_none());
     }
 
     #[test]
