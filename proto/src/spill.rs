@@ -393,8 +393,8 @@ const SAMPLE_BITS: u32 = 4;
 /// in the same part, so that part sums away the same share as the whole (a sample of
 /// rows would not: it would hold one copy of most repeated keys). Costs a multiply per
 /// row and a small set, where summing costs a large hash table filled at random.
-/// (r20u, shuffled, where nothing sums: ~8 % less CPU than summing the first block of
-/// every split; BENCHMARKS.md, issue 12.)
+/// (r20u, shuffled, where nothing sums: 4 % less CPU than summing the first block of
+/// every split, c20u 7 %; BENCHMARKS.md, issue 12.)
 fn worth_summing(pending: &PendingRows, summed: &[(RawKey, RawVal)]) -> bool {
     if pending.len() + summed.len() <= ALWAYS_SUM {
         return true;
