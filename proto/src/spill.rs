@@ -249,15 +249,26 @@ struct Pending {
     hits: [u32; 2],
 }
 
+impl Pending {
+    /// The row's sums: its hits, one row.
+    #[inline]
+    fn val(&self) -> RawVal {
+        RawVal {
+            hits: self.hits[0] as u64 | (self.hits[1] as u64) << 32,
+            rows: 1,
+        }
+    }
+}
+
 /// Rows of one shard in blocks of [`PENDING_BLOCK`], not one vector: a vector doubled
 /// when full, copying every row again and, at its largest, holding up to twice its
 /// rows (a split's budget counts capacity, so a shard that took most rows flushed at
 /// half the budget, or went past it while the copy was made). The first block grows
-/// as a vector does, so a shard with few rows holds little.
+/// as a vector does, so a shard with few rows holds little. Every block but the last
+/// is full.
 #[derive(Default)]
 struct PendingRows {
     blocks: Vec<Vec<Pending>>,
-    len: usize,
 }
 
 /// Rows per block of [`PendingRows`] (112 KiB): a power of two, so the first block's
@@ -271,7 +282,6 @@ impl PendingRows {
             Some(b) if b.len() < PENDING_BLOCK => b.push(row),
             _ => self.grow(row),
         }
-        self.len += 1;
     }
 
     #[cold]
@@ -295,11 +305,13 @@ impl PendingRows {
     }
 
     fn len(&self) -> usize {
-        self.len
+        self.blocks.last().map_or(0, |last| {
+            (self.blocks.len() - 1) * PENDING_BLOCK + last.len()
+        })
     }
 
     fn is_empty(&self) -> bool {
-        self.len == 0
+        self.blocks.is_empty()
     }
 
     fn capacity(&self) -> usize {
@@ -352,22 +364,13 @@ impl EntryTable {
         let n = pending.len() + summed.len();
         if !worth_summing(&pending, &summed) {
             let row = |i: usize| match pending.get(i) {
-                Some(p) => (
-                    p.key,
-                    RawVal {
-                        hits: p.hits[0] as u64 | (p.hits[1] as u64) << 32,
-                        rows: 1,
-                    },
-                ),
+                Some(p) => (p.key, p.val()),
                 None => summed[i - pending.len()],
             };
             encode_block(strings, row, n, out);
             return;
         }
-        let rows = pending.iter().map(|p| {
-            let hits = p.hits[0] as u64 | (p.hits[1] as u64) << 32;
-            (p.key, RawVal { hits, rows: 1 })
-        });
+        let rows = pending.iter().map(|p| (p.key, p.val()));
         let mut entries: FxHashMap<RawKey, RawVal> = FxHashMap::default();
         entries.reserve(n);
         for (k, v) in rows.chain(summed.iter().copied()) {
@@ -571,12 +574,10 @@ impl Varints {
     }
 }
 
-fn put_varint(out: &mut Vec<u8>, mut v: u64) {
-    while v >= 0x80 {
-        out.push((v as u8) | 0x80);
-        v >>= 7;
-    }
-    out.push(v as u8);
+fn put_varint(out: &mut Vec<u8>, v: u64) {
+    let mut e = Varints::default();
+    e.put(v);
+    out.extend_from_slice(e.bytes());
 }
 
 struct Cursor<'a> {
