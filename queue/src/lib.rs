@@ -57,6 +57,9 @@ pub enum Event {
     Report(Vec<u8>),
     /// A task that was dead-lettered: the body as published, and why.
     DeadLetter { body: Vec<u8>, reason: String },
+    /// The task queue was deleted (and declared again) under the fleet: the tasks it
+    /// held are gone, and every task still waited for must be published again now.
+    TasksLost,
 }
 
 /// How a delivery ends.
@@ -68,6 +71,14 @@ pub trait Settle: Send {
     async fn retry(self: Box<Self>) -> Result<(), QueueError>;
     /// Can never succeed (poison): dead-letter it now.
     async fn reject(self: Box<Self>) -> Result<(), QueueError>;
+    /// The worker, not the task, is at fault (its configuration): give the task to
+    /// another worker *without* counting toward the delivery limit, remembering that
+    /// the workers `refused_by` could not run it (see [`Delivery::refused_by`]).
+    /// Implementations that cannot do that requeue it like [`Settle::retry`].
+    async fn hand_back(self: Box<Self>, refused_by: Vec<String>) -> Result<(), QueueError> {
+        let _ = refused_by;
+        self.retry().await
+    }
 }
 
 /// One delivered task.
@@ -75,6 +86,9 @@ pub struct Delivery {
     pub body: Vec<u8>,
     /// 1 on the first delivery, 2 on the first redelivery, ...
     pub attempt: u32,
+    /// Ids of the workers that handed this task back because they could not run it
+    /// (their configuration), oldest first; a worker id may appear more than once.
+    pub refused_by: Vec<String>,
     settle: Box<dyn Settle>,
 }
 
@@ -83,8 +97,14 @@ impl Delivery {
         Delivery {
             body,
             attempt,
+            refused_by: Vec::new(),
             settle,
         }
+    }
+    /// The delivery with the workers that handed it back before.
+    pub fn with_refused_by(mut self, refused_by: Vec<String>) -> Self {
+        self.refused_by = refused_by;
+        self
     }
     pub async fn ack(self) -> Result<(), QueueError> {
         self.settle.ack().await
@@ -94,6 +114,13 @@ impl Delivery {
     }
     pub async fn reject(self) -> Result<(), QueueError> {
         self.settle.reject().await
+    }
+    /// Hands the task back for another worker, not counted toward the delivery limit;
+    /// `worker` is added to [`Delivery::refused_by`].
+    pub async fn hand_back(self, worker: &str) -> Result<(), QueueError> {
+        let mut refused_by = self.refused_by;
+        refused_by.push(worker.to_string());
+        self.settle.hand_back(refused_by).await
     }
 }
 
@@ -111,6 +138,14 @@ pub trait Queue: Send + Sync {
     async fn publish_report(&self, job: &str, body: Vec<u8>) -> Result<(), QueueError>;
     /// The next report or dead letter of `job` (coordinator). Waits until one arrives.
     async fn next_event(&self, job: &str) -> Result<Event, QueueError>;
-    /// Removes the job's queues once it is finished.
+    /// Removes the job's queues once it is finished (complete or failed).
     async fn close_job(&self, job: &str) -> Result<(), QueueError>;
+    /// Stops receiving tasks for `pause` (a worker backing off after a configuration
+    /// failure): no task is held by this process meanwhile, so other workers get them.
+    /// Returns at once; deliveries already in hand stay valid, and
+    /// [`Queue::next_task`] waits for the pause to end. The default does nothing (a
+    /// queue that never holds tasks ahead of `next_task`).
+    async fn pause_tasks(&self, pause: std::time::Duration) {
+        let _ = pause;
+    }
 }

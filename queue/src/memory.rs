@@ -23,7 +23,7 @@ struct Inner {
 
 #[derive(Default)]
 struct State {
-    tasks: VecDeque<(String, Vec<u8>, u32)>,
+    tasks: VecDeque<(String, Vec<u8>, u32, Vec<String>)>,
     events: HashMap<String, VecDeque<Event>>,
 }
 
@@ -56,7 +56,17 @@ impl Inner {
             .lock()
             .unwrap()
             .tasks
-            .push_back((job, body, attempt + 1));
+            .push_back((job, body, attempt + 1, Vec::new()));
+        self.task_ready.notify_one();
+    }
+
+    /// Back to the queue as it was delivered: not counted as a delivery.
+    fn hand_back(&self, job: String, body: Vec<u8>, attempt: u32, refused_by: Vec<String>) {
+        self.state
+            .lock()
+            .unwrap()
+            .tasks
+            .push_back((job, body, attempt, refused_by));
         self.task_ready.notify_one();
     }
 
@@ -98,6 +108,13 @@ impl Settle for MemSettle {
     async fn retry(self: Box<Self>) -> Result<(), QueueError> {
         Ok(()) // Drop requeues.
     }
+    async fn hand_back(mut self: Box<Self>, refused_by: Vec<String>) -> Result<(), QueueError> {
+        if let Some(body) = self.body.take() {
+            let job = std::mem::take(&mut self.job);
+            self.inner.hand_back(job, body, self.attempt, refused_by);
+        }
+        Ok(())
+    }
     async fn reject(mut self: Box<Self>) -> Result<(), QueueError> {
         if let Some(body) = self.body.take() {
             self.inner.dead(
@@ -129,7 +146,7 @@ impl Queue for MemoryQueue {
             .lock()
             .unwrap()
             .tasks
-            .push_back((job.to_string(), body, 1));
+            .push_back((job.to_string(), body, 1, Vec::new()));
         self.inner.task_ready.notify_one();
         Ok(())
     }
@@ -137,14 +154,17 @@ impl Queue for MemoryQueue {
     async fn next_task(&self) -> Result<Delivery, QueueError> {
         loop {
             let notified = self.inner.task_ready.notified();
-            if let Some((job, body, attempt)) = self.inner.state.lock().unwrap().tasks.pop_front() {
+            let next = self.inner.state.lock().unwrap().tasks.pop_front();
+            if let Some((job, body, attempt, refused_by)) = next {
                 let settle = MemSettle {
                     inner: self.inner.clone(),
                     job,
                     body: Some(body.clone()),
                     attempt,
                 };
-                return Ok(Delivery::new(body, attempt, Box::new(settle)));
+                return Ok(
+                    Delivery::new(body, attempt, Box::new(settle)).with_refused_by(refused_by)
+                );
             }
             notified.await;
         }

@@ -423,3 +423,236 @@ async fn rabbitmq_refused_credentials_and_vhost_fail_fast() {
         }
     }
 }
+
+/// A vhost of the test's own (created, guest given every permission, deleted on
+/// drop), so that deleting or consuming the shared queues disturbs nobody.
+struct Vhost {
+    name: String,
+    url: String,
+}
+
+impl Vhost {
+    fn new(tag: &str) -> Vhost {
+        let name = format!("covmerge-test-{tag}-{}", run_id());
+        rabbitmqctl(&["-q", "add_vhost", &name]);
+        let mut url = url::Url::parse(&broker_url()).unwrap();
+        let user = url.username().to_string();
+        rabbitmqctl(&[
+            "-q",
+            "set_permissions",
+            "-p",
+            &name,
+            &user,
+            ".*",
+            ".*",
+            ".*",
+        ]);
+        url.set_path(&format!("/{name}"));
+        Vhost {
+            name,
+            url: url.to_string(),
+        }
+    }
+
+    async fn connect(&self, connection_name: &str) -> AmqpQueue {
+        let opts = AmqpOptions {
+            connect_timeout: Duration::from_secs(10),
+            connection_name: connection_name.to_string(),
+            ..AmqpOptions::new(DEFAULT_DELIVERY_LIMIT)
+        };
+        AmqpQueue::connect_with(&self.url, opts).await.unwrap()
+    }
+
+    fn queues(&self) -> Vec<String> {
+        rabbitmqctl(&[
+            "-q",
+            "list_queues",
+            "-p",
+            &self.name,
+            "--no-table-headers",
+            "name",
+        ])
+        .lines()
+        .map(|l| l.trim().to_string())
+        .filter(|l| !l.is_empty())
+        .collect()
+    }
+}
+
+impl Drop for Vhost {
+    fn drop(&mut self) {
+        let _ = Command::new("rabbitmqctl")
+            .args(["-q", "delete_vhost", &self.name])
+            .output();
+    }
+}
+
+/// Issue 23.1: a misconfigured worker nack-requeued every task it could not run, and
+/// each requeue counted toward `x-delivery-limit`: one bad worker used up a task's
+/// deliveries. A hand-back is a new message: the task comes back at attempt 1 with
+/// the workers that refused it, as often as they hand it back, never dead-lettered.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rabbitmq_hand_back_does_not_count_toward_the_delivery_limit() {
+    let vh = Vhost::new("handback");
+    let q = vh.connect("covmerge-test-handback").await;
+    let job = format!("handback-{}", run_id());
+    q.open_job(&job).await.unwrap();
+    q.publish_task(&job, b"hb-task".to_vec()).await.unwrap();
+    let n = DEFAULT_DELIVERY_LIMIT as usize + 3;
+    for i in 0..n {
+        let d = within("the handed-back task", 20, q.next_task())
+            .await
+            .unwrap();
+        assert_eq!(d.body, b"hb-task");
+        assert_eq!(d.attempt, 1, "hand-back {i} counted as a delivery");
+        assert_eq!(d.refused_by.len(), i, "{:?}", d.refused_by);
+        d.hand_back("w-1").await.unwrap();
+    }
+    let d = within("the handed-back task", 20, q.next_task())
+        .await
+        .unwrap();
+    assert_eq!(d.refused_by, vec!["w-1".to_string(); n]);
+    // An ordinary retry still counts.
+    d.retry().await.unwrap();
+    let d = within("the retried task", 20, q.next_task()).await.unwrap();
+    assert_eq!(d.attempt, 2);
+    d.ack().await.unwrap();
+    q.close_job(&job).await.unwrap();
+    q.close().await;
+}
+
+/// Issue 23.1: a worker backing off after a configuration failure must hold no task
+/// (prefetch would otherwise park the next one on it for the whole pause) and say it
+/// is not ready; another worker gets the task meanwhile.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rabbitmq_paused_worker_holds_no_task() {
+    let vh = Vhost::new("pause");
+    let bad = vh.connect("covmerge-test-pause-bad").await;
+    let good = vh.connect("covmerge-test-pause-good").await;
+    let job = format!("pause-{}", run_id());
+    bad.open_job(&job).await.unwrap();
+    bad.publish_task(&job, b"p-1".to_vec()).await.unwrap();
+    let d = within("the first task", 20, bad.next_task()).await.unwrap();
+    bad.publish_task(&job, b"p-2".to_vec()).await.unwrap();
+    bad.pause_tasks(Duration::from_secs(6)).await;
+    assert!(bad.consuming().is_err(), "a paused worker is not ready");
+    d.hand_back("bad").await.unwrap();
+    // Both tasks go to the good worker while the bad one pauses.
+    let mut got = Vec::new();
+    for _ in 0..2 {
+        let d = within("a task on the good worker", 5, good.next_task())
+            .await
+            .unwrap();
+        got.push(d.body.clone());
+        d.ack().await.unwrap();
+    }
+    got.sort();
+    assert_eq!(got, vec![b"p-1".to_vec(), b"p-2".to_vec()]);
+    // After the pause the bad worker consumes again (and gets the next task).
+    good.close().await;
+    let started = Instant::now();
+    bad.publish_task(&job, b"p-3".to_vec()).await.unwrap();
+    let d = within("a task after the pause", 20, bad.next_task())
+        .await
+        .unwrap();
+    assert!(
+        started.elapsed() >= Duration::from_secs(3),
+        "taken during the pause: {:?}",
+        started.elapsed()
+    );
+    assert_eq!(d.body, b"p-3");
+    assert!(bad.consuming().is_ok(), "{:?}", bad.consuming());
+    d.ack().await.unwrap();
+    bad.close_job(&job).await.unwrap();
+    bad.close().await;
+}
+
+/// Issue 23.3: with `covmerge.tasks` deleted, workers declared the queue again but
+/// not its `job.#` binding, so every task published after (the coordinator's
+/// republish) came back `312 NO_ROUTE`. Now the topology is declared whole on
+/// NO_ROUTE and when the consumer is cancelled, and the job's coordinator is told
+/// (an `Event::TasksLost`) to publish its waiting tasks again at once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rabbitmq_deleted_task_queue_is_declared_whole_and_announced() {
+    let vh = Vhost::new("deleted");
+    let worker = vh.connect("covmerge-test-deleted-worker").await;
+    let coord = vh.connect("covmerge-test-deleted-coord").await;
+    let job = format!("deleted-{}", run_id());
+    coord.open_job(&job).await.unwrap();
+    coord.publish_task(&job, b"d-1".to_vec()).await.unwrap();
+    let d = within("the task", 20, worker.next_task()).await.unwrap();
+    d.ack().await.unwrap();
+    // The worker waits for its next task while the queue is deleted.
+    let waiting = tokio::spawn({
+        let worker = worker.clone();
+        async move { worker.next_task().await.map(|d| d.body.clone()) }
+    });
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    rabbitmqctl(&["-q", "delete_queue", "-p", &vh.name, "covmerge.tasks"]);
+    // The coordinator hears that the tasks are lost.
+    match within("the tasks-lost notice", 30, coord.next_event(&job))
+        .await
+        .unwrap()
+    {
+        Event::TasksLost => {}
+        other => panic!("expected TasksLost, got {other:?}"),
+    }
+    // And its republish is routed (not 312 NO_ROUTE) to the worker.
+    coord.publish_task(&job, b"d-2".to_vec()).await.unwrap();
+    let body = within("the republished task", 30, waiting)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(body, b"d-2");
+    // Deleted again with nobody consuming: a publish finds no route, declares the
+    // topology again and goes through.
+    rabbitmqctl(&["-q", "delete_queue", "-p", &vh.name, "covmerge.tasks"]);
+    worker.close().await;
+    coord.publish_task(&job, b"d-3".to_vec()).await.unwrap();
+    let w2 = vh.connect("covmerge-test-deleted-worker2").await;
+    let d = within("the task published after NO_ROUTE", 20, w2.next_task())
+        .await
+        .unwrap();
+    assert_eq!(d.body, b"d-3");
+    d.ack().await.unwrap();
+    coord.close_job(&job).await.unwrap();
+    coord.close().await;
+    w2.close().await;
+}
+
+/// Issue 23.4: a job's report and dead-letter queues stayed forever when the job
+/// failed. They now expire (`x-expires`) and `close_job` deletes them: none remains.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rabbitmq_job_queues_expire_and_are_deleted() {
+    let vh = Vhost::new("expire");
+    let q = vh.connect("covmerge-test-expire").await;
+    let job = format!("expire-{}", run_id());
+    q.open_job(&job).await.unwrap();
+    let listing = rabbitmqctl(&[
+        "-q",
+        "list_queues",
+        "-p",
+        &vh.name,
+        "--no-table-headers",
+        "name",
+        "arguments",
+    ]);
+    for name in [
+        format!("covmerge.reports.{job}"),
+        format!("covmerge.dead.{job}"),
+    ] {
+        let line = listing
+            .lines()
+            .find(|l| l.split_whitespace().next() == Some(name.as_str()))
+            .unwrap_or_else(|| panic!("{name} not declared:\n{listing}"));
+        assert!(line.contains("x-expires"), "{line}");
+    }
+    q.close_job(&job).await.unwrap();
+    let left: Vec<String> = vh
+        .queues()
+        .into_iter()
+        .filter(|n| n.contains(&job))
+        .collect();
+    assert!(left.is_empty(), "{left:?}");
+    q.close().await;
+}

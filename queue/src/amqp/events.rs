@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use covmerge_proto::retry::RetryPolicy;
 use futures::StreamExt;
 use lapin::message::Delivery as LapinDelivery;
-use lapin::options::{BasicAckOptions, BasicConsumeOptions, BasicQosOptions};
+use lapin::options::{BasicAckOptions, BasicCancelOptions, BasicConsumeOptions, BasicQosOptions};
 use lapin::types::{AMQPValue, FieldTable};
 use lapin::{Acker, Channel, Consumer};
 use tokio::sync::{mpsc, Mutex};
@@ -20,7 +20,8 @@ use tracing::{debug, warn};
 use super::link::Backoff;
 use super::settle::AmqpSettle;
 use super::topology::{
-    dead_queue, declare_job, durable_queue, report_queue, task_queue_args, TASK_QUEUE,
+    dead_queue, declare_job, declare_topology, report_queue, CONTROL_EXCHANGE, CONTROL_HEADER,
+    REFUSED_BY_HEADER, TASKS_LOST, TASK_QUEUE,
 };
 use super::Inner;
 use crate::{Delivery, Event, QueueError};
@@ -154,14 +155,86 @@ pub(super) fn death_reason(d: &LapinDelivery, limit: u32) -> String {
     }
 }
 
+/// The workers that handed a task back, from its [`REFUSED_BY_HEADER`].
+pub(super) fn refused_by(d: &LapinDelivery) -> Vec<String> {
+    header(d, REFUSED_BY_HEADER)
+        .and_then(as_text)
+        .map(|s| {
+            s.split(',')
+                .filter(|w| !w.is_empty())
+                .map(str::to_string)
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
 impl Inner {
+    /// What is left of a pause of [`Queue::pause_tasks`], if one is on.
+    pub(super) fn pause_left(&self) -> Option<Duration> {
+        let until = (*self.paused_until.lock().unwrap())?;
+        let left = until.saturating_duration_since(Instant::now());
+        (!left.is_zero()).then_some(left)
+    }
+
+    /// [`Queue::pause_tasks`]: cancels the task consumer (its channel stays open, so a
+    /// delivery in hand can still be settled) and keeps it closed for `pause`.
+    pub(super) async fn pause_tasks(&self, pause: Duration) {
+        *self.paused_until.lock().unwrap() = Some(Instant::now() + pause);
+        let current = self.task_channel.lock().unwrap().clone();
+        if let Some((channel, tag)) = current {
+            self.self_cancelled.store(true, Ordering::SeqCst);
+            if let Err(e) = channel
+                .basic_cancel(tag.as_str().into(), BasicCancelOptions::default())
+                .await
+            {
+                debug!(error = %e, "cancelling the task consumer for a pause");
+            }
+        }
+    }
+
+    /// Tells every coordinator (through [`CONTROL_EXCHANGE`], bound to each job's
+    /// report queue) that the task queue lost its tasks.
+    async fn announce_tasks_lost(&self) {
+        let mut headers = FieldTable::default();
+        headers.insert(
+            CONTROL_HEADER.into(),
+            AMQPValue::LongString(TASKS_LOST.into()),
+        );
+        match self
+            .publish_with(
+                "announcing lost tasks",
+                CONTROL_EXCHANGE,
+                String::new(),
+                b"",
+                Some(headers),
+            )
+            .await
+        {
+            Ok(()) => {
+                warn!(url = %self.redacted, "told the coordinators to publish their waiting tasks again")
+            }
+            // No coordinator has a job open: nobody waits for a task.
+            Err(QueueError::NotAccepted(_)) => debug!("no coordinator to tell about lost tasks"),
+            Err(e) => warn!(error = %e, "cannot tell the coordinators about lost tasks"),
+        }
+    }
+
     /// [`Queue::next_task`]: the next task, (re)opening the task consumer as needed.
-    pub(super) async fn next_task(&self) -> Result<Delivery, QueueError> {
+    pub(super) async fn next_task(self: &Arc<Self>) -> Result<Delivery, QueueError> {
         let inner = self;
         let mut guard = inner.tasks.lock().await;
         let mut backoff: Option<Backoff> = None;
+        // The broker cancelled the consumer (its queue deleted): once consuming again
+        // (the topology declared anew), the coordinators must republish.
+        let mut lost = false;
         loop {
             inner.check_open()?;
+            if let Some(left) = inner.pause_left() {
+                *guard = None;
+                *inner.task_channel.lock().unwrap() = None;
+                tokio::time::sleep(left).await;
+                continue;
+            }
             let alive = guard
                 .as_ref()
                 .is_some_and(|tc| tc.channel.status().connected());
@@ -169,27 +242,47 @@ impl Inner {
                 *guard = None;
                 *inner.task_channel.lock().unwrap() = None;
                 let tc = inner.open_task_consumer().await?;
-                *inner.task_channel.lock().unwrap() = Some(tc.channel.clone());
+                inner.self_cancelled.store(false, Ordering::SeqCst);
+                *inner.task_channel.lock().unwrap() =
+                    Some((tc.channel.clone(), tc.consumer.tag().to_string()));
                 *guard = Some(tc);
+                if std::mem::take(&mut lost) {
+                    inner.announce_tasks_lost().await;
+                }
             }
             let tc = guard.as_mut().expect("just set");
+            let opened = tc.opened;
             let stopped = match tc.consumer.next().await {
                 Some(Ok(d)) => {
                     let attempt = attempt_of(&d);
+                    let refused = refused_by(&d);
                     let settle = AmqpSettle {
                         acker: Some(d.acker.clone()),
                         runtime: tokio::runtime::Handle::try_current().ok(),
+                        inner: inner.clone(),
+                        routing_key: d.routing_key.to_string(),
+                        body: d.data.clone(),
                     };
-                    return Ok(Delivery::new(d.data, attempt, Box::new(settle)));
+                    return Ok(
+                        Delivery::new(d.data, attempt, Box::new(settle)).with_refused_by(refused)
+                    );
                 }
                 Some(Err(e)) => format!("failed: {}", inner.scrub(&e)),
                 None => "cancelled".to_string(),
             };
+            *guard = None;
+            if inner.self_cancelled.swap(false, Ordering::SeqCst) {
+                debug!("task consumer paused");
+                continue;
+            }
+            if stopped == "cancelled" {
+                // Only the broker cancels a consumer of ours: its queue was deleted.
+                lost = true;
+            }
             warn!(url = %inner.redacted, "task consumer {stopped}; consuming again");
-            if tc.opened.elapsed() > Duration::from_secs(10) {
+            if opened.elapsed() > Duration::from_secs(10) {
                 backoff = None; // It worked for a while: a new incident.
             }
-            *guard = None;
             // A consumer that keeps dying while the connection looks fine (the queue
             // deleted and redeclared, say) must not spin.
             let b = backoff.get_or_insert_with(|| Backoff::new(inner.opts.connect_timeout));
@@ -273,14 +366,10 @@ impl Inner {
                 channel
                     .basic_qos(self.opts.prefetch, BasicQosOptions::default())
                     .await?;
-                // Recreates the queue if it was deleted under us.
-                channel
-                    .queue_declare(
-                        TASK_QUEUE.into(),
-                        durable_queue(),
-                        task_queue_args(self.opts.delivery_limit),
-                    )
-                    .await?;
+                // Recreates the whole topology (exchanges, queues and their bindings)
+                // if any of it was deleted under us: a task queue declared again without
+                // its `job.#` binding would route no task.
+                declare_topology(&channel, self.opts.delivery_limit).await?;
                 let consumer = channel
                     .basic_consume(
                         TASK_QUEUE.into(),
@@ -331,7 +420,10 @@ impl Inner {
             .await?;
         let forwarders = vec![
             forward(report_consumer, events.tx.clone(), seq, |d| {
-                Event::Report(d.data)
+                match header(&d, CONTROL_HEADER).and_then(as_text).as_deref() {
+                    Some(TASKS_LOST) => Event::TasksLost,
+                    _ => Event::Report(d.data),
+                }
             }),
             forward(dead_consumer, events.tx.clone(), seq, move |d| {
                 let reason = death_reason(&d, limit);

@@ -14,14 +14,16 @@ use std::time::{Duration, Instant};
 use covmerge_proto::retry::{BackoffBuilder, ExponentialBuilder, RetryPolicy, Retryable};
 use lapin::options::{BasicPublishOptions, ConfirmSelectOptions};
 use lapin::protocol::{AMQPErrorKind, AMQPHardError, AMQPSoftError};
-use lapin::types::ShortString;
+use lapin::types::{FieldTable, ShortString};
 use lapin::{BasicProperties, Channel, Confirmation, Connection, ConnectionProperties, ErrorKind};
 use tracing::{info, warn};
 
-use super::topology::{declare_job, declare_topology};
+use super::topology::{declare_job, declare_topology, TASK_EXCHANGE};
 use super::Inner;
 use crate::QueueError;
 
+/// AMQP's reply code of a mandatory message that no queue is bound for.
+const NO_ROUTE: u16 = 312;
 /// How long a publish waits for the broker's confirm before giving the connection up.
 const CONFIRM_TIMEOUT: Duration = Duration::from_secs(30);
 /// One connection attempt (TCP + AMQP handshake + topology) at most.
@@ -75,6 +77,9 @@ pub(super) enum OpFailure {
     Broker(lapin::Error),
     /// The connection cannot be trusted (no confirm in time, say): reconnect and retry.
     Suspect(String),
+    /// Worth another try on the same connection (the topology was just declared
+    /// again after a message found no route).
+    Again(String),
     /// Returned as is: a refused message, the queue closed, reconnecting gave up.
     Final(QueueError),
 }
@@ -89,7 +94,7 @@ impl OpFailure {
     pub(super) fn retryable(&self) -> bool {
         match self {
             OpFailure::Broker(e) => !is_permanent(e),
-            OpFailure::Suspect(_) => true,
+            OpFailure::Suspect(_) | OpFailure::Again(_) => true,
             OpFailure::Final(_) => false,
         }
     }
@@ -248,10 +253,10 @@ impl Inner {
         }
     }
 
-    pub(super) async fn connect_once(&self) -> lapin::Result<Link> {
-        let props = ConnectionProperties::default()
-            .with_connection_name(self.opts.connection_name.as_str().into());
-        let conn = Connection::connect_uri(self.secret.uri.clone(), props).await?;
+    /// Declares the whole topology (exchanges, queues, bindings) and the queues of the
+    /// jobs this process opened, on a channel of its own: on every (re)connect, and
+    /// when a message found no route (a queue or binding deleted under us).
+    pub(super) async fn declare_all(&self, conn: &Connection) -> lapin::Result<()> {
         let setup = conn.create_channel().await?;
         declare_topology(&setup, self.opts.delivery_limit).await?;
         let jobs: Vec<String> = self.open_jobs.lock().unwrap().iter().cloned().collect();
@@ -259,6 +264,14 @@ impl Inner {
             declare_job(&setup, job).await?;
         }
         let _ = setup.close(200, "topology declared".into()).await;
+        Ok(())
+    }
+
+    pub(super) async fn connect_once(&self) -> lapin::Result<Link> {
+        let props = ConnectionProperties::default()
+            .with_connection_name(self.opts.connection_name.as_str().into());
+        let conn = Connection::connect_uri(self.secret.uri.clone(), props).await?;
+        self.declare_all(&conn).await?;
         let publisher = conn.create_channel().await?;
         publisher
             .confirm_select(ConfirmSelectOptions::default())
@@ -275,7 +288,7 @@ impl Inner {
     pub(super) fn describe(&self, f: &OpFailure) -> String {
         match f {
             OpFailure::Broker(e) => self.scrub(e),
-            OpFailure::Suspect(why) => why.clone(),
+            OpFailure::Suspect(why) | OpFailure::Again(why) => why.clone(),
             OpFailure::Final(e) => self.scrub(e),
         }
     }
@@ -320,6 +333,9 @@ impl Inner {
                     OpFailure::Suspect(_) => {
                         QueueError::Unavailable(format!("{what} ({}): {err}", self.redacted))
                     }
+                    OpFailure::Again(_) => {
+                        QueueError::NotAccepted(format!("{what} ({}): {err}", self.redacted))
+                    }
                 }
             })
     }
@@ -348,8 +364,27 @@ impl Inner {
         key: String,
         body: &[u8],
     ) -> Result<(), QueueError> {
+        self.publish_with(what, exchange, key, body, None).await
+    }
+
+    /// [`Inner::publish`] with headers. A task (or control message) that finds no
+    /// route (`312 NO_ROUTE`: the task queue or its binding was deleted) declares the
+    /// whole topology again and is published again at once.
+    pub(super) async fn publish_with(
+        &self,
+        what: &str,
+        exchange: &str,
+        key: String,
+        body: &[u8],
+        headers: Option<FieldTable>,
+    ) -> Result<(), QueueError> {
         let key = &short(key)?;
+        let headers = &headers;
         self.with_link(what, |link| async move {
+            let mut props = BasicProperties::default().with_delivery_mode(2);
+            if let Some(h) = headers {
+                props = props.with_headers(h.clone());
+            }
             let res = tokio::time::timeout(CONFIRM_TIMEOUT, async {
                 link.publisher
                     .basic_publish(
@@ -360,7 +395,7 @@ impl Inner {
                             ..BasicPublishOptions::default()
                         },
                         body,
-                        BasicProperties::default().with_delivery_mode(2),
+                        props,
                     )
                     .await?
                     .await
@@ -368,6 +403,18 @@ impl Inner {
             .await;
             match res {
                 Ok(Ok(Confirmation::Ack(None))) => Ok(()),
+                Ok(Ok(Confirmation::Ack(Some(ret)) | Confirmation::Nack(Some(ret))))
+                    if ret.reply_code == NO_ROUTE && exchange == TASK_EXCHANGE =>
+                {
+                    // The task queue or its binding is gone (a report without a route
+                    // means its job is closed: no redeclaring brings that back).
+                    warn!(exchange, key = %key, "{what}: no route (312 NO_ROUTE); declaring the topology again");
+                    self.declare_all(&link.conn).await?;
+                    Err(OpFailure::Again(format!(
+                        "{what} to {exchange} with key {key} returned: {} {}",
+                        ret.reply_code, ret.reply_text
+                    )))
+                }
                 Ok(Ok(Confirmation::Ack(Some(ret)) | Confirmation::Nack(Some(ret)))) => {
                     Err(OpFailure::Final(QueueError::NotAccepted(format!(
                         "{what} to {exchange} with key {key} returned: {} {}",

@@ -12,6 +12,11 @@
 //!   (dead-lettered tasks keep their routing key).
 //! - direct exchange `covmerge.reports` → per job quorum queue `covmerge.reports.<job>`
 //!   bound with `<job>`.
+//! - fanout exchange `covmerge.control` → every job's report queue: a worker whose
+//!   task consumer the broker cancelled (the task queue deleted) declares everything
+//!   again and says so there, and each coordinator publishes its waiting tasks again.
+//! - a job's two queues expire after [`JOB_QUEUE_EXPIRY_MS`] unused, and its
+//!   coordinator deletes them when the job ends, complete or failed.
 //!
 //! Every publish is persistent, `mandatory` and confirmed: it returns only once the
 //! broker has acknowledged it, and an unroutable or nacked message is
@@ -56,7 +61,10 @@ mod topology;
 use events::{JobEvents, TaskConsumer};
 use link::Link;
 use topology::{check_job, dead_queue, declare_job, report_queue, task_key};
-pub use topology::{DEAD_EXCHANGE, DEAD_QUEUE, REPORT_EXCHANGE, TASK_EXCHANGE, TASK_QUEUE};
+pub use topology::{
+    CONTROL_EXCHANGE, DEAD_EXCHANGE, DEAD_QUEUE, JOB_QUEUE_EXPIRY_MS, REPORT_EXCHANGE,
+    TASK_EXCHANGE, TASK_QUEUE,
+};
 
 /// Default of [`AmqpOptions::connect_timeout`]: a broker restart, upgrade or network
 /// blip of a few minutes costs time, not the job.
@@ -185,8 +193,13 @@ struct Inner {
     /// The current connection as last seen, for [`AmqpQueue::connected`] (which must
     /// not wait for the `link` lock held while reconnecting).
     current: StdMutex<Option<Arc<Link>>>,
-    /// The task consumer's channel, for [`AmqpQueue::consuming`].
-    task_channel: StdMutex<Option<Channel>>,
+    /// The task consumer's channel and tag, for [`AmqpQueue::consuming`] and
+    /// [`Queue::pause_tasks`].
+    task_channel: StdMutex<Option<(Channel, String)>>,
+    /// Until when the task consumer is paused ([`Queue::pause_tasks`]).
+    paused_until: StdMutex<Option<std::time::Instant>>,
+    /// The task consumer was cancelled by this process (a pause), not by the broker.
+    self_cancelled: AtomicBool,
 }
 
 impl AmqpQueue {
@@ -238,6 +251,8 @@ impl AmqpQueue {
                 closed_jobs: StdMutex::new(HashSet::new()),
                 current: StdMutex::new(None),
                 task_channel: StdMutex::new(None),
+                paused_until: StdMutex::new(None),
+                self_cancelled: AtomicBool::new(false),
             }),
         };
         q.inner.link().await?;
@@ -266,11 +281,17 @@ impl AmqpQueue {
         }
     }
 
-    /// `Ok` while connected and the task consumer (a worker's) is open.
+    /// `Ok` while connected and the task consumer (a worker's) is open and not paused.
     pub fn consuming(&self) -> Result<(), String> {
         self.connected()?;
+        if let Some(left) = self.inner.pause_left() {
+            return Err(format!(
+                "not taking tasks for {}s (backing off after a configuration failure)",
+                left.as_secs()
+            ));
+        }
         match self.inner.task_channel.lock().unwrap().as_ref() {
-            Some(c) if c.status().connected() => Ok(()),
+            Some((c, _)) if c.status().connected() => Ok(()),
             _ => Err(format!("not consuming {TASK_QUEUE}")),
         }
     }
@@ -336,6 +357,10 @@ impl Queue for AmqpQueue {
     async fn next_event(&self, job: &str) -> Result<Event, QueueError> {
         check_job(job)?;
         self.inner.next_event(job).await
+    }
+
+    async fn pause_tasks(&self, pause: Duration) {
+        self.inner.pause_tasks(pause).await
     }
 
     async fn close_job(&self, job: &str) -> Result<(), QueueError> {

@@ -1,17 +1,26 @@
 //! Settling a task delivery: ack, retry (requeue, counted toward the delivery limit)
 //! or reject (dead-letter now), and requeueing one that is dropped unsettled.
 
+use std::sync::Arc;
+
 use async_trait::async_trait;
 use lapin::options::{BasicAckOptions, BasicNackOptions, BasicRejectOptions};
+use lapin::types::{AMQPValue, FieldTable};
 use lapin::Acker;
 use tracing::{debug, warn};
 
+use super::topology::{REFUSED_BY_HEADER, TASK_EXCHANGE};
+use super::Inner;
 use crate::{QueueError, Settle};
 
 /// Settles one task delivery; dropped unsettled, it requeues the task.
 pub(super) struct AmqpSettle {
     pub(super) acker: Option<Acker>,
     pub(super) runtime: Option<tokio::runtime::Handle>,
+    /// To publish a handed-back copy: the queue, the task's routing key and body.
+    pub(super) inner: Arc<Inner>,
+    pub(super) routing_key: String,
+    pub(super) body: Vec<u8>,
 }
 
 impl AmqpSettle {
@@ -70,6 +79,39 @@ impl Settle for AmqpSettle {
                 Ok(())
             }
             Err(e) => Err(QueueError::Unavailable(format!("retry: {e}"))),
+        }
+    }
+
+    /// A copy goes back to the task exchange with the workers that refused it in a
+    /// header (a new message: its delivery count starts again, so a misconfigured
+    /// worker does not use up the task's delivery limit), then the delivery is acked.
+    /// If the copy cannot be published, the delivery is requeued as by `retry`.
+    async fn hand_back(mut self: Box<Self>, refused_by: Vec<String>) -> Result<(), QueueError> {
+        let mut headers = FieldTable::default();
+        headers.insert(
+            REFUSED_BY_HEADER.into(),
+            AMQPValue::LongString(refused_by.join(",").into()),
+        );
+        let published = self
+            .inner
+            .publish_with(
+                "handing a task back",
+                TASK_EXCHANGE,
+                self.routing_key.clone(),
+                &self.body,
+                Some(headers),
+            )
+            .await;
+        if let Err(e) = published {
+            warn!(error = %e, "cannot publish the handed-back task; requeueing it (counts as a delivery)");
+            return self.retry().await;
+        }
+        let acker = self.acker.take().expect("settled once");
+        match acker.ack(BasicAckOptions::default()).await {
+            Ok(true) => Ok(()),
+            // The original comes back as well: a duplicate, harmless.
+            Ok(false) => Err(self.stale("ack of a handed-back task")),
+            Err(e) => Err(QueueError::Unavailable(format!("ack: {e}"))),
         }
     }
 

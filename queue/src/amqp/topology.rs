@@ -19,6 +19,20 @@ pub const DEAD_EXCHANGE: &str = "covmerge.dead";
 pub const DEAD_QUEUE: &str = "covmerge.dead";
 /// Exchange reports are published to (direct, routing key `<job>`).
 pub const REPORT_EXCHANGE: &str = "covmerge.reports";
+/// Fanout exchange bound to every job's report queue: a notice to every coordinator
+/// (the task queue was deleted and declared again: publish the waiting tasks now).
+pub const CONTROL_EXCHANGE: &str = "covmerge.control";
+/// Header of a message on [`CONTROL_EXCHANGE`] saying what happened.
+pub(super) const CONTROL_HEADER: &str = "x-covmerge-control";
+/// [`CONTROL_HEADER`]'s value: the tasks of the task queue were lost.
+pub(super) const TASKS_LOST: &str = "tasks-lost";
+/// Header of a task handed back by workers that could not run it (their ids,
+/// comma-separated).
+pub(super) const REFUSED_BY_HEADER: &str = "x-covmerge-refused-by";
+/// A job's report and dead-letter queues expire this long after their last use (no
+/// consumer, no declaration): the coordinator deletes them when the job ends either
+/// way, this removes those of a coordinator that died and was never resumed.
+pub const JOB_QUEUE_EXPIRY_MS: i32 = 3 * 24 * 3600 * 1000;
 
 /// Job names become queue names and routing keys.
 pub(super) fn check_job(job: &str) -> Result<(), QueueError> {
@@ -51,6 +65,13 @@ pub(super) fn quorum_args() -> FieldTable {
         "x-queue-type".into(),
         AMQPValue::LongString("quorum".into()),
     );
+    args
+}
+
+/// A job's queues: quorum, expiring after [`JOB_QUEUE_EXPIRY_MS`] unused.
+pub(super) fn job_queue_args() -> FieldTable {
+    let mut args = quorum_args();
+    args.insert("x-expires".into(), AMQPValue::LongInt(JOB_QUEUE_EXPIRY_MS));
     args
 }
 
@@ -88,6 +109,7 @@ pub(super) async fn declare_topology(ch: &Channel, limit: u32) -> lapin::Result<
     ex(TASK_EXCHANGE, ExchangeKind::Topic).await?;
     ex(DEAD_EXCHANGE, ExchangeKind::Topic).await?;
     ex(REPORT_EXCHANGE, ExchangeKind::Direct).await?;
+    ex(CONTROL_EXCHANGE, ExchangeKind::Fanout).await?;
     ch.queue_declare(DEAD_QUEUE.into(), durable_queue(), quorum_args())
         .await?;
     ch.queue_bind(
@@ -115,7 +137,7 @@ pub(super) async fn declare_topology(ch: &Channel, limit: u32) -> lapin::Result<
 pub(super) async fn declare_job(ch: &Channel, job: &str) -> lapin::Result<()> {
     let dead = dead_queue(job);
     let reports = report_queue(job);
-    ch.queue_declare(dead.as_str().into(), durable_queue(), quorum_args())
+    ch.queue_declare(dead.as_str().into(), durable_queue(), job_queue_args())
         .await?;
     ch.queue_bind(
         dead.as_str().into(),
@@ -125,12 +147,20 @@ pub(super) async fn declare_job(ch: &Channel, job: &str) -> lapin::Result<()> {
         FieldTable::default(),
     )
     .await?;
-    ch.queue_declare(reports.as_str().into(), durable_queue(), quorum_args())
+    ch.queue_declare(reports.as_str().into(), durable_queue(), job_queue_args())
         .await?;
     ch.queue_bind(
         reports.as_str().into(),
         REPORT_EXCHANGE.into(),
         job.into(),
+        QueueBindOptions::default(),
+        FieldTable::default(),
+    )
+    .await?;
+    ch.queue_bind(
+        reports.as_str().into(),
+        CONTROL_EXCHANGE.into(),
+        "".into(),
         QueueBindOptions::default(),
         FieldTable::default(),
     )
