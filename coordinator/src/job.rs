@@ -222,6 +222,14 @@ fn map_output(spec: &JobSpec, tracker: &Tracker<'_>) -> MapOutput {
     out
 }
 
+/// Deletes the job's report and dead-letter queues when it ends, complete or failed
+/// (they would otherwise stay until they expire).
+async fn close_queues(queue: &dyn Queue, job: &JobId) {
+    if let Err(e) = queue.close_job(job.as_str()).await {
+        warn!(error = %e, "cleanup: cannot delete the job's queues");
+    }
+}
+
 /// Runs a new job, or continues a stored one, over `queue` and `store`.
 #[instrument(skip_all, fields(job = %start.job()))]
 pub async fn run_job(
@@ -262,6 +270,9 @@ pub async fn run_job(
     let mut failed = map.failed;
     if failed.is_empty() && totals.rows_bad > spec.max_bad_rows {
         let first = map.first_bad.map(|b| b.to_string()).unwrap_or_default();
+        if opts.cleanup {
+            close_queues(queue.as_ref(), &job).await;
+        }
         return Err(JobError::TooManyBadRows {
             first,
             count: totals.rows_bad,
@@ -339,6 +350,10 @@ pub async fn run_job(
         manifest.status = JobStatus::Failed;
         manifest.failed = failed.clone();
         finish::write_manifest(&manifest, opts, &store, &job).await?;
+        // Nobody waits for this job's reports any more (a resume declares them anew).
+        if opts.cleanup {
+            close_queues(queue.as_ref(), &job).await;
+        }
         return Err(JobError::TasksFailed {
             job: job.to_string(),
             failed,
@@ -379,9 +394,7 @@ pub async fn run_job(
                 Err(e) => warn!(error = %e, "cleanup: cannot list {dir}"),
             }
         }
-        if let Err(e) = queue.close_job(job.as_str()).await {
-            warn!(error = %e, "cleanup: cannot delete the job's queues");
-        }
+        close_queues(queue.as_ref(), &job).await;
     }
     let mut dashboard_rows = None;
     if let Some(d) = &opts.dashboard {

@@ -29,6 +29,9 @@ pub(crate) struct Notes {
     failures: u32,
 }
 
+/// Notices of lost tasks closer together than this cause one republish.
+const LOST_DEBOUNCE: Duration = Duration::from_secs(2);
+
 pub(crate) struct Tracker<'a> {
     pub(crate) queue: &'a dyn Queue,
     pub(crate) store: &'a Store,
@@ -132,8 +135,9 @@ impl Tracker<'_> {
         Ok(settled)
     }
 
-    /// Publishes every task still waited for again (see [`JobOptions::republish_after`]).
-    async fn republish(&mut self) -> Result<(), JobError> {
+    /// Publishes every task still waited for again (see [`JobOptions::republish_after`]
+    /// and [`Event::TasksLost`]).
+    async fn republish(&mut self, why: &str) -> Result<(), JobError> {
         let waiting: Vec<TaskRef> = self
             .states
             .iter()
@@ -142,8 +146,7 @@ impl Tracker<'_> {
             .collect();
         warn!(
             tasks = waiting.len(),
-            silent_secs = self.republish_after.as_secs(),
-            "no task settled and no report for a long time: publishing the waiting tasks again"
+            "{why}: publishing the waiting tasks again"
         );
         for t in waiting {
             if let Some(task) = self.tasks.get(&t) {
@@ -159,6 +162,7 @@ impl Tracker<'_> {
         tick.tick().await; // The first tick is immediate.
         self.gauges();
         let mut last_news = tokio::time::Instant::now();
+        let mut last_lost: Option<tokio::time::Instant> = None;
         while self.states.values().any(|s| !s.is_final()) {
             let event = tokio::select! {
                 e = self.queue.next_event(self.job.as_str()) => e?,
@@ -166,7 +170,11 @@ impl Tracker<'_> {
                     if self.reconcile().await? {
                         last_news = tokio::time::Instant::now();
                     } else if last_news.elapsed() >= self.republish_after {
-                        self.republish().await?;
+                        let why = format!(
+                            "no task settled and no report for {}s",
+                            self.republish_after.as_secs()
+                        );
+                        self.republish(&why).await?;
                         last_news = tokio::time::Instant::now();
                     }
                     continue;
@@ -174,6 +182,15 @@ impl Tracker<'_> {
             };
             last_news = tokio::time::Instant::now();
             match event {
+                Event::TasksLost => {
+                    // Every worker that saw its consumer cancelled says so: republish
+                    // once per burst (duplicates are harmless, but need not pile up).
+                    if last_lost.is_none_or(|t| t.elapsed() >= LOST_DEBOUNCE) {
+                        self.republish("the task queue was deleted and declared again")
+                            .await?;
+                        last_lost = Some(tokio::time::Instant::now());
+                    }
+                }
                 Event::Report(body) => {
                     let r: TaskReport = match wire::decode(&body) {
                         Ok(r) => r,
