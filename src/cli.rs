@@ -303,6 +303,12 @@ pub struct WorkerArgs {
     /// one thread, for workers given one core.
     #[arg(long)]
     pub split_threads: Option<usize>,
+    /// Tasks in a row this worker may fail to run because of its own configuration
+    /// (store refused or not the coordinators', source unreadable) before it exits
+    /// non-zero to be replaced. Each such task goes back to another worker, and the
+    /// worker takes no task (and is not ready) for 2, 4, 8, ... s.
+    #[arg(long, env = "COVMERGE_MAX_CONFIG_FAILURES", default_value_t = covmerge_worker::run::DEFAULT_MAX_CONFIG_FAILURES, value_parser = clap::value_parser!(u32).range(1..))]
+    pub max_config_failures: u32,
     #[command(flatten)]
     pub listen: ListenArgs,
 }
@@ -669,6 +675,7 @@ async fn worker(w: WorkerArgs) -> Result<()> {
     let mut cfg = WorkerConfig {
         source: w.source.clone(),
         grace: Duration::from_secs(w.grace),
+        max_config_failures: Some(w.max_config_failures),
         ..WorkerConfig::default()
     };
     cfg.split_budget /= w.concurrency.max(1);
@@ -688,17 +695,15 @@ async fn worker(w: WorkerArgs) -> Result<()> {
         health.start_draining();
         let _ = tx.send(true);
     });
-    info!(amqp = %redact_url(&w.amqp), store = %store, "worker started");
-    let mut loops = Vec::new();
+    info!(amqp = %redact_url(&w.amqp), store = %store, worker = %exec.config().worker_id, "worker started");
+    let mut loops = tokio::task::JoinSet::new();
     for _ in 0..w.concurrency.max(1) {
-        loops.push(tokio::spawn(run_worker(
-            queue.clone(),
-            exec.clone(),
-            rx.clone(),
-        )));
+        loops.spawn(run_worker(queue.clone(), exec.clone(), rx.clone()));
     }
-    for l in loops {
-        l.await.context("worker loop")??;
+    // The first loop to fail ends the process (a misconfigured worker exits non-zero
+    // even while its other loops wait for tasks).
+    while let Some(l) = loops.join_next().await {
+        l.context("worker loop")??;
     }
     info!("worker stopped");
     Ok(())

@@ -59,6 +59,9 @@ pub mod outcome {
     pub const POISON: &str = "poison";
     /// Still running when the grace period after SIGTERM ended: handed back.
     pub const HANDED_BACK: &str = "handed_back";
+    /// This worker could not run it (its own configuration: store, credentials,
+    /// source): handed back to another worker, not counted against the task.
+    pub const MISCONFIGURED: &str = "misconfigured";
 }
 
 /// Every metric of a covmerge process.
@@ -97,6 +100,10 @@ pub struct Metrics {
     pub job_rows_read: Family<[(&'static str, String); 1], Gauge>,
     /// `covmerge_up`-style readiness as a metric: 1 ready, 0 not.
     pub ready: Gauge,
+    /// `covmerge_worker_config_failures`: tasks this worker handed back in a row
+    /// because of its configuration (0 after any task it could run); it exits at
+    /// `--max-config-failures`.
+    pub config_failures: Gauge,
 }
 
 impl Metrics {
@@ -123,6 +130,7 @@ impl Metrics {
             job_tasks: Family::default(),
             job_rows_read: Family::default(),
             ready: Gauge::default(),
+            config_failures: Gauge::default(),
         };
         let r = &mut registry;
         r.register(
@@ -203,6 +211,11 @@ impl Metrics {
             "ready",
             "1 when the process is ready (broker connected, consuming, not draining)",
             m.ready.clone(),
+        );
+        r.register(
+            "worker_config_failures",
+            "Tasks handed back in a row because this worker's configuration is wrong",
+            m.config_failures.clone(),
         );
         let build: Family<KindLabel, Gauge> = Family::default();
         build

@@ -127,6 +127,12 @@ impl ProjectionCache {
         }
     }
 
+    /// Drops every map (a worker gone idle gives its memory back).
+    pub fn clear(&self) {
+        let mut g = self.inner.lock().unwrap();
+        *g = Default::default();
+    }
+
     /// The map of `from` onto `to`, computed at most once while cached.
     pub fn get(&self, from: &FileVersion, to: &FileVersion) -> Arc<LineMap> {
         let key = (from.id, to.id);

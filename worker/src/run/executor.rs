@@ -3,7 +3,7 @@
 
 use std::collections::HashMap;
 use std::io::Read;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -88,8 +88,40 @@ pub struct WorkerConfig {
     pub source_cache: usize,
     /// Bytes of line maps to cache.
     pub projection_cache: usize,
+    /// Estimated bytes of open sources to keep ([`source_cost`]); past it the least
+    /// recently used are closed (the most recent one always stays open).
+    pub sources_budget: usize,
     /// After SIGTERM: how long the current task may still run before it is handed back.
     pub grace: Duration,
+    /// Without a task for this long, the worker drops its cached sources, line maps
+    /// and job specs ([`Executor::release_idle`]).
+    pub idle_release: Duration,
+    /// This worker's id, named in the tasks it hands back.
+    pub worker_id: String,
+    /// `Some(n)` (a fleet worker): a task this worker cannot run because of its own
+    /// configuration is handed back to another worker, and the worker exits after `n`
+    /// such tasks in a row. `None` (embedded mode, one worker): such a task fails.
+    pub max_config_failures: Option<u32>,
+}
+
+/// Default of `--max-config-failures`: with the backoff of [`super::config_backoff`]
+/// a misconfigured worker exits after about a minute (2+4+8+16 s of pauses).
+pub const DEFAULT_MAX_CONFIG_FAILURES: u32 = 5;
+
+/// An id for this worker process: host name, pid and a random part (a restarted
+/// worker is a new one).
+pub fn new_worker_id() -> String {
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|h| h.trim().to_string())
+        .ok()
+        .filter(|h| !h.is_empty())
+        .unwrap_or_else(|| "worker".into());
+    let host: String = host
+        .chars()
+        .filter(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '.' | '_'))
+        .take(63)
+        .collect();
+    format!("{host}-{}-{}", std::process::id(), &uuid_like()[..6])
 }
 
 impl Default for WorkerConfig {
@@ -105,7 +137,12 @@ impl Default for WorkerConfig {
                 .unwrap_or(2),
             source_cache: 24 << 20,
             projection_cache: 8 << 20,
+            // One repository, or a few `dir:`/`store:` sources.
+            sources_budget: 192 << 20,
             grace: Duration::from_secs(25),
+            idle_release: Duration::from_secs(20),
+            worker_id: new_worker_id(),
+            max_config_failures: None,
         }
     }
 }
@@ -116,15 +153,83 @@ pub use covmerge_telemetry::Progress;
 pub struct Executor {
     store: Store,
     pub(super) cfg: WorkerConfig,
-    sources: Mutex<HashMap<String, Arc<dyn Source>>>,
+    sources: Mutex<SourceCache>,
     /// Specs of the jobs seen lately, to check tasks against.
     specs: Mutex<HashMap<JobId, Arc<JobSpec>>>,
     cache: ProjectionCache,
     pub progress: Arc<Progress>,
+    /// Tasks handed back in a row because of this worker's configuration.
+    pub(super) config_failures: AtomicU32,
 }
 
 /// Job specs an executor remembers; more jobs than this at once just reload.
 const SPEC_CACHE: usize = 64;
+
+/// What a `git:` source holds besides its version cache once used: decoded trees
+/// (up to 16 MB), and gix's object and pack caches and mapped packs of the handles of
+/// the threads that read it (measured: ~180 MB of idle RSS per source on a Linux-sized
+/// repository).
+pub const GIT_SOURCE_COST: usize = 160 << 20;
+
+/// The estimated memory of a source once used: its version cache's budget, plus
+/// [`GIT_SOURCE_COST`] for a repository.
+pub fn source_cost(spec: &str, version_cache: usize) -> usize {
+    let extra = if spec.starts_with("git:") {
+        GIT_SOURCE_COST
+    } else {
+        1 << 20
+    };
+    version_cache + extra
+}
+
+/// A worker's open sources, least recently used first out, bounded by their
+/// estimated cost ([`source_cost`]); the most recent one always stays.
+#[derive(Default)]
+struct SourceCache {
+    /// (spec, source, cost), least recently used first.
+    entries: Vec<(String, Arc<dyn Source>, usize)>,
+}
+
+impl SourceCache {
+    fn get(&mut self, spec: &str) -> Option<Arc<dyn Source>> {
+        let i = self.entries.iter().position(|(s, _, _)| s == spec)?;
+        let e = self.entries.remove(i);
+        let s = e.1.clone();
+        self.entries.push(e);
+        Some(s)
+    }
+
+    /// Adds a source as the most recent, then closes the least recently used ones
+    /// until the total cost fits `budget`; returns how many were closed.
+    fn insert(&mut self, spec: &str, s: Arc<dyn Source>, cost: usize, budget: usize) -> usize {
+        self.entries.retain(|(k, _, _)| k != spec);
+        self.entries.push((spec.to_string(), s, cost));
+        let mut evicted = 0;
+        while self.entries.len() > 1 && self.entries.iter().map(|e| e.2).sum::<usize>() > budget {
+            self.entries.remove(0);
+            evicted += 1;
+        }
+        evicted
+    }
+
+    fn clear(&mut self) -> usize {
+        std::mem::take(&mut self.entries).len()
+    }
+
+    fn len(&self) -> usize {
+        self.entries.len()
+    }
+}
+
+/// Returns freed heap pages to the system (glibc keeps them otherwise, and a worker's
+/// RSS would stay at its peak after its caches are dropped).
+fn trim_heap() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    // SAFETY: malloc_trim only walks and releases the allocator's free memory.
+    unsafe {
+        libc::malloc_trim(0);
+    }
+}
 
 impl Executor {
     pub fn new(store: Store, cfg: WorkerConfig) -> Self {
@@ -136,21 +241,63 @@ impl Executor {
             specs: Mutex::default(),
             cache,
             progress: Arc::default(),
+            config_failures: AtomicU32::new(0),
+        }
+    }
+
+    /// What this executor was configured with.
+    pub fn config(&self) -> &WorkerConfig {
+        &self.cfg
+    }
+
+    /// A task ran (or failed for its own reasons): this worker's configuration works.
+    pub(super) fn config_ok(&self) {
+        if self.config_failures.swap(0, Ordering::SeqCst) > 0 {
+            metrics().config_failures.set(0);
+            info!("a task ran on this worker again: its configuration failures are cleared");
         }
     }
 
     fn source(&self, spec: &str) -> Result<Arc<dyn Source>, TaskError> {
         let spec = self.cfg.source.as_deref().unwrap_or(spec);
         if let Some(s) = self.sources.lock().unwrap().get(spec) {
-            return Ok(s.clone());
+            return Ok(s);
         }
         let inner = open_source(spec).map_err(Failure::config)?;
         let s: Arc<dyn Source> = Arc::new(CachedSource::new(inner, self.cfg.source_cache));
-        self.sources
-            .lock()
-            .unwrap()
-            .insert(spec.to_string(), s.clone());
+        let cost = source_cost(spec, self.cfg.source_cache);
+        let evicted =
+            self.sources
+                .lock()
+                .unwrap()
+                .insert(spec, s.clone(), cost, self.cfg.sources_budget);
+        if evicted > 0 {
+            info!(
+                evicted,
+                "source cache full: closed the least recently used source(s)"
+            );
+            trim_heap();
+        }
         Ok(s)
+    }
+
+    /// Gives back what the last tasks left cached (open sources, line maps, job
+    /// specs): called when the worker has had no task for a while, so that a worker
+    /// between jobs holds no job's memory. Sources still used by a running task stay
+    /// alive until it ends.
+    pub fn release_idle(&self) {
+        let dropped = self.sources.lock().unwrap().clear();
+        self.cache.clear();
+        self.specs.lock().unwrap().clear();
+        if dropped > 0 {
+            info!(sources = dropped, "idle: released the cached sources");
+        }
+        trim_heap();
+    }
+
+    /// Sources open now (for tests and the soak benchmark).
+    pub fn open_sources(&self) -> usize {
+        self.sources.lock().unwrap().len()
     }
 
     /// The spec the coordinator stored for `job` (cached unless `fresh`).
@@ -167,7 +314,11 @@ impl Executor {
             .await
             .map_err(store_failure)?
             .ok_or_else(|| {
-                Failure::refused(format!("job {job} is unknown: no {key} in {}", self.store))
+                // The coordinator stores the spec before it publishes a task: a worker
+                // that does not find it looks at the wrong store (a bucket or root of
+                // another fleet). The worker's fault, not the task's, unless several
+                // workers say so (a forged task, a job whose objects were deleted).
+                Failure::config(format!("job {job} is unknown: no {key} in {}", self.store))
             })?;
         let spec: JobSpec = serde_json::from_slice(&bytes)
             .map_err(|e| Failure::refused(format!("{key}: unreadable job spec: {e}")))?;

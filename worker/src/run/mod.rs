@@ -28,6 +28,8 @@ pub mod serve;
 /// knew it here.
 pub use covmerge_proto::layout as keys;
 pub use covmerge_telemetry::Progress;
-pub use executor::{Executor, WorkerConfig};
+pub use executor::{new_worker_id, Executor, WorkerConfig, DEFAULT_MAX_CONFIG_FAILURES};
 pub use failure::{store_failure, TaskError};
-pub use serve::{retry_backoff, run_worker};
+pub use serve::{
+    config_backoff, retry_backoff, run_worker, WorkerExit, MAX_HAND_BACKS, REFUSING_WORKERS,
+};

@@ -1,11 +1,12 @@
 //! The worker loop: takes deliveries, runs them on an [`Executor`], reports, and
 //! acknowledges, rejects or hands back with backoff.
 
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
 use covmerge_proto::retry::RetryPolicy;
-use covmerge_proto::wire::{self, ReportStatus, Task, TaskReport};
+use covmerge_proto::wire::{self, Failure, FailureKind, ReportStatus, Task, TaskReport};
 use covmerge_proto::Attempt;
 use covmerge_queue::Queue;
 use covmerge_telemetry::{metrics, outcome};
@@ -18,6 +19,31 @@ use super::executor::*;
 /// retries ([`RetryPolicy::task`], jittered so a fleet does not retry in lockstep).
 pub fn retry_backoff(attempt: u32) -> Duration {
     RetryPolicy::task().delay(attempt)
+}
+
+/// How long a worker takes no task (and is not ready) after its `n`-th configuration
+/// failure in a row: 2 s, 4 s, 8 s, ... at most 60 s.
+pub fn config_backoff(n: u32) -> Duration {
+    Duration::from_secs((2u64 << n.saturating_sub(1).min(5)).min(60))
+}
+
+/// Distinct workers that must have failed to run a task for reasons of their
+/// configuration before it fails its job: one misconfigured worker is the worker's
+/// fault; that many are the task's (a job whose spec or chunks are gone, a forged
+/// task) or the whole fleet's.
+pub const REFUSING_WORKERS: usize = 3;
+/// Hand-backs of one task (by whichever workers) after which it fails its job.
+pub const MAX_HAND_BACKS: usize = 8;
+
+/// Why a worker loop ended with an error.
+#[derive(Debug, thiserror::Error)]
+pub enum WorkerExit {
+    #[error(transparent)]
+    Queue(#[from] covmerge_queue::QueueError),
+    /// Too many tasks in a row this worker could not run: the orchestrator should
+    /// replace it (and an operator fix its configuration).
+    #[error("{failures} task(s) in a row could not run on this worker because of its configuration; exiting so that it is replaced. Last error: {last}")]
+    Misconfigured { failures: u32, last: String },
 }
 
 /// Logs a failed ack/nack/reject: the broker then redelivers the task by itself, which
@@ -67,6 +93,17 @@ async fn report_and_ack(queue: &dyn Queue, delivery: covmerge_queue::Delivery, r
         );
         settled("retry", delivery.retry().await, &job, &task);
     }
+}
+
+/// The distinct workers that could not run a task, this one included, in order.
+fn distinct_refusers(before: &[String], me: &str) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    for w in before.iter().map(String::as_str).chain([me]) {
+        if !out.iter().any(|o| o == w) {
+            out.push(w.to_string());
+        }
+    }
+    out
 }
 
 fn kind_of(task: &Task) -> &'static str {
@@ -127,14 +164,25 @@ pub async fn run_worker(
     queue: Arc<dyn Queue>,
     exec: Arc<Executor>,
     mut shutdown: watch::Receiver<bool>,
-) -> Result<(), covmerge_queue::QueueError> {
+) -> Result<(), WorkerExit> {
     loop {
         if *shutdown.borrow() {
             return Ok(());
         }
-        let delivery = tokio::select! {
-            d = queue.next_task() => d?,
-            _ = shutdown.changed() => return Ok(()),
+        // Waiting: after `idle_release` without a task, the last job's memory goes
+        // (its job has most likely ended; the next task opens what it needs).
+        let next = queue.next_task();
+        tokio::pin!(next);
+        let mut released = false;
+        let delivery = loop {
+            tokio::select! {
+                d = &mut next => break d?,
+                _ = shutdown.changed() => return Ok(()),
+                _ = tokio::time::sleep(exec.cfg.idle_release), if !released => {
+                    exec.release_idle();
+                    released = true;
+                }
+            }
         };
         let task: Task = match wire::decode(&delivery.body) {
             Ok(t) => t,
@@ -206,6 +254,73 @@ pub async fn run_worker(
                 }
             }
             Err(e) => Err(e),
+        };
+        // Anything but a configuration failure shows this worker can run tasks (an
+        // outage shows nothing either way).
+        match &result {
+            Ok(_) => exec.config_ok(),
+            Err(f) if f.kind == FailureKind::BadInput || f.kind == FailureKind::Refused => {
+                exec.config_ok()
+            }
+            _ => {}
+        }
+        let result = match result {
+            Err(f) if f.kind == FailureKind::Config => {
+                match exec.cfg.max_config_failures {
+                    Some(max) => {
+                        let refusers = distinct_refusers(&delivery.refused_by, &exec.cfg.worker_id);
+                        if refusers.len() < REFUSING_WORKERS
+                            && delivery.refused_by.len() + 1 < MAX_HAND_BACKS
+                        {
+                            let failures = exec.config_failures.fetch_add(1, Ordering::SeqCst) + 1;
+                            metrics().config_failures.set(i64::from(failures));
+                            metrics().task(kind, outcome::MISCONFIGURED);
+                            let pause = config_backoff(failures);
+                            let f = Failure::new(
+                                FailureKind::Config,
+                                format!("worker {}: {f}", exec.cfg.worker_id),
+                            );
+                            warn!(%job, task = %task_ref, failures, max, ?pause, error = %f, "this worker cannot run the task (its configuration): handing it back to another worker, not taking tasks meanwhile");
+                            report(
+                                queue.as_ref(),
+                                &report_of(ReportStatus::Retrying(f.clone())),
+                            )
+                            .await;
+                            // No task comes to this worker during the pause, not even
+                            // the next one the broker would send on the hand-back.
+                            queue.pause_tasks(pause).await;
+                            settled(
+                                "hand-back",
+                                delivery.hand_back(&exec.cfg.worker_id).await,
+                                &job_s,
+                                &task_s,
+                            );
+                            if failures >= max {
+                                return Err(WorkerExit::Misconfigured {
+                                    failures,
+                                    last: f.message,
+                                });
+                            }
+                            tokio::select! {
+                                _ = tokio::time::sleep(pause) => {}
+                                _ = shutdown.changed() => {}
+                            }
+                            continue;
+                        }
+                        // Several workers could not run it: the task's fault after all.
+                        Err(Failure::new(
+                            FailureKind::Config,
+                            format!(
+                                "{f} ({} worker(s) could not run it: {})",
+                                refusers.len(),
+                                refusers.join(", ")
+                            ),
+                        ))
+                    }
+                    None => Err(f),
+                }
+            }
+            r => r,
         };
         match result {
             Ok(status) => report_and_ack(queue.as_ref(), delivery, report_of(status)).await,
