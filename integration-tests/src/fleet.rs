@@ -302,3 +302,87 @@ pub fn coordinator_spawn_env(
         coordinator_run(&a, &e, timeout)
     })
 }
+
+/// A RabbitMQ vhost of one test's own (guest given every permission), deleted on
+/// drop: its workers serve only its jobs, and deleting its queues disturbs nobody.
+pub struct Vhost {
+    pub name: String,
+    /// [`amqp`] with this vhost.
+    pub url: String,
+}
+
+impl Vhost {
+    pub fn new(tag: &str) -> Vhost {
+        let name = format!(
+            "covmerge-it-{tag}-{}-{}",
+            std::process::id(),
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .unwrap()
+                .as_millis()
+                % 1_000_000_000
+        );
+        rabbitmqctl(&["-q", "add_vhost", &name]);
+        let base = amqp();
+        let (scheme, rest) = base.split_once("://").unwrap();
+        let (user, rest) = rest.rsplit_once('@').unwrap();
+        let host = rest.split('/').next().unwrap();
+        let username = user.split(':').next().unwrap();
+        rabbitmqctl(&[
+            "-q",
+            "set_permissions",
+            "-p",
+            &name,
+            username,
+            ".*",
+            ".*",
+            ".*",
+        ]);
+        Vhost {
+            url: format!("{scheme}://{user}@{host}/{name}"),
+            name,
+        }
+    }
+
+    /// The queues of this vhost, by name.
+    pub fn queues(&self) -> Vec<String> {
+        rabbitmqctl(&[
+            "-q",
+            "list_queues",
+            "-p",
+            &self.name,
+            "--no-table-headers",
+            "name",
+        ])
+        .lines()
+        .map(|l| l.trim().to_string())
+        .filter(|l| !l.is_empty())
+        .collect()
+    }
+
+    pub fn delete_queue(&self, queue: &str) {
+        rabbitmqctl(&["-q", "delete_queue", "-p", &self.name, queue]);
+    }
+}
+
+impl Drop for Vhost {
+    fn drop(&mut self) {
+        let _ = Command::new("rabbitmqctl")
+            .args(["-q", "delete_vhost", &self.name])
+            .output();
+    }
+}
+
+/// Runs `rabbitmqctl ARGS`; panics unless it succeeds.
+pub fn rabbitmqctl(args: &[&str]) -> String {
+    let out = Command::new("rabbitmqctl")
+        .args(args)
+        .output()
+        .unwrap_or_else(|e| panic!("running rabbitmqctl {args:?}: {e}"));
+    assert!(
+        out.status.success(),
+        "rabbitmqctl {args:?} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}

@@ -12,16 +12,16 @@ use covmerge_integration_tests::fleet::{self, bucket, coordinator_run, download,
 use covmerge_integration_tests::{gunzip, manifest, merge_ok};
 
 const SHARDS: &str = "6";
-const LONG: Duration = Duration::from_secs(180);
+pub(crate) const LONG: Duration = Duration::from_secs(180);
 
-struct Setup {
-    tmp: tempfile::TempDir,
-    corpus: Corpus,
+pub(crate) struct Setup {
+    pub(crate) tmp: tempfile::TempDir,
+    pub(crate) corpus: Corpus,
     /// The corpus' inputs and `dir:` source, as job arguments.
-    ins: Vec<String>,
-    source: String,
+    pub(crate) ins: Vec<String>,
+    pub(crate) source: String,
     /// The embedded merge's decompressed result.
-    want: Vec<u8>,
+    pub(crate) want: Vec<u8>,
 }
 
 fn inputs(c: &Corpus) -> Vec<String> {
@@ -53,7 +53,12 @@ fn job_args<'a>(c: &'a Corpus, source: &'a str, ins: &'a [String]) -> Vec<&'a st
 impl Setup {
     /// A coordinator's arguments for this corpus: the job's, then the broker, the
     /// store and the result.
-    fn coord_args<'a>(&'a self, amqp: &'a str, store: &'a str, out: &'a Path) -> Vec<&'a str> {
+    pub(crate) fn coord_args<'a>(
+        &'a self,
+        amqp: &'a str,
+        store: &'a str,
+        out: &'a Path,
+    ) -> Vec<&'a str> {
         let mut a = job_args(&self.corpus, &self.source, &self.ins);
         let out = out.to_str().unwrap();
         a.extend_from_slice(&["--amqp", amqp, "--store", store, "--out", out]);
@@ -61,7 +66,7 @@ impl Setup {
     }
 }
 
-fn setup(seed: u64, git: bool) -> Setup {
+pub(crate) fn setup(seed: u64, git: bool) -> Setup {
     let tmp = tempfile::tempdir().unwrap();
     let spec = CorpusSpec {
         seed,
@@ -105,18 +110,18 @@ fn marker_times(dir: &Path) -> Vec<(PathBuf, std::time::SystemTime)> {
     v
 }
 
-fn file_store(dir: &Path) -> String {
+pub(crate) fn file_store(dir: &Path) -> String {
     format!("file://{}", dir.display())
 }
 
-fn run_ok(args: &[&str], env: &[(&str, &str)]) -> String {
+pub(crate) fn run_ok(args: &[&str], env: &[(&str, &str)]) -> String {
     let o = coordinator_run(args, env, LONG);
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(o.status.success(), "coordinator failed:\n{err}");
     String::from_utf8(o.stdout).unwrap()
 }
 
-fn job_id(stdout: &str) -> String {
+pub(crate) fn job_id(stdout: &str) -> String {
     stdout
         .lines()
         .next()
@@ -658,6 +663,7 @@ fn forged_split_task_cannot_read_files_outside_its_job() {
                     }
                 }
                 Event::DeadLetter { .. } => dead = true,
+                Event::TasksLost => {}
             }
         }
         let refused = refused.unwrap();
@@ -696,6 +702,7 @@ fn forged_split_task_cannot_read_files_outside_its_job() {
                     }
                 }
                 Event::DeadLetter { .. } => dead_go = true,
+                Event::TasksLost => {}
             }
         }
         let refused_go = refused_go.unwrap();

@@ -6,6 +6,8 @@ mod bad_input;
 mod dashboard;
 /// Fleet mode against RabbitMQ and an S3 server, with injected faults.
 mod fleet;
+/// Issue 23: a misconfigured worker, a deleted task queue, leftover job queues.
+mod fleet_resilience;
 /// `gs://` against the GCS emulator.
 mod gcs;
 /// Go coverage as input: text profiles and GOCOVERDIR directories (issue 14).

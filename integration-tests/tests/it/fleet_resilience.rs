@@ -1,0 +1,280 @@
+//! Issue 23: a fleet that one bad worker or one deleted queue cannot break. Each test
+//! runs in a RabbitMQ vhost of its own (its workers serve only its jobs) on `file://`
+//! stores, and is named after what broke.
+
+use std::time::{Duration, Instant};
+
+use covmerge_integration_tests::fleet::{coordinator_spawn_env, worker_on, Proc, Vhost};
+use covmerge_integration_tests::gunzip;
+
+use crate::fleet::{file_store, run_ok, setup, LONG};
+
+/// The address a process started with `--listen 127.0.0.1:0` printed.
+fn listen_addr(p: &Proc) -> String {
+    p.wait_log("listening on ", Duration::from_secs(30));
+    let log = p.log_text();
+    let line = log
+        .lines()
+        .find(|l| l.starts_with("listening on "))
+        .unwrap();
+    line.trim_start_matches("listening on ").trim().to_string()
+}
+
+fn http_status(addr: &str, path: &str) -> String {
+    let o = std::process::Command::new("curl")
+        .args(["-s", "-o", "/dev/null", "-w", "%{http_code}"])
+        .arg(format!("http://{addr}{path}"))
+        .output()
+        .expect("curl");
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+fn job_queues_left(vh: &Vhost) -> Vec<String> {
+    vh.queues()
+        .into_iter()
+        .filter(|q| q.starts_with("covmerge.reports.") || q.starts_with("covmerge.dead."))
+        .collect()
+}
+
+/// Issue 23.1: two good workers and one whose store is the wrong bucket (a `file://`
+/// root without the job) failed the job in under a second ("job … is unknown"). The
+/// misconfigured worker now hands each task back to the others: the job completes,
+/// exactly, on the good workers.
+#[test]
+fn one_misconfigured_worker_does_not_fail_the_job() {
+    let s = setup(231, false);
+    let vh = Vhost::new("misconf");
+    let dir = s.tmp.path();
+    let store = file_store(&dir.join("store"));
+    let wrong_dir = dir.join("wrong-bucket");
+    std::fs::create_dir_all(&wrong_dir).unwrap();
+    let wrong = file_store(&wrong_dir);
+    // The bad worker first, so that it is sure to be offered tasks.
+    let bad = worker_on(
+        &vh.url,
+        dir,
+        1,
+        &wrong,
+        &["--max-config-failures", "3"],
+        &[],
+    );
+    let _good1 = worker_on(&vh.url, dir, 2, &store, &[], &[]);
+    let _good2 = worker_on(&vh.url, dir, 3, &store, &[], &[]);
+    let out = dir.join("out.gz");
+    run_ok(&s.coord_args(&vh.url, &store, &out), &[]);
+    assert_eq!(gunzip(&out), s.want);
+    let log = bad.log_text();
+    assert!(log.contains("handing it back to another worker"), "{log}");
+    assert!(log.contains("is unknown"), "{log}");
+    assert!(
+        job_queues_left(&vh).is_empty(),
+        "{:?}",
+        job_queues_left(&vh)
+    );
+}
+
+/// Issue 23.1: the misconfigured worker said `/readyz` ready and took every task it
+/// was offered. Now it is not ready while it backs off, exits non-zero after
+/// `--max-config-failures` tasks in a row, and the tasks it handed back (more often
+/// than their delivery limit would allow) still complete the job on a good worker.
+#[test]
+fn misconfigured_worker_goes_unready_and_exits() {
+    let s = setup(232, false);
+    let vh = Vhost::new("unready");
+    let dir = s.tmp.path();
+    let store = file_store(&dir.join("store"));
+    let wrong_dir = dir.join("wrong-bucket");
+    std::fs::create_dir_all(&wrong_dir).unwrap();
+    let wrong = file_store(&wrong_dir);
+    let mut bad = worker_on(
+        &vh.url,
+        dir,
+        1,
+        &wrong,
+        &["--max-config-failures", "3", "--listen", "127.0.0.1:0"],
+        &[],
+    );
+    let addr = listen_addr(&bad);
+    assert_eq!(http_status(&addr, "/readyz"), "200");
+    let out = dir.join("out.gz");
+    let args: Vec<String> = s
+        .coord_args(&vh.url, &store, &out)
+        .iter()
+        .map(|a| a.to_string())
+        .collect();
+    let a: Vec<&str> = args.iter().map(String::as_str).collect();
+    let coord = coordinator_spawn_env(&a, &[], LONG);
+    bad.wait_log("handing it back to another worker", Duration::from_secs(60));
+    assert_eq!(
+        http_status(&addr, "/readyz"),
+        "503",
+        "not ready while backing off"
+    );
+    let metrics = std::process::Command::new("curl")
+        .args(["-s", &format!("http://{addr}/metrics")])
+        .output()
+        .unwrap();
+    let metrics = String::from_utf8_lossy(&metrics.stdout);
+    assert!(
+        metrics.contains("covmerge_worker_config_failures 1")
+            || metrics.contains("covmerge_worker_config_failures 2"),
+        "{metrics}"
+    );
+    let code = bad.wait_exit(Duration::from_secs(60));
+    assert!(matches!(code, Some(c) if c != 0), "exit code {code:?}");
+    let log = bad.log_text();
+    assert!(log.contains("exiting so that it is replaced"), "{log}");
+    // The orchestrator's replacement is configured right: the job completes.
+    let _good = worker_on(&vh.url, dir, 2, &store, &[], &[]);
+    let o = coord.join().unwrap();
+    assert!(
+        o.status.success(),
+        "coordinator failed:\n{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert_eq!(gunzip(&out), s.want);
+}
+
+/// Issue 23.1, the other side: a task that really is bad still fails its job. A task
+/// that no worker can run (its job's spec is in no worker's store) fails after
+/// three different workers tried, and the workers stay up; bad input fails the job
+/// at once, as before, and leaves no queue behind (issue 23.4).
+#[test]
+fn a_task_no_worker_can_run_and_bad_input_still_fail_the_job() {
+    use covmerge_proto::wire::{self, ReportStatus, SplitTask, Task, TaskReport};
+    use covmerge_proto::{JobId, SplitId};
+    use covmerge_queue::{amqp::AmqpQueue, Event, Queue, DEFAULT_DELIVERY_LIMIT};
+
+    let s = setup(233, false);
+    let vh = Vhost::new("badtask");
+    let dir = s.tmp.path();
+    let store = file_store(&dir.join("store"));
+    let mut workers: Vec<Proc> = (1..=3)
+        .map(|n| worker_on(&vh.url, dir, n, &store, &[], &[]))
+        .collect();
+    let job = format!("no-spec-{}", std::process::id());
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let failure = rt.block_on(async {
+        let q = AmqpQueue::connect(&vh.url, DEFAULT_DELIVERY_LIMIT)
+            .await
+            .unwrap();
+        q.open_job(&job).await.unwrap();
+        let task = Task::Split(SplitTask {
+            job: JobId::parse(&job).unwrap(),
+            split: SplitId(0),
+            input: s.ins[0].clone(),
+            shards: 6,
+            max_bad_rows: 0,
+            go: Default::default(),
+        });
+        q.publish_task(&job, wire::encode(&task).unwrap())
+            .await
+            .unwrap();
+        let (mut failed, mut dead) = (None, false);
+        while failed.is_none() || !dead {
+            let e = tokio::time::timeout(Duration::from_secs(60), q.next_event(&job))
+                .await
+                .expect("the task fails within a minute")
+                .unwrap();
+            match e {
+                Event::Report(b) => {
+                    let r: TaskReport = wire::decode(&b).unwrap();
+                    if let ReportStatus::Failed(f) = r.status {
+                        failed = Some(f.message);
+                    }
+                }
+                Event::DeadLetter { .. } => dead = true,
+                Event::TasksLost => {}
+            }
+        }
+        q.close_job(&job).await.unwrap();
+        failed.unwrap()
+    });
+    assert!(
+        failure.contains("3 worker(s) could not run it"),
+        "{failure}"
+    );
+    for w in &mut workers {
+        assert!(w.child.try_wait().unwrap().is_none(), "{} exited", w.name);
+    }
+    // Bad input: fails at once, not after being handed around.
+    let bad_input = dir.join("bad.csv");
+    std::fs::write(&bad_input, "this is,not\na coverage,csv\n").unwrap();
+    let out = dir.join("out.gz");
+    let bad = bad_input.display().to_string();
+    let mut a = s.coord_args(&vh.url, &store, &out);
+    let pos = a.iter().position(|x| *x == "--input").unwrap();
+    a.insert(pos + 1, &bad);
+    let started = Instant::now();
+    let o = covmerge_integration_tests::fleet::coordinator_run(&a, &[], LONG);
+    assert!(!o.status.success());
+    assert!(
+        started.elapsed() < Duration::from_secs(60),
+        "{:?}",
+        started.elapsed()
+    );
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("bad.csv"), "{err}");
+    assert!(
+        job_queues_left(&vh).is_empty(),
+        "{:?}",
+        job_queues_left(&vh)
+    );
+    // The workers still serve real work.
+    run_ok(&s.coord_args(&vh.url, &store, &out), &[]);
+    assert_eq!(gunzip(&out), s.want);
+    assert!(
+        job_queues_left(&vh).is_empty(),
+        "{:?}",
+        job_queues_left(&vh)
+    );
+}
+
+/// Issue 23.3: deleting `covmerge.tasks` mid-job failed the job: the workers declared
+/// the queue again without its `job.#` binding, and the coordinator's republish (after
+/// `--republish-secs`, 15 minutes) came back `312 NO_ROUTE`. Now the whole topology
+/// is declared again and the coordinator republishes at once: the job completes,
+/// exactly, without `--resume` and with the default `--republish-secs`.
+#[test]
+fn deleting_the_task_queue_mid_job_does_not_fail_it() {
+    let s = setup(234, false);
+    let vh = Vhost::new("deleted");
+    let dir = s.tmp.path();
+    let store = file_store(&dir.join("store"));
+    let w = worker_on(
+        &vh.url,
+        dir,
+        1,
+        &store,
+        &[],
+        &[("COVMERGE_FAULT_SLEEP", "merge:1500")],
+    );
+    let out = dir.join("out.gz");
+    let args: Vec<String> = s
+        .coord_args(&vh.url, &store, &out)
+        .iter()
+        .map(|a| a.to_string())
+        .collect();
+    let a: Vec<&str> = args.iter().map(String::as_str).collect();
+    let started = Instant::now();
+    let coord = coordinator_spawn_env(&a, &[], LONG);
+    // Mid-merge-phase: one part written, five merges waiting in the queue.
+    w.wait_log("part written", Duration::from_secs(90));
+    vh.delete_queue("covmerge.tasks");
+    let o = coord.join().unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "coordinator failed:\n{err}");
+    assert!(err.contains("the task queue was deleted"), "{err}");
+    assert!(started.elapsed() < Duration::from_secs(120));
+    assert_eq!(gunzip(&out), s.want);
+    assert!(vh.queues().contains(&"covmerge.tasks".to_string()));
+    assert!(
+        job_queues_left(&vh).is_empty(),
+        "{:?}",
+        job_queues_left(&vh)
+    );
+}
