@@ -6,7 +6,7 @@
 //! (Over 600 lines because the arguments are: each flag carries its SPEC §5 help text,
 //! and the handlers are a few lines each.)
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -17,6 +17,7 @@ use covmerge_coordinator::finish::preflight_outputs;
 use covmerge_coordinator::progress::ProgressView;
 use covmerge_coordinator::{plan_job, run_job, JobError, JobOptions, JobRequest, Start};
 use covmerge_proto::job::{GoModule, InputFormat};
+use covmerge_proto::date::Date;
 use covmerge_proto::output::totals_line;
 use covmerge_proto::JobId;
 use covmerge_queue::amqp::{AmqpOptions, AmqpQueue};
@@ -25,7 +26,7 @@ use covmerge_storage::{redact_url, Store};
 use covmerge_telemetry::Health;
 use covmerge_worker::{run::Executor, run_worker, WorkerConfig};
 use tokio::sync::watch;
-use tracing::info;
+use tracing::{info, warn};
 
 use crate::embedded::run_embedded;
 
@@ -114,8 +115,8 @@ pub struct JobArgs {
     pub base_commit: Option<String>,
     /// The base is the last commit on --branch at or before DATE 23:59:59 UTC
     /// (YYYY-MM-DD; needs a git: source), as syz-bq.sh picks it. --date-to defaults to DATE.
-    #[arg(long, value_name = "DATE")]
-    pub base_at: Option<String>,
+    #[arg(long, value_name = "DATE", value_parser = date_arg)]
+    pub base_at: Option<Date>,
     /// Branch for --base-at (default: the repository's HEAD).
     #[arg(long, requires = "base_at")]
     pub branch: Option<String>,
@@ -129,8 +130,8 @@ pub struct JobArgs {
     #[arg(long, default_value_t = 0)]
     pub duration: i64,
     /// Header field `DateTo` (default: --base-at's DATE, else today, UTC).
-    #[arg(long)]
-    pub date_to: Option<String>,
+    #[arg(long, value_name = "DATE", value_parser = date_arg)]
+    pub date_to: Option<Date>,
     /// Header field `TotalRows` (default: the data rows read).
     #[arg(long)]
     pub total_rows: Option<i64>,
@@ -376,7 +377,7 @@ fn request(a: &JobArgs, job: Option<JobId>) -> Result<JobRequest> {
         max_bad_rows: a.max_bad_rows,
         namespace: a.namespace.clone(),
         duration: a.duration,
-        date_to: a.date_to.clone().or_else(|| a.base_at.clone()),
+        date_to: a.date_to.or(a.base_at).map(|d| d.to_string()),
         total_rows: a.total_rows,
         file_path_prefix: a.file_path_prefix.clone().unwrap_or_default(),
         format: a.input_format,
@@ -393,7 +394,6 @@ fn base_commit(a: &JobArgs) -> Result<String> {
     }
     let date = a
         .base_at
-        .as_deref()
         .context("--base-commit or --base-at is required")?;
     let Some(path) = a.source.strip_prefix("git:") else {
         bail!(
@@ -401,27 +401,17 @@ fn base_commit(a: &JobArgs) -> Result<String> {
             a.source
         );
     };
-    let until =
-        end_of_day_utc(date).with_context(|| format!("--base-at {date:?}: expected YYYY-MM-DD"))?;
+    let until = date.end_of_day_utc();
     let git = covmerge_worker::source::GitSource::open(path)?;
     let c = git.commit_at(a.branch.as_deref(), until)?;
-    info!(base_at = date, branch = a.branch.as_deref().unwrap_or("HEAD"), commit = %c, "base commit chosen");
+    info!(base_at = %date, branch = a.branch.as_deref().unwrap_or("HEAD"), commit = %c, "base commit chosen");
     Ok(c)
 }
 
-/// Unix time of `YYYY-MM-DD` 23:59:59 UTC.
-fn end_of_day_utc(date: &str) -> Option<i64> {
-    let b = date.as_bytes();
-    if b.len() != 10 || b[4] != b'-' || b[7] != b'-' {
-        return None;
-    }
-    let num = |r: std::ops::Range<usize>| date.get(r)?.parse::<i64>().ok();
-    let (y, m, d) = (num(0..4)?, num(5..7)?, num(8..10)?);
-    if !(1..=12).contains(&m) || !(1..=31).contains(&d) {
-        return None;
-    }
-    let days = covmerge_proto::date::days_from_civil(y, m as u32, d as u32);
-    Some(days * 86_400 + 86_399)
+/// Every date flag goes through the one calendar parser ([`Date`]).
+fn date_arg(s: &str) -> Result<Date, String> {
+    s.parse::<Date>()
+        .map_err(|e| format!("{e} (a calendar date, YYYY-MM-DD)"))
 }
 
 fn dashboard(a: &JobArgs) -> Result<Option<Dashboard>> {
@@ -440,6 +430,29 @@ fn check_source(spec: &str) -> Result<()> {
     covmerge_worker::source::SourceSpec::parse(spec)
         .map(|_| ())
         .with_context(|| format!("--source {spec:?}"))
+}
+
+/// Before any work: the source holds the base commit. A base it lacks would make every
+/// file look deleted, and an empty result would be published as complete. `strict`
+/// (`merge`): the source must open here. A fleet coordinator may not see a source its
+/// workers see (a `dir:` on their disks); it checks what it can open, and each merge task
+/// checks again on its worker.
+async fn check_base(spec: &str, commit: &str, strict: bool) -> Result<()> {
+    let (spec, commit) = (spec.to_string(), commit.to_string());
+    tokio::task::spawn_blocking(move || -> Result<()> {
+        let source = match covmerge_worker::source::open_source(&spec) {
+            Ok(s) => s,
+            Err(e) if !strict => {
+                warn!(source = %redact_url(&spec), error = %e, "cannot open the source here to check the base commit; each worker checks it");
+                return Ok(());
+            }
+            Err(e) => return Err(anyhow::Error::new(e).context(format!("--source {}", redact_url(&spec)))),
+        };
+        covmerge_worker::source::require_commit(&*source, &redact_url(&spec), &commit)?;
+        Ok(())
+    })
+    .await
+    .context("checking the base commit")?
 }
 
 pub async fn run(cli: Cli) -> Result<()> {
@@ -498,6 +511,7 @@ pub async fn run(cli: Cli) -> Result<()> {
 async fn merge(m: MergeArgs) -> Result<()> {
     check_source(&m.job.source)?;
     let spec = plan_job(&request(&m.job, None)?).await?;
+    check_base(&spec.source, &spec.base_commit, true).await?;
     preflight_outputs(&spec.inputs, m.out.as_deref(), m.job.manifest.as_deref())?;
     let workers = m.workers.unwrap_or_else(|| {
         std::thread::available_parallelism()
@@ -525,10 +539,53 @@ async fn merge(m: MergeArgs) -> Result<()> {
         split_threads: (base.split_threads / at_once).max(1),
         ..base
     };
-    let outcome = run_embedded(spec, &opts, workers, cfg, !m.job.quiet).await?;
-    print_totals(&outcome.manifest);
-    print_rows(outcome.dashboard_rows);
+    let to_stderr = m.out.as_deref().is_some_and(|o| {
+        o == "-" || covmerge_storage::local::same_file(Path::new(o), Path::new("/dev/stdout"))
+    });
+    let job = run_embedded(spec, &opts, workers, cfg, !m.job.quiet);
+    let outcome = tokio::select! {
+        r = job => r?,
+        (name, code) = interrupted() => {
+            // Spills, parts and a result not yet renamed into place: nothing of this
+            // run is left behind, and nothing half-written is published.
+            covmerge_storage::local::remove_registered();
+            eprintln!("covmerge: interrupted by {name}: temporary files removed, no result published");
+            std::process::exit(code);
+        }
+    };
+    say(to_stderr, &totals_line(outcome.manifest.totals.instrumented, outcome.manifest.totals.covered));
+    if let Some(n) = outcome.dashboard_rows {
+        say(to_stderr, &format!("created {n} DB rows"));
+    }
     Ok(())
+}
+
+/// A summary line on standard output, or on standard error when the result itself
+/// goes to standard output (`--out -`). A closed stdout loses the line, not the job:
+/// the result is already written.
+fn say(to_stderr: bool, line: &str) {
+    use std::io::Write;
+    let _ = if to_stderr {
+        writeln!(std::io::stderr(), "{line}")
+    } else {
+        writeln!(std::io::stdout(), "{line}")
+    };
+}
+
+/// Resolves at SIGINT or SIGTERM with the signal's name and the exit status a shell
+/// gives a process it killed (128 + the signal number: 130, 143).
+async fn interrupted() -> (&'static str, i32) {
+    use tokio::signal::unix::{signal, SignalKind};
+    let (Ok(mut int), Ok(mut term)) = (
+        signal(SignalKind::interrupt()),
+        signal(SignalKind::terminate()),
+    ) else {
+        return std::future::pending().await;
+    };
+    tokio::select! {
+        _ = int.recv() => ("SIGINT", 130),
+        _ = term.recv() => ("SIGTERM", 143),
+    }
 }
 
 /// syz-covermerger's report of `save_coverage`.
@@ -622,6 +679,9 @@ async fn coordinator(c: CoordinatorArgs) -> Result<()> {
         (true, None) => bail!("--resume needs --job"),
         (false, job) => Start::New(Box::new(plan_job(&request(&c.job, job)?).await?)),
     };
+    if let Start::New(spec) = &start {
+        check_base(&spec.source, &spec.base_commit, false).await?;
+    }
     let inputs = match &start {
         Start::New(spec) => &spec.inputs,
         Start::Resume(_) => &c.job.input,
@@ -712,11 +772,28 @@ async fn worker(w: WorkerArgs) -> Result<()> {
 #[cfg(test)]
 mod tests {
     #[test]
-    fn end_of_day_is_utc() {
-        // `date -u -d '2024-04-08 23:59:59' +%s`
-        assert_eq!(super::end_of_day_utc("2024-04-08"), Some(1_712_620_799));
-        assert_eq!(super::end_of_day_utc("1970-01-01"), Some(86_399));
-        assert_eq!(super::end_of_day_utc("2024-13-01"), None);
-        assert_eq!(super::end_of_day_utc("2024-4-8"), None);
+    fn date_flags_refuse_impossible_dates() {
+        use clap::Parser;
+        let base = [
+            "covmerge", "merge", "--input", "x.csv", "--source", "dir:/s", "--base-repo", "r",
+        ];
+        for (flag, bad) in [
+            ("--date-to", "2024-99-99"),
+            ("--date-to", "2026-02-30"),
+            ("--base-at", "2026-02-30"),
+            ("--base-at", "2024-4-8"),
+        ] {
+            let mut args = base.to_vec();
+            if flag == "--date-to" {
+                args.extend(["--base-commit", "c"]);
+            }
+            args.extend([flag, bad]);
+            let err = super::Cli::try_parse_from(&args).err();
+            let err = err.unwrap_or_else(|| panic!("{flag} {bad} was accepted"));
+            assert!(err.to_string().contains(bad), "{err}");
+        }
+        let mut args = base.to_vec();
+        args.extend(["--base-at", "2024-02-29"]);
+        super::Cli::try_parse_from(&args).unwrap();
     }
 }

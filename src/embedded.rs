@@ -27,6 +27,8 @@ pub async fn run_embedded(
         .prefix("covmerge-")
         .tempdir()
         .map_err(|e| JobError::Plan(format!("temporary directory: {e}")))?;
+    // Spills and parts live here: removed if the process is interrupted, too.
+    let _cleanup = covmerge_storage::local::on_interrupt(tmp.path());
     let store = Store::open(&format!("file://{}", tmp.path().display()))?;
     let queue: Arc<dyn Queue> = Arc::new(MemoryQueue::default());
     let exec = Arc::new(Executor::new(store.clone(), worker_cfg));

@@ -80,7 +80,26 @@ pub async fn report(a: ReportArgs) -> Result<()> {
     Ok(())
 }
 
+/// `diff --out` must not overwrite what it reads (as `merge` refuses an `--out` that
+/// is an input): the same path, a symlink or a hard link to OLD or NEW.
+fn check_diff_out(a: &DiffArgs) -> Result<()> {
+    let Some(out) = &a.out else { return Ok(()) };
+    for (name, input) in [("OLD", &a.old), ("NEW", &a.new)] {
+        if covmerge_storage::is_store_url(input) {
+            continue;
+        }
+        if covmerge_storage::local::same_file(out, std::path::Path::new(input)) {
+            anyhow::bail!(
+                "--out {} is the {name} result {input}: it would be overwritten",
+                out.display()
+            );
+        }
+    }
+    Ok(())
+}
+
 pub async fn diff(a: DiffArgs) -> Result<()> {
+    check_diff_out(&a)?;
     let rt = tokio::runtime::Handle::current();
     let (totals, out) = tokio::task::spawn_blocking(move || -> Result<_> {
         let old = covmerge_report::site::read_old(&a.old, &rt)?;
@@ -98,7 +117,12 @@ pub async fn diff(a: DiffArgs) -> Result<()> {
         };
         match &a.out {
             Some(p) => {
-                std::fs::write(p, &buf).with_context(|| format!("writing {}", p.display()))?
+                let write = || -> std::io::Result<()> {
+                    let mut f = covmerge_storage::local::OutputFile::create(p)?;
+                    f.write_all(&buf)?;
+                    f.commit()
+                };
+                write().with_context(|| format!("writing {}", p.display()))?
             }
             None => std::io::stdout().lock().write_all(&buf)?,
         }

@@ -10,6 +10,7 @@ use bytes::Bytes;
 use covmerge_proto::layout as keys;
 use covmerge_proto::output::{write_header, HistoryRecord};
 use covmerge_proto::{Counts, JobId, JobSpec, Manifest};
+use covmerge_storage::local::{final_target, parent_dir, same_file, OutputFile as AtomicFile};
 use covmerge_storage::{is_store_url, open_object, redact_url, Store};
 use flate2::{write::GzEncoder, Compression};
 use futures::StreamExt;
@@ -205,61 +206,6 @@ pub async fn write_manifest(
     Ok(())
 }
 
-fn parent_dir(path: &Path) -> PathBuf {
-    match path.parent() {
-        Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
-        _ => PathBuf::from("."),
-    }
-}
-
-/// A local file written atomically: the bytes go to a temporary file beside the
-/// destination, which [`AtomicFile::commit`] syncs and renames onto it. Dropped
-/// without a commit, the temporary file is removed and the destination untouched: no
-/// half-written result or manifest is ever visible under its name.
-struct AtomicFile {
-    tmp: tempfile::NamedTempFile,
-    dest: PathBuf,
-}
-
-impl AtomicFile {
-    /// The temporary file is created with mode 0666 less the umask, as a plain
-    /// `File::create` of the final name would be (tempfile's own default, 0600, would
-    /// hide the result from the group that reads it).
-    fn create(dest: &Path) -> std::io::Result<Self> {
-        let mut b = tempfile::Builder::new();
-        b.prefix(".covmerge-").suffix(".partial");
-        #[cfg(unix)]
-        {
-            use std::os::unix::fs::PermissionsExt;
-            b.permissions(std::fs::Permissions::from_mode(0o666));
-        }
-        Ok(AtomicFile {
-            tmp: b.tempfile_in(parent_dir(dest))?,
-            dest: dest.to_path_buf(),
-        })
-    }
-
-    fn write_all(&mut self, buf: &[u8]) -> std::io::Result<()> {
-        self.tmp.write_all(buf)
-    }
-
-    /// Makes the content durable, then visible under the destination's name.
-    fn commit(self) -> std::io::Result<()> {
-        self.tmp.as_file().sync_all()?;
-        self.tmp.persist(&self.dest).map_err(|e| e.error)?;
-        Ok(())
-    }
-}
-
-/// The absolute form of a local path that may not exist yet (its directory must).
-fn resolve(path: &Path) -> Option<PathBuf> {
-    if let Ok(p) = path.canonicalize() {
-        return Some(p);
-    }
-    let dir = parent_dir(path).canonicalize().ok()?;
-    Some(dir.join(path.file_name()?))
-}
-
 /// Checks, before any work, that the result and the manifest can be written and
 /// overwrite nothing they must not (SPEC §6): neither equals an input or the other, and
 /// each local one's directory exists and takes a new file.
@@ -272,10 +218,7 @@ pub fn preflight_outputs(
     let same = |a: &str, b: &str| -> bool {
         match (is_store_url(a), is_store_url(b)) {
             (true, true) => a.trim_end_matches('/') == b.trim_end_matches('/'),
-            (false, false) => match (resolve(Path::new(a)), resolve(Path::new(b))) {
-                (Some(x), Some(y)) => x == y,
-                _ => a == b,
-            },
+            (false, false) => a == b || same_file(Path::new(a), Path::new(b)),
             _ => false,
         }
     };
@@ -300,9 +243,18 @@ pub fn preflight_outputs(
         if is_store_url(dest) {
             continue;
         }
-        let path = Path::new(dest);
+        if dest == "-" {
+            continue;
+        }
+        let path = &final_target(Path::new(dest))
+            .map_err(|e| JobError::Preflight(format!("{flag} {dest}: {e}")))?;
         if path.is_dir() {
             return fail(format!("{flag} {dest} is a directory"));
+        }
+        // Standard output, a FIFO, a device: streamed to, not created (and opening a
+        // FIFO here would wait for its reader).
+        if std::fs::metadata(path).is_ok_and(|m| !m.is_file()) {
+            continue;
         }
         let dir = parent_dir(path);
         if !dir.is_dir() {

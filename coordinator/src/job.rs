@@ -41,6 +41,12 @@ pub enum JobError {
     Output { dest: String, message: String },
     #[error("writing the manifest {dest}: {message}")]
     Manifest { dest: String, message: String },
+    /// The result is in place, complete; what failed came after it (the manifest).
+    #[error("{error}\nthe result was published, complete, at {result}; only the manifest above is missing or stale")]
+    AfterPublish {
+        error: Box<JobError>,
+        result: String,
+    },
     #[error("{0}; nothing was read or written")]
     Preflight(String),
     #[error("dashboard: {message}\nthe result stays at {kept}; send it again without merging with:\n  {resend}")]
@@ -377,7 +383,15 @@ pub async fn run_job(
     )
     .await?;
     manifest.result = result.clone();
-    finish::write_manifest(&manifest, opts, &store, &job).await?;
+    finish::write_manifest(&manifest, opts, &store, &job)
+        .await
+        .map_err(|e| match &result {
+            Some(r) => JobError::AfterPublish {
+                error: Box::new(e),
+                result: r.clone(),
+            },
+            None => e,
+        })?;
     // The job's own work is done whatever the dashboard says: clean up first, so a
     // dashboard failure (the result kept, `covmerge notify` to re-send) leaves no spill.
     if opts.cleanup {

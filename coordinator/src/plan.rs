@@ -91,14 +91,37 @@ pub fn today_utc() -> String {
     covmerge_proto::date::today_utc()
 }
 
-fn valid_date(s: &str) -> bool {
-    let b = s.as_bytes();
-    b.len() == 10
-        && b[4] == b'-'
-        && b[7] == b'-'
-        && b.iter()
-            .enumerate()
-            .all(|(i, c)| i == 4 || i == 7 || c.is_ascii_digit())
+
+/// An input given twice (the same path, a link to it, a prefix that lists an object
+/// named again) would be counted twice without a word: refused, naming both.
+fn refuse_repeated_inputs(inputs: &[String]) -> Result<(), JobError> {
+    #[derive(PartialEq, Eq, Hash)]
+    enum Id {
+        File(u64, u64),
+        Url(String),
+    }
+    let id = |i: &str| -> Id {
+        let local = match i.strip_prefix("file://") {
+            Some(p) => Some(p),
+            None if !is_store_url(i) => Some(i),
+            None => None,
+        };
+        #[cfg(unix)]
+        if let Some(m) = local.and_then(|p| std::fs::metadata(p).ok()) {
+            use std::os::unix::fs::MetadataExt;
+            return Id::File(m.dev(), m.ino());
+        }
+        Id::Url(i.to_string())
+    };
+    let mut seen: std::collections::HashMap<Id, &str> = std::collections::HashMap::new();
+    for i in inputs {
+        if let Some(first) = seen.insert(id(i), i) {
+            return Err(JobError::Plan(format!(
+                "input {i} is the same file as input {first}: its rows would be counted twice"
+            )));
+        }
+    }
+    Ok(())
 }
 
 /// Lists the inputs, checks they exist, and fixes the job's parameters.
@@ -109,6 +132,7 @@ pub async fn plan_job(req: &JobRequest) -> Result<JobSpec, JobError> {
     let inputs = expand_inputs(&req.inputs)
         .await
         .map_err(|e| JobError::Plan(e.to_string()))?;
+    refuse_repeated_inputs(&inputs)?;
     let mut sizes = Vec::new();
     for i in &inputs {
         if is_store_url(i) {
@@ -151,10 +175,8 @@ pub async fn plan_job(req: &JobRequest) -> Result<JobSpec, JobError> {
         }
     }
     let date_to = req.date_to.clone().unwrap_or_else(today_utc);
-    if !valid_date(&date_to) {
-        return Err(JobError::Plan(format!(
-            "--date-to {date_to:?}: expected YYYY-MM-DD"
-        )));
+    if let Err(e) = date_to.parse::<covmerge_proto::date::Date>() {
+        return Err(JobError::Plan(format!("--date-to {date_to:?}: {e}")));
     }
     if req.shards == Some(0) {
         return Err(JobError::Plan("--shards must be at least 1".into()));
@@ -221,6 +243,6 @@ mod tests {
 
     #[test]
     fn date_is_iso() {
-        assert!(valid_date(&today_utc()), "{}", today_utc());
+        assert!(today_utc().parse::<covmerge_proto::date::Date>().is_ok(), "{}", today_utc());
     }
 }

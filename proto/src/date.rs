@@ -30,6 +30,93 @@ pub fn days_from_civil(y: i64, m: u32, d: u32) -> i64 {
     era * 146_097 + doe - 719_468
 }
 
+/// A calendar date `YYYY-MM-DD` (proleptic Gregorian, year 0001 to 9999): the one parser
+/// of every date flag (`--date-to`, `--base-at`) and of a stored job's `DateTo`, which the
+/// dashboard decodes as a Go `civil.Date`. Anything that is not a day of the calendar
+/// (`2024-99-99`, `2026-02-30`, `2024-4-8`, `+202-01-01`) is refused, never normalised.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Date {
+    pub year: u16,
+    pub month: u8,
+    pub day: u8,
+}
+
+/// Why a text is not a [`Date`].
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum DateError {
+    #[error("expected YYYY-MM-DD")]
+    Shape,
+    #[error("month {0} does not exist (01 to 12)")]
+    Month(u32),
+    #[error("day {day} does not exist in {year:04}-{month:02} (01 to {last:02})")]
+    Day { year: u32, month: u32, day: u32, last: u32 },
+    #[error("year 0000 is not a calendar year here (0001 to 9999)")]
+    Year,
+}
+
+impl Date {
+    /// Days in `month` of `year` (Gregorian leap years).
+    pub fn days_in_month(year: u32, month: u32) -> u32 {
+        match month {
+            1 | 3 | 5 | 7 | 8 | 10 | 12 => 31,
+            4 | 6 | 9 | 11 => 30,
+            _ if (year % 4 == 0 && year % 100 != 0) || year % 400 == 0 => 29,
+            _ => 28,
+        }
+    }
+
+    /// Days since 1970-01-01.
+    pub fn days(&self) -> i64 {
+        days_from_civil(self.year as i64, self.month as u32, self.day as u32)
+    }
+
+    /// Unix time of this date's last second, 23:59:59 UTC.
+    pub fn end_of_day_utc(&self) -> i64 {
+        self.days() * 86_400 + 86_399
+    }
+}
+
+impl std::str::FromStr for Date {
+    type Err = DateError;
+
+    fn from_str(s: &str) -> Result<Date, DateError> {
+        let b = s.as_bytes();
+        let digits = |r: std::ops::Range<usize>| -> Option<u32> {
+            b[r].iter().try_fold(0u32, |n, c| {
+                c.is_ascii_digit().then(|| n * 10 + (c - b'0') as u32)
+            })
+        };
+        if b.len() != 10 || b[4] != b'-' || b[7] != b'-' {
+            return Err(DateError::Shape);
+        }
+        let (Some(year), Some(month), Some(day)) = (digits(0..4), digits(5..7), digits(8..10))
+        else {
+            return Err(DateError::Shape);
+        };
+        if year == 0 {
+            return Err(DateError::Year);
+        }
+        if !(1..=12).contains(&month) {
+            return Err(DateError::Month(month));
+        }
+        let last = Date::days_in_month(year, month);
+        if !(1..=last).contains(&day) {
+            return Err(DateError::Day { year, month, day, last });
+        }
+        Ok(Date {
+            year: year as u16,
+            month: month as u8,
+            day: day as u8,
+        })
+    }
+}
+
+impl std::fmt::Display for Date {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{:04}-{:02}-{:02}", self.year, self.month, self.day)
+    }
+}
+
 /// The UTC date `secs` seconds after the Unix epoch, as `YYYY-MM-DD`.
 pub fn ymd_utc(secs: u64) -> String {
     let (y, m, d) = civil_from_days((secs / 86_400) as i64);
@@ -57,6 +144,43 @@ mod tests {
         }
         assert_eq!(days_from_civil(1970, 1, 1), 0);
         assert_eq!(days_from_civil(2024, 3, 1), 19_783);
+    }
+
+    #[test]
+    fn impossible_dates_are_refused_not_normalised() {
+        for bad in [
+            "2024-99-99",
+            "2026-02-30",
+            "2026-02-29",
+            "2100-02-29",
+            "2024-04-31",
+            "2024-00-10",
+            "2024-01-00",
+            "0000-01-01",
+            "2024-4-8",
+            "2024-04-8 ",
+            "+202-01-01",
+            "2024-04-0\u{661}",
+            "２０２４-01-01",
+            "",
+        ] {
+            assert!(bad.parse::<Date>().is_err(), "{bad:?} was accepted");
+        }
+        for good in ["2024-02-29", "2000-02-29", "2026-12-31", "0001-01-01", "9999-12-31"] {
+            let d: Date = good.parse().unwrap();
+            assert_eq!(d.to_string(), good);
+        }
+        assert_eq!("2024-04-08".parse::<Date>().unwrap().end_of_day_utc(), 1_712_620_799);
+    }
+
+    #[test]
+    fn every_day_parses_back_to_itself() {
+        for days in 0..30_000 {
+            let (y, m, d) = civil_from_days(days);
+            let s = format!("{y:04}-{m:02}-{d:02}");
+            let date: Date = s.parse().unwrap();
+            assert_eq!(date.days(), days, "{s}");
+        }
     }
 
     #[test]

@@ -15,6 +15,8 @@ use std::time::{Duration, Instant};
 
 /// `gs://`: Google Cloud Storage.
 pub mod gcs;
+/// Local output files: atomic, through symlinks, cleaned up when interrupted.
+pub mod local;
 
 use bytes::Bytes;
 use covmerge_proto::retry::{RetryPolicy, Retryable};

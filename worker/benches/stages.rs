@@ -157,6 +157,10 @@ impl Source for MemSource {
     fn get(&self, commit: &[u8], path: &[u8]) -> Result<Option<Arc<FileVersion>>, SourceError> {
         Ok(self.files.get(&(commit.to_vec(), path.to_vec())).cloned())
     }
+
+    fn has_commit(&self, commit: &[u8]) -> Result<bool, SourceError> {
+        Ok(self.files.keys().any(|(c, _)| c == commit))
+    }
 }
 
 fn bench_merge_shard(c: &mut Criterion) {

@@ -30,3 +30,5 @@ mod semantics;
 mod status;
 /// syz-covermerger's flags: --file-path-prefix, --base-at/--branch.
 mod syzbot_flags;
+/// Never publish a wrong result (issue 22): bases, dates, inputs, outputs, signals.
+mod wrong_result;

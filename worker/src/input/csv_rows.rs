@@ -39,6 +39,14 @@ pub enum InputError {
     },
     #[error("{input}: required column `{column}` missing from the header")]
     MissingColumn { input: String, column: &'static str },
+    /// Which of the two would be the column is a guess: the input is refused.
+    #[error("{input}:1: column `{column}` appears more than once in the header (fields {first} and {second})")]
+    RepeatedColumn {
+        input: String,
+        column: &'static str,
+        first: usize,
+        second: usize,
+    },
     #[error("{input}: empty input, expected a header row")]
     Empty { input: String },
     #[error("{input}: at byte {offset}{}: {problem}", if *gzip { " of the gzip stream" } else { "" })]
@@ -285,13 +293,20 @@ impl<R: Read> RowReader<R> {
             })
             .collect();
         let find = |c: &'static str| {
-            fields
-                .iter()
-                .position(|f| f == c.as_bytes())
-                .ok_or_else(|| InputError::MissingColumn {
+            let mut at = fields.iter().enumerate().filter(|(_, f)| *f == c.as_bytes());
+            let first = at.next().map(|(i, _)| i).ok_or_else(|| InputError::MissingColumn {
+                input: name.to_string(),
+                column: c,
+            })?;
+            if let Some((second, _)) = at.next() {
+                return Err(InputError::RepeatedColumn {
                     input: name.to_string(),
                     column: c,
-                })
+                    first: first + 1,
+                    second: second + 1,
+                });
+            }
+            Ok(first)
         };
         let cols = Columns {
             repo: find(REQUIRED[0])?,
@@ -769,6 +784,27 @@ mod tests {
             "{e}"
         );
         assert!(e.to_string().contains("t.csv") && e.to_string().contains("hit_count"));
+    }
+
+    #[test]
+    fn duplicated_header_column_is_refused_not_first_taken() {
+        let e = rows("kernel_repo,kernel_commit,file_path,func_name,manager,sl,hit_count,sl\nr,c,a.c,f,m,1,2,3\n")
+            .unwrap_err();
+        assert!(
+            matches!(
+                e,
+                InputError::RepeatedColumn {
+                    column: "sl",
+                    first: 6,
+                    second: 8,
+                    ..
+                }
+            ),
+            "{e}"
+        );
+        assert!(e.to_string().starts_with("t.csv:1: column `sl`"), "{e}");
+        // Repeated columns that are not required ones are extra columns, as before.
+        rows("kernel_repo,kernel_commit,file_path,func_name,manager,sl,hit_count,x,x\n").unwrap();
     }
 
     #[test]

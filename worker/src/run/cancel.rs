@@ -70,6 +70,10 @@ impl Source for CancelSource {
         }
         self.inner.get(commit, path)
     }
+
+    fn has_commit(&self, commit: &[u8]) -> Result<bool, SourceError> {
+        self.inner.has_commit(commit)
+    }
 }
 
 #[cfg(test)]

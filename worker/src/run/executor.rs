@@ -540,6 +540,15 @@ impl Executor {
     #[instrument(skip_all, fields(job = %t.job, shard = %t.shard))]
     async fn merge(self: &Arc<Self>, t: &MergeTask) -> Result<MergeOutcome, TaskError> {
         let source = self.source(&t.source)?;
+        // A base the source lacks would make every file look deleted: an empty result
+        // that looks complete. The job's source was checked before any work, so here
+        // it is this worker's source (`--source`) that lacks it: its configuration.
+        let name = self.cfg.source.as_deref().unwrap_or(&t.source).to_string();
+        let (src, base) = (source.clone(), t.base_commit.clone());
+        tokio::task::spawn_blocking(move || crate::source::require_commit(&*src, &name, &base))
+            .await
+            .map_err(Failure::internal)?
+            .map_err(Failure::config)?;
         covmerge_fault::pause_async("merge").await;
         if covmerge_fault::fail_shard(t.shard.0) {
             return Err(Failure::transient(format!(

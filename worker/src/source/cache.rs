@@ -33,6 +33,10 @@ impl CachedSource {
 }
 
 impl Source for CachedSource {
+    fn has_commit(&self, commit: &[u8]) -> Result<bool, SourceError> {
+        self.inner.has_commit(commit)
+    }
+
     fn get(&self, commit: &[u8], path: &[u8]) -> Result<Option<Arc<FileVersion>>, SourceError> {
         let key: Key = (commit.into(), path.into());
         if let Some(v) = self.state.lock().unwrap().map.get(&key) {

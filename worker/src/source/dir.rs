@@ -15,6 +15,10 @@ impl DirSource {
 }
 
 impl Source for DirSource {
+    fn has_commit(&self, commit: &[u8]) -> Result<bool, SourceError> {
+        Ok(plain_commit(commit).is_some_and(|c| self.root.join(c).is_dir()))
+    }
+
     fn get(&self, commit: &[u8], path: &[u8]) -> Result<Option<Arc<FileVersion>>, SourceError> {
         let Some(commit) = plain_commit(commit) else {
             return Ok(None);

@@ -303,6 +303,22 @@ impl GitSource {
 }
 
 impl Source for GitSource {
+    fn has_commit(&self, commit: &[u8]) -> Result<bool, SourceError> {
+        let Some(commit) = plain_commit(commit) else {
+            return Ok(false);
+        };
+        // Only a full id names a commit: an abbreviation or a revspec (`HEAD~1`) is not
+        // what the rows and the header carry.
+        let Ok(id) = ObjectId::from_hex(commit.as_bytes()) else {
+            return Ok(false);
+        };
+        let repo = self.pool.lock().unwrap().pop();
+        let repo = repo.unwrap_or_else(|| self.shared.to_thread_local());
+        let r = self.root(&repo, id, commit);
+        self.pool.lock().unwrap().push(repo);
+        Ok(r?.is_some())
+    }
+
     fn get(&self, commit: &[u8], path: &[u8]) -> Result<Option<Arc<FileVersion>>, SourceError> {
         let Some(commit) = plain_commit(commit) else {
             return Ok(None);

@@ -68,6 +68,9 @@ pub enum SourceError {
         what: String,
         message: String,
     },
+    /// The base commit is not in the source: nothing can be projected onto it.
+    #[error("source {source_name} does not hold the base commit {commit:?} (a full commit id the source has, e.g. `git rev-parse` of it)")]
+    NoCommit { source_name: String, commit: String },
     #[error("invalid source spec {spec:?}: {reason}")]
     Spec { spec: String, reason: String },
 }
@@ -75,6 +78,23 @@ pub enum SourceError {
 /// A provider of file versions. `Ok(None)`: that commit or that file does not exist.
 pub trait Source: Send + Sync {
     fn get(&self, commit: &[u8], path: &[u8]) -> Result<Option<Arc<FileVersion>>, SourceError>;
+
+    /// Whether the source holds `commit` at all. A merge asks this of its base before
+    /// anything else: for a base the source lacks, every file would look deleted and
+    /// the result would be empty but look complete.
+    fn has_commit(&self, commit: &[u8]) -> Result<bool, SourceError>;
+}
+
+/// Fails unless `source` (named `name` in the error) holds the base commit `commit`.
+pub fn require_commit(source: &dyn Source, name: &str, commit: &str) -> Result<(), SourceError> {
+    if source.has_commit(commit.as_bytes())? {
+        Ok(())
+    } else {
+        Err(SourceError::NoCommit {
+            source_name: name.to_string(),
+            commit: commit.to_string(),
+        })
+    }
 }
 
 /// A commit id from the input becomes part of a filesystem path or an object key:

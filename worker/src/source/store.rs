@@ -74,6 +74,13 @@ impl StoreSource {
 }
 
 impl Source for StoreSource {
+    fn has_commit(&self, commit: &[u8]) -> Result<bool, SourceError> {
+        let Some(commit) = plain_commit(commit) else {
+            return Ok(false);
+        };
+        Ok(self.index(commit)?.is_some())
+    }
+
     fn get(&self, commit: &[u8], path: &[u8]) -> Result<Option<Arc<FileVersion>>, SourceError> {
         let Some(commit) = plain_commit(commit) else {
             return Ok(None);

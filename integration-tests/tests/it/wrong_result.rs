@@ -1,0 +1,325 @@
+//! "Never publish a wrong result" (issue 22): each test is named after what a release
+//! build did before the fix — exit 0 with data that is not the merge of its inputs on
+//! its base, or a result written where it must not be.
+
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use covmerge_integration_tests::{bin, covmerge};
+
+use crate::bad_input::{Case, HDR};
+
+fn stderr(o: &std::process::Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+/// `git init` of a one-file repository with two commits; returns (repo, [c1, c2]).
+fn git_repo(dir: &Path) -> (std::path::PathBuf, Vec<String>) {
+    let repo = dir.join("repo");
+    std::fs::create_dir_all(&repo).unwrap();
+    let git = |args: &[&str]| {
+        let o = Command::new("git")
+            .arg("-C")
+            .arg(&repo)
+            .args(["-c", "user.name=t", "-c", "user.email=t@t", "-c", "commit.gpgsign=false"])
+            .args(args)
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "git {args:?}: {}", stderr(&o));
+        String::from_utf8(o.stdout).unwrap().trim().to_string()
+    };
+    git(&["init", "-q"]);
+    let mut commits = Vec::new();
+    for text in ["int a;\nint b;\nint c;\n", "int z;\nint a;\nint b;\nint c;\n"] {
+        std::fs::write(repo.join("a.c"), text).unwrap();
+        git(&["add", "a.c"]);
+        git(&["commit", "-q", "-m", "x"]);
+        commits.push(git(&["rev-parse", "HEAD"]));
+    }
+    (repo, commits)
+}
+
+#[test]
+fn base_commit_missing_from_the_source_gave_an_empty_complete_result() {
+    let c = Case::new();
+    let (repo, commits) = git_repo(c.dir_path());
+    let input = c.write(
+        "in.csv",
+        &format!("{HDR}r,{},a.c,f,m,1,5\n", commits[0]),
+    );
+    let git_src = format!("git:{}", repo.display());
+    let dir_src = format!("dir:{}", c.path("src").display());
+    let out = c.path("out.jsonl.gz");
+    let missing = "0123456789abcdef0123456789abcdef01234567";
+    for (src, base) in [
+        (git_src.as_str(), missing),
+        // A revspec is not a commit id: the header would carry `HEAD~1`.
+        (git_src.as_str(), "HEAD~1"),
+        (git_src.as_str(), &commits[0][..12]),
+        (dir_src.as_str(), "no-such-commit"),
+    ] {
+        let o = covmerge(&[
+            "merge", "--quiet", "--source", src, "--base-repo", "r", "--base-commit", base,
+            "--out", out.to_str().unwrap(), "--input", input.to_str().unwrap(),
+        ]);
+        let err = stderr(&o);
+        assert!(!o.status.success(), "{src} {base}: exit 0");
+        assert!(
+            err.contains(base) && err.contains("does not hold the base commit"),
+            "{src} {base}: {err}"
+        );
+        assert!(!out.exists(), "{src} {base}: a result was published");
+    }
+    // The same job on a base the source holds merges.
+    let o = covmerge(&[
+        "merge", "--quiet", "--source", &git_src, "--base-repo", "r", "--base-commit",
+        &commits[1], "--out", out.to_str().unwrap(), "--input", input.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+}
+
+#[test]
+fn base_commit_missing_from_a_store_snapshot_is_refused() {
+    let c = Case::new();
+    let (repo, commits) = git_repo(c.dir_path());
+    let snap = format!("file://{}", c.path("snap").display());
+    std::fs::create_dir_all(c.path("snap")).unwrap();
+    let o = covmerge(&[
+        "sources", "--git", repo.to_str().unwrap(), "--store", &snap, "--commit", &commits[0],
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let input = c.write("in.csv", &format!("{HDR}r,{},a.c,f,m,1,5\n", commits[0]));
+    let out = c.path("out.jsonl.gz");
+    let src = format!("store:{snap}");
+    let run = |base: &str| {
+        covmerge(&[
+            "merge", "--quiet", "--source", &src, "--base-repo", "r", "--base-commit", base,
+            "--out", out.to_str().unwrap(), "--input", input.to_str().unwrap(),
+        ])
+    };
+    let o = run(&commits[1]);
+    assert!(!o.status.success());
+    assert!(stderr(&o).contains(&commits[1]), "{}", stderr(&o));
+    assert!(!out.exists());
+    let o = run(&commits[0]);
+    assert!(o.status.success(), "{}", stderr(&o));
+}
+
+#[test]
+fn impossible_dates_were_written_into_the_header() {
+    let c = Case::new();
+    let input = c.write("in.csv", &format!("{HDR}r,c1,a.c,f,m,1,5\n"));
+    for date in ["2024-99-99", "2026-02-30", "2025-02-29"] {
+        let (ok, err) = c.merge(&[&input], &["--date-to", date]);
+        assert!(!ok, "--date-to {date}: exit 0");
+        assert!(err.contains(date), "{err}");
+        c.no_result();
+    }
+    let (ok, err) = c.merge(&[&input], &["--date-to", "2024-02-29"]);
+    assert!(ok, "{err}");
+}
+
+#[test]
+fn the_same_input_given_twice_was_counted_twice() {
+    let c = Case::new();
+    let input = c.write("in.csv", &format!("{HDR}r,c1,a.c,f,m,1,5\n"));
+    let link = c.path("link.csv");
+    std::os::unix::fs::symlink(&input, &link).unwrap();
+    let hard = c.path("hard.csv");
+    std::fs::hard_link(&input, &hard).unwrap();
+    let dotted = c.dir_path().join(".").join("in.csv");
+    for other in [input.as_path(), &link, &hard, &dotted] {
+        let (ok, err) = c.merge(&[&input, other], &[]);
+        assert!(!ok, "{}: exit 0", other.display());
+        assert!(err.contains("counted twice"), "{err}");
+        c.no_result();
+    }
+}
+
+#[test]
+fn a_duplicated_header_column_silently_used_the_first() {
+    let c = Case::new();
+    let input = c.write(
+        "in.csv",
+        "kernel_repo,kernel_commit,file_path,func_name,manager,sl,hit_count,hit_count\nr,c1,a.c,f,m,1,5,7\n",
+    );
+    let (ok, err) = c.merge(&[&input], &[]);
+    assert!(!ok);
+    assert!(err.contains("`hit_count` appears more than once"), "{err}");
+    c.no_result();
+}
+
+/// Runs `covmerge diff OLD NEW --out OUT`.
+fn diff(old: &Path, new: &Path, out: &Path) -> std::process::Output {
+    covmerge(&[
+        "diff",
+        old.to_str().unwrap(),
+        new.to_str().unwrap(),
+        "--out",
+        out.to_str().unwrap(),
+    ])
+}
+
+#[test]
+fn diff_out_overwrote_its_own_input() {
+    let c = Case::new();
+    let input = c.write("in.csv", &format!("{HDR}r,c1,a.c,f,m,1,5\n"));
+    let (ok, err) = c.merge(&[&input], &[]);
+    assert!(ok, "{err}");
+    let a = c.path("out.jsonl.gz");
+    let b = c.path("b.jsonl.gz");
+    std::fs::copy(&a, &b).unwrap();
+    let before = std::fs::read(&a).unwrap();
+    let link = c.path("a-link");
+    std::os::unix::fs::symlink(&a, &link).unwrap();
+    for out in [&a, &b, &link] {
+        let o = diff(&a, &b, out);
+        assert!(!o.status.success(), "diff --out {}: exit 0", out.display());
+        assert!(stderr(&o).contains("would be overwritten"), "{}", stderr(&o));
+        assert_eq!(std::fs::read(&a).unwrap(), before);
+    }
+    let o = diff(&a, &b, &c.path("d.jsonl"));
+    assert!(o.status.success(), "{}", stderr(&o));
+}
+
+#[test]
+fn a_symlinked_out_was_replaced_by_a_regular_file() {
+    let c = Case::new();
+    let input = c.write("in.csv", &format!("{HDR}r,c1,a.c,f,m,1,5\n"));
+    std::fs::create_dir(c.path("real")).unwrap();
+    let target = c.path("real/result.jsonl.gz");
+    let link = c.path("out.jsonl.gz");
+    std::os::unix::fs::symlink("real/result.jsonl.gz", &link).unwrap();
+    let (ok, err) = c.merge(&[&input], &[]);
+    assert!(ok, "{err}");
+    let meta = std::fs::symlink_metadata(&link).unwrap();
+    assert!(meta.file_type().is_symlink(), "the link was replaced");
+    let text = covmerge_integration_tests::gunzip(&target);
+    assert!(text.starts_with(b"{"), "the target holds no result");
+    // No temporary file stays beside the link or the target.
+    for dir in [c.dir_path(), &c.path("real")] {
+        for e in std::fs::read_dir(dir).unwrap() {
+            let name = e.unwrap().file_name().to_string_lossy().into_owned();
+            assert!(!name.contains(".partial"), "{name} left in {}", dir.display());
+        }
+    }
+}
+
+#[test]
+fn out_to_standard_output_streams_and_keeps_the_summary_off_it() {
+    let c = Case::new();
+    let input = c.write("in.csv", &format!("{HDR}r,c1,a.c,f,m,1,5\n"));
+    let src = format!("dir:{}", c.path("src").display());
+    let o = Command::new(bin())
+        .args([
+            "merge", "--quiet", "--source", &src, "--base-repo", "r", "--base-commit", "c1",
+            "--out", "-", "--input", input.to_str().unwrap(),
+        ])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", stderr(&o));
+    let mut text = String::new();
+    std::io::Read::read_to_string(&mut flate2::read::MultiGzDecoder::new(&o.stdout[..]), &mut text)
+        .unwrap();
+    assert!(text.lines().count() >= 2, "{text}");
+    assert!(stderr(&o).contains("instrumented"), "{}", stderr(&o));
+}
+
+/// Waits until `path` holds `needle` or `limit` passes.
+fn wait_for(path: &Path, needle: &str, limit: Duration) -> bool {
+    let t0 = Instant::now();
+    while t0.elapsed() < limit {
+        if std::fs::read_to_string(path).is_ok_and(|s| s.contains(needle)) {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    false
+}
+
+#[test]
+fn an_interrupted_merge_left_its_spills_behind() {
+    for (sig, code) in [(libc::SIGINT, 130), (libc::SIGTERM, 143)] {
+        let c = Case::new();
+        let mut text = String::from(HDR);
+        for i in 0..2000 {
+            text.push_str(&format!("r,c1,a.c,f,m{},{},{}\n", i % 7, i % 3 + 1, i));
+        }
+        let input = c.write("in.csv", &text);
+        let tmp = c.path("tmp");
+        std::fs::create_dir(&tmp).unwrap();
+        let log = c.path("stderr.log");
+        let src = format!("dir:{}", c.path("src").display());
+        let out = c.path("out.jsonl.gz");
+        let mut child = Command::new(bin())
+            .args([
+                "merge", "--quiet", "--source", &src, "--base-repo", "r", "--base-commit", "c1",
+                "--out", out.to_str().unwrap(), "--input", input.to_str().unwrap(),
+            ])
+            .env("TMPDIR", &tmp)
+            .env("RUST_LOG", "warn")
+            .env("COVMERGE_FAULT_SLEEP", "merge:60000")
+            .stderr(std::fs::File::create(&log).unwrap())
+            .stdout(Stdio::null())
+            .spawn()
+            .unwrap();
+        assert!(
+            wait_for(&log, "fault point reached", Duration::from_secs(60)),
+            "the merge never reached its shards"
+        );
+        assert!(
+            std::fs::read_dir(&tmp).unwrap().count() > 0,
+            "no spill directory to clean up"
+        );
+        // SAFETY: signalling our own child.
+        unsafe { libc::kill(child.id() as i32, sig) };
+        let t0 = Instant::now();
+        let status = loop {
+            if let Some(s) = child.try_wait().unwrap() {
+                break s;
+            }
+            assert!(t0.elapsed() < Duration::from_secs(30), "no exit after the signal");
+            std::thread::sleep(Duration::from_millis(50));
+        };
+        assert_eq!(status.code(), Some(code), "{}", std::fs::read_to_string(&log).unwrap());
+        let left: Vec<_> = std::fs::read_dir(&tmp).unwrap().collect();
+        assert!(left.is_empty(), "left in TMPDIR: {left:?}");
+        c.no_result();
+    }
+}
+
+#[test]
+fn a_failed_manifest_write_hid_that_the_result_was_published() {
+    let c = Case::new();
+    let input = c.write("in.csv", &format!("{HDR}r,c1,a.c,f,m,1,5\n"));
+    std::fs::create_dir(c.path("m")).unwrap();
+    let man = c.path("m/manifest.json");
+    let out = c.path("out.jsonl.gz");
+    let src = format!("dir:{}", c.path("src").display());
+    let log = c.path("stderr.log");
+    let mut child = Command::new(bin())
+        .args([
+            "merge", "--quiet", "--source", &src, "--base-repo", "r", "--base-commit", "c1",
+            "--out", out.to_str().unwrap(), "--manifest", man.to_str().unwrap(), "--input",
+            input.to_str().unwrap(),
+        ])
+        .env("RUST_LOG", "warn")
+        .env("COVMERGE_FAULT_SLEEP", "assemble:3000")
+        .stderr(std::fs::File::create(&log).unwrap())
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap();
+    assert!(wait_for(&log, "fault point reached", Duration::from_secs(60)));
+    // The manifest's directory goes away between the preflight and the write.
+    std::fs::remove_dir(c.path("m")).unwrap();
+    let status = child.wait().unwrap();
+    let err = std::fs::read_to_string(&log).unwrap();
+    assert!(!status.success(), "{err}");
+    assert!(err.contains("manifest"), "{err}");
+    assert!(
+        err.contains("the result was published") && err.contains(out.to_str().unwrap()),
+        "{err}"
+    );
+    assert!(out.exists());
+}
