@@ -16,8 +16,8 @@ use covmerge_coordinator::dashboard::Dashboard;
 use covmerge_coordinator::finish::preflight_outputs;
 use covmerge_coordinator::progress::ProgressView;
 use covmerge_coordinator::{plan_job, run_job, JobError, JobOptions, JobRequest, Start};
-use covmerge_proto::job::{GoModule, InputFormat};
 use covmerge_proto::date::Date;
+use covmerge_proto::job::{GoModule, InputFormat};
 use covmerge_proto::output::totals_line;
 use covmerge_proto::JobId;
 use covmerge_queue::amqp::{AmqpOptions, AmqpQueue};
@@ -553,7 +553,13 @@ async fn merge(m: MergeArgs) -> Result<()> {
             std::process::exit(code);
         }
     };
-    say(to_stderr, &totals_line(outcome.manifest.totals.instrumented, outcome.manifest.totals.covered));
+    say(
+        to_stderr,
+        &totals_line(
+            outcome.manifest.totals.instrumented,
+            outcome.manifest.totals.covered,
+        ),
+    );
     if let Some(n) = outcome.dashboard_rows {
         say(to_stderr, &format!("created {n} DB rows"));
     }
@@ -775,7 +781,16 @@ mod tests {
     fn date_flags_refuse_impossible_dates() {
         use clap::Parser;
         let base = [
-            "covmerge", "merge", "--input", "x.csv", "--source", "dir:/s", "--base-repo", "r",
+            "covmerge",
+            "merge",
+            "--input",
+            "x.csv",
+            "--source",
+            "dir:/s",
+            "--base-repo",
+            "r",
+            "--out",
+            "o",
         ];
         for (flag, bad) in [
             ("--date-to", "2024-99-99"),

@@ -91,7 +91,6 @@ pub fn today_utc() -> String {
     covmerge_proto::date::today_utc()
 }
 
-
 /// An input given twice (the same path, a link to it, a prefix that lists an object
 /// named again) would be counted twice without a word: refused, naming both.
 fn refuse_repeated_inputs(inputs: &[String]) -> Result<(), JobError> {
@@ -243,6 +242,10 @@ mod tests {
 
     #[test]
     fn date_is_iso() {
-        assert!(today_utc().parse::<covmerge_proto::date::Date>().is_ok(), "{}", today_utc());
+        assert!(
+            today_utc().parse::<covmerge_proto::date::Date>().is_ok(),
+            "{}",
+            today_utc()
+        );
     }
 }

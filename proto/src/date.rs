@@ -49,7 +49,12 @@ pub enum DateError {
     #[error("month {0} does not exist (01 to 12)")]
     Month(u32),
     #[error("day {day} does not exist in {year:04}-{month:02} (01 to {last:02})")]
-    Day { year: u32, month: u32, day: u32, last: u32 },
+    Day {
+        year: u32,
+        month: u32,
+        day: u32,
+        last: u32,
+    },
     #[error("year 0000 is not a calendar year here (0001 to 9999)")]
     Year,
 }
@@ -60,7 +65,11 @@ impl Date {
         match month {
             1 | 3 | 5 | 7 | 8 | 10 | 12 => 31,
             4 | 6 | 9 | 11 => 30,
-            _ if (year % 4 == 0 && year % 100 != 0) || year % 400 == 0 => 29,
+            _ if (year.is_multiple_of(4) && !year.is_multiple_of(100))
+                || year.is_multiple_of(400) =>
+            {
+                29
+            }
             _ => 28,
         }
     }
@@ -101,7 +110,12 @@ impl std::str::FromStr for Date {
         }
         let last = Date::days_in_month(year, month);
         if !(1..=last).contains(&day) {
-            return Err(DateError::Day { year, month, day, last });
+            return Err(DateError::Day {
+                year,
+                month,
+                day,
+                last,
+            });
         }
         Ok(Date {
             year: year as u16,
@@ -166,11 +180,20 @@ mod tests {
         ] {
             assert!(bad.parse::<Date>().is_err(), "{bad:?} was accepted");
         }
-        for good in ["2024-02-29", "2000-02-29", "2026-12-31", "0001-01-01", "9999-12-31"] {
+        for good in [
+            "2024-02-29",
+            "2000-02-29",
+            "2026-12-31",
+            "0001-01-01",
+            "9999-12-31",
+        ] {
             let d: Date = good.parse().unwrap();
             assert_eq!(d.to_string(), good);
         }
-        assert_eq!("2024-04-08".parse::<Date>().unwrap().end_of_day_utc(), 1_712_620_799);
+        assert_eq!(
+            "2024-04-08".parse::<Date>().unwrap().end_of_day_utc(),
+            1_712_620_799
+        );
     }
 
     #[test]

@@ -289,7 +289,12 @@ mod tests {
         let d = tempfile::tempdir().unwrap();
         let dest = d.path().join("out");
         let f = OutputFile::create(&dest).unwrap();
-        let tmp = std::fs::read_dir(d.path()).unwrap().next().unwrap().unwrap().path();
+        let tmp = std::fs::read_dir(d.path())
+            .unwrap()
+            .next()
+            .unwrap()
+            .unwrap()
+            .path();
         assert!(REGISTERED.lock().unwrap().contains(&tmp));
         drop(f);
         assert_eq!(std::fs::read_dir(d.path()).unwrap().count(), 0);

@@ -22,7 +22,14 @@ fn git_repo(dir: &Path) -> (std::path::PathBuf, Vec<String>) {
         let o = Command::new("git")
             .arg("-C")
             .arg(&repo)
-            .args(["-c", "user.name=t", "-c", "user.email=t@t", "-c", "commit.gpgsign=false"])
+            .args([
+                "-c",
+                "user.name=t",
+                "-c",
+                "user.email=t@t",
+                "-c",
+                "commit.gpgsign=false",
+            ])
             .args(args)
             .output()
             .unwrap();
@@ -31,7 +38,10 @@ fn git_repo(dir: &Path) -> (std::path::PathBuf, Vec<String>) {
     };
     git(&["init", "-q"]);
     let mut commits = Vec::new();
-    for text in ["int a;\nint b;\nint c;\n", "int z;\nint a;\nint b;\nint c;\n"] {
+    for text in [
+        "int a;\nint b;\nint c;\n",
+        "int z;\nint a;\nint b;\nint c;\n",
+    ] {
         std::fs::write(repo.join("a.c"), text).unwrap();
         git(&["add", "a.c"]);
         git(&["commit", "-q", "-m", "x"]);
@@ -44,10 +54,7 @@ fn git_repo(dir: &Path) -> (std::path::PathBuf, Vec<String>) {
 fn base_commit_missing_from_the_source_gave_an_empty_complete_result() {
     let c = Case::new();
     let (repo, commits) = git_repo(c.dir_path());
-    let input = c.write(
-        "in.csv",
-        &format!("{HDR}r,{},a.c,f,m,1,5\n", commits[0]),
-    );
+    let input = c.write("in.csv", &format!("{HDR}r,{},a.c,f,m,1,5\n", commits[0]));
     let git_src = format!("git:{}", repo.display());
     let dir_src = format!("dir:{}", c.path("src").display());
     let out = c.path("out.jsonl.gz");
@@ -60,8 +67,18 @@ fn base_commit_missing_from_the_source_gave_an_empty_complete_result() {
         (dir_src.as_str(), "no-such-commit"),
     ] {
         let o = covmerge(&[
-            "merge", "--quiet", "--source", src, "--base-repo", "r", "--base-commit", base,
-            "--out", out.to_str().unwrap(), "--input", input.to_str().unwrap(),
+            "merge",
+            "--quiet",
+            "--source",
+            src,
+            "--base-repo",
+            "r",
+            "--base-commit",
+            base,
+            "--out",
+            out.to_str().unwrap(),
+            "--input",
+            input.to_str().unwrap(),
         ]);
         let err = stderr(&o);
         assert!(!o.status.success(), "{src} {base}: exit 0");
@@ -73,8 +90,18 @@ fn base_commit_missing_from_the_source_gave_an_empty_complete_result() {
     }
     // The same job on a base the source holds merges.
     let o = covmerge(&[
-        "merge", "--quiet", "--source", &git_src, "--base-repo", "r", "--base-commit",
-        &commits[1], "--out", out.to_str().unwrap(), "--input", input.to_str().unwrap(),
+        "merge",
+        "--quiet",
+        "--source",
+        &git_src,
+        "--base-repo",
+        "r",
+        "--base-commit",
+        &commits[1],
+        "--out",
+        out.to_str().unwrap(),
+        "--input",
+        input.to_str().unwrap(),
     ]);
     assert!(o.status.success(), "{}", stderr(&o));
 }
@@ -86,7 +113,13 @@ fn base_commit_missing_from_a_store_snapshot_is_refused() {
     let snap = format!("file://{}", c.path("snap").display());
     std::fs::create_dir_all(c.path("snap")).unwrap();
     let o = covmerge(&[
-        "sources", "--git", repo.to_str().unwrap(), "--store", &snap, "--commit", &commits[0],
+        "sources",
+        "--git",
+        repo.to_str().unwrap(),
+        "--store",
+        &snap,
+        "--commit",
+        &commits[0],
     ]);
     assert!(o.status.success(), "{}", stderr(&o));
     let input = c.write("in.csv", &format!("{HDR}r,{},a.c,f,m,1,5\n", commits[0]));
@@ -94,8 +127,18 @@ fn base_commit_missing_from_a_store_snapshot_is_refused() {
     let src = format!("store:{snap}");
     let run = |base: &str| {
         covmerge(&[
-            "merge", "--quiet", "--source", &src, "--base-repo", "r", "--base-commit", base,
-            "--out", out.to_str().unwrap(), "--input", input.to_str().unwrap(),
+            "merge",
+            "--quiet",
+            "--source",
+            &src,
+            "--base-repo",
+            "r",
+            "--base-commit",
+            base,
+            "--out",
+            out.to_str().unwrap(),
+            "--input",
+            input.to_str().unwrap(),
         ])
     };
     let o = run(&commits[1]);
@@ -176,7 +219,11 @@ fn diff_out_overwrote_its_own_input() {
     for out in [&a, &b, &link] {
         let o = diff(&a, &b, out);
         assert!(!o.status.success(), "diff --out {}: exit 0", out.display());
-        assert!(stderr(&o).contains("would be overwritten"), "{}", stderr(&o));
+        assert!(
+            stderr(&o).contains("would be overwritten"),
+            "{}",
+            stderr(&o)
+        );
         assert_eq!(std::fs::read(&a).unwrap(), before);
     }
     let o = diff(&a, &b, &c.path("d.jsonl"));
@@ -201,7 +248,11 @@ fn a_symlinked_out_was_replaced_by_a_regular_file() {
     for dir in [c.dir_path(), &c.path("real")] {
         for e in std::fs::read_dir(dir).unwrap() {
             let name = e.unwrap().file_name().to_string_lossy().into_owned();
-            assert!(!name.contains(".partial"), "{name} left in {}", dir.display());
+            assert!(
+                !name.contains(".partial"),
+                "{name} left in {}",
+                dir.display()
+            );
         }
     }
 }
@@ -213,15 +264,28 @@ fn out_to_standard_output_streams_and_keeps_the_summary_off_it() {
     let src = format!("dir:{}", c.path("src").display());
     let o = Command::new(bin())
         .args([
-            "merge", "--quiet", "--source", &src, "--base-repo", "r", "--base-commit", "c1",
-            "--out", "-", "--input", input.to_str().unwrap(),
+            "merge",
+            "--quiet",
+            "--source",
+            &src,
+            "--base-repo",
+            "r",
+            "--base-commit",
+            "c1",
+            "--out",
+            "-",
+            "--input",
+            input.to_str().unwrap(),
         ])
         .output()
         .unwrap();
     assert!(o.status.success(), "{}", stderr(&o));
     let mut text = String::new();
-    std::io::Read::read_to_string(&mut flate2::read::MultiGzDecoder::new(&o.stdout[..]), &mut text)
-        .unwrap();
+    std::io::Read::read_to_string(
+        &mut flate2::read::MultiGzDecoder::new(&o.stdout[..]),
+        &mut text,
+    )
+    .unwrap();
     assert!(text.lines().count() >= 2, "{text}");
     assert!(stderr(&o).contains("instrumented"), "{}", stderr(&o));
 }
@@ -254,8 +318,18 @@ fn an_interrupted_merge_left_its_spills_behind() {
         let out = c.path("out.jsonl.gz");
         let mut child = Command::new(bin())
             .args([
-                "merge", "--quiet", "--source", &src, "--base-repo", "r", "--base-commit", "c1",
-                "--out", out.to_str().unwrap(), "--input", input.to_str().unwrap(),
+                "merge",
+                "--quiet",
+                "--source",
+                &src,
+                "--base-repo",
+                "r",
+                "--base-commit",
+                "c1",
+                "--out",
+                out.to_str().unwrap(),
+                "--input",
+                input.to_str().unwrap(),
             ])
             .env("TMPDIR", &tmp)
             .env("RUST_LOG", "warn")
@@ -279,10 +353,18 @@ fn an_interrupted_merge_left_its_spills_behind() {
             if let Some(s) = child.try_wait().unwrap() {
                 break s;
             }
-            assert!(t0.elapsed() < Duration::from_secs(30), "no exit after the signal");
+            assert!(
+                t0.elapsed() < Duration::from_secs(30),
+                "no exit after the signal"
+            );
             std::thread::sleep(Duration::from_millis(50));
         };
-        assert_eq!(status.code(), Some(code), "{}", std::fs::read_to_string(&log).unwrap());
+        assert_eq!(
+            status.code(),
+            Some(code),
+            "{}",
+            std::fs::read_to_string(&log).unwrap()
+        );
         let left: Vec<_> = std::fs::read_dir(&tmp).unwrap().collect();
         assert!(left.is_empty(), "left in TMPDIR: {left:?}");
         c.no_result();
@@ -300,8 +382,19 @@ fn a_failed_manifest_write_hid_that_the_result_was_published() {
     let log = c.path("stderr.log");
     let mut child = Command::new(bin())
         .args([
-            "merge", "--quiet", "--source", &src, "--base-repo", "r", "--base-commit", "c1",
-            "--out", out.to_str().unwrap(), "--manifest", man.to_str().unwrap(), "--input",
+            "merge",
+            "--quiet",
+            "--source",
+            &src,
+            "--base-repo",
+            "r",
+            "--base-commit",
+            "c1",
+            "--out",
+            out.to_str().unwrap(),
+            "--manifest",
+            man.to_str().unwrap(),
+            "--input",
             input.to_str().unwrap(),
         ])
         .env("RUST_LOG", "warn")
@@ -310,7 +403,11 @@ fn a_failed_manifest_write_hid_that_the_result_was_published() {
         .stdout(Stdio::null())
         .spawn()
         .unwrap();
-    assert!(wait_for(&log, "fault point reached", Duration::from_secs(60)));
+    assert!(wait_for(
+        &log,
+        "fault point reached",
+        Duration::from_secs(60)
+    ));
     // The manifest's directory goes away between the preflight and the write.
     std::fs::remove_dir(c.path("m")).unwrap();
     let status = child.wait().unwrap();

@@ -293,11 +293,17 @@ impl<R: Read> RowReader<R> {
             })
             .collect();
         let find = |c: &'static str| {
-            let mut at = fields.iter().enumerate().filter(|(_, f)| *f == c.as_bytes());
-            let first = at.next().map(|(i, _)| i).ok_or_else(|| InputError::MissingColumn {
-                input: name.to_string(),
-                column: c,
-            })?;
+            let mut at = fields
+                .iter()
+                .enumerate()
+                .filter(|(_, f)| *f == c.as_bytes());
+            let first = at
+                .next()
+                .map(|(i, _)| i)
+                .ok_or_else(|| InputError::MissingColumn {
+                    input: name.to_string(),
+                    column: c,
+                })?;
             if let Some((second, _)) = at.next() {
                 return Err(InputError::RepeatedColumn {
                     input: name.to_string(),
