@@ -349,10 +349,12 @@ impl ObjectStore for GcsStore {
             PutMode::Create => Some("0".to_string()),
             PutMode::Update(v) => match &v.version {
                 Some(g) => Some(g.clone()),
+                // No generation was read (an emulator that sends none): the caller
+                // falls back to read, compare, write.
                 None => {
-                    return Err(object_store::Error::Precondition {
-                        path: location.to_string(),
-                        source: "a conditional GCS write needs the object's generation".into(),
+                    return Err(object_store::Error::NotImplemented {
+                        operation: "conditional put without the object's generation".into(),
+                        implementer: STORE.into(),
                     })
                 }
             },
