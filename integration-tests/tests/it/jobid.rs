@@ -297,13 +297,7 @@ fn second_coordinator_on_a_live_job_exits() {
     let amqp = fleet::amqp();
     let store_dir = tmp.path().join("store");
     let store = file_store(&store_dir);
-    let _w = worker(
-        tmp.path(),
-        4,
-        &store,
-        &[],
-        &[("COVMERGE_FAULT_SLEEP", "merge:700")],
-    );
+    // No worker yet: the first coordinator waits for its splits until one starts.
     let out = tmp.path().join("a.gz");
     let first = fleet::coordinator_spawn(&a.coord(&amqp, &store, &out, "live-job"));
     let lease = store_dir.join("jobs/live-job/lease.json");
@@ -334,6 +328,7 @@ fn second_coordinator_on_a_live_job_exits() {
         assert_eq!(std::fs::read(&spec).unwrap(), spec_before);
         assert!(!out2.exists());
     }
+    let _w = worker(tmp.path(), 4, &store, &[], &[]);
     let o = first.join().unwrap();
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     assert_eq!(gunzip(&out), a.want);
@@ -397,13 +392,7 @@ fn coordinator_whose_lease_was_taken_over_stops_without_publishing() {
     let amqp = fleet::amqp();
     let store_dir = tmp.path().join("store");
     let store = file_store(&store_dir);
-    let _w = worker(
-        tmp.path(),
-        6,
-        &store,
-        &[],
-        &[("COVMERGE_FAULT_SLEEP", "merge:700")],
-    );
+    // No worker: the coordinator waits for its splits when its lease is taken.
     let out = tmp.path().join("a.gz");
     let man: PathBuf = tmp.path().join("manifest.json");
     let mut args = a.coord(&amqp, &store, &out, "taken-over");
