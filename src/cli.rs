@@ -15,7 +15,9 @@ use clap::{Args, Parser, Subcommand};
 use covmerge_coordinator::dashboard::Dashboard;
 use covmerge_coordinator::finish::preflight_outputs;
 use covmerge_coordinator::progress::ProgressView;
-use covmerge_coordinator::{plan_job, run_job, JobError, JobOptions, JobRequest, Start};
+use covmerge_coordinator::{
+    plan_job, run_job, JobError, JobOptions, JobRequest, ResumeCheck, Start,
+};
 use covmerge_proto::date::Date;
 use covmerge_proto::job::{GoModule, InputFormat};
 use covmerge_proto::output::totals_line;
@@ -223,9 +225,14 @@ pub struct CoordinatorArgs {
     /// Name the job (default: a new id, printed first).
     #[arg(long = "job", id = "job_id")]
     pub job_id: Option<String>,
-    /// Continue job ID, re-running only what has no finished output.
+    /// Continue job ID, re-running only what has no finished output. The job flags
+    /// must be the ones that started it (--shards and --date-to may be left out).
     #[arg(long, requires = "job_id")]
     pub resume: bool,
+    /// Seconds between heartbeats of the job's lease (one coordinator per job): a lease
+    /// with no heartbeat for 3 intervals + 5 s is stale, and --resume takes it over.
+    #[arg(long, env = "COVMERGE_LEASE_HEARTBEAT_SECS", default_value_t = 5, value_parser = clap::value_parser!(u64).range(1..=300))]
+    pub lease_heartbeat_secs: u64,
     #[command(flatten)]
     pub listen: ListenArgs,
 }
@@ -526,6 +533,7 @@ async fn merge(m: MergeArgs) -> Result<()> {
         cleanup: false,
         reconcile_every: None,
         republish_after: None,
+        lease: None,
     };
     // Split tasks run `workers` at a time: share one budget between them, and the
     // cores too. With as many inputs as task loops, each split inflates and parses on
@@ -680,8 +688,16 @@ async fn coordinator(c: CoordinatorArgs) -> Result<()> {
         .map_err(anyhow::Error::msg)?;
     let store = c.outages.store(&c.store)?;
     let start = match (c.resume, job) {
-        // The stored spec wins; the command line only names the job.
-        (true, Some(job)) => Start::Resume(job),
+        // The command line must ask for the stored job: it is planned as a new one
+        // would be, and the two specs compared before anything is touched.
+        (true, Some(job)) => Start::Resume {
+            job: job.clone(),
+            check: Some(Box::new(ResumeCheck {
+                spec: plan_job(&request(&c.job, Some(job))?).await?,
+                shards_given: c.job.shards.is_some(),
+                date_to_given: c.job.date_to.is_some() || c.job.base_at.is_some(),
+            })),
+        },
         (true, None) => bail!("--resume needs --job"),
         (false, job) => Start::New(Box::new(plan_job(&request(&c.job, job)?).await?)),
     };
@@ -690,7 +706,10 @@ async fn coordinator(c: CoordinatorArgs) -> Result<()> {
     }
     let inputs = match &start {
         Start::New(spec) => &spec.inputs,
-        Start::Resume(_) => &c.job.input,
+        Start::Resume { check, .. } => match check {
+            Some(rc) => &rc.spec.inputs,
+            None => &c.job.input,
+        },
     };
     preflight_outputs(inputs, c.out.as_deref(), c.job.manifest.as_deref())?;
     let job = start.job().clone();
@@ -709,6 +728,7 @@ async fn coordinator(c: CoordinatorArgs) -> Result<()> {
         cleanup: true,
         reconcile_every: Some(Duration::from_secs(c.reconcile_secs)),
         republish_after: Some(Duration::from_secs(c.republish_secs)),
+        lease: Some(Duration::from_secs(c.lease_heartbeat_secs)),
     };
     let progress = if c.job.quiet {
         ProgressView::hidden()

@@ -13,10 +13,11 @@ use covmerge_proto::manifest::{FailedTask, JobStatus};
 use covmerge_proto::wire::{ChunkRef, MergeTask, SplitTask, Task, TaskRef};
 use covmerge_proto::{Counts, JobId, JobSpec, Manifest, ShardId, SplitId};
 use covmerge_queue::{Queue, QueueError};
-use covmerge_storage::{Store, StoreError};
+use covmerge_storage::{Atomicity, Store, StoreError};
 use tracing::{instrument, warn};
 
 use crate::finish::{self, Destination};
+use crate::lease::Lease;
 use crate::progress::ProgressView;
 use crate::state::{Output, TaskState};
 use crate::tracker::Tracker;
@@ -49,6 +50,18 @@ pub enum JobError {
     },
     #[error("{0}; nothing was read or written")]
     Preflight(String),
+    /// A new job's id is taken: its `job.json` (or other objects) is in the store.
+    #[error("{0}")]
+    Exists(String),
+    /// `--resume` with a stored spec that is refused or differs from the command line.
+    #[error("{0}")]
+    Resume(String),
+    /// Another coordinator holds the job's lease.
+    #[error("{0}")]
+    Busy(String),
+    /// This coordinator's lease was taken over: it stopped without publishing.
+    #[error("{0}")]
+    LeaseLost(String),
     #[error("dashboard: {message}\nthe result stays at {kept}; send it again without merging with:\n  {resend}")]
     Dashboard {
         message: String,
@@ -79,6 +92,10 @@ pub struct JobOptions {
     /// queue purged, a foreign consumer on the same queue) would otherwise be waited
     /// for forever. Duplicates are harmless. `None`: 15 minutes.
     pub republish_after: Option<Duration>,
+    /// Hold the job's lease ([`crate::lease`]) with a heartbeat at this interval, so
+    /// that no other coordinator drives the job meanwhile. `None`: no lease (embedded
+    /// mode, whose store is its own).
+    pub lease: Option<Duration>,
 }
 
 /// Default of [`JobOptions::reconcile_every`].
@@ -99,39 +116,169 @@ pub struct JobOutcome {
 /// How a job starts.
 #[derive(Debug, Clone)]
 pub enum Start {
-    /// A new job: its spec is stored, then every task is published.
+    /// A new job: its spec is stored (only if no job of that id exists), then every
+    /// task is published.
     New(Box<JobSpec>),
     /// A job whose spec is stored: only tasks without a `.done` marker run again.
-    Resume(JobId),
+    Resume {
+        job: JobId,
+        /// What the command line asks for; the stored spec must be the same.
+        check: Option<Box<ResumeCheck>>,
+    },
+}
+
+/// The spec a `--resume` command line plans, to compare with the stored one.
+#[derive(Debug, Clone)]
+pub struct ResumeCheck {
+    pub spec: JobSpec,
+    /// Whether `--shards` was given (else the stored count stands).
+    pub shards_given: bool,
+    /// Whether `--date-to` (or `--base-at`) was given (else the stored date stands:
+    /// the default is the day the job started).
+    pub date_to_given: bool,
 }
 
 impl Start {
     pub fn job(&self) -> &JobId {
         match self {
             Start::New(spec) => &spec.job,
-            Start::Resume(job) => job,
+            Start::Resume { job, .. } => job,
         }
     }
 }
 
-/// Stores a new job's spec, or loads a resumed job's.
-async fn load_or_store_spec(start: Start, store: &Store) -> Result<JobSpec, JobError> {
+fn resume_hint(job: &JobId) -> String {
+    format!(
+        "a new job needs an id of its own (or no --job: a new id is made); to continue \
+         job {job}, run the command that started it with --job {job} --resume"
+    )
+}
+
+/// Refuses a new job whose id is in use: anything under `jobs/<id>/` but a lease
+/// (whose owner, if alive, is refused by the lease itself).
+async fn check_new_id(job: &JobId, store: &Store) -> Result<(), JobError> {
+    let spec_key = keys::job_spec(job);
+    if store.exists(&spec_key).await? {
+        if let Some(who) = crate::lease::live_owner(store, job).await? {
+            return Err(crate::lease::busy(job, store, who));
+        }
+        return Err(JobError::Exists(format!(
+            "job {job} already exists in {store} ({spec_key}); nothing was changed. {}",
+            resume_hint(job)
+        )));
+    }
+    let lease = keys::lease(job);
+    let others: Vec<String> = store
+        .list(&keys::job_prefix(job))
+        .await?
+        .into_iter()
+        .filter(|k| *k != lease)
+        .collect();
+    if let Some(first) = others.first() {
+        return Err(JobError::Exists(format!(
+            "job {job} is in use in {store}: {} object(s) under {}/ without {spec_key} \
+             (e.g. {first}); nothing was changed. Use another --job id, or delete that prefix",
+            others.len(),
+            keys::job_prefix(job)
+        )));
+    }
+    Ok(())
+}
+
+/// Loads a resumed job's spec: it must be JSON, name this job, be within the bounds
+/// tasks get, and be what the command line asks for.
+async fn load_for_resume(
+    job: &JobId,
+    check: Option<&ResumeCheck>,
+    store: &Store,
+) -> Result<JobSpec, JobError> {
+    let key = keys::job_spec(job);
+    let Some(b) = store.get_opt(&key).await? else {
+        return Err(JobError::Plan(format!(
+            "--resume: job {job} not found in {store} (no {key})"
+        )));
+    };
+    let refused = |why: String| {
+        JobError::Resume(format!(
+            "--resume: job {job}: {key} in {store} is refused: {why}; nothing was changed"
+        ))
+    };
+    let spec = serde_json::from_slice::<JobSpec>(&b)
+        .map_err(|e| refused(format!("not a job spec: {e}")))?;
+    if spec.job != *job {
+        return Err(refused(format!("it names job {:?}", spec.job.as_str())));
+    }
+    spec.validate().map_err(refused)?;
+    if let Some(c) = check {
+        if let Some((field, stored, asked)) =
+            spec.first_difference(&c.spec, c.shards_given, c.date_to_given)
+        {
+            return Err(JobError::Resume(format!(
+                "--resume: job {job} was started with other settings: {field} is {stored} \
+                 in {key}, {asked} on this command line; nothing was changed. Resume with the \
+                 flags that started the job, or start a new job with another --job id"
+            )));
+        }
+    }
+    Ok(spec)
+}
+
+/// Stores a new job's spec (create-if-absent) or loads a resumed job's, and takes the
+/// job's lease (if `lease` is set) before anything is written.
+async fn begin(
+    start: Start,
+    lease: Option<Duration>,
+    store: &Store,
+) -> Result<(JobSpec, Option<Lease>), JobError> {
     match start {
         Start::New(spec) => {
             let spec = *spec;
+            let job = spec.job.clone();
+            check_new_id(&job, store).await?;
+            let held = match lease {
+                Some(i) => Some(Lease::acquire(store, &job, i).await?),
+                None => None,
+            };
             let body = serde_json::to_vec_pretty(&spec).expect("spec encodes");
-            store
-                .put(&keys::job_spec(&spec.job), Bytes::from(body))
-                .await?;
-            Ok(spec)
+            let created = store
+                .put_new(&keys::job_spec(&job), Bytes::from(body))
+                .await;
+            let refused = match created {
+                Ok((true, atomicity)) => {
+                    if atomicity == Atomicity::ReadCompareWrite {
+                        warn!(store = %store, "this store has no create-if-absent write: job.json was written after a look");
+                    }
+                    return Ok((spec, held));
+                }
+                Ok((false, _)) => JobError::Exists(format!(
+                    "job {job} already exists in {store} ({}): another coordinator stored it \
+                     just now; nothing of it was changed. {}",
+                    keys::job_spec(&job),
+                    resume_hint(&job)
+                )),
+                Err(e) => e.into(),
+            };
+            if let Some(l) = held {
+                l.release().await;
+            }
+            Err(refused)
         }
-        Start::Resume(job) => match store.get_opt(&keys::job_spec(&job)).await? {
-            Some(b) => serde_json::from_slice::<JobSpec>(&b)
-                .map_err(|e| JobError::Plan(format!("job {job}: stored spec unreadable: {e}"))),
-            None => Err(JobError::Plan(format!(
-                "--resume: job {job} not found in {store}"
-            ))),
-        },
+        Start::Resume { job, check } => {
+            let spec = load_for_resume(&job, check.as_deref(), store).await?;
+            let held = match lease {
+                Some(i) => Some(Lease::acquire(store, &job, i).await?),
+                None => None,
+            };
+            Ok((spec, held))
+        }
+    }
+}
+
+/// Before a write that publishes: the lease must still be this coordinator's.
+async fn still_held(lease: Option<&Lease>) -> Result<(), JobError> {
+    match lease {
+        Some(l) => l.ensure_held().await,
+        None => Ok(()),
     }
 }
 
@@ -245,7 +392,28 @@ pub async fn run_job(
     store: Store,
     progress: &ProgressView,
 ) -> Result<JobOutcome, JobError> {
-    let spec = load_or_store_spec(start, &store).await?;
+    let (spec, lease) = begin(start, opts.lease, &store).await?;
+    let Some(lease) = lease else {
+        return drive(spec, opts, queue, store, progress, None).await;
+    };
+    // Lost lease: the job future is dropped wherever it is (every write is atomic).
+    let r = tokio::select! {
+        r = drive(spec, opts, queue, store, progress, Some(&lease)) => r,
+        e = lease.lost() => Err(e),
+    };
+    lease.release().await;
+    r
+}
+
+/// The phases of a job whose spec is stored and whose lease (if any) is held.
+async fn drive(
+    spec: JobSpec,
+    opts: &JobOptions,
+    queue: Arc<dyn Queue>,
+    store: Store,
+    progress: &ProgressView,
+    lease: Option<&Lease>,
+) -> Result<JobOutcome, JobError> {
     let job = spec.job.clone();
     queue.open_job(job.as_str()).await?;
     let tracker = || Tracker {
@@ -355,6 +523,7 @@ pub async fn run_job(
     if !failed.is_empty() {
         manifest.status = JobStatus::Failed;
         manifest.failed = failed.clone();
+        still_held(lease).await?;
         finish::write_manifest(&manifest, opts, &store, &job).await?;
         // Nobody waits for this job's reports any more (a resume declares them anew).
         if opts.cleanup {
@@ -372,6 +541,7 @@ pub async fn run_job(
         opts.dashboard.is_some(),
     )?;
     covmerge_fault::pause_async("assemble").await;
+    still_held(lease).await?;
     let header = finish::header_member(&spec, &manifest.totals);
     let result = finish::write_result(
         &dest,
@@ -383,6 +553,7 @@ pub async fn run_job(
     )
     .await?;
     manifest.result = result.clone();
+    still_held(lease).await?;
     finish::write_manifest(&manifest, opts, &store, &job)
         .await
         .map_err(|e| match &result {
@@ -412,6 +583,7 @@ pub async fn run_job(
     }
     let mut dashboard_rows = None;
     if let Some(d) = &opts.dashboard {
+        still_held(lease).await?;
         let n = finish::to_dashboard(
             d,
             &store,

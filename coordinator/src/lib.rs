@@ -15,6 +15,8 @@ pub mod dashboard;
 pub mod finish;
 /// Running a job over a queue and a store.
 pub mod job;
+/// One coordinator per job: the lease object and its heartbeat.
+pub mod lease;
 /// Planning: inputs, shard count, the job spec.
 pub mod plan;
 /// The terminal progress display.
@@ -26,5 +28,5 @@ pub mod status;
 /// One phase's tasks, tracked until each is final.
 mod tracker;
 
-pub use job::{run_job, JobError, JobOptions, JobOutcome, Start};
+pub use job::{run_job, JobError, JobOptions, JobOutcome, ResumeCheck, Start};
 pub use plan::{plan_job, JobRequest};

@@ -88,6 +88,8 @@ pub async fn job_status(store: &Store, job: &JobId) -> Result<JobStatus, JobErro
     };
     let spec: JobSpec = serde_json::from_slice(&store.get(&spec_key).await?)
         .map_err(|e| JobError::Plan(format!("job {job}: stored spec unreadable: {e}")))?;
+    spec.validate()
+        .map_err(|e| JobError::Plan(format!("job {job}: stored spec refused: {e}")))?;
     let mut splits = TaskCounts {
         total: spec.inputs.len() as u64,
         ..TaskCounts::default()

@@ -42,6 +42,134 @@ impl JobSpec {
     }
 }
 
+impl JobSpec {
+    /// Checks a stored spec against the hard bounds tasks get ([`crate::limits`]) before
+    /// anything is sized from it: a `job.json` edited or forged to say `shards`
+    /// 4294967295 must be refused, not allocated for.
+    pub fn validate(&self) -> Result<(), String> {
+        use crate::limits::*;
+        let name = |what: &str, v: &str, may_be_empty: bool| {
+            if (!may_be_empty && v.is_empty())
+                || v.len() > MAX_NAME_BYTES
+                || v.chars().any(char::is_control)
+            {
+                Err(format!(
+                    "{what} must be {}-{MAX_NAME_BYTES} bytes without control characters",
+                    if may_be_empty { 0 } else { 1 }
+                ))
+            } else {
+                Ok(())
+            }
+        };
+        if self.shards == 0 || self.shards > MAX_SHARDS {
+            return Err(format!("shards {} not in 1..={MAX_SHARDS}", self.shards));
+        }
+        if self.inputs.is_empty() || self.inputs.len() > MAX_INPUTS {
+            return Err(format!(
+                "{} inputs, expected 1 to {MAX_INPUTS}",
+                self.inputs.len()
+            ));
+        }
+        for i in &self.inputs {
+            name("an input", i, false)?;
+        }
+        name("base_repo", &self.base_repo, false)?;
+        name("base_commit", &self.base_commit, false)?;
+        name("source", &self.source, false)?;
+        name("file_path_prefix", &self.file_path_prefix, true)?;
+        name("header.namespace", &self.header.namespace, false)?;
+        name("header.date_to", &self.header.date_to, false)?;
+        if self.go.modules.len() > MAX_GO_MODULES {
+            return Err(format!(
+                "{} Go module rules, more than {MAX_GO_MODULES}",
+                self.go.modules.len()
+            ));
+        }
+        for m in &self.go.modules {
+            name("a Go module", &m.module, false)?;
+            name("a Go module directory", &m.dir, false)?;
+        }
+        if !self.go.inputs.is_empty() && self.go.inputs.len() != self.inputs.len() {
+            return Err(format!(
+                "{} Go input settings for {} inputs",
+                self.go.inputs.len(),
+                self.inputs.len()
+            ));
+        }
+        for g in &self.go.inputs {
+            name("a Go manager", &g.manager, true)?;
+            name("a Go commit", &g.commit, false)?;
+        }
+        Ok(())
+    }
+
+    /// The first setting in which `self` (a stored spec) and `other` (the spec the
+    /// command line asks for) differ: its name, the stored value and the asked one.
+    /// `shards` and `header.date_to` are compared only when `compare_shards` /
+    /// `compare_date_to` say so (when the command line did not give them, their
+    /// defaults follow the input sizes and today's date, and the stored ones stand).
+    pub fn first_difference(
+        &self,
+        other: &JobSpec,
+        compare_shards: bool,
+        compare_date_to: bool,
+    ) -> Option<(&'static str, String, String)> {
+        fn show<T: Serialize>(v: &T) -> String {
+            serde_json::to_string(v).unwrap_or_default()
+        }
+        macro_rules! cmp {
+            ($name:literal, $($f:tt)+) => {
+                if self.$($f)+ != other.$($f)+ {
+                    return Some(($name, show(&self.$($f)+), show(&other.$($f)+)));
+                }
+            };
+        }
+        cmp!("job", job);
+        if self.inputs != other.inputs {
+            let i = self
+                .inputs
+                .iter()
+                .zip(&other.inputs)
+                .position(|(a, b)| a != b)
+                .unwrap_or(self.inputs.len().min(other.inputs.len()));
+            return Some((
+                "inputs",
+                format!(
+                    "{} input(s), #{i} {}",
+                    self.inputs.len(),
+                    show(&self.inputs.get(i))
+                ),
+                format!(
+                    "{} input(s), #{i} {}",
+                    other.inputs.len(),
+                    show(&other.inputs.get(i))
+                ),
+            ));
+        }
+        cmp!("base_repo", base_repo);
+        cmp!("base_commit", base_commit);
+        cmp!("source", source);
+        if compare_shards {
+            cmp!("shards", shards);
+        }
+        cmp!("max_bad_rows", max_bad_rows);
+        cmp!("file_path_prefix", file_path_prefix);
+        cmp!("namespace", header.namespace);
+        cmp!("duration", header.duration);
+        if compare_date_to {
+            cmp!("date_to", header.date_to);
+        }
+        cmp!("total_rows", header.total_rows);
+        cmp!("input_format", go.format);
+        cmp!("go_modules", go.modules);
+        // Older jobs stored no per-input Go settings: theirs are the defaults.
+        if !self.go.inputs.is_empty() {
+            cmp!("go inputs (--go-manager, --go-commit)", go.inputs);
+        }
+        None
+    }
+}
+
 /// What an input holds.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
@@ -126,6 +254,68 @@ pub fn default_manager(input: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn spec() -> JobSpec {
+        JobSpec {
+            job: JobId::parse("j1").unwrap(),
+            inputs: vec!["a.csv".into(), "b.csv".into()],
+            base_repo: "r".into(),
+            base_commit: "c".into(),
+            source: "dir:/s".into(),
+            shards: 4,
+            max_bad_rows: 0,
+            file_path_prefix: String::new(),
+            header: HeaderSpec {
+                namespace: "upstream".into(),
+                duration: 0,
+                date_to: "2024-04-08".into(),
+                total_rows: None,
+            },
+            go: GoSpec::default(),
+        }
+    }
+
+    #[test]
+    fn job_json_with_huge_shard_count_is_refused() {
+        assert_eq!(spec().validate(), Ok(()));
+        let mut s = spec();
+        s.shards = u32::MAX;
+        assert!(s.validate().unwrap_err().contains("shards 4294967295"));
+        let mut s = spec();
+        s.inputs.clear();
+        assert!(s.validate().is_err());
+        let mut s = spec();
+        s.inputs[1] = "x".repeat(crate::limits::MAX_NAME_BYTES + 1);
+        assert!(s.validate().is_err());
+        let mut s = spec();
+        s.go.inputs = vec![GoInputMeta {
+            manager: "m".into(),
+            commit: "c".into(),
+        }];
+        assert!(s
+            .validate()
+            .unwrap_err()
+            .contains("1 Go input settings for 2 inputs"));
+    }
+
+    #[test]
+    fn resume_with_other_inputs_is_refused() {
+        let (a, mut b) = (spec(), spec());
+        assert_eq!(a.first_difference(&b, true, true), None);
+        b.inputs[1] = "c.csv".into();
+        let (field, stored, asked) = a.first_difference(&b, true, true).unwrap();
+        assert_eq!(field, "inputs");
+        assert!(stored.contains("#1 \"b.csv\"") && asked.contains("#1 \"c.csv\""));
+        let mut b = spec();
+        b.shards = 5;
+        b.header.date_to = "2024-04-09".into();
+        assert_eq!(a.first_difference(&b, false, false), None);
+        assert_eq!(a.first_difference(&b, true, false).unwrap().0, "shards");
+        assert_eq!(a.first_difference(&b, false, true).unwrap().0, "date_to");
+        let mut b = spec();
+        b.header.namespace = "android".into();
+        assert_eq!(a.first_difference(&b, true, true).unwrap().0, "namespace");
+    }
 
     #[test]
     fn default_manager_is_the_name_without_extension() {

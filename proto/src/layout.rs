@@ -1,7 +1,8 @@
 //! Where a job's objects live in the store: the one place that names them.
 //!
 //! ```text
-//! jobs/<job>/job.json                                  the JobSpec (written first)
+//! jobs/<job>/job.json                                  the JobSpec (written first, create-if-absent)
+//! jobs/<job>/lease.json                                which coordinator drives the job (heartbeat)
 //! jobs/<job>/spill/<split>/<nonce>/<seq>.cms           spill objects of one split attempt
 //! jobs/<job>/splits/<split>.done                       SplitOutcome (the split's commit point)
 //! jobs/<job>/parts/<shard>.jsonl.gz                    a merged part
@@ -11,7 +12,7 @@
 //! jobs/<job>/manifest.json                             the manifest, written last
 //! ```
 //!
-//! The coordinator writes `job.json`, the result and the manifest; workers write
+//! The coordinator writes `job.json`, `lease.json`, the result and the manifest; workers write
 //! everything else; `covmerge status` only reads. All three build keys here.
 
 use crate::wire::TaskRef;
@@ -25,6 +26,12 @@ pub fn job_prefix(job: &JobId) -> String {
 /// The job's spec, written by the coordinator before any task.
 pub fn job_spec(job: &JobId) -> String {
     format!("jobs/{job}/job.json")
+}
+
+/// The lease of the coordinator driving the job: its owner and heartbeat. Taken before
+/// `job.json` is written or a task published, deleted when the job ends.
+pub fn lease(job: &JobId) -> String {
+    format!("jobs/{job}/lease.json")
 }
 
 /// The prefix every spill object of the job starts with (a merge task may name no other).
@@ -109,6 +116,7 @@ mod tests {
         let p = format!("{}/", job_prefix(&j));
         let keys = [
             job_spec(&j),
+            lease(&j),
             spill(&j, SplitId(1), "n", 3),
             split_done(&j, SplitId(1)),
             part(&j, ShardId(2)),

@@ -171,8 +171,18 @@ impl JsonApi {
         )
     }
 
-    async fn put(&self, path: &Path, data: Bytes) -> object_store::Result<()> {
-        let url = self.upload_url("media", path);
+    /// A media upload; `if_generation` makes it conditional (`0`: only if absent).
+    /// Returns the new object's generation when the reply names it.
+    async fn put(
+        &self,
+        path: &Path,
+        data: Bytes,
+        if_generation: Option<&str>,
+    ) -> object_store::Result<Option<String>> {
+        let mut url = self.upload_url("media", path);
+        if let Some(g) = if_generation {
+            url.push_str(&format!("&ifGenerationMatch={}", enc(g)));
+        }
         let resp = self
             .send("upload", || {
                 self.http
@@ -181,8 +191,28 @@ impl JsonApi {
                     .body(data.clone())
             })
             .await?;
-        Self::check("upload", resp, path).await?;
-        Ok(())
+        if resp.status().as_u16() == 412 {
+            let msg = format!("upload {path}: HTTP 412: the object changed");
+            return Err(if if_generation == Some("0") {
+                object_store::Error::AlreadyExists {
+                    path: path.to_string(),
+                    source: msg.into(),
+                }
+            } else {
+                object_store::Error::Precondition {
+                    path: path.to_string(),
+                    source: msg.into(),
+                }
+            });
+        }
+        let resp = Self::check("upload", resp, path).await?;
+        let body = resp.bytes().await.unwrap_or_default();
+        let meta: serde_json::Value = serde_json::from_slice(&body).unwrap_or_default();
+        Ok(match &meta["generation"] {
+            serde_json::Value::String(g) => Some(g.clone()),
+            serde_json::Value::Number(n) => Some(n.to_string()),
+            _ => None,
+        })
     }
 
     async fn delete(&self, path: &Path) -> object_store::Result<()> {
@@ -312,16 +342,30 @@ impl ObjectStore for GcsStore {
         payload: PutPayload,
         opts: PutOptions,
     ) -> object_store::Result<PutResult> {
-        if !matches!(opts.mode, PutMode::Overwrite) {
-            return Err(object_store::Error::NotImplemented {
-                operation: "conditional put".into(),
-                implementer: STORE.into(),
-            });
-        }
-        self.api.put(location, Bytes::from(payload)).await?;
+        // Conditional writes are GCS preconditions on the generation: `0` creates
+        // only if absent, a generation replaces only that version.
+        let cond = match &opts.mode {
+            PutMode::Overwrite => None,
+            PutMode::Create => Some("0".to_string()),
+            PutMode::Update(v) => match &v.version {
+                Some(g) => Some(g.clone()),
+                // No generation was read (an emulator that sends none): the caller
+                // falls back to read, compare, write.
+                None => {
+                    return Err(object_store::Error::NotImplemented {
+                        operation: "conditional put without the object's generation".into(),
+                        implementer: STORE.into(),
+                    })
+                }
+            },
+        };
+        let generation = self
+            .api
+            .put(location, Bytes::from(payload), cond.as_deref())
+            .await?;
         Ok(PutResult {
             e_tag: None,
-            version: None,
+            version: generation,
             extensions: Default::default(),
         })
     }

@@ -385,7 +385,7 @@ fn coordinator_killed_and_resumed_with_a_broker_connection_cut() {
         &[("COVMERGE_FAULT_SLEEP", "merge:700")],
     );
     let mut a = s.coord_args(&amqp, &store, &out);
-    a.extend_from_slice(&["--job", "coord-crash-job"]);
+    a.extend_from_slice(&["--job", "coord-crash-job", "--lease-heartbeat-secs", "1"]);
     let mut c = fleet::Proc::spawn(
         fleet::fleet_cmd(&[&["coordinator", "--quiet"][..], &a[..]].concat()),
         s.tmp.path().join("coord-1.log"),
@@ -416,6 +416,8 @@ fn coordinator_killed_and_resumed_with_a_broker_connection_cut() {
         "{}",
         String::from_utf8_lossy(&cut.stderr)
     );
+    // The killed coordinator's lease goes stale (1 s heartbeats: 3 × 1 s + 5 s).
+    std::thread::sleep(Duration::from_secs(9));
     let mut r = a.clone();
     r.push("--resume");
     run_ok(&r, &[]);

@@ -16,6 +16,8 @@ mod go;
 mod go_toolchain;
 /// Hostile input and big machines (issue 8): each test is named after what broke.
 mod hardening;
+/// Job ids and leases: one job per id, one coordinator per job.
+mod jobid;
 /// --listen endpoints scraped by a real Prometheus server.
 mod observability;
 /// Exact output format (Go field names, header, order).

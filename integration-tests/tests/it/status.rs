@@ -83,6 +83,8 @@ fn status_follows_a_job_through_a_coordinator_crash_to_the_end() {
         &job,
         "--out",
         out.to_str().unwrap(),
+        "--lease-heartbeat-secs",
+        "1",
     ]);
     let mut coord = Proc::spawn(fleet_cmd(&a), tmp.path().join("coord.log"), "coordinator");
     let t0 = Instant::now();
@@ -119,7 +121,9 @@ fn status_follows_a_job_through_a_coordinator_crash_to_the_end() {
     let text = String::from_utf8_lossy(&text.stdout);
     assert!(text.contains("splits   2/2 done"), "{text}");
 
-    // Resumed, the job completes; status shows the end and the result.
+    // Resumed once the crashed coordinator's lease is stale (1 s heartbeats: 3 × 1 s
+    // + 5 s), the job completes; status shows the end and the result.
+    std::thread::sleep(Duration::from_secs(9));
     let mut a = job_args.clone();
     a.extend_from_slice(&[
         "--amqp",

@@ -325,6 +325,8 @@ impl Executor {
         if spec.job != *job {
             return Err(Failure::refused(format!("{key} names job {}", spec.job)));
         }
+        spec.validate()
+            .map_err(|e| Failure::refused(format!("{key}: job spec refused: {e}")))?;
         let spec = Arc::new(spec);
         let mut specs = self.specs.lock().unwrap();
         if specs.len() >= SPEC_CACHE {

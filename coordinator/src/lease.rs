@@ -1,0 +1,505 @@
+//! One coordinator at a time drives a job: it holds the job's lease, the object
+//! `jobs/<id>/lease.json` ([`covmerge_proto::layout::lease`]), naming an owner (a random
+//! id, with host and pid for people) and rewritten every heartbeat interval.
+//!
+//! - A coordinator takes the lease before it writes `job.json` or publishes a task. The
+//!   lease is created only if absent (an atomic create on every store covmerge builds).
+//! - A lease whose last heartbeat is recent ([`stale_after`] of the interval the lease
+//!   states) belongs to a live coordinator: a second one says so and exits, touching
+//!   nothing.
+//! - A lease that looks stale by the clock, or whose content is not a lease, is watched
+//!   for one heartbeat interval on this machine's monotonic clock: if it changes, its
+//!   owner is alive (a clock skewed between machines is not mistaken for a dead
+//!   coordinator). If it does not, it is taken over with a conditional write naming
+//!   the version read, so that of two coordinators taking over at once one wins.
+//! - Every heartbeat is a conditional write naming the version written last. When it
+//!   finds another owner's lease (or none), the coordinator has lost the job: it stops
+//!   at once and exits non-zero without writing a result, a manifest or a dashboard
+//!   upload. It also reads the lease just before each of those writes.
+//! - The lease is deleted when the job ends, success or failure (if it is still ours).
+//!
+//! Residual races: on `file://` the store has no conditional update (object_store's
+//! local store does creates atomically, not updates), so a heartbeat or a takeover
+//! there is read, compare, write ([`Atomicity::ReadCompareWrite`]): two coordinators
+//! taking over the same stale lease within milliseconds of each other could both
+//! believe they won, until the next heartbeat shows one of them the other's owner id.
+//! On every store, a coordinator paused for longer than the stale bound between its
+//! last lease check and a write of its result could write it after another took over;
+//! both would write the same result from the same parts.
+
+use std::sync::Arc;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use bytes::Bytes;
+use covmerge_proto::layout as keys;
+use covmerge_proto::JobId;
+use covmerge_storage::{Atomicity, ObjectVersion, Store};
+use serde::{Deserialize, Serialize};
+use tokio::sync::{watch, Mutex};
+use tracing::{info, warn};
+
+use crate::JobError;
+
+/// Default time between heartbeats (`coordinator --lease-heartbeat-secs`).
+pub const HEARTBEAT: Duration = Duration::from_secs(5);
+/// A lease is stale when its last heartbeat is older than this many of its intervals...
+pub const STALE_BEATS: u32 = 3;
+/// ... plus this margin (a slow store write, a little clock skew).
+pub const STALE_MARGIN: Duration = Duration::from_secs(5);
+/// The longest heartbeat interval a lease may state; a longer one is read as this
+/// (a forged lease must not hold a job for days).
+pub const MAX_HEARTBEAT: Duration = Duration::from_secs(300);
+
+/// How old a heartbeat may be, for a lease beating every `interval`, before the lease
+/// is stale: [`STALE_BEATS`] × `interval` + [`STALE_MARGIN`] (20 s by default).
+pub fn stale_after(interval: Duration) -> Duration {
+    interval.clamp(Duration::from_secs(1), MAX_HEARTBEAT) * STALE_BEATS + STALE_MARGIN
+}
+
+/// The content of `lease.json`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+struct LeaseBody {
+    /// Random, one per coordinator run.
+    owner: String,
+    host: String,
+    pid: u32,
+    /// The owner's interval between heartbeats.
+    heartbeat_secs: u64,
+    /// The owner's clock at its last heartbeat (Unix milliseconds).
+    heartbeat_unix_ms: u64,
+    /// Heartbeats written so far (every write differs).
+    beats: u64,
+}
+
+impl LeaseBody {
+    fn encode(&self) -> Bytes {
+        Bytes::from(serde_json::to_vec_pretty(self).expect("lease encodes"))
+    }
+
+    fn interval(&self) -> Duration {
+        Duration::from_secs(self.heartbeat_secs).clamp(Duration::from_secs(1), MAX_HEARTBEAT)
+    }
+
+    fn who(&self) -> String {
+        format!(
+            "owner {} on host {:?} pid {}",
+            self.owner.chars().take(64).collect::<String>(),
+            self.host.chars().take(64).collect::<String>(),
+            self.pid
+        )
+    }
+}
+
+fn now_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or(0)
+}
+
+fn hostname() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|s| s.trim().to_string())
+        .or_else(|_| std::env::var("HOSTNAME"))
+        .unwrap_or_default()
+}
+
+/// What a lease object read from the store says about its owner.
+enum Seen {
+    /// A heartbeat within the stale bound: its owner is alive.
+    Fresh { body: LeaseBody, age: Duration },
+    /// To be watched before it is taken: stale by the clock, from the future, or not a
+    /// lease at all.
+    Doubtful { why: String, watch_for: Duration },
+}
+
+fn judge(bytes: &[u8]) -> Seen {
+    let Ok(body) = serde_json::from_slice::<LeaseBody>(bytes) else {
+        return Seen::Doubtful {
+            why: format!("its content ({} bytes) is not a lease", bytes.len()),
+            watch_for: HEARTBEAT + Duration::from_secs(1),
+        };
+    };
+    let interval = body.interval();
+    let bound = stale_after(interval);
+    let now = now_ms();
+    let watch_for = interval + Duration::from_secs(1);
+    if body.heartbeat_unix_ms > now {
+        let ahead = Duration::from_millis(body.heartbeat_unix_ms - now);
+        if ahead < bound {
+            return Seen::Fresh {
+                body,
+                age: Duration::ZERO,
+            };
+        }
+        return Seen::Doubtful {
+            why: format!(
+                "{}: its last heartbeat is {}s ahead of this machine's clock",
+                body.who(),
+                ahead.as_secs()
+            ),
+            watch_for,
+        };
+    }
+    let age = Duration::from_millis(now - body.heartbeat_unix_ms);
+    if age < bound {
+        Seen::Fresh { body, age }
+    } else {
+        Seen::Doubtful {
+            why: format!(
+                "{}: no heartbeat for {}s (stale after {}s)",
+                body.who(),
+                age.as_secs(),
+                bound.as_secs()
+            ),
+            watch_for,
+        }
+    }
+}
+
+/// `Some(description)` when `job` has a lease with a fresh heartbeat: another
+/// coordinator drives it. Only reads.
+pub async fn live_owner(store: &Store, job: &JobId) -> Result<Option<String>, JobError> {
+    Ok(match store.get_versioned(&keys::lease(job)).await? {
+        Some(v) => match judge(&v.bytes) {
+            Seen::Fresh { body, age } => Some(format!(
+                "{}, last heartbeat {}s ago",
+                body.who(),
+                age.as_secs()
+            )),
+            Seen::Doubtful { .. } => None,
+        },
+        None => None,
+    })
+}
+
+/// A lease held by this coordinator; its heartbeat runs until [`Lease::release`].
+pub struct Lease {
+    store: Store,
+    key: String,
+    job: JobId,
+    owner: String,
+    lost: watch::Receiver<Option<String>>,
+    beat: tokio::task::JoinHandle<()>,
+}
+
+pub(crate) fn busy(job: &JobId, store: &Store, what: String) -> JobError {
+    JobError::Busy(format!(
+        "job {job} is driven by another coordinator ({what}; lease {} in {store}); \
+         this one exits without touching the job. Wait for it to end, or, if it is gone, \
+         run --resume once its lease is stale (no heartbeat for {}s by default)",
+        keys::lease(job),
+        stale_after(HEARTBEAT).as_secs()
+    ))
+}
+
+impl Lease {
+    /// Takes the lease of `job`: creates it if absent, takes over a stale one, and
+    /// refuses with [`JobError::Busy`] when another coordinator holds it.
+    pub async fn acquire(
+        store: &Store,
+        job: &JobId,
+        interval: Duration,
+    ) -> Result<Lease, JobError> {
+        let interval = interval.clamp(Duration::from_secs(1), MAX_HEARTBEAT);
+        let key = keys::lease(job);
+        let owner = uuid_like();
+        let body = |beats: u64| LeaseBody {
+            owner: owner.clone(),
+            host: hostname(),
+            pid: std::process::id(),
+            heartbeat_secs: interval.as_secs(),
+            heartbeat_unix_ms: now_ms(),
+            beats,
+        };
+        let mine = |v: &ObjectVersion| {
+            serde_json::from_slice::<LeaseBody>(&v.bytes).is_ok_and(|b| b.owner == owner)
+        };
+        let version = match store.get_versioned(&key).await? {
+            None => {
+                let (created, atomicity) = store.put_new(&key, body(0).encode()).await?;
+                if atomicity == Atomicity::ReadCompareWrite {
+                    warn!(store = %store, "this store has no create-if-absent write: the lease is taken by a look then a write");
+                }
+                let now = store.get_versioned(&key).await?;
+                match now {
+                    Some(v) if created && mine(&v) => v,
+                    Some(v) => {
+                        return Err(busy(job, store, who_of(&v.bytes)));
+                    }
+                    None => {
+                        return Err(busy(
+                            job,
+                            store,
+                            "its lease was deleted as this one took it".into(),
+                        ))
+                    }
+                }
+            }
+            Some(seen) => match judge(&seen.bytes) {
+                Seen::Fresh { body, age } => {
+                    return Err(busy(
+                        job,
+                        store,
+                        format!("{}, last heartbeat {}s ago", body.who(), age.as_secs()),
+                    ));
+                }
+                Seen::Doubtful { why, watch_for } => {
+                    info!(job = %job, "the job's lease looks stale ({why}); watching it for {}s before taking it over", watch_for.as_secs());
+                    tokio::time::sleep(watch_for).await;
+                    match store.get_versioned(&key).await? {
+                        Some(again) if again.bytes == seen.bytes => {}
+                        Some(again) => {
+                            return Err(busy(
+                                job,
+                                store,
+                                format!(
+                                    "{}, alive: its lease changed while watched",
+                                    who_of(&again.bytes)
+                                ),
+                            ));
+                        }
+                        // Released meanwhile: start again from the top, once.
+                        None => return Box::pin(Self::acquire(store, job, interval)).await,
+                    }
+                    let (written, atomicity) = store.put_if(&key, body(0).encode(), &seen).await?;
+                    if atomicity == Atomicity::ReadCompareWrite {
+                        warn!(store = %store, "this store has no conditional update: the lease is taken over by read, compare, write");
+                    }
+                    match written {
+                        Some(v) => {
+                            warn!(job = %job, "took over the job's stale lease ({why})");
+                            v
+                        }
+                        None => {
+                            return Err(busy(
+                                job,
+                                store,
+                                "another coordinator took its stale lease first".into(),
+                            ))
+                        }
+                    }
+                }
+            },
+        };
+        info!(job = %job, owner = %owner, heartbeat_secs = interval.as_secs(), "lease taken");
+        let current = Arc::new(Mutex::new(version));
+        let (tx, lost) = watch::channel(None);
+        let beat = tokio::spawn(heartbeat(
+            store.clone(),
+            key.clone(),
+            job.clone(),
+            owner.clone(),
+            interval,
+            current.clone(),
+            tx,
+            body(0),
+        ));
+        Ok(Lease {
+            store: store.clone(),
+            key,
+            job: job.clone(),
+            owner,
+            lost,
+            beat,
+        })
+    }
+
+    /// Resolves when the lease is lost (another owner in the object, or none).
+    pub async fn lost(&self) -> JobError {
+        let mut rx = self.lost.clone();
+        loop {
+            if let Some(why) = rx.borrow_and_update().clone() {
+                return JobError::LeaseLost(why);
+            }
+            if rx.changed().await.is_err() {
+                // The heartbeat ended without a loss: wait forever.
+                std::future::pending::<()>().await;
+            }
+        }
+    }
+
+    /// Reads the lease now: `Ok` only if it is still this coordinator's. Called before
+    /// each write that publishes something.
+    pub async fn ensure_held(&self) -> Result<(), JobError> {
+        if let Some(why) = self.lost.borrow().clone() {
+            return Err(JobError::LeaseLost(why));
+        }
+        match self.store.get_versioned(&self.key).await? {
+            Some(v) if owner_of(&v.bytes).as_deref() == Some(&self.owner) => Ok(()),
+            Some(v) => Err(JobError::LeaseLost(lost_to(&self.job, &who_of(&v.bytes)))),
+            None => Err(JobError::LeaseLost(lost_to(
+                &self.job,
+                "nobody: the lease was deleted",
+            ))),
+        }
+    }
+
+    /// Stops the heartbeat and deletes the lease if it is still this coordinator's.
+    pub async fn release(self) {
+        self.beat.abort();
+        let _ = self.beat.await;
+        match self.store.get_versioned(&self.key).await {
+            Ok(Some(v)) if owner_of(&v.bytes).as_deref() == Some(&self.owner) => {
+                if let Err(e) = self.store.delete(&self.key).await {
+                    warn!(job = %self.job, error = %e, "cannot delete the job's lease; it goes stale");
+                } else {
+                    info!(job = %self.job, "lease released");
+                }
+            }
+            Ok(_) => {}
+            Err(e) => {
+                warn!(job = %self.job, error = %e, "cannot read the job's lease to release it")
+            }
+        }
+    }
+}
+
+fn owner_of(bytes: &[u8]) -> Option<String> {
+    serde_json::from_slice::<LeaseBody>(bytes)
+        .ok()
+        .map(|b| b.owner)
+}
+
+fn who_of(bytes: &[u8]) -> String {
+    match serde_json::from_slice::<LeaseBody>(bytes) {
+        Ok(b) => b.who(),
+        Err(_) => format!(
+            "a lease object of {} bytes that is not a lease",
+            bytes.len()
+        ),
+    }
+}
+
+fn lost_to(job: &JobId, who: &str) -> String {
+    format!(
+        "job {job}: this coordinator's lease was taken over ({who}); it stopped without \
+         publishing a result or a manifest"
+    )
+}
+
+fn uuid_like() -> String {
+    JobId::new_random().to_string()
+}
+
+#[allow(clippy::too_many_arguments)]
+async fn heartbeat(
+    store: Store,
+    key: String,
+    job: JobId,
+    owner: String,
+    interval: Duration,
+    current: Arc<Mutex<ObjectVersion>>,
+    lost: watch::Sender<Option<String>>,
+    mut body: LeaseBody,
+) {
+    loop {
+        tokio::time::sleep(interval).await;
+        body.beats += 1;
+        body.heartbeat_unix_ms = now_ms();
+        let mut cur = current.lock().await;
+        match store.put_if(&key, body.encode(), &cur).await {
+            Ok((Some(v), _)) => *cur = v,
+            Ok((None, _)) => {
+                // Another write came in between: ours retried after a lost reply, or
+                // another coordinator's.
+                match store.get_versioned(&key).await {
+                    Ok(Some(v)) if owner_of(&v.bytes).as_deref() == Some(&owner) => *cur = v,
+                    Ok(Some(v)) => {
+                        let why = lost_to(&job, &who_of(&v.bytes));
+                        warn!("{why}");
+                        let _ = lost.send(Some(why));
+                        return;
+                    }
+                    Ok(None) => {
+                        let why = lost_to(&job, "nobody: the lease was deleted");
+                        warn!("{why}");
+                        let _ = lost.send(Some(why));
+                        return;
+                    }
+                    Err(e) => warn!(job = %job, error = %e, "cannot read the job's lease"),
+                }
+            }
+            Err(e) => warn!(job = %job, error = %e, "cannot write the job's heartbeat"),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn job() -> JobId {
+        JobId::parse("lease-test").unwrap()
+    }
+
+    #[tokio::test]
+    async fn a_second_lease_on_a_live_job_is_refused_and_a_released_one_is_free() {
+        let store = Store::open("memory:").unwrap();
+        let a = Lease::acquire(&store, &job(), Duration::from_secs(1))
+            .await
+            .unwrap();
+        let e = Lease::acquire(&store, &job(), Duration::from_secs(1))
+            .await
+            .err()
+            .unwrap();
+        assert!(
+            matches!(&e, JobError::Busy(m) if m.contains("job lease-test is driven by another coordinator")),
+            "{e}"
+        );
+        a.ensure_held().await.unwrap();
+        a.release().await;
+        assert!(!store.exists(&keys::lease(&job())).await.unwrap());
+        let b = Lease::acquire(&store, &job(), Duration::from_secs(1))
+            .await
+            .unwrap();
+        b.release().await;
+    }
+
+    #[tokio::test]
+    async fn a_stale_or_garbage_lease_is_taken_over_and_its_owner_notices() {
+        for stale in [
+            serde_json::to_vec(&LeaseBody {
+                owner: "gone".into(),
+                host: "h".into(),
+                pid: 1,
+                heartbeat_secs: 1,
+                heartbeat_unix_ms: now_ms() - 60_000,
+                beats: 9,
+            })
+            .unwrap(),
+            b"\x00not json".to_vec(),
+        ] {
+            let store = Store::open("memory:").unwrap();
+            store
+                .put(&keys::lease(&job()), Bytes::from(stale))
+                .await
+                .unwrap();
+            let l = Lease::acquire(&store, &job(), Duration::from_secs(1))
+                .await
+                .unwrap();
+            l.ensure_held().await.unwrap();
+            // Someone else takes it: the heartbeat sees another owner.
+            let other = LeaseBody {
+                owner: "other".into(),
+                host: "h".into(),
+                pid: 2,
+                heartbeat_secs: 1,
+                heartbeat_unix_ms: now_ms(),
+                beats: 0,
+            };
+            store
+                .put(&keys::lease(&job()), other.encode())
+                .await
+                .unwrap();
+            let e = tokio::time::timeout(Duration::from_secs(5), l.lost())
+                .await
+                .unwrap();
+            assert!(e.to_string().contains("taken over"), "{e}");
+            assert!(l.ensure_held().await.is_err());
+            l.release().await;
+            // Not ours: left alone.
+            assert!(store.exists(&keys::lease(&job())).await.unwrap());
+        }
+    }
+}
