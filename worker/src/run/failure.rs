@@ -44,7 +44,9 @@ impl From<MergeError> for Failure {
             } => FailureKind::Outage,
             MergeError::Fetch { .. } => FailureKind::Config,
             MergeError::Source(SourceError::Io { .. }) => FailureKind::Transient,
-            MergeError::Source(SourceError::Spec { .. }) => FailureKind::Config,
+            MergeError::Source(SourceError::Spec { .. } | SourceError::TooLarge { .. }) => {
+                FailureKind::Config
+            }
             // A chunk this job's splits wrote that no longer decodes, or a part that
             // cannot be encoded: not the input's fault, and not curable by a retry.
             MergeError::Spill { .. } | MergeError::Encode(_) => FailureKind::Internal,
