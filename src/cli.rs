@@ -502,6 +502,13 @@ pub async fn run(cli: Cli) -> Result<()> {
             let paths = if s.path.is_empty() {
                 covmerge_worker::source::all_paths(&git, &s.commit)?
             } else {
+                for p in &s.path {
+                    if let Err(why) = covmerge_proto::path::canonical_path(p.as_bytes()) {
+                        bail!(
+                            "--path {p:?} is not a canonical path relative to the repository root: it {why}"
+                        );
+                    }
+                }
                 s.path.iter().cloned().collect()
             };
             let (blobs, idx) =

@@ -71,6 +71,12 @@ pub async fn report(a: ReportArgs) -> Result<()> {
         stats.first_page_bytes(),
         parts.join(", ")
     );
+    if stats.bad_paths > 0 {
+        println!(
+            "{} file(s) with a path that is not canonical: numbers shown, source text not read (see the warnings)",
+            stats.bad_paths
+        );
+    }
     if stats.sources_missing > 0 {
         println!(
             "{} file(s) without source text (see their pages)",

@@ -128,6 +128,12 @@ pub async fn plan_job(req: &JobRequest) -> Result<JobSpec, JobError> {
     if req.inputs.is_empty() {
         return Err(JobError::Plan("no --input given".into()));
     }
+    if let Err(why) = covmerge_proto::path::path_prefix(req.file_path_prefix.as_bytes()) {
+        return Err(JobError::Plan(format!(
+            "--file-path-prefix {:?} starts no canonical path, so it matches no file: it {why}",
+            req.file_path_prefix
+        )));
+    }
     let inputs = expand_inputs(&req.inputs)
         .await
         .map_err(|e| JobError::Plan(e.to_string()))?;

@@ -22,6 +22,8 @@ pub mod limits;
 pub mod manifest;
 /// syzkaller's `coveragedb` JSON lines (SPEC §4), written without intermediate trees.
 pub mod output;
+/// The one rule for a file path: canonical, relative, one name per file.
+pub mod path;
 /// Credentials removed from any URL before it reaches a log or an error.
 pub mod redact;
 /// The one retry policy (exponential backoff with jitter, on backon).

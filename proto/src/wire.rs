@@ -152,6 +152,12 @@ impl Task {
                         "file path prefix longer than {MAX_NAME_BYTES} bytes"
                     ));
                 }
+                if let Err(why) = crate::path::path_prefix(t.file_path_prefix.as_bytes()) {
+                    return Err(format!(
+                        "file path prefix {:?} starts no canonical path: it {why}",
+                        t.file_path_prefix
+                    ));
+                }
                 // A merge reads only its own job's spill objects, and only what fits
                 // in memory at once.
                 let prefix = crate::layout::spill_prefix(&t.job);

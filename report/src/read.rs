@@ -8,6 +8,12 @@
 //! memory instead. Every record is checked against SPEC §4 (`Instrumented` and `Covered`
 //! equal to what the arrays say, lines ascending): the report shows the result's numbers
 //! or refuses it, naming the result and the line.
+//!
+//! A `FilePath` that is not canonical ([`covmerge_proto::path::canonical_path`]: `..`,
+//! absolute, `//`, `./`, ...) cannot come from a merge, which refuses such rows. Its
+//! numbers are kept (the result's totals stay the result's), but the file is marked
+//! ([`FileCov::path_problem`]) and its text is never asked of a source: a warning names
+//! the result, the line and the path.
 
 use std::io::{BufRead, BufReader};
 
@@ -65,6 +71,30 @@ pub struct FileCov {
     pub managers: Vec<(String, LineHits)>,
     /// Functions and their lines, as in the `FL` records.
     pub funcs: Vec<(String, Vec<u32>)>,
+    /// Why `path` is not a canonical path (with the result and line of its first
+    /// record): no source is asked for its text.
+    pub path_problem: Option<String>,
+}
+
+impl FileCov {
+    /// A file of result `result` first seen on `line`; a path that is not canonical is
+    /// marked and warned about.
+    fn new(result: &str, line: u64, path: &str) -> FileCov {
+        let path_problem = covmerge_proto::path::canonical_path(path.as_bytes())
+            .err()
+            .map(|why| {
+                let m = format!(
+                    "result {result}, line {line}: FilePath {path:?} is not a canonical path relative to the source root (it {why}): its source text is not read"
+                );
+                tracing::warn!("{m}");
+                m
+            });
+        FileCov {
+            path: path.to_string(),
+            path_problem,
+            ..FileCov::default()
+        }
+    }
 }
 
 /// Why a result cannot be read.
@@ -229,10 +259,7 @@ impl ResultReader {
                 }
                 _ => {}
             }
-            let f = file.get_or_insert_with(|| FileCov {
-                path: path.to_string(),
-                ..FileCov::default()
-            });
+            let f = file.get_or_insert_with(|| FileCov::new(&self.name, line, path));
             add_record(f, rec).map_err(|m| self.bad(line, &m))?;
         }
         if let Some(f) = &mut file {
@@ -375,10 +402,7 @@ pub fn read_grouped(
             .ok_or_else(|| r.bad(line, "a record needs exactly one of MCR and FL non-null"))?
             .to_string();
         let i = *index.entry(path.clone()).or_insert_with(|| {
-            files.push(FileCov {
-                path,
-                ..FileCov::default()
-            });
+            files.push(FileCov::new(&r.name, line, &path));
             files.len() - 1
         });
         add_record(&mut files[i], rec).map_err(|m| r.bad(line, &m))?;

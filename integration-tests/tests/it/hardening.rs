@@ -451,3 +451,84 @@ fn worker_hung_forever_at_concurrency_64() {
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     assert_eq!(gunzip(&out), gunzip(&embedded), "fleet result differs");
 }
+
+#[test]
+fn non_canonical_paths_are_bad_rows() {
+    // Other names of a.c: before the fix each was its own FilePath record of one file.
+    let names = ["./a.c", "a.c/", "x//a.c", "x/./a.c", "x/../a.c", "/a.c"];
+    let c = Case::new();
+    let mut t = format!("{HDR}r,c1,a.c,f,m,1,1\n");
+    for n in names {
+        t.push_str(&format!("r,c1,{n},f,m,2,1\n"));
+    }
+    let input = c.write("in.csv", &t);
+    let (ok, err) = c.merge(&[&input], &[]);
+    assert!(!ok, "a non-canonical file_path was accepted");
+    assert!(
+        err.contains("in.csv:3") && err.contains("not a canonical path"),
+        "names input, line and rule: {err}"
+    );
+    c.no_result();
+    let (ok, err) = c.merge(&[&input], &["--max-bad-rows", "10"]);
+    assert!(ok, "{err}");
+    let got = canon(&c.path("out.jsonl.gz"));
+    let files: Vec<&String> = got["files"].as_object().unwrap().keys().collect();
+    assert_eq!(files, vec!["a.c"], "one file, one name");
+    let m = covmerge_integration_tests::manifest(&c.path("manifest.json"));
+    assert_eq!(m["totals"]["rows_bad"], names.len() as u64, "{m}");
+}
+
+#[test]
+fn dir_source_symlink_to_etc_passwd_is_not_merged_or_shown() {
+    let c = Case::new();
+    let src = c.path("src/c1");
+    std::os::unix::fs::symlink("/etc/passwd", src.join("p.c")).unwrap();
+    std::os::unix::fs::symlink("/dev/zero", src.join("z.c")).unwrap();
+    let fifo = std::ffi::CString::new(src.join("fifo.c").to_str().unwrap()).unwrap();
+    assert_eq!(unsafe { libc::mkfifo(fifo.as_ptr(), 0o644) }, 0);
+    let input = c.write(
+        "in.csv",
+        &format!(
+            "{HDR}r,c1,a.c,f,m,1,1\nr,c1,p.c,f,m,1,3\nr,c1,p.c,f,m,2,3\n\
+             r,c1,z.c,f,m,1,1\nr,c1,fifo.c,f,m,1,1\n"
+        ),
+    );
+    // Before the fix: fifo.c hung the merge, z.c read until memory ran out.
+    let (ok, err) = c.merge(&[&input], &[]);
+    assert!(ok, "{err}");
+    let got = canon(&c.path("out.jsonl.gz"));
+    // A symlink is its target text, one line: line 2 of /etc/passwd is not merged.
+    assert_eq!(got["files"]["p.c"]["managers"]["*"]["1"], 3, "{got}");
+    assert!(
+        got["files"]["p.c"]["managers"]["*"].get("2").is_none(),
+        "{got}"
+    );
+    assert!(
+        got["files"].get("fifo.c").is_none(),
+        "a FIFO is no file: {got}"
+    );
+    let site = c.path("site");
+    let o = covmerge(&[
+        "report",
+        c.path("out.jsonl.gz").to_str().unwrap(),
+        "--source",
+        &format!("dir:{}", c.path("src").display()),
+        "--out",
+        site.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let passwd = std::fs::read_to_string("/etc/passwd").unwrap();
+    let first = passwd.lines().next().unwrap().to_string();
+    let mut dirs = vec![site.join("data")];
+    while let Some(d) = dirs.pop() {
+        for e in std::fs::read_dir(&d).unwrap() {
+            let p = e.unwrap().path();
+            if p.is_dir() {
+                dirs.push(p);
+            } else {
+                let s = std::fs::read_to_string(&p).unwrap();
+                assert!(!s.contains(&first), "{} shows /etc/passwd", p.display());
+            }
+        }
+    }
+}

@@ -58,6 +58,9 @@ pub struct Stats {
     pub managers: u64,
     /// Files whose source text was not found (or could not be read).
     pub sources_missing: u64,
+    /// Files whose path is not canonical: kept with their numbers, their text never
+    /// asked of the source (each named in a warning).
+    pub bad_paths: u64,
     /// Bytes written in all.
     pub bytes: u64,
     /// The first page and everything it loads up front, with their sizes.
@@ -156,6 +159,7 @@ fn run(
     let mut summaries = Vec::new();
     let mut managers = Managers::default();
     let mut dtotals = crate::diff::Totals::default();
+    let mut bad_paths = 0;
     let read_result = std::thread::scope(|s| -> Result<()> {
         for _ in 0..threads.max(1) {
             let (rx, shared) = (rx.clone(), shared.clone());
@@ -164,6 +168,7 @@ fn run(
         let r = (|| -> Result<()> {
             while let Some(f) = files.next_file()? {
                 let id = summaries.len() as u32;
+                bad_paths += u64::from(f.path_problem.is_some());
                 let diff = old.as_mut().map(|o| o.take(&f));
                 if let Some(d) = &diff {
                     dtotals.add(d);
@@ -186,6 +191,7 @@ fn run(
     }
     let mut stats = Stats {
         files: summaries.len() as u64,
+        bad_paths,
         ..Stats::default()
     };
     let mut diff = None;
@@ -239,9 +245,13 @@ fn page_writer(rx: &Mutex<Receiver<Job>>, shared: &Shared) {
 
 fn write_file_page(shared: &Shared, job: &Job) -> Result<()> {
     use std::sync::atomic::Ordering::Relaxed;
-    let text = match &shared.source {
-        None => Err("no --source given".to_string()),
-        Some(src) => match src.get(shared.commit.as_bytes(), job.file.path.as_bytes()) {
+    let text = match (&shared.source, &job.file.path_problem) {
+        (_, Some(_)) => Err(
+            "not a canonical path relative to the source root: not read from the source"
+                .to_string(),
+        ),
+        (None, None) => Err("no --source given".to_string()),
+        (Some(src), None) => match src.get(shared.commit.as_bytes(), job.file.path.as_bytes()) {
             Ok(Some(v)) => Ok(v),
             Ok(None) => Err(format!("not found at {} in the source", shared.commit)),
             Err(e) => Err(e.to_string()),

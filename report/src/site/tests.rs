@@ -208,3 +208,68 @@ fn diff_marks_deleted_files_and_totals() {
         "{e}"
     );
 }
+
+#[test]
+fn report_does_not_embed_files_outside_the_source() {
+    let tmp = tempfile::tempdir().unwrap();
+    let secret = tmp.path().join("secret.txt");
+    std::fs::write(&secret, "TOPSECRET\n").unwrap();
+    let root = tmp.path().join("src");
+    std::fs::create_dir_all(root.join("c1")).unwrap();
+    std::fs::write(root.join("c1/a.c"), "int a;\n").unwrap();
+    let abs = secret.display().to_string();
+    let recs: &[Rec<'_>] = &[
+        ("a.c", "*", &[1], &[1]),
+        ("../../secret.txt", "*", &[1], &[1]),
+        (&abs, "*", &[1], &[0]),
+        ("c1/./../../secret.txt", "*", &[1], &[1]),
+    ];
+    let result = tmp.path().join("r.jsonl");
+    write_result(&result, "c1", recs);
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let opts = Options {
+        result: result.display().to_string(),
+        source: Some(format!("dir:{}", root.display())),
+        out: tmp.path().join("site"),
+        diff: None,
+        threads: Some(2),
+    };
+    let h = rt.handle().clone();
+    let o = opts.clone();
+    let stats = rt
+        .block_on(async move { tokio::task::spawn_blocking(move || generate(&o, &h)).await })
+        .unwrap()
+        .unwrap();
+    // Every file is in the report with its numbers; only a.c has text.
+    assert_eq!((stats.files, stats.bad_paths), (4, 3));
+    assert_eq!(stats.sources_missing, 3);
+    let mut scripts = vec![opts.out.join("data/f")];
+    let mut texts = 0;
+    while let Some(p) = scripts.pop() {
+        if p.is_dir() {
+            scripts.extend(std::fs::read_dir(&p).unwrap().map(|e| e.unwrap().path()));
+            continue;
+        }
+        let s = std::fs::read_to_string(&p).unwrap();
+        assert!(
+            !s.contains("TOPSECRET"),
+            "{} embeds a file outside the source",
+            p.display()
+        );
+        texts += usize::from(s.contains("int a;"));
+    }
+    assert_eq!(texts, 1);
+    // The reader names the result, the line and the path.
+    let input = std::io::BufReader::new(std::fs::File::open(&result).unwrap());
+    let mut r = read::ResultReader::new("r.jsonl", Box::new(input)).unwrap();
+    let mut problems = Vec::new();
+    while let Some(f) = r.next_file().unwrap() {
+        problems.extend(f.path_problem);
+    }
+    assert_eq!(problems.len(), 3, "{problems:?}");
+    assert!(
+        problems[0].contains("r.jsonl, line 3: FilePath \"../../secret.txt\"")
+            && problems[0].contains("`..`"),
+        "{problems:?}"
+    );
+}

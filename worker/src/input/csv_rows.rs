@@ -113,13 +113,33 @@ pub struct Row<'a> {
 /// Why a row is malformed (SPEC §6).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum RowProblem {
-    FieldCount { want: usize, got: usize },
-    BadInteger { column: &'static str, value: String },
-    Negative { column: &'static str, value: String },
-    Overflow { column: &'static str, value: String },
-    BadPath { value: String },
-    NotUtf8 { column: &'static str, value: String },
-    TooLong { max: usize },
+    FieldCount {
+        want: usize,
+        got: usize,
+    },
+    BadInteger {
+        column: &'static str,
+        value: String,
+    },
+    Negative {
+        column: &'static str,
+        value: String,
+    },
+    Overflow {
+        column: &'static str,
+        value: String,
+    },
+    BadPath {
+        value: String,
+        why: covmerge_proto::path::PathError,
+    },
+    NotUtf8 {
+        column: &'static str,
+        value: String,
+    },
+    TooLong {
+        max: usize,
+    },
 }
 
 impl std::fmt::Display for RowProblem {
@@ -146,9 +166,9 @@ impl std::fmt::Display for RowProblem {
                 "row longer than the {max} byte cap on a row ({} MiB)",
                 max >> 20
             ),
-            RowProblem::BadPath { value } => write!(
+            RowProblem::BadPath { value, why } => write!(
                 f,
-                "column `file_path`: {value:?} must be a relative path without `..`"
+                "column `file_path`: {value:?} is not a canonical path relative to the source root: it {why}"
             ),
         }
     }
@@ -201,14 +221,6 @@ fn parse_count(column: &'static str, v: &[u8]) -> Result<u64, RowProblem> {
         });
     }
     Ok(n)
-}
-
-fn valid_path(p: &[u8]) -> bool {
-    !p.is_empty()
-        && p[0] != b'/'
-        && p[0] != b'\\'
-        && !p.contains(&0)
-        && p.split(|&b| b == b'/' || b == b'\\').all(|c| c != b"..")
 }
 
 /// Reads CSV rows of one input: the header names the columns; a repeated header is
@@ -420,9 +432,10 @@ impl<R: Read> RowReader<R> {
 /// The row in a record's fields (`field(i)` is the i-th), checked as SPEC §6 says.
 fn row_of<'a>(c: &Columns, field: impl Fn(usize) -> &'a [u8]) -> Result<Row<'a>, RowProblem> {
     let file = field(c.file);
-    if !valid_path(file) {
+    if let Err(why) = covmerge_proto::path::canonical_path(file) {
         return Err(RowProblem::BadPath {
             value: String::from_utf8_lossy(file).into(),
+            why,
         });
     }
     for (column, i) in [
@@ -648,10 +661,11 @@ fn delimiter_mask_words(block: &[u8; 64]) -> u64 {
     m
 }
 
-/// Whether `p` is a `file_path` SPEC §6 accepts (relative, no `..`, no NUL, UTF-8):
-/// the checks [`Fields::row`] makes of it.
+/// Whether `p` is a `file_path` SPEC §6 accepts (canonical as
+/// [`covmerge_proto::path::canonical_path`] says, UTF-8): the checks [`Fields::row`]
+/// makes of it.
 pub fn valid_file_path(p: &[u8]) -> bool {
-    valid_path(p) && valid_name(p)
+    covmerge_proto::path::canonical_path(p).is_ok() && valid_name(p)
 }
 
 /// Whether a name column's value is accepted (UTF-8): the check [`Fields::row`] makes
@@ -846,6 +860,39 @@ mod tests {
         assert!(matches!(probs[4], (6, RowProblem::BadPath { .. })));
         assert_eq!(probs[5], (7, RowProblem::FieldCount { want: 8, got: 3 }));
         assert!(matches!(probs[6], (8, RowProblem::Overflow { .. })));
+    }
+
+    #[test]
+    fn non_canonical_paths_are_bad_rows() {
+        use covmerge_proto::path::PathError;
+        let paths = [
+            ("k/./a.c", PathError::Dot),
+            ("k//a.c", PathError::EmptySegment),
+            ("./k/a.c", PathError::Dot),
+            ("k/a.c/", PathError::TrailingSlash),
+            ("/k/a.c", PathError::Absolute),
+            ("\"\"", PathError::Empty),
+            ("\"k/a\0.c\"", PathError::Nul),
+            ("k\\a.c", PathError::Backslash),
+        ];
+        let mut t = format!("{H}1,m,3,5,r,c,k/a.c,f\n");
+        for (p, _) in &paths {
+            t.push_str(&format!("1,m,3,5,r,c,{p},f\n"));
+        }
+        let got = rows(&t).unwrap();
+        assert_eq!(got[0], (2, Ok("k/a.c|c|m|3|5".to_string())));
+        for (i, (p, why)) in paths.iter().enumerate() {
+            let (line, r) = &got[i + 1];
+            assert_eq!(*line, i as u64 + 3, "{p}");
+            match r {
+                Err(e @ RowProblem::BadPath { why: w, .. }) => {
+                    assert_eq!(w, why, "{p}");
+                    assert!(e.to_string().contains("not a canonical path"), "{e}");
+                }
+                other => panic!("{p}: {other:?}"),
+            }
+            assert!(!valid_file_path(p.trim_matches('"').as_bytes()), "{p}");
+        }
     }
 
     #[test]

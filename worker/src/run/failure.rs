@@ -44,7 +44,9 @@ impl From<MergeError> for Failure {
             } => FailureKind::Outage,
             MergeError::Fetch { .. } => FailureKind::Config,
             MergeError::Source(SourceError::Io { .. }) => FailureKind::Transient,
-            MergeError::Source(SourceError::Spec { .. } | SourceError::NoCommit { .. }) => {
+            MergeError::Source(
+                SourceError::Spec { .. } | SourceError::NoCommit { .. } | SourceError::TooLarge { .. },
+            ) => {
                 FailureKind::Config
             }
             // A chunk this job's splits wrote that no longer decodes, or a part that

@@ -1,16 +1,191 @@
+//! `dir:ROOT`: the file of commit C is `ROOT/C/<path>`, read as `git:` would read the
+//! same tree, and nothing outside it:
+//!
+//! - `ROOT` and `ROOT/C` are opened as given (symlinks to them are the operator's
+//!   layout); below `ROOT/C` every component is opened with `openat` and
+//!   `O_NOFOLLOW`, so no symlink is followed and no `..` exists (paths are canonical,
+//!   [`covmerge_proto::path::canonical_path`]).
+//! - A symlink is what git stores for it: a blob whose content is the link's target
+//!   text (`readlink`), never the file it points to. A path through a symlinked
+//!   directory names nothing, as in a git tree (a symlink is not a tree).
+//! - Only a regular file is read (checked with `fstat` on the opened descriptor, opened
+//!   `O_NONBLOCK`): a FIFO, socket, device or directory is absent, as git can hold none
+//!   of them. A regular file over [`super::MAX_SOURCE_FILE_BYTES`] is an error naming it.
+
+use std::ffi::CString;
+use std::io::Read;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::unix::ffi::OsStrExt;
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use super::{plain_commit, FileVersion, Source, SourceError};
+use super::{plain_commit, plain_path, FileVersion, Source, SourceError, MAX_SOURCE_FILE_BYTES};
 
 /// `dir:ROOT`: the file of commit C is `ROOT/C/<path>`.
 pub struct DirSource {
     root: PathBuf,
 }
 
+/// What a path names in a commit's directory.
+enum Entry {
+    /// A regular file, opened, and its size when opened.
+    File(std::fs::File, u64),
+    /// A symlink: its target text.
+    Link(Vec<u8>),
+    /// Nothing readable (missing, a directory, a special file, below a non-directory).
+    Absent,
+}
+
+fn cstr(b: &[u8]) -> CString {
+    // Canonical paths and plain commits hold no NUL.
+    CString::new(b).expect("no NUL in a checked name")
+}
+
+/// `openat(dir, name, flags)`; `dir` `None` is the current directory.
+fn openat(dir: Option<&OwnedFd>, name: &[u8], flags: libc::c_int) -> std::io::Result<OwnedFd> {
+    let name = cstr(name);
+    let dirfd = dir.map_or(libc::AT_FDCWD, |d| d.as_raw_fd());
+    // SAFETY: a valid NUL-terminated name and a directory descriptor we own (or
+    // AT_FDCWD); a returned descriptor is owned by nobody else.
+    let fd = unsafe { libc::openat(dirfd, name.as_ptr(), flags | libc::O_CLOEXEC) };
+    if fd < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    // SAFETY: `fd` was just opened and is ours.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+fn fstatat_nofollow(dir: &OwnedFd, name: &[u8]) -> std::io::Result<libc::stat> {
+    let name = cstr(name);
+    // SAFETY: zeroed `stat` is a valid out-parameter; the name is NUL-terminated.
+    let mut st: libc::stat = unsafe { std::mem::zeroed() };
+    let r = unsafe {
+        libc::fstatat(
+            dir.as_raw_fd(),
+            name.as_ptr(),
+            &mut st,
+            libc::AT_SYMLINK_NOFOLLOW,
+        )
+    };
+    if r < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(st)
+}
+
+fn fstat(fd: &impl AsRawFd) -> std::io::Result<libc::stat> {
+    // SAFETY: zeroed `stat` is a valid out-parameter of fstat on a descriptor we hold.
+    let mut st: libc::stat = unsafe { std::mem::zeroed() };
+    if unsafe { libc::fstat(fd.as_raw_fd(), &mut st) } < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(st)
+}
+
+fn readlinkat(dir: &OwnedFd, name: &[u8]) -> std::io::Result<Vec<u8>> {
+    let name = cstr(name);
+    // Linux link targets are at most PATH_MAX - 1 bytes; a full buffer means more.
+    let mut buf = vec![0u8; libc::PATH_MAX as usize];
+    // SAFETY: `buf` is writable for its length; the name is NUL-terminated.
+    let n = unsafe {
+        libc::readlinkat(
+            dir.as_raw_fd(),
+            name.as_ptr(),
+            buf.as_mut_ptr().cast(),
+            buf.len(),
+        )
+    };
+    if n < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    let n = n as usize;
+    if n >= buf.len() {
+        return Err(std::io::Error::other("link target longer than PATH_MAX"));
+    }
+    buf.truncate(n);
+    Ok(buf)
+}
+
+fn is_type(st: &libc::stat, t: libc::mode_t) -> bool {
+    st.st_mode & libc::S_IFMT == t
+}
+
+/// Errors that mean "nothing there": a missing name, a non-directory on the way (a
+/// file, a symlink refused by `O_NOFOLLOW`: ENOTDIR or ELOOP), a name too long.
+fn absent(e: &std::io::Error) -> bool {
+    matches!(
+        e.raw_os_error(),
+        Some(libc::ENOENT | libc::ENOTDIR | libc::ELOOP | libc::ENAMETOOLONG)
+    )
+}
+
 impl DirSource {
     pub fn new(root: impl Into<PathBuf>) -> Self {
         DirSource { root: root.into() }
+    }
+
+    fn io(&self, what: String, e: impl std::fmt::Display) -> SourceError {
+        SourceError::Io {
+            source_name: format!("dir:{}", self.root.display()),
+            what,
+            message: e.to_string(),
+        }
+    }
+
+    /// Opens what `path` names below `ROOT/commit`, following no symlink below it.
+    fn entry(&self, commit: &str, path: &str) -> std::io::Result<Entry> {
+        const DIR: libc::c_int = libc::O_RDONLY | libc::O_DIRECTORY | libc::O_NONBLOCK;
+        let root = openat(None, self.root.as_os_str().as_bytes(), DIR)?;
+        let mut dir = match openat(Some(&root), commit.as_bytes(), DIR) {
+            Ok(d) => d,
+            Err(e) if absent(&e) => return Ok(Entry::Absent),
+            Err(e) => return Err(e),
+        };
+        let (dirs, name) = match path.rsplit_once('/') {
+            Some((d, n)) => (Some(d), n),
+            None => (None, path),
+        };
+        for seg in dirs.into_iter().flat_map(|d| d.split('/')) {
+            dir = match openat(Some(&dir), seg.as_bytes(), DIR | libc::O_NOFOLLOW) {
+                Ok(d) => d,
+                Err(e) if absent(&e) => return Ok(Entry::Absent),
+                Err(e) => return Err(e),
+            };
+        }
+        let name = name.as_bytes();
+        let st = match fstatat_nofollow(&dir, name) {
+            Ok(st) => st,
+            Err(e) if absent(&e) => return Ok(Entry::Absent),
+            Err(e) => return Err(e),
+        };
+        if is_type(&st, libc::S_IFLNK) {
+            return match readlinkat(&dir, name) {
+                Ok(t) => Ok(Entry::Link(t)),
+                // Replaced since the fstatat (EINVAL: not a link now): changing while
+                // being read, an error the merge retries.
+                Err(e) if absent(&e) => Ok(Entry::Absent),
+                Err(e) => Err(e),
+            };
+        }
+        if !is_type(&st, libc::S_IFREG) {
+            return Ok(Entry::Absent);
+        }
+        // O_NONBLOCK: should the name be a FIFO by now, opening it does not wait for a
+        // writer; the fstat below then finds it is not a regular file.
+        let fd = match openat(
+            Some(&dir),
+            name,
+            libc::O_RDONLY | libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_NOCTTY,
+        ) {
+            Ok(fd) => fd,
+            Err(e) if absent(&e) => return Ok(Entry::Absent),
+            Err(e) => return Err(e),
+        };
+        let st = fstat(&fd)?;
+        if !is_type(&st, libc::S_IFREG) {
+            return Ok(Entry::Absent);
+        }
+        Ok(Entry::File(std::fs::File::from(fd), st.st_size as u64))
     }
 }
 
@@ -23,27 +198,201 @@ impl Source for DirSource {
         let Some(commit) = plain_commit(commit) else {
             return Ok(None);
         };
-        let Ok(path) = std::str::from_utf8(path) else {
+        let Some(path) = plain_path(path) else {
             return Ok(None);
         };
-        let full = self.root.join(commit).join(path);
-        match std::fs::read(&full) {
-            Ok(data) => Ok(Some(Arc::new(FileVersion::new(data)))),
-            Err(e)
-                if matches!(
-                    e.kind(),
-                    std::io::ErrorKind::NotFound
-                        | std::io::ErrorKind::NotADirectory
-                        | std::io::ErrorKind::IsADirectory
-                ) =>
-            {
-                Ok(None)
+        let what = || format!("{commit}/{path}");
+        let data = match self.entry(commit, path).map_err(|e| self.io(what(), e))? {
+            Entry::Absent => return Ok(None),
+            Entry::Link(target) => target,
+            Entry::File(f, size) => {
+                if size > MAX_SOURCE_FILE_BYTES {
+                    return Err(SourceError::TooLarge {
+                        source_name: format!("dir:{}", self.root.display()),
+                        what: what(),
+                        size,
+                    });
+                }
+                let mut data = Vec::with_capacity(size.min(MAX_SOURCE_FILE_BYTES + 1) as usize);
+                f.take(MAX_SOURCE_FILE_BYTES + 1)
+                    .read_to_end(&mut data)
+                    .map_err(|e| self.io(what(), e))?;
+                if data.len() as u64 > MAX_SOURCE_FILE_BYTES {
+                    return Err(SourceError::TooLarge {
+                        source_name: format!("dir:{}", self.root.display()),
+                        what: what(),
+                        size: size.max(data.len() as u64),
+                    });
+                }
+                data
             }
-            Err(e) => Err(SourceError::Io {
-                source_name: format!("dir:{}", self.root.display()),
-                what: full.display().to_string(),
-                message: e.to_string(),
-            }),
+        };
+        Ok(Some(Arc::new(FileVersion::new(data))))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::source::GitSource;
+    use std::os::unix::fs::symlink;
+    use std::path::Path;
+    use std::process::Command;
+
+    fn get(s: &dyn Source, commit: &str, path: &str) -> Option<Vec<u8>> {
+        s.get(commit.as_bytes(), path.as_bytes())
+            .unwrap()
+            .map(|v| v.data.clone())
+    }
+
+    fn mkfifo(p: &Path) {
+        let c = cstr(p.as_os_str().as_bytes());
+        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o644) }, 0, "mkfifo");
+    }
+
+    /// ROOT with commit `c`: `k/a.c`, and what each test adds.
+    fn root() -> (tempfile::TempDir, PathBuf) {
+        let d = tempfile::tempdir().unwrap();
+        let c = d.path().join("c");
+        std::fs::create_dir_all(c.join("k")).unwrap();
+        std::fs::write(c.join("k/a.c"), "int a;\n").unwrap();
+        (d, c)
+    }
+
+    #[test]
+    fn dir_source_fifo_does_not_hang() {
+        let (d, c) = root();
+        mkfifo(&c.join("fifo.c"));
+        mkfifo(&c.join("k/fifo.c"));
+        let s = DirSource::new(d.path());
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let r = (get(&s, "c", "fifo.c"), get(&s, "c", "k/fifo.c"));
+            tx.send(r).unwrap();
+        });
+        let r = rx
+            .recv_timeout(std::time::Duration::from_secs(20))
+            .expect("reading a FIFO must not wait for a writer");
+        assert_eq!(r, (None, None), "a FIFO is no file");
+    }
+
+    #[test]
+    fn dir_source_symlink_to_dev_zero_is_not_read() {
+        let (d, c) = root();
+        symlink("/dev/zero", c.join("zero.c")).unwrap();
+        symlink("/dev", c.join("dev")).unwrap();
+        symlink("/etc/passwd", c.join("passwd.c")).unwrap();
+        let s = DirSource::new(d.path());
+        assert_eq!(get(&s, "c", "zero.c").as_deref(), Some(&b"/dev/zero"[..]));
+        assert_eq!(
+            get(&s, "c", "passwd.c").as_deref(),
+            Some(&b"/etc/passwd"[..])
+        );
+        // Not through a symlinked directory either, nor a device itself.
+        assert_eq!(get(&s, "c", "dev/zero"), None);
+        assert_eq!(get(&s, "c", "dev/null"), None);
+        assert_eq!(get(&s, "c", "k/a.c").as_deref(), Some(&b"int a;\n"[..]));
+    }
+
+    #[test]
+    fn dir_source_reads_no_other_name_of_a_file() {
+        let (d, _) = root();
+        let s = DirSource::new(d.path());
+        for p in [
+            "k//a.c",
+            "k/./a.c",
+            "./k/a.c",
+            "k/a.c/",
+            "/k/a.c",
+            "k/../k/a.c",
+        ] {
+            assert_eq!(get(&s, "c", p), None, "{p}");
         }
+        assert_eq!(get(&s, "..", "c/k/a.c"), None);
+    }
+
+    #[test]
+    fn dir_source_refuses_a_file_over_the_limit_without_reading_it() {
+        let (d, c) = root();
+        let f = std::fs::File::create(c.join("huge.c")).unwrap();
+        f.set_len(MAX_SOURCE_FILE_BYTES + 1).unwrap(); // sparse
+        let s = DirSource::new(d.path());
+        let e = s.get(b"c", b"huge.c").unwrap_err();
+        assert!(matches!(e, SourceError::TooLarge { .. }), "{e}");
+        assert!(e.to_string().contains("c/huge.c"), "{e}");
+    }
+
+    fn git(dir: &Path, args: &[&str]) -> String {
+        let out = Command::new("git")
+            .arg("-C")
+            .arg(dir)
+            .args(["-c", "user.name=t", "-c", "user.email=t@t"])
+            .args(args)
+            .env("GIT_CONFIG_GLOBAL", "/dev/null")
+            .env("GIT_CONFIG_NOSYSTEM", "1")
+            .output()
+            .expect("git");
+        assert!(out.status.success(), "git {args:?}");
+        String::from_utf8(out.stdout).unwrap().trim().to_string()
+    }
+
+    #[test]
+    fn dir_source_symlink_gives_link_text_like_git() {
+        // One tree, committed to git and checked out as ROOT/<commit>.
+        let d = tempfile::tempdir().unwrap();
+        let w = d.path().join("work");
+        std::fs::create_dir_all(w.join("a/sub")).unwrap();
+        std::fs::write(w.join("a/b.c"), "int b;\n").unwrap();
+        std::fs::write(w.join("a/sub/s.c"), "int s;\n").unwrap();
+        symlink("a/b.c", w.join("l.c")).unwrap();
+        symlink("/etc/passwd", w.join("p.c")).unwrap();
+        symlink("/dev/zero", w.join("z.c")).unwrap();
+        symlink("a", w.join("d")).unwrap();
+        symlink("../../etc", w.join("a/up")).unwrap();
+        symlink("missing", w.join("dangling.c")).unwrap();
+        git(&w, &["init", "-q"]);
+        git(&w, &["add", "-A"]);
+        git(&w, &["commit", "-q", "-m", "1"]);
+        let commit = git(&w, &["rev-parse", "HEAD"]);
+        // Special files git cannot hold.
+        mkfifo(&w.join("fifo.c"));
+        let root = d.path().join("root");
+        std::fs::create_dir(&root).unwrap();
+        std::fs::rename(&w, root.join(&commit)).unwrap();
+        let gs = GitSource::open(root.join(&commit).to_str().unwrap()).unwrap();
+        let ds = DirSource::new(&root);
+        for p in [
+            "a/b.c",
+            "a/sub/s.c",
+            "l.c",
+            "p.c",
+            "z.c",
+            "d",
+            "d/b.c",
+            "d/sub/s.c",
+            "a/up",
+            "a/up/passwd",
+            "dangling.c",
+            "a",
+            "a/sub",
+            "a/b.c/x",
+            "l.c/x",
+            "fifo.c",
+            "missing.c",
+        ] {
+            assert_eq!(get(&ds, &commit, p), get(&gs, &commit, p), "{p}");
+        }
+        assert_eq!(get(&ds, &commit, "l.c").as_deref(), Some(&b"a/b.c"[..]));
+        assert_eq!(
+            get(&ds, &commit, "p.c").as_deref(),
+            Some(&b"/etc/passwd"[..])
+        );
+        assert_eq!(get(&ds, &commit, "d/b.c"), None);
+        // The commit directory itself may be a symlink: the operator's layout.
+        symlink(root.join(&commit), root.join("alias")).unwrap();
+        assert_eq!(
+            get(&ds, "alias", "a/b.c").as_deref(),
+            Some(&b"int b;\n"[..])
+        );
     }
 }

@@ -23,7 +23,9 @@ use std::sync::{Arc, Mutex, Weak};
 use gix::ObjectId;
 use rustc_hash::FxHashMap;
 
-use super::{plain_commit, BlobId, FileVersion, Source, SourceError};
+use super::{
+    plain_commit, plain_path, BlobId, FileVersion, Source, SourceError, MAX_SOURCE_FILE_BYTES,
+};
 
 /// Bytes of decoded trees a worker keeps (then they are dropped and decoded again).
 /// The Linux kernel's trees hold ~90,000 entries in ~5,000 directories (~7 MB decoded
@@ -205,9 +207,11 @@ impl GitSource {
         Ok(Some(tree))
     }
 
-    /// The blob id of `path` at `commit`, `None` when there is none. Path components
-    /// are those of [`std::path::Path::components`], as gix's `lookup_entry_by_path`
-    /// takes them (`a//b` and `a/./b` are `a/b`; `/` and `..` name nothing).
+    /// The blob id of `path` (canonical: its `/`-separated segments are tree entry
+    /// names) at `commit`, `None` when there is none. A file or a symlink is a blob (a
+    /// symlink's content is its target text, what `git show` gives and what `dir:`
+    /// reads); a path below a file, a symlink or a submodule (whose commit is not in
+    /// this repository) names nothing, as in a checkout.
     fn blob_id(
         &self,
         repo: &gix::Repository,
@@ -225,27 +229,20 @@ impl GitSource {
             Some(t) => t,
             None => return Ok(None),
         };
-        let mut parts = std::path::Path::new(path)
-            .components()
-            .map(|c| c.as_os_str().as_encoded_bytes())
-            .peekable();
+        let mut parts = path.split('/').map(str::as_bytes).peekable();
         while let Some(name) = parts.next() {
             let Some(&(mode, oid)) = tree.get(name) else {
                 return Ok(None);
             };
             if parts.peek().is_none() {
-                return Ok(mode.is_blob().then_some(oid));
+                return Ok(mode.is_blob_or_symlink().then_some(oid));
             }
-            tree = if mode.is_tree() {
-                match self.tree(repo, oid, what)? {
-                    Some(t) => t,
-                    None => return Ok(None),
-                }
-            } else {
-                // Not a directory: no path below it. A submodule's commit is not in
-                // this repository, which gix's own lookup reports as an error.
-                repo.find_object(oid).map_err(|e| self.io(what(), e))?;
-                return Ok(None);
+            if !mode.is_tree() {
+                return Ok(None); // not a directory: no path below it
+            }
+            tree = match self.tree(repo, oid, what)? {
+                Some(t) => t,
+                None => return Ok(None),
             };
         }
         Ok(None) // no components at all
@@ -267,6 +264,17 @@ impl GitSource {
             .and_then(Weak::upgrade)
         {
             return Ok(v);
+        }
+        let size = repo
+            .find_header(oid)
+            .map_err(|e| self.io(what(), e))?
+            .size();
+        if size > MAX_SOURCE_FILE_BYTES {
+            return Err(SourceError::TooLarge {
+                source_name: format!("git:{}", self.path),
+                what: what(),
+                size,
+            });
         }
         let data = repo
             .find_object(oid)
@@ -323,7 +331,7 @@ impl Source for GitSource {
         let Some(commit) = plain_commit(commit) else {
             return Ok(None);
         };
-        let Ok(path) = std::str::from_utf8(path) else {
+        let Some(path) = plain_path(path) else {
             return Ok(None);
         };
         let repo = self.pool.lock().unwrap().pop();
@@ -355,7 +363,10 @@ pub fn all_paths(
             .breadthfirst(&mut rec)
             .map_err(|e| git.io(format!("tree of {c}"), e))?;
         for e in rec.records {
-            if e.mode.is_blob() {
+            // Only paths a row can name (the store's index is one path per line).
+            if e.mode.is_blob_or_symlink()
+                && covmerge_proto::path::canonical_path(&e.filepath).is_ok()
+            {
                 out.insert(e.filepath.to_string());
             }
         }
@@ -411,10 +422,12 @@ mod tests {
         let s = GitSource::open(d.path().to_str().unwrap()).unwrap();
         assert_eq!(text(&s, &c1, "a/b/c.txt").as_deref(), Some("one\n"));
         assert_eq!(text(&s, &c2, "a/b/c.txt").as_deref(), Some("two\n"));
-        // Path components as std's Path reads them.
-        assert_eq!(text(&s, &c2, "a//b/c.txt").as_deref(), Some("two\n"));
-        assert_eq!(text(&s, &c2, "a/./b/c.txt").as_deref(), Some("two\n"));
+        // One name per file: no other spelling of it resolves.
         for none in [
+            "a//b/c.txt",
+            "a/./b/c.txt",
+            "./a/b/c.txt",
+            "a/b/c.txt/",
             "a/b",
             "a/b/",
             "/a/b/c.txt",

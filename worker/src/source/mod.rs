@@ -73,7 +73,22 @@ pub enum SourceError {
     NoCommit { source_name: String, commit: String },
     #[error("invalid source spec {spec:?}: {reason}")]
     Spec { spec: String, reason: String },
+    /// A file over [`MAX_SOURCE_FILE_BYTES`]: not read, and no retry will read it.
+    #[error(
+        "source {source_name}: {what} is {size} bytes, over the {} MiB limit on a source file",
+        MAX_SOURCE_FILE_BYTES >> 20
+    )]
+    TooLarge {
+        source_name: String,
+        what: String,
+        size: u64,
+    },
 }
+
+/// The largest file version a source reads (`dir:`, `git:` and `store:` alike): no
+/// kernel source file comes near it (the largest generated headers are tens of MiB),
+/// and a merge holds a file's versions whole in memory.
+pub const MAX_SOURCE_FILE_BYTES: u64 = 256 << 20;
 
 /// A provider of file versions. `Ok(None)`: that commit or that file does not exist.
 pub trait Source: Send + Sync {
@@ -107,6 +122,14 @@ pub(crate) fn plain_commit(commit: &[u8]) -> Option<&str> {
         && s.bytes()
             .all(|b| b.is_ascii_alphanumeric() || b"._-".contains(&b));
     ok.then_some(s)
+}
+
+/// A file path asked of a source: only a canonical one (UTF-8, as
+/// [`covmerge_proto::path::canonical_path`] says) names a file; anything else does not
+/// exist, in every source alike (rows with such paths are bad rows before any lookup).
+pub(crate) fn plain_path(path: &[u8]) -> Option<&str> {
+    covmerge_proto::path::canonical_path(path).ok()?;
+    std::str::from_utf8(path).ok()
 }
 
 /// A source spec, parsed: which provider, and its argument.

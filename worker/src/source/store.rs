@@ -16,7 +16,10 @@ use bytes::Bytes;
 use covmerge_storage::Store;
 use rustc_hash::FxHashMap;
 
-use super::{plain_commit, BlobId, FileVersion, GitSource, Source, SourceError};
+use super::{
+    plain_commit, plain_path, BlobId, FileVersion, GitSource, Source, SourceError,
+    MAX_SOURCE_FILE_BYTES,
+};
 
 /// path → blob id of one commit.
 type PathIndex = FxHashMap<String, String>;
@@ -85,7 +88,7 @@ impl Source for StoreSource {
         let Some(commit) = plain_commit(commit) else {
             return Ok(None);
         };
-        let Ok(path) = std::str::from_utf8(path) else {
+        let Some(path) = plain_path(path) else {
             return Ok(None);
         };
         let Some(idx) = self.index(commit)? else {
@@ -99,6 +102,13 @@ impl Source for StoreSource {
             .rt
             .block_on(self.store.get(&key))
             .map_err(|e| self.io(key.clone(), e))?;
+        if data.len() as u64 > MAX_SOURCE_FILE_BYTES {
+            return Err(SourceError::TooLarge {
+                source_name: format!("store:{}", self.store),
+                what: format!("{commit}:{path}"),
+                size: data.len() as u64,
+            });
+        }
         let v = FileVersion::new(data.to_vec());
         if v.id.hex() != *id {
             return Err(self.io(key, "content does not match its blob id"));

@@ -291,6 +291,14 @@ impl Blocks {
                     modules.describe()
                 ),
             })?;
+            if let Err(why) = covmerge_proto::path::canonical_path(path.as_bytes()) {
+                return Err(GoError::Input {
+                    input: input.to_string(),
+                    problem: format!(
+                        "Go file {f:?} maps to {path:?}, not a canonical path relative to the source root: it {why}"
+                    ),
+                });
+            }
             files.push((path, i));
         }
         files.sort();
@@ -338,7 +346,8 @@ impl ModuleMap {
         ModuleMap { rules }
     }
 
-    /// The repository path of Go file `f` (an import path and file name).
+    /// The repository path of Go file `f` (an import path and file name), as the
+    /// longest matching rule maps it; the caller checks that it is canonical.
     pub fn map(&self, f: &str) -> Option<String> {
         for r in &self.rules {
             let m = r.module.trim_end_matches('/');
@@ -351,14 +360,6 @@ impl ModuleMap {
             } else {
                 format!("{dir}/{rest}")
             };
-            if path.is_empty()
-                || path.starts_with('/')
-                || path
-                    .split('/')
-                    .any(|c| c == ".." || c == "." || c.is_empty())
-            {
-                return None;
-            }
             return Some(path);
         }
         None
@@ -389,10 +390,12 @@ pub fn parse_module_rule(s: &str) -> Result<GoModule, String> {
         return Err(format!("--go-module {s:?}: empty module path"));
     }
     let d = if d.is_empty() { "." } else { d };
-    if d.starts_with('/') || d.split('/').any(|c| c == ".." || c.is_empty()) {
-        return Err(format!(
-            "--go-module {s:?}: DIR must be relative to the repository root, without `..`"
-        ));
+    if d != "." {
+        if let Err(why) = covmerge_proto::path::canonical_path(d.as_bytes()) {
+            return Err(format!(
+                "--go-module {s:?}: DIR must be `.` or a canonical path relative to the repository root: it {why}"
+            ));
+        }
     }
     Ok(GoModule {
         module: m.to_string(),
@@ -429,9 +432,11 @@ mod tests {
         // Only at a path boundary.
         assert_eq!(m.map("example.com/mod/f.go"), None);
         assert_eq!(m.map("other.org/f.go"), None);
-        assert_eq!(m.map("example.com/m/../etc/passwd"), None);
         assert!(parse_module_rule("example.com/m=.").is_ok());
+        assert!(parse_module_rule("example.com/m=a/b/").is_ok());
         assert!(parse_module_rule("example.com/m=../x").is_err());
+        assert!(parse_module_rule("example.com/m=./x").is_err());
+        assert!(parse_module_rule("example.com/m=a//x").is_err());
         assert!(parse_module_rule("example.com/m=/abs").is_err());
         assert!(parse_module_rule("nodir").is_err());
     }
@@ -469,6 +474,26 @@ mod tests {
             err.contains("example.com/m/a.go") && err.contains("--go-module"),
             "{err}"
         );
+    }
+
+    #[test]
+    fn go_files_mapped_to_non_canonical_paths_fail_the_input() {
+        let m = ModuleMap::new(&[rule("example.com/m", ".")]);
+        for f in [
+            "example.com/m/../etc/passwd",
+            "example.com/m/./a.go",
+            "example.com/m/k//a.go",
+            "example.com/m/k/",
+        ] {
+            let mut b = Blocks::default();
+            b.set_mode(Mode::Set).unwrap();
+            b.add(f, "F", [1, 1, 2, 1], 1, 1).unwrap();
+            let err = b.lines("in", &m).unwrap_err().to_string();
+            assert!(
+                err.contains("in") && err.contains("not a canonical path"),
+                "{f}: {err}"
+            );
+        }
     }
 
     #[test]
