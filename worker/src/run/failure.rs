@@ -45,10 +45,10 @@ impl From<MergeError> for Failure {
             MergeError::Fetch { .. } => FailureKind::Config,
             MergeError::Source(SourceError::Io { .. }) => FailureKind::Transient,
             MergeError::Source(
-                SourceError::Spec { .. } | SourceError::NoCommit { .. } | SourceError::TooLarge { .. },
-            ) => {
-                FailureKind::Config
-            }
+                SourceError::Spec { .. }
+                | SourceError::NoCommit { .. }
+                | SourceError::TooLarge { .. },
+            ) => FailureKind::Config,
             // A chunk this job's splits wrote that no longer decodes, or a part that
             // cannot be encoded: not the input's fault, and not curable by a retry.
             MergeError::Spill { .. } | MergeError::Encode(_) => FailureKind::Internal,
