@@ -6,7 +6,7 @@
 //! (Over 600 lines because the arguments are: each flag carries its SPEC §5 help text,
 //! and the handlers are a few lines each.)
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -498,6 +498,13 @@ pub async fn run(cli: Cli) -> Result<()> {
         }
         Command::Sources(s) => {
             let git = covmerge_worker::source::GitSource::open(&s.git)?;
+            // An index for a commit the repository lacks (a revspec, an abbreviation,
+            // a tag or a missing id) would be an empty snapshot that a merge reads as
+            // "every file deleted".
+            for c in &s.commit {
+                covmerge_worker::source::require_commit(&git, &format!("git:{}", s.git), c)
+                    .with_context(|| format!("--commit {c}"))?;
+            }
             let store = Store::open(&s.store)?;
             let paths = if s.path.is_empty() {
                 covmerge_worker::source::all_paths(&git, &s.commit)?
@@ -554,9 +561,10 @@ async fn merge(m: MergeArgs) -> Result<()> {
         split_threads: (base.split_threads / at_once).max(1),
         ..base
     };
-    let to_stderr = m.out.as_deref().is_some_and(|o| {
-        o == "-" || covmerge_storage::local::same_file(Path::new(o), Path::new("/dev/stdout"))
-    });
+    // The result or the manifest on standard output: the summary goes to stderr.
+    let on_stdout = |o: &str| covmerge_storage::local::same_location(o, "-");
+    let to_stderr = m.out.as_deref().is_some_and(on_stdout)
+        || m.job.manifest.as_deref().is_some_and(|p| on_stdout(&p.to_string_lossy()));
     let job = run_embedded(spec, &opts, workers, cfg, !m.job.quiet);
     let outcome = tokio::select! {
         r = job => r?,
@@ -593,19 +601,24 @@ fn say(to_stderr: bool, line: &str) {
     };
 }
 
-/// Resolves at SIGINT or SIGTERM with the signal's name and the exit status a shell
+/// Resolves at SIGINT, SIGTERM, SIGHUP or SIGQUIT with the signal's name and the exit status a shell
 /// gives a process it killed (128 + the signal number: 130, 143).
 async fn interrupted() -> (&'static str, i32) {
     use tokio::signal::unix::{signal, SignalKind};
-    let (Ok(mut int), Ok(mut term)) = (
+    let (Ok(mut int), Ok(mut term), Ok(mut hup), Ok(mut quit)) = (
         signal(SignalKind::interrupt()),
         signal(SignalKind::terminate()),
+        signal(SignalKind::hangup()),
+        signal(SignalKind::quit()),
     ) else {
         return std::future::pending().await;
     };
     tokio::select! {
         _ = int.recv() => ("SIGINT", 130),
         _ = term.recv() => ("SIGTERM", 143),
+        // A dropped ssh session.
+        _ = hup.recv() => ("SIGHUP", 129),
+        _ = quit.recv() => ("SIGQUIT", 131),
     }
 }
 

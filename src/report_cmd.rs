@@ -91,10 +91,8 @@ pub async fn report(a: ReportArgs) -> Result<()> {
 fn check_diff_out(a: &DiffArgs) -> Result<()> {
     let Some(out) = &a.out else { return Ok(()) };
     for (name, input) in [("OLD", &a.old), ("NEW", &a.new)] {
-        if covmerge_storage::is_store_url(input) {
-            continue;
-        }
-        if covmerge_storage::local::same_file(out, std::path::Path::new(input)) {
+        let out_s = out.display().to_string();
+        if covmerge_storage::local::same_location(&out_s, input) {
             anyhow::bail!(
                 "--out {} is the {name} result {input}: it would be overwritten",
                 out.display()

@@ -10,7 +10,9 @@ use bytes::Bytes;
 use covmerge_proto::layout as keys;
 use covmerge_proto::output::{write_header, HistoryRecord};
 use covmerge_proto::{Counts, JobId, JobSpec, Manifest};
-use covmerge_storage::local::{final_target, parent_dir, same_file, OutputFile as AtomicFile};
+use covmerge_storage::local::{
+    final_target, parent_dir, same_location, stream_fd, OutputFile as AtomicFile,
+};
 use covmerge_storage::{is_store_url, open_object, redact_url, Store};
 use flate2::{write::GzEncoder, Compression};
 use futures::StreamExt;
@@ -215,13 +217,8 @@ pub fn preflight_outputs(
     manifest: Option<&Path>,
 ) -> Result<(), JobError> {
     let fail = |m: String| Err(JobError::Preflight(m));
-    let same = |a: &str, b: &str| -> bool {
-        match (is_store_url(a), is_store_url(b)) {
-            (true, true) => a.trim_end_matches('/') == b.trim_end_matches('/'),
-            (false, false) => a == b || same_file(Path::new(a), Path::new(b)),
-            _ => false,
-        }
-    };
+    // A `file://` URL is the local file it names; `-` and `/dev/stdout` are one stream.
+    let same = |a: &str, b: &str| -> bool { a == b || same_location(a, b) };
     let manifest_s = manifest.map(|m| m.display().to_string());
     for (flag, dest) in [("--out", out), ("--manifest", manifest_s.as_deref())] {
         let Some(dest) = dest else { continue };
@@ -240,10 +237,7 @@ pub fn preflight_outputs(
     }
     for (flag, dest) in [("--out", out), ("--manifest", manifest_s.as_deref())] {
         let Some(dest) = dest else { continue };
-        if is_store_url(dest) {
-            continue;
-        }
-        if dest == "-" {
+        if is_store_url(dest) || stream_fd(Path::new(dest)).is_some() {
             continue;
         }
         let path = &final_target(Path::new(dest))

@@ -50,6 +50,9 @@ pub enum JobError {
     },
     #[error("{0}; nothing was read or written")]
     Preflight(String),
+    /// Every input file is absent at the base: an empty result is not published.
+    #[error("{0}")]
+    NothingAtBase(String),
     /// A new job's id is taken: its `job.json` (or other objects) is in the store.
     #[error("{0}")]
     Exists(String),
@@ -533,6 +536,25 @@ async fn drive(
             job: job.to_string(),
             failed,
         });
+    }
+
+    // Every file of the input absent at the base: not coverage of that base but the
+    // sign of a source that does not hold it (an empty `ROOT/<commit>/`, a snapshot
+    // index written for the wrong commit, a worker's own `--source`). An empty result
+    // would be published as complete; refuse it.
+    if manifest.totals.files == 0 && manifest.totals.files_deleted > 0 {
+        manifest.status = JobStatus::Failed;
+        still_held(lease).await?;
+        finish::write_manifest(&manifest, opts, &store, &job).await?;
+        if opts.cleanup {
+            close_queues(queue.as_ref(), &job).await;
+        }
+        return Err(JobError::NothingAtBase(format!(
+            "job {job}: none of the {} file(s) of the input exists at the base commit {} in the source {}: the source does not hold that base as the input expects (an empty or wrong ROOT/<commit>, snapshot or worker --source); no result published",
+            manifest.totals.files_deleted,
+            spec.base_commit,
+            covmerge_storage::redact_url(&spec.source),
+        )));
     }
 
     let dest = Destination::parse(

@@ -100,11 +100,8 @@ fn refuse_repeated_inputs(inputs: &[String]) -> Result<(), JobError> {
         Url(String),
     }
     let id = |i: &str| -> Id {
-        let local = match i.strip_prefix("file://") {
-            Some(p) => Some(p),
-            None if !is_store_url(i) => Some(i),
-            None => None,
-        };
+        // `file://` URLs (`file://localhost/...`, percent-encoded) are their files.
+        let local = covmerge_storage::local::local_path(i);
         #[cfg(unix)]
         if let Some(m) = local.and_then(|p| std::fs::metadata(p).ok()) {
             use std::os::unix::fs::MetadataExt;
@@ -207,12 +204,19 @@ pub async fn plan_job(req: &JobRequest) -> Result<JobSpec, JobError> {
         modules: req.go_modules.clone(),
         inputs: go_input_metas(req, &inputs)?,
     };
+    // A fleet's workers run in directories of their own: a relative input or source
+    // would name another file on each of them. The job names absolute ones.
+    let inputs = inputs.iter().map(|i| absolute_location(i)).collect();
+    let source = match req.source.split_once(':') {
+        Some((kind @ ("dir" | "git"), path)) => format!("{kind}:{}", absolute_location(path)),
+        _ => req.source.clone(),
+    };
     Ok(JobSpec {
         job: req.job.clone().unwrap_or_else(JobId::new_random),
         inputs,
         base_repo: req.base_repo.clone(),
         base_commit: req.base_commit.clone(),
-        source: req.source.clone(),
+        source,
         shards: req.shards.unwrap_or_else(|| default_shards(&sizes)),
         max_bad_rows: req.max_bad_rows,
         file_path_prefix: req.file_path_prefix.clone(),
@@ -224,6 +228,18 @@ pub async fn plan_job(req: &JobRequest) -> Result<JobSpec, JobError> {
         },
         go,
     })
+}
+
+/// A local path made absolute against this process's directory (lexically: symlinks
+/// stay as given); store URLs and absolute paths as they are.
+fn absolute_location(location: &str) -> String {
+    if is_store_url(location) || location.starts_with('/') || location.is_empty() {
+        return location.to_string();
+    }
+    match std::path::absolute(location) {
+        Ok(p) => p.to_string_lossy().into_owned(),
+        Err(_) => location.to_string(),
+    }
 }
 
 /// Whether `path` is a local directory holding at least one `covmeta.*` file.

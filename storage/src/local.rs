@@ -38,9 +38,16 @@ impl OutputFile {
     /// Opens `dest` for a new content: `-` is standard output; a symlink is followed;
     /// a non-regular target is streamed to; anything else is written atomically.
     pub fn create(dest: &Path) -> std::io::Result<Self> {
-        if dest.as_os_str() == "-" {
+        // Standard output or another of this process's descriptors: written through
+        // the descriptor itself, so a shell's `>>` keeps appending and a file behind
+        // it is never renamed over.
+        if let Some(fd) = stream_fd(dest) {
             return Ok(OutputFile {
-                kind: Kind::Stream(Box::new(std::io::stdout())),
+                kind: Kind::Stream(match fd {
+                    1 => Box::new(std::io::stdout()),
+                    2 => Box::new(std::io::stderr()),
+                    fd => Box::new(dup_fd(fd)?),
+                }),
             });
         }
         let target = final_target(dest)?;
@@ -118,6 +125,57 @@ impl Write for OutputFile {
             Kind::Atomic { tmp, .. } => tmp.flush(),
             Kind::Stream(w) => w.flush(),
         }
+    }
+}
+
+/// The descriptor of this process that `path` names, if it names one: `-` (standard
+/// output), `/dev/stdout`, `/dev/stderr`, `/dev/fd/N`, `/proc/self/fd/N`.
+pub fn stream_fd(path: &Path) -> Option<i32> {
+    let s = path.to_str()?;
+    match s {
+        "-" | "/dev/stdout" => return Some(1),
+        "/dev/stderr" => return Some(2),
+        "/dev/stdin" => return Some(0),
+        _ => {}
+    }
+    let n = s
+        .strip_prefix("/dev/fd/")
+        .or_else(|| s.strip_prefix("/proc/self/fd/"))?;
+    n.parse().ok()
+}
+
+#[cfg(unix)]
+fn dup_fd(fd: i32) -> std::io::Result<std::fs::File> {
+    use std::os::fd::{AsFd, BorrowedFd};
+    // SAFETY: only borrowed to duplicate it; a descriptor that is not open fails the
+    // duplication with EBADF.
+    let b = unsafe { BorrowedFd::borrow_raw(fd) };
+    Ok(std::fs::File::from(b.as_fd().try_clone_to_owned()?))
+}
+
+/// The local path a command-line location names: a plain path, or a `file://` URL
+/// (`file:///abs`, `file://localhost/abs`, percent-encoded). `None`: another store.
+pub fn local_path(location: &str) -> Option<PathBuf> {
+    if location.starts_with("file:") {
+        return url::Url::parse(location).ok()?.to_file_path().ok();
+    }
+    if crate::is_store_url(location) {
+        return None;
+    }
+    Some(PathBuf::from(location))
+}
+
+/// Whether two command-line locations (paths or store URLs) name the same object: the
+/// same local file however spelled (see [`same_file`], `file://` URLs included), the
+/// same descriptor, or the same store URL.
+pub fn same_location(a: &str, b: &str) -> bool {
+    match (local_path(a), local_path(b)) {
+        (Some(x), Some(y)) => match (stream_fd(&x), stream_fd(&y)) {
+            (Some(i), Some(j)) => i == j,
+            _ => x == y || same_file(&x, &y),
+        },
+        (None, None) => a.trim_end_matches('/') == b.trim_end_matches('/'),
+        _ => false,
     }
 }
 
@@ -299,6 +357,22 @@ mod tests {
         drop(f);
         assert_eq!(std::fs::read_dir(d.path()).unwrap().count(), 0);
         assert!(!REGISTERED.lock().unwrap().contains(&tmp));
+    }
+
+    #[test]
+    fn same_location_sees_file_urls_and_descriptors() {
+        let d = tempfile::tempdir().unwrap();
+        let a = d.path().join("a");
+        std::fs::write(&a, b"1").unwrap();
+        let p = a.to_str().unwrap();
+        assert!(same_location(p, &format!("file://{p}")));
+        assert!(same_location(p, &format!("file://localhost{p}")));
+        assert!(same_location(&format!("file://{p}"), &format!("file:///{p}")));
+        assert!(same_location("-", "/dev/stdout"));
+        assert!(same_location("/proc/self/fd/1", "-"));
+        assert!(!same_location("-", "/dev/stderr"));
+        assert!(!same_location(p, "s3://b/a"));
+        assert!(same_location("s3://b/a/", "s3://b/a"));
     }
 
     #[test]

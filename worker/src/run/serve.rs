@@ -286,15 +286,18 @@ pub async fn run_worker(
                                 &report_of(ReportStatus::Retrying(f.clone())),
                             )
                             .await;
-                            // No task comes to this worker during the pause, not even
-                            // the next one the broker would send on the hand-back.
-                            queue.pause_tasks(pause).await;
+                            // Settled first: pausing cancels the task consumer and may
+                            // close the delivery's channel, and an ack on a closed
+                            // channel is lost (the broker then requeues the original
+                            // beside its copy and counts a delivery).
                             settled(
                                 "hand-back",
                                 delivery.hand_back(&exec.cfg.worker_id).await,
                                 &job_s,
                                 &task_s,
                             );
+                            // No task comes to this worker during the pause.
+                            queue.pause_tasks(pause).await;
                             if failures >= max {
                                 return Err(WorkerExit::Misconfigured {
                                     failures,

@@ -522,9 +522,40 @@ pub fn read_dir(dir: &Path) -> Result<(Blocks, DirStats), GoError> {
     let io_err = |file: String| move |e: std::io::Error| GoError::Io { file, source: e };
     let mut metas = Vec::new();
     let mut counters = Vec::new();
+    // Go writes regular files here: a symlink (to another run's file, /dev/zero, a file
+    // outside the input), a FIFO or a device, or a second name of a file (a hard link)
+    // would count hits twice, read outside the input or hang. Refused, naming it.
+    let mut seen: HashMap<(u64, u64), String> = HashMap::new();
     for e in std::fs::read_dir(dir).map_err(io_err(dname.clone()))? {
         let e = e.map_err(io_err(dname.clone()))?;
         let name = e.file_name().to_string_lossy().into_owned();
+        if !name.starts_with("covmeta.") && !name.starts_with("covcounters.") {
+            continue;
+        }
+        let ft = e.file_type().map_err(io_err(name.clone()))?;
+        if !ft.is_file() {
+            return Err(GoError::Input {
+                input: dname,
+                problem: format!(
+                    "{name} is not a regular file (a symlink, FIFO, device or directory): Go writes only regular files to a GOCOVERDIR"
+                ),
+            });
+        }
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::MetadataExt;
+            let m = e.metadata().map_err(io_err(name.clone()))?;
+            if m.nlink() > 1 {
+                if let Some(first) = seen.insert((m.dev(), m.ino()), name.clone()) {
+                    return Err(GoError::Input {
+                        input: dname,
+                        problem: format!(
+                            "{name} is the same file as {first} (a hard link): its counts would be added twice"
+                        ),
+                    });
+                }
+            }
+        }
         if name.starts_with("covmeta.") {
             metas.push(e.path());
         } else if name.starts_with("covcounters.") {
@@ -846,6 +877,48 @@ mod tests {
 
     fn testdata() -> PathBuf {
         Path::new(env!("CARGO_MANIFEST_DIR")).join("src/input/go/testdata")
+    }
+
+    #[test]
+    fn gocoverdir_symlinks_fifos_and_hard_links_were_read() {
+        let copy = || {
+            let d = tempfile::tempdir().unwrap();
+            for e in std::fs::read_dir(testdata()).unwrap() {
+                let e = e.unwrap();
+                std::fs::copy(e.path(), d.path().join(e.file_name())).unwrap();
+            }
+            d
+        };
+        let counters = |d: &Path| {
+            std::fs::read_dir(d)
+                .unwrap()
+                .map(|e| e.unwrap().path())
+                .find(|p| p.file_name().unwrap().to_string_lossy().starts_with("covcounters."))
+                .unwrap()
+        };
+        let (_, base) = read_dir(&copy().path().to_path_buf()).unwrap();
+        assert!(base.counter_files > 0);
+        // A symlink to another counters file, to /dev/zero; a hard link; a FIFO.
+        let d = copy();
+        std::os::unix::fs::symlink(counters(d.path()), d.path().join("covcounters.x.1.1")).unwrap();
+        let e = read_dir(d.path()).unwrap_err().to_string();
+        assert!(e.contains("not a regular file"), "{e}");
+        let d = copy();
+        std::os::unix::fs::symlink("/dev/zero", d.path().join("covcounters.x.1.1")).unwrap();
+        assert!(read_dir(d.path()).is_err());
+        let d = copy();
+        std::fs::hard_link(counters(d.path()), d.path().join("covcounters.x.1.1")).unwrap();
+        let e = read_dir(d.path()).unwrap_err().to_string();
+        assert!(e.contains("same file"), "{e}");
+        let d = copy();
+        let fifo = std::ffi::CString::new(
+            d.path().join("covcounters.x.1.1").as_os_str().as_encoded_bytes(),
+        )
+        .unwrap();
+        // SAFETY: a valid NUL-terminated path.
+        assert_eq!(unsafe { libc::mkfifo(fifo.as_ptr(), 0o600) }, 0);
+        let e = read_dir(d.path()).unwrap_err().to_string();
+        assert!(e.contains("not a regular file"), "{e}");
     }
 
     /// Real files written by a `go build -cover -covermode=count` program (Go 1.27, the
