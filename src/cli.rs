@@ -564,7 +564,10 @@ async fn merge(m: MergeArgs) -> Result<()> {
     // The result or the manifest on standard output: the summary goes to stderr.
     let on_stdout = |o: &str| covmerge_storage::local::same_location(o, "-");
     let to_stderr = m.out.as_deref().is_some_and(on_stdout)
-        || m.job.manifest.as_deref().is_some_and(|p| on_stdout(&p.to_string_lossy()));
+        || m.job
+            .manifest
+            .as_deref()
+            .is_some_and(|p| on_stdout(&p.to_string_lossy()));
     let job = run_embedded(spec, &opts, workers, cfg, !m.job.quiet);
     let outcome = tokio::select! {
         r = job => r?,

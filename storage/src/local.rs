@@ -367,7 +367,10 @@ mod tests {
         let p = a.to_str().unwrap();
         assert!(same_location(p, &format!("file://{p}")));
         assert!(same_location(p, &format!("file://localhost{p}")));
-        assert!(same_location(&format!("file://{p}"), &format!("file:///{p}")));
+        assert!(same_location(
+            &format!("file://{p}"),
+            &format!("file:///{p}")
+        ));
         assert!(same_location("-", "/dev/stdout"));
         assert!(same_location("/proc/self/fd/1", "-"));
         assert!(!same_location("-", "/dev/stderr"));

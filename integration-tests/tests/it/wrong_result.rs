@@ -304,7 +304,11 @@ fn wait_for(path: &Path, needle: &str, limit: Duration) -> bool {
 
 #[test]
 fn an_interrupted_merge_left_its_spills_behind() {
-    for (sig, code) in [(libc::SIGINT, 130), (libc::SIGTERM, 143), (libc::SIGHUP, 129)] {
+    for (sig, code) in [
+        (libc::SIGINT, 130),
+        (libc::SIGTERM, 143),
+        (libc::SIGHUP, 129),
+    ] {
         let c = Case::new();
         let mut text = String::from(HDR);
         for i in 0..2000 {
@@ -431,8 +435,16 @@ fn a_file_url_out_overwrote_its_input_and_a_file_url_input_was_counted_twice() {
     let p = input.to_str().unwrap();
     let run = |out: &str, man: Option<&str>, inputs: &[&str]| {
         let mut a = vec![
-            "merge", "--quiet", "--source", &src, "--base-repo", "r", "--base-commit", "c1",
-            "--out", out,
+            "merge",
+            "--quiet",
+            "--source",
+            &src,
+            "--base-repo",
+            "r",
+            "--base-commit",
+            "c1",
+            "--out",
+            out,
         ];
         if let Some(m) = man {
             a.extend(["--manifest", m]);
@@ -441,10 +453,18 @@ fn a_file_url_out_overwrote_its_input_and_a_file_url_input_was_counted_twice() {
         a.extend_from_slice(inputs);
         covmerge(&a)
     };
-    for out in [format!("file://{p}"), format!("file://localhost{p}"), format!("file:///{p}")] {
+    for out in [
+        format!("file://{p}"),
+        format!("file://localhost{p}"),
+        format!("file:///{p}"),
+    ] {
         let o = run(&out, None, &[p]);
         assert!(!o.status.success(), "--out {out}: exit 0");
-        assert!(stderr(&o).contains("would be overwritten"), "{}", stderr(&o));
+        assert!(
+            stderr(&o).contains("would be overwritten"),
+            "{}",
+            stderr(&o)
+        );
         assert_eq!(std::fs::read(&input).unwrap(), before);
     }
     let res = c.path("res.jsonl.gz");
@@ -454,7 +474,11 @@ fn a_file_url_out_overwrote_its_input_and_a_file_url_input_was_counted_twice() {
         &[p],
     );
     assert!(!o.status.success(), "--manifest over the result: exit 0");
-    let o = run(res.to_str().unwrap(), None, &[p, &format!("file://localhost{p}")]);
+    let o = run(
+        res.to_str().unwrap(),
+        None,
+        &[p, &format!("file://localhost{p}")],
+    );
     assert!(!o.status.success(), "file://localhost input counted twice");
     assert!(stderr(&o).contains("counted twice"), "{}", stderr(&o));
     // diff: OLD named by URL, --out its path.
@@ -483,20 +507,45 @@ fn out_dev_stdout_replaced_the_file_behind_standard_output() {
     let f = std::fs::OpenOptions::new().append(true).open(&log).unwrap();
     let o = Command::new(bin())
         .args([
-            "merge", "--quiet", "--source", &src, "--base-repo", "r", "--base-commit", "c1",
-            "--out", "/dev/stdout", "--input", input.to_str().unwrap(),
+            "merge",
+            "--quiet",
+            "--source",
+            &src,
+            "--base-repo",
+            "r",
+            "--base-commit",
+            "c1",
+            "--out",
+            "/dev/stdout",
+            "--input",
+            input.to_str().unwrap(),
         ])
         .stdout(f)
         .output()
         .unwrap();
     assert!(o.status.success(), "{}", stderr(&o));
     let text = std::fs::read(&log).unwrap();
-    assert!(text.starts_with(b"PRECIOUS\n"), "the file behind stdout was replaced");
+    assert!(
+        text.starts_with(b"PRECIOUS\n"),
+        "the file behind stdout was replaced"
+    );
     assert_eq!(&text[9..11], &[0x1f, 0x8b], "no gzip result appended");
     for (out, man) in [("-", "/dev/stdout"), ("/dev/stdout", "-"), ("-", "-")] {
         let o = covmerge(&[
-            "merge", "--quiet", "--source", &src, "--base-repo", "r", "--base-commit", "c1",
-            "--out", out, "--manifest", man, "--input", input.to_str().unwrap(),
+            "merge",
+            "--quiet",
+            "--source",
+            &src,
+            "--base-repo",
+            "r",
+            "--base-commit",
+            "c1",
+            "--out",
+            out,
+            "--manifest",
+            man,
+            "--input",
+            input.to_str().unwrap(),
         ]);
         assert!(!o.status.success(), "--out {out} --manifest {man}: exit 0");
     }
@@ -512,11 +561,25 @@ fn every_file_absent_at_the_base_published_an_empty_result() {
     let src = format!("dir:{}", c.path("src").display());
     let out = c.path("out.jsonl.gz");
     let o = covmerge(&[
-        "merge", "--quiet", "--source", &src, "--base-repo", "r", "--base-commit", "c0",
-        "--out", out.to_str().unwrap(), "--input", input.to_str().unwrap(),
+        "merge",
+        "--quiet",
+        "--source",
+        &src,
+        "--base-repo",
+        "r",
+        "--base-commit",
+        "c0",
+        "--out",
+        out.to_str().unwrap(),
+        "--input",
+        input.to_str().unwrap(),
     ]);
     assert!(!o.status.success(), "exit 0");
-    assert!(stderr(&o).contains("exists at the base commit c0"), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("exists at the base commit c0"),
+        "{}",
+        stderr(&o)
+    );
     assert!(!out.exists());
 }
 
@@ -528,9 +591,19 @@ fn sources_wrote_an_index_for_a_commit_the_repository_lacks() {
     let (repo, commits) = git_repo(c.dir_path());
     let snap = format!("file://{}", c.path("snap").display());
     std::fs::create_dir_all(c.path("snap")).unwrap();
-    for bad in ["HEAD", &commits[0][..10], "0123456789abcdef0123456789abcdef01234567"] {
+    for bad in [
+        "HEAD",
+        &commits[0][..10],
+        "0123456789abcdef0123456789abcdef01234567",
+    ] {
         let o = covmerge(&[
-            "sources", "--git", repo.to_str().unwrap(), "--store", &snap, "--commit", bad,
+            "sources",
+            "--git",
+            repo.to_str().unwrap(),
+            "--store",
+            &snap,
+            "--commit",
+            bad,
         ]);
         assert!(!o.status.success(), "--commit {bad}: exit 0");
         assert!(stderr(&o).contains(bad), "{}", stderr(&o));

@@ -893,7 +893,12 @@ mod tests {
             std::fs::read_dir(d)
                 .unwrap()
                 .map(|e| e.unwrap().path())
-                .find(|p| p.file_name().unwrap().to_string_lossy().starts_with("covcounters."))
+                .find(|p| {
+                    p.file_name()
+                        .unwrap()
+                        .to_string_lossy()
+                        .starts_with("covcounters.")
+                })
                 .unwrap()
         };
         let (_, base) = read_dir(&copy().path().to_path_buf()).unwrap();
@@ -912,7 +917,10 @@ mod tests {
         assert!(e.contains("same file"), "{e}");
         let d = copy();
         let fifo = std::ffi::CString::new(
-            d.path().join("covcounters.x.1.1").as_os_str().as_encoded_bytes(),
+            d.path()
+                .join("covcounters.x.1.1")
+                .as_os_str()
+                .as_encoded_bytes(),
         )
         .unwrap();
         // SAFETY: a valid NUL-terminated path.
