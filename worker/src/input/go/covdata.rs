@@ -901,7 +901,7 @@ mod tests {
                 })
                 .unwrap()
         };
-        let (_, base) = read_dir(&copy().path().to_path_buf()).unwrap();
+        let (_, base) = read_dir(copy().path()).unwrap();
         assert!(base.counter_files > 0);
         // A symlink to another counters file, to /dev/zero; a hard link; a FIFO.
         let d = copy();
