@@ -59,11 +59,14 @@ fn base_commit_missing_from_the_source_gave_an_empty_complete_result() {
     let dir_src = format!("dir:{}", c.path("src").display());
     let out = c.path("out.jsonl.gz");
     let missing = "0123456789abcdef0123456789abcdef01234567";
+    // Git writes ids in lowercase; an uppercase spelling would go into the header.
+    let upper = commits[1].to_ascii_uppercase();
     for (src, base) in [
         (git_src.as_str(), missing),
         // A revspec is not a commit id: the header would carry `HEAD~1`.
         (git_src.as_str(), "HEAD~1"),
         (git_src.as_str(), &commits[0][..12]),
+        (git_src.as_str(), &upper),
         (dir_src.as_str(), "no-such-commit"),
     ] {
         let o = covmerge(&[

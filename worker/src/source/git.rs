@@ -310,9 +310,16 @@ impl GitSource {
     }
 }
 
+/// A commit id as git writes it: lowercase hex. An uppercase spelling would resolve in
+/// the object database but name a directory `dir:` does not have, a snapshot index
+/// `store:` does not have, and go into the header as given.
+fn git_commit(commit: &[u8]) -> Option<&str> {
+    plain_commit(commit).filter(|c| !c.bytes().any(|b| b.is_ascii_uppercase()))
+}
+
 impl Source for GitSource {
     fn has_commit(&self, commit: &[u8]) -> Result<bool, SourceError> {
-        let Some(commit) = plain_commit(commit) else {
+        let Some(commit) = git_commit(commit) else {
             return Ok(false);
         };
         // Only a full id names a commit: an abbreviation or a revspec (`HEAD~1`) is not
@@ -328,7 +335,7 @@ impl Source for GitSource {
     }
 
     fn get(&self, commit: &[u8], path: &[u8]) -> Result<Option<Arc<FileVersion>>, SourceError> {
-        let Some(commit) = plain_commit(commit) else {
+        let Some(commit) = git_commit(commit) else {
             return Ok(None);
         };
         let Some(path) = plain_path(path) else {
