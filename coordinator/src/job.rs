@@ -523,38 +523,35 @@ async fn drive(
         .totals
         .rows_in
         .saturating_sub(manifest.totals.rows_outside_prefix);
-    if !failed.is_empty() {
-        manifest.status = JobStatus::Failed;
+    // Every file of the input absent at the base is not coverage of that base but the
+    // sign of a source that does not hold it (an empty `ROOT/<commit>/`, a snapshot
+    // index written for the wrong commit, a worker's own `--source`): an empty result
+    // would be published as complete.
+    let refused = if !failed.is_empty() {
         manifest.failed = failed.clone();
+        Some(JobError::TasksFailed {
+            job: job.to_string(),
+            failed,
+        })
+    } else if manifest.totals.files == 0 && manifest.totals.files_deleted > 0 {
+        Some(JobError::NothingAtBase(format!(
+            "job {job}: none of the {} file(s) of the input exists at the base commit {} in the source {}: the source does not hold that base as the input expects (an empty or wrong ROOT/<commit>, snapshot or worker --source); no result published",
+            manifest.totals.files_deleted,
+            spec.base_commit,
+            covmerge_storage::redact_url(&spec.source),
+        )))
+    } else {
+        None
+    };
+    if let Some(e) = refused {
+        manifest.status = JobStatus::Failed;
         still_held(lease).await?;
         finish::write_manifest(&manifest, opts, &store, &job).await?;
         // Nobody waits for this job's reports any more (a resume declares them anew).
         if opts.cleanup {
             close_queues(queue.as_ref(), &job).await;
         }
-        return Err(JobError::TasksFailed {
-            job: job.to_string(),
-            failed,
-        });
-    }
-
-    // Every file of the input absent at the base: not coverage of that base but the
-    // sign of a source that does not hold it (an empty `ROOT/<commit>/`, a snapshot
-    // index written for the wrong commit, a worker's own `--source`). An empty result
-    // would be published as complete; refuse it.
-    if manifest.totals.files == 0 && manifest.totals.files_deleted > 0 {
-        manifest.status = JobStatus::Failed;
-        still_held(lease).await?;
-        finish::write_manifest(&manifest, opts, &store, &job).await?;
-        if opts.cleanup {
-            close_queues(queue.as_ref(), &job).await;
-        }
-        return Err(JobError::NothingAtBase(format!(
-            "job {job}: none of the {} file(s) of the input exists at the base commit {} in the source {}: the source does not hold that base as the input expects (an empty or wrong ROOT/<commit>, snapshot or worker --source); no result published",
-            manifest.totals.files_deleted,
-            spec.base_commit,
-            covmerge_storage::redact_url(&spec.source),
-        )));
+        return Err(e);
     }
 
     let dest = Destination::parse(
