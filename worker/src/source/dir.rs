@@ -234,10 +234,10 @@ impl Source for DirSource {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::source::git::tests::git;
     use crate::source::GitSource;
     use std::os::unix::fs::symlink;
     use std::path::Path;
-    use std::process::Command;
 
     fn get(s: &dyn Source, commit: &str, path: &str) -> Option<Vec<u8>> {
         s.get(commit.as_bytes(), path.as_bytes())
@@ -320,20 +320,6 @@ mod tests {
         let e = s.get(b"c", b"huge.c").unwrap_err();
         assert!(matches!(e, SourceError::TooLarge { .. }), "{e}");
         assert!(e.to_string().contains("c/huge.c"), "{e}");
-    }
-
-    fn git(dir: &Path, args: &[&str]) -> String {
-        let out = Command::new("git")
-            .arg("-C")
-            .arg(dir)
-            .args(["-c", "user.name=t", "-c", "user.email=t@t"])
-            .args(args)
-            .env("GIT_CONFIG_GLOBAL", "/dev/null")
-            .env("GIT_CONFIG_NOSYSTEM", "1")
-            .output()
-            .expect("git");
-        assert!(out.status.success(), "git {args:?}");
-        String::from_utf8(out.stdout).unwrap().trim().to_string()
     }
 
     #[test]

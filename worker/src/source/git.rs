@@ -382,11 +382,12 @@ pub fn all_paths(
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
     use std::process::Command;
 
-    fn git(dir: &std::path::Path, args: &[&str]) -> String {
+    /// Runs git in `dir` with no user or system configuration (also `dir:`'s tests).
+    pub(in crate::source) fn git(dir: &std::path::Path, args: &[&str]) -> String {
         let out = Command::new("git")
             .arg("-C")
             .arg(dir)
