@@ -14,6 +14,25 @@ fn stderr(o: &std::process::Output) -> String {
     String::from_utf8_lossy(&o.stderr).into_owned()
 }
 
+/// The arguments of `covmerge merge --quiet` from `src` onto `base` into `out`, then
+/// `rest` (`--manifest ...`, `--input ...`).
+fn merge_args<'a>(src: &'a str, base: &'a str, out: &'a str, rest: &[&'a str]) -> Vec<&'a str> {
+    let mut a = vec![
+        "merge",
+        "--quiet",
+        "--source",
+        src,
+        "--base-repo",
+        "r",
+        "--base-commit",
+        base,
+        "--out",
+        out,
+    ];
+    a.extend_from_slice(rest);
+    a
+}
+
 /// `git init` of a one-file repository with two commits; returns (repo, [c1, c2]).
 fn git_repo(dir: &Path) -> (std::path::PathBuf, Vec<String>) {
     let repo = dir.join("repo");
@@ -69,20 +88,12 @@ fn base_commit_missing_from_the_source_gave_an_empty_complete_result() {
         (git_src.as_str(), &upper),
         (dir_src.as_str(), "no-such-commit"),
     ] {
-        let o = covmerge(&[
-            "merge",
-            "--quiet",
-            "--source",
+        let o = covmerge(&merge_args(
             src,
-            "--base-repo",
-            "r",
-            "--base-commit",
             base,
-            "--out",
             out.to_str().unwrap(),
-            "--input",
-            input.to_str().unwrap(),
-        ]);
+            &["--input", input.to_str().unwrap()],
+        ));
         let err = stderr(&o);
         assert!(!o.status.success(), "{src} {base}: exit 0");
         assert!(
@@ -92,20 +103,12 @@ fn base_commit_missing_from_the_source_gave_an_empty_complete_result() {
         assert!(!out.exists(), "{src} {base}: a result was published");
     }
     // The same job on a base the source holds merges.
-    let o = covmerge(&[
-        "merge",
-        "--quiet",
-        "--source",
+    let o = covmerge(&merge_args(
         &git_src,
-        "--base-repo",
-        "r",
-        "--base-commit",
         &commits[1],
-        "--out",
         out.to_str().unwrap(),
-        "--input",
-        input.to_str().unwrap(),
-    ]);
+        &["--input", input.to_str().unwrap()],
+    ));
     assert!(o.status.success(), "{}", stderr(&o));
 }
 
@@ -129,20 +132,12 @@ fn base_commit_missing_from_a_store_snapshot_is_refused() {
     let out = c.path("out.jsonl.gz");
     let src = format!("store:{snap}");
     let run = |base: &str| {
-        covmerge(&[
-            "merge",
-            "--quiet",
-            "--source",
+        covmerge(&merge_args(
             &src,
-            "--base-repo",
-            "r",
-            "--base-commit",
             base,
-            "--out",
             out.to_str().unwrap(),
-            "--input",
-            input.to_str().unwrap(),
-        ])
+            &["--input", input.to_str().unwrap()],
+        ))
     };
     let o = run(&commits[1]);
     assert!(!o.status.success());
@@ -266,20 +261,12 @@ fn out_to_standard_output_streams_and_keeps_the_summary_off_it() {
     let input = c.write("in.csv", &format!("{HDR}r,c1,a.c,f,m,1,5\n"));
     let src = format!("dir:{}", c.path("src").display());
     let o = Command::new(bin())
-        .args([
-            "merge",
-            "--quiet",
-            "--source",
+        .args(merge_args(
             &src,
-            "--base-repo",
-            "r",
-            "--base-commit",
             "c1",
-            "--out",
             "-",
-            "--input",
-            input.to_str().unwrap(),
-        ])
+            &["--input", input.to_str().unwrap()],
+        ))
         .output()
         .unwrap();
     assert!(o.status.success(), "{}", stderr(&o));
@@ -324,20 +311,12 @@ fn an_interrupted_merge_left_its_spills_behind() {
         let src = format!("dir:{}", c.path("src").display());
         let out = c.path("out.jsonl.gz");
         let mut child = Command::new(bin())
-            .args([
-                "merge",
-                "--quiet",
-                "--source",
+            .args(merge_args(
                 &src,
-                "--base-repo",
-                "r",
-                "--base-commit",
                 "c1",
-                "--out",
                 out.to_str().unwrap(),
-                "--input",
-                input.to_str().unwrap(),
-            ])
+                &["--input", input.to_str().unwrap()],
+            ))
             .env("TMPDIR", &tmp)
             .env("RUST_LOG", "warn")
             .env("COVMERGE_FAULT_SLEEP", "merge:60000")
@@ -388,22 +367,17 @@ fn a_failed_manifest_write_hid_that_the_result_was_published() {
     let src = format!("dir:{}", c.path("src").display());
     let log = c.path("stderr.log");
     let mut child = Command::new(bin())
-        .args([
-            "merge",
-            "--quiet",
-            "--source",
+        .args(merge_args(
             &src,
-            "--base-repo",
-            "r",
-            "--base-commit",
             "c1",
-            "--out",
             out.to_str().unwrap(),
-            "--manifest",
-            man.to_str().unwrap(),
-            "--input",
-            input.to_str().unwrap(),
-        ])
+            &[
+                "--manifest",
+                man.to_str().unwrap(),
+                "--input",
+                input.to_str().unwrap(),
+            ],
+        ))
         .env("RUST_LOG", "warn")
         .env("COVMERGE_FAULT_SLEEP", "assemble:3000")
         .stderr(std::fs::File::create(&log).unwrap())
@@ -437,18 +411,7 @@ fn a_file_url_out_overwrote_its_input_and_a_file_url_input_was_counted_twice() {
     let src = format!("dir:{}", c.path("src").display());
     let p = input.to_str().unwrap();
     let run = |out: &str, man: Option<&str>, inputs: &[&str]| {
-        let mut a = vec![
-            "merge",
-            "--quiet",
-            "--source",
-            &src,
-            "--base-repo",
-            "r",
-            "--base-commit",
-            "c1",
-            "--out",
-            out,
-        ];
+        let mut a = merge_args(&src, "c1", out, &[]);
         if let Some(m) = man {
             a.extend(["--manifest", m]);
         }
@@ -509,20 +472,12 @@ fn out_dev_stdout_replaced_the_file_behind_standard_output() {
     let src = format!("dir:{}", c.path("src").display());
     let f = std::fs::OpenOptions::new().append(true).open(&log).unwrap();
     let o = Command::new(bin())
-        .args([
-            "merge",
-            "--quiet",
-            "--source",
+        .args(merge_args(
             &src,
-            "--base-repo",
-            "r",
-            "--base-commit",
             "c1",
-            "--out",
             "/dev/stdout",
-            "--input",
-            input.to_str().unwrap(),
-        ])
+            &["--input", input.to_str().unwrap()],
+        ))
         .stdout(f)
         .output()
         .unwrap();
@@ -534,22 +489,12 @@ fn out_dev_stdout_replaced_the_file_behind_standard_output() {
     );
     assert_eq!(&text[9..11], &[0x1f, 0x8b], "no gzip result appended");
     for (out, man) in [("-", "/dev/stdout"), ("/dev/stdout", "-"), ("-", "-")] {
-        let o = covmerge(&[
-            "merge",
-            "--quiet",
-            "--source",
+        let o = covmerge(&merge_args(
             &src,
-            "--base-repo",
-            "r",
-            "--base-commit",
             "c1",
-            "--out",
             out,
-            "--manifest",
-            man,
-            "--input",
-            input.to_str().unwrap(),
-        ]);
+            &["--manifest", man, "--input", input.to_str().unwrap()],
+        ));
         assert!(!o.status.success(), "--out {out} --manifest {man}: exit 0");
     }
 }
@@ -563,20 +508,12 @@ fn every_file_absent_at_the_base_published_an_empty_result() {
     let input = c.write("in.csv", &format!("{HDR}r,c1,a.c,f,m,1,5\n"));
     let src = format!("dir:{}", c.path("src").display());
     let out = c.path("out.jsonl.gz");
-    let o = covmerge(&[
-        "merge",
-        "--quiet",
-        "--source",
+    let o = covmerge(&merge_args(
         &src,
-        "--base-repo",
-        "r",
-        "--base-commit",
         "c0",
-        "--out",
         out.to_str().unwrap(),
-        "--input",
-        input.to_str().unwrap(),
-    ]);
+        &["--input", input.to_str().unwrap()],
+    ));
     assert!(!o.status.success(), "exit 0");
     assert!(
         stderr(&o).contains("exists at the base commit c0"),
