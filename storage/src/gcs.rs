@@ -94,8 +94,8 @@ impl JsonApi {
         })
     }
 
-    /// Sends a request built by `make`, retrying connection errors and the statuses
-    /// of [`retryable_http_status`] as [`RetryPolicy::gcs_request`] says. The last
+    /// Sends a request built by `make`, retrying the statuses of
+    /// [`retryable_http_status`] as [`RetryPolicy::gcs_request`] says. The last
     /// answer is returned whatever its status ([`Gcs::check`] judges it).
     async fn send(
         &self,
@@ -121,11 +121,11 @@ impl JsonApi {
         let res = attempt
             .retry(RetryPolicy::gcs_request().builder())
             .sleep(tokio::time::sleep)
-            .when(|f| match f {
-                SendFailure::Status(_) => true,
-                SendFailure::Http(e) => !e.is_builder(),
-                SendFailure::Auth(_) => false,
-            })
+            // Only a quick answer (5xx, 429) is retried here, a few times within a
+            // second; silence and lost connections go to the store operation's one
+            // budget (`Store::retrying`), so that no request waits out several
+            // timeouts inside one attempt.
+            .when(|f| matches!(f, SendFailure::Status(_)))
             .await;
         match res {
             Ok(resp) | Err(SendFailure::Status(resp)) => Ok(resp),
@@ -313,11 +313,15 @@ impl GcsStore {
         let inner = GoogleCloudStorageBuilder::from_env()
             .with_bucket_name(bucket)
             .with_client_options(opts)
+            .with_retry(crate::single_attempt())
             .build()
             .map_err(|e| e.to_string())?;
         let http = reqwest::Client::builder()
             .redirect(reqwest::redirect::Policy::none())
             .connect_timeout(Duration::from_secs(10))
+            // A server that stops answering is noticed within 30 s of silence, while
+            // a long upload that keeps moving may take its 300 s.
+            .read_timeout(Duration::from_secs(30))
             .timeout(Duration::from_secs(300))
             .build()
             .map_err(|e| e.to_string())?;

@@ -94,6 +94,20 @@ pub enum Atomicity {
 /// the task. Overridden with [`Store::with_retry_budget`] (`--store-outage-budget`).
 pub const DEFAULT_RETRY_BUDGET: Duration = Duration::from_secs(300);
 
+/// object_store's own retry layer switched off: [`Store::retrying`] is the one layer
+/// that retries, so `--store-outage-budget` bounds an operation (object_store's
+/// default would retry 10 times for up to 3 minutes inside each attempt). Each attempt
+/// is still bounded by the client's request timeout (object_store's 30 s), so a store
+/// that never answers fails an operation after at most the budget plus one request
+/// timeout.
+pub fn single_attempt() -> object_store::RetryConfig {
+    object_store::RetryConfig {
+        max_retries: 0,
+        retry_timeout: Duration::ZERO,
+        ..Default::default()
+    }
+}
+
 /// A store and a prefix inside it.
 #[derive(Clone)]
 pub struct Store {
@@ -168,7 +182,10 @@ impl Store {
                 {
                     b = b.with_region("us-east-1");
                 }
-                let s3 = b.build().map_err(|e| bad(e.to_string()))?;
+                let s3 = b
+                    .with_retry(single_attempt())
+                    .build()
+                    .map_err(|e| bad(e.to_string()))?;
                 Ok(Store::from_object_store(
                     Arc::new(s3),
                     u.path(),
