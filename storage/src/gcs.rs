@@ -94,8 +94,8 @@ impl JsonApi {
         })
     }
 
-    /// Sends a request built by `make`, retrying the statuses of
-    /// [`retryable_http_status`] as [`RetryPolicy::gcs_request`] says. The last
+    /// Sends a request built by `make`, retrying connection errors (not timeouts) and
+    /// the statuses of [`retryable_http_status`] as [`RetryPolicy::gcs_request`] says. The last
     /// answer is returned whatever its status ([`Gcs::check`] judges it).
     async fn send(
         &self,
@@ -121,11 +121,16 @@ impl JsonApi {
         let res = attempt
             .retry(RetryPolicy::gcs_request().builder())
             .sleep(tokio::time::sleep)
-            // Only a quick answer (5xx, 429) is retried here, a few times within a
-            // second; silence and lost connections go to the store operation's one
-            // budget (`Store::retrying`), so that no request waits out several
-            // timeouts inside one attempt.
-            .when(|f| matches!(f, SendFailure::Status(_)))
+            // Quick failures (5xx, 429, a refused or reset connection) are retried
+            // here, a few times within a second, so that one resumable chunk does not
+            // restart a whole upload; silence (a timeout) goes to the store
+            // operation's one budget (`Store::retrying`), so that no request waits
+            // out several timeouts inside one attempt.
+            .when(|f| match f {
+                SendFailure::Status(_) => true,
+                SendFailure::Http(e) => !e.is_builder() && !e.is_timeout(),
+                SendFailure::Auth(_) => false,
+            })
             .await;
         match res {
             Ok(resp) | Err(SendFailure::Status(resp)) => Ok(resp),

@@ -100,10 +100,9 @@ pub const DEFAULT_RETRY_BUDGET: Duration = Duration::from_secs(300);
 /// is still bounded by the client's request timeout (object_store's 30 s), so a store
 /// that never answers fails an operation after at most the budget plus one request
 /// timeout.
-pub fn single_attempt() -> object_store::RetryConfig {
+pub(crate) fn single_attempt() -> object_store::RetryConfig {
     object_store::RetryConfig {
         max_retries: 0,
-        retry_timeout: Duration::ZERO,
         ..Default::default()
     }
 }
