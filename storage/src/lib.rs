@@ -52,20 +52,49 @@ pub enum StoreError {
 }
 
 impl StoreError {
-    /// Whether trying again may succeed (network, throttling, server errors).
+    /// Whether trying again may succeed (network, throttling, server errors). A
+    /// refusal (403 for credentials or a policy, 400, 404 of a bucket...) is not: the
+    /// same request gets the same answer, so it is the configuration's, not an outage.
     pub fn is_transient(&self) -> bool {
         match self {
-            StoreError::Io { source, .. } => !matches!(
-                source.as_ref(),
-                object_store::Error::NotFound { .. }
-                    | object_store::Error::InvalidPath { .. }
-                    | object_store::Error::NotSupported { .. }
-                    | object_store::Error::PermissionDenied { .. }
-                    | object_store::Error::Unauthenticated { .. }
-            ),
+            StoreError::Io { source, .. } => {
+                !matches!(
+                    source.as_ref(),
+                    object_store::Error::NotFound { .. }
+                        | object_store::Error::InvalidPath { .. }
+                        | object_store::Error::NotSupported { .. }
+                        | object_store::Error::PermissionDenied { .. }
+                        | object_store::Error::Unauthenticated { .. }
+                ) && !http_status(source.as_ref()).is_some_and(refused)
+            }
             _ => false,
         }
     }
+}
+
+/// Whether an HTTP status is a refusal that a retry cannot change: a 4xx other than
+/// a timeout (408), a conflict with a concurrent writer (409) or throttling (429).
+fn refused(status: u16) -> bool {
+    (400..500).contains(&status) && !matches!(status, 408 | 409 | 429)
+}
+
+/// The HTTP status of the response an error reports, found in its source chain.
+/// object_store classifies a status into its error variants only for some requests
+/// (a get, a put); a refused listing or multipart upload comes back as a generic
+/// error that carries the status only in its message ("Server returned non-2xx
+/// status code: 403 Forbidden: ...").
+fn http_status(e: &(dyn std::error::Error + 'static)) -> Option<u16> {
+    const MARK: &str = "status code: ";
+    let mut cur = Some(e);
+    while let Some(e) = cur {
+        let msg = e.to_string();
+        if let Some(i) = msg.find(MARK) {
+            let digits = msg[i + MARK.len()..].get(..3)?;
+            return digits.parse().ok();
+        }
+        cur = e.source();
+    }
+    None
 }
 
 /// One version of an object, as read: what a conditional write ([`Store::put_if`])

@@ -278,3 +278,106 @@ fn deleting_the_task_queue_mid_job_does_not_fail_it() {
         job_queues_left(&vh)
     );
 }
+
+/// A moto S3 server of this test's own that checks credentials (the shared one takes
+/// any): every request signed with a key its IAM does not know is answered 403
+/// `InvalidAccessKeyId`.
+struct AuthS3 {
+    child: std::process::Child,
+    endpoint: String,
+}
+
+impl AuthS3 {
+    fn start(dir: &std::path::Path) -> AuthS3 {
+        let port = {
+            let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+            l.local_addr().unwrap().port()
+        };
+        let log = std::fs::File::create(dir.join("moto-auth.log")).unwrap();
+        let child = std::process::Command::new("python3")
+            .args([
+                "-m",
+                "moto.server",
+                "-H",
+                "127.0.0.1",
+                "-p",
+                &port.to_string(),
+            ])
+            .env("INITIAL_NO_AUTH_ACTION_COUNT", "0")
+            .stdout(log.try_clone().unwrap())
+            .stderr(log)
+            .spawn()
+            .expect("python3 -m moto.server (deploy/dev/start-s3.sh installs moto)");
+        let t0 = Instant::now();
+        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+            assert!(t0.elapsed() < Duration::from_secs(60), "moto did not start");
+            std::thread::sleep(Duration::from_millis(200));
+        }
+        AuthS3 {
+            child,
+            endpoint: format!("http://127.0.0.1:{port}"),
+        }
+    }
+}
+
+impl Drop for AuthS3 {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// A worker whose S3 credentials are refused (403 `InvalidAccessKeyId`, from moto with
+/// authentication on) is misconfigured like one on the wrong bucket: it hands its
+/// tasks back at once (a refusal is not an outage to retry for the budget; see
+/// storage/tests/refused_credentials.rs), and the job completes exactly on the two
+/// good workers, with the refused worker's secret in no log line.
+///
+/// The refused worker alone talks to the authenticating moto (the same bucket name,
+/// another endpoint): moto's own signature check rejects object_store's listings (it
+/// signs `%2F` in the query differently), so the good side cannot run against it.
+#[test]
+fn worker_with_refused_s3_credentials_does_not_fail_the_job() {
+    use covmerge_integration_tests::fleet::bucket;
+    let s = setup(235, false);
+    let vh = Vhost::new("s3refused");
+    let dir = s.tmp.path();
+    let auth = AuthS3::start(dir);
+    let store = format!("s3://{}/jobs", bucket("refused"));
+    // The refused worker first, so that it is sure to be offered tasks.
+    let bad = worker_on(
+        &vh.url,
+        dir,
+        1,
+        &store,
+        &["--max-config-failures", "5"],
+        &[
+            ("AWS_ENDPOINT_URL", auth.endpoint.as_str()),
+            ("AWS_ACCESS_KEY_ID", "AKIAREFUSED000000000"),
+            ("AWS_SECRET_ACCESS_KEY", "not-the-secret"),
+        ],
+    );
+    let _good1 = worker_on(&vh.url, dir, 2, &store, &[], &[]);
+    let _good2 = worker_on(&vh.url, dir, 3, &store, &[], &[]);
+    let out = dir.join("out.gz");
+    let t0 = Instant::now();
+    run_ok(&s.coord_args(&vh.url, &store, &out), &[]);
+    let took = t0.elapsed();
+    assert_eq!(gunzip(&out), s.want);
+    let log = bad.log_text();
+    assert!(log.contains("handing it back to another worker"), "{log}");
+    assert!(log.contains("InvalidAccessKeyId"), "{log}");
+    assert!(
+        !log.contains("not-the-secret"),
+        "the secret is logged: {log}"
+    );
+    assert!(
+        took < Duration::from_secs(90),
+        "the job took {took:?}: the refusal was retried as an outage"
+    );
+    assert!(
+        job_queues_left(&vh).is_empty(),
+        "{:?}",
+        job_queues_left(&vh)
+    );
+}
