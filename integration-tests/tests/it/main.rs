@@ -18,6 +18,8 @@ mod go_toolchain;
 mod hardening;
 /// Job ids and leases: one job per id, one coordinator per job.
 mod jobid;
+/// Memory bounded in every dimension of the input, under a limit set on the child.
+mod memory;
 /// --listen endpoints scraped by a real Prometheus server.
 mod observability;
 /// Exact output format (Go field names, header, order).

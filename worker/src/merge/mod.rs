@@ -4,6 +4,7 @@
 
 mod project;
 mod shard;
+mod sums;
 
 pub use project::{line_map, line_map_lines, LineMap, ProjectionCache, MAX_DIFF_CELLS};
 pub use shard::{merge_shard, merge_shard_with_prefix, MergeError, MergedPart};

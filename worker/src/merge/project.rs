@@ -44,7 +44,7 @@ impl LineMap {
         self.map.get(sl as usize - 1).copied().filter(|&t| t != 0)
     }
 
-    fn bytes(&self) -> usize {
+    pub(crate) fn bytes(&self) -> usize {
         self.map.len() * 4 + 64
     }
 }

@@ -7,6 +7,7 @@ use rustc_hash::FxHashMap;
 
 use std::sync::Arc;
 
+use super::sums::ManagerSums;
 use super::{LineMap, ProjectionCache};
 use crate::source::{FileVersion, Source, SourceError};
 
@@ -75,12 +76,13 @@ impl Interner {
 /// Each projected line gets a *slot* the first time it is hit; the sums are vectors
 /// indexed by slot, so an entry costs one lookup in the small line-to-slot table (the
 /// file's instrumented lines) and then plain indexing, where a table keyed by
-/// (manager, line) was hit at random for every entry. A manager's vector spans the
-/// slots up to the last it hit ([`ABSENT`] where it hit none): at most lines ×
-/// managers of the file, 8 bytes each.
+/// (manager, line) was hit at random for every entry. The per-manager sums take
+/// memory in proportion to the (manager, line) pairs hit ([`ManagerSums`]), not lines
+/// × managers.
 struct FileAcc {
-    /// `None`: the file does not exist at the base.
-    base: Option<Arc<FileVersion>>,
+    /// Whether the file exists at the base. Its text is held in [`Held`] while it
+    /// fits, not here: a shard of 5,000 files of 120 KB held every base to its end.
+    exists: bool,
     /// Per base line: its slot (`u32::MAX`: none yet). A vector, not a hash map: the
     /// lines are those of the base version, and a lookup per entry was a tenth of the
     /// merge (BENCHMARKS.md, issue 12).
@@ -92,24 +94,20 @@ struct FileAcc {
     name: Vec<(u32, u64)>,
     /// (line, function) row counts of the names after a slot's first.
     other_names: FxHashMap<(u32, u32), u64>,
-    /// Per manager (by the shard's manager index): its sum per slot.
-    per_mgr: Vec<Vec<u64>>,
+    /// Per manager (by the shard's manager index) and slot: its sum.
+    per_mgr: ManagerSums,
 }
 
-/// A slot a manager did not hit. Sums below it are exact: a manager's sum never
-/// exceeds its line's `*` sum, which fails the merge past `i64::MAX`.
-const ABSENT: u64 = u64::MAX;
-
 impl FileAcc {
-    fn new(base: Option<Arc<FileVersion>>) -> Self {
+    fn new(exists: bool) -> Self {
         FileAcc {
-            base,
+            exists,
             slot_of: Vec::new(),
             lines: Vec::new(),
             star: Vec::new(),
             name: Vec::new(),
             other_names: FxHashMap::default(),
-            per_mgr: Vec::new(),
+            per_mgr: ManagerSums::default(),
         }
     }
 
@@ -131,19 +129,7 @@ impl FileAcc {
         }
         let slot = slot as usize;
         self.star[slot] = self.star[slot].saturating_add(hits);
-        if mgr >= self.per_mgr.len() {
-            self.per_mgr.resize_with(mgr + 1, Vec::new);
-        }
-        let sums = &mut self.per_mgr[mgr];
-        if slot >= sums.len() {
-            sums.resize(slot + 1, ABSENT);
-        }
-        let m = &mut sums[slot];
-        *m = if *m == ABSENT {
-            hits.min(ABSENT - 1)
-        } else {
-            m.saturating_add(hits).min(ABSENT - 1)
-        };
+        self.per_mgr.add(mgr as u32, slot as u32, hits);
         if let Some(func) = func {
             let first = &mut self.name[slot];
             if first.0 == func {
@@ -154,6 +140,85 @@ impl FileAcc {
                 *self.other_names.entry((line, func)).or_insert(0) += rows;
             }
         }
+    }
+}
+
+/// Bytes of base texts a shard merge holds between uses; past it they are dropped
+/// and read again from the source (which has its own cache) when needed.
+const HELD_BASES_BYTES: usize = 64 << 20;
+/// Bytes of line maps a shard merge holds between uses; past it they are dropped and
+/// looked up again in the worker's [`ProjectionCache`] (or recomputed).
+const HELD_MAPS_BYTES: usize = 64 << 20;
+
+/// What a shard merge keeps to avoid asking twice — base texts and line maps — each
+/// within a byte budget, so that many files or many commits of one file cost time
+/// (a second read, a second diff), not memory without bound.
+#[derive(Default)]
+struct Held {
+    bases: FxHashMap<u32, Arc<FileVersion>>,
+    bases_bytes: usize,
+    maps: FxHashMap<(u32, u32), Option<Arc<LineMap>>>,
+    maps_bytes: usize,
+    /// The (file, commit) pairs counted in `diffs_capped`: a map computed again
+    /// after being dropped is not counted twice.
+    capped: rustc_hash::FxHashSet<(u32, u32)>,
+}
+
+impl Held {
+    fn hold_base(&mut self, file: u32, base: Arc<FileVersion>) {
+        let bytes = base.data.len() + 64;
+        if self.bases_bytes + bytes > HELD_BASES_BYTES {
+            self.bases.clear();
+            self.bases_bytes = 0;
+        }
+        self.bases_bytes += bytes;
+        self.bases.insert(file, base);
+    }
+
+    fn map(&self, file: u32, commit: u32) -> Option<Option<Arc<LineMap>>> {
+        self.maps.get(&(file, commit)).cloned()
+    }
+
+    fn hold_map(&mut self, file: u32, commit: u32, map: Option<Arc<LineMap>>) {
+        let bytes = map.as_ref().map_or(0, |m| m.bytes()) + 32;
+        if self.maps_bytes + bytes > HELD_MAPS_BYTES {
+            self.maps.clear();
+            self.maps_bytes = 0;
+        }
+        self.maps_bytes += bytes;
+        self.maps.insert((file, commit), map);
+    }
+
+    /// The line map of `path` at `commit` onto the base (`None`: no such version).
+    fn compute_map(
+        &mut self,
+        source: &dyn Source,
+        cache: &ProjectionCache,
+        base_commit: &[u8],
+        path: &[u8],
+        commit: &[u8],
+        file: u32,
+    ) -> Result<Option<Arc<LineMap>>, MergeError> {
+        let Some(version) = source.get(commit, path)? else {
+            return Ok(None);
+        };
+        let base = match self.bases.get(&file) {
+            Some(b) => b.clone(),
+            None => {
+                // Dropped to stay in budget: read again. The source is immutable, so
+                // a file that existed at the base still does.
+                let b = source.get(base_commit, path)?.ok_or_else(|| {
+                    MergeError::Source(SourceError::Io {
+                        source_name: "the source".into(),
+                        what: format!("{} at the base", String::from_utf8_lossy(path)),
+                        message: "present when first read, absent when read again".into(),
+                    })
+                })?;
+                self.hold_base(file, b.clone());
+                b
+            }
+        };
+        Ok(Some(cache.get(&version, &base)))
     }
 }
 
@@ -183,7 +248,7 @@ pub fn merge_shard_with_prefix(
     // String ids are dense, so this is a vector, not a hash lookup per entry.
     let mut file_slot: Vec<u32> = Vec::new();
     let mut files: Vec<(u32, Option<FileAcc>)> = Vec::new();
-    let mut maps: FxHashMap<(u32, u32), Option<Arc<LineMap>>> = FxHashMap::default();
+    let mut held = Held::default();
     // The (file, commit) of the last entry and its line map.
     let mut last_map: ((u32, u32), Option<Arc<LineMap>>) = ((u32::MAX, u32::MAX), None);
     let mut counts = Counts::default();
@@ -224,7 +289,11 @@ pub fn merge_shard_with_prefix(
                                 return Ok(());
                             }
                         };
-                        Some(FileAcc::new(base))
+                        let exists = base.is_some();
+                        if let Some(b) = base {
+                            held.hold_base(file, b);
+                        }
+                        Some(FileAcc::new(exists))
                     } else {
                         None
                     };
@@ -235,10 +304,10 @@ pub fn merge_shard_with_prefix(
                     counts.rows_outside_prefix += v.rows;
                     continue;
                 };
-                let Some(base) = &acc.base else {
+                if !acc.exists {
                     counts.rows_deleted += v.rows;
                     continue;
-                };
+                }
                 if k.sl == 0 {
                     counts.rows_without_line += v.rows;
                     continue;
@@ -246,24 +315,33 @@ pub fn merge_shard_with_prefix(
                 // Blocks hold each (file, commit)'s entries together: one lookup per
                 // run of them.
                 if last_map.0 != (file, commit) {
-                    let map = match maps.entry((file, commit)) {
-                        std::collections::hash_map::Entry::Occupied(e) => e.into_mut(),
-                        std::collections::hash_map::Entry::Vacant(e) => {
-                            let version = match source.get(strings.get(commit), strings.get(file)) {
-                                Ok(v) => v,
+                    let map = match held.map(file, commit) {
+                        Some(m) => m,
+                        None => {
+                            let m = match held.compute_map(
+                                source,
+                                cache,
+                                base_commit,
+                                strings.get(file),
+                                strings.get(commit),
+                                file,
+                            ) {
+                                Ok(m) => m,
                                 Err(err) => {
-                                    failed = Some(err.into());
+                                    failed = Some(err);
                                     return Ok(());
                                 }
                             };
-                            let m = version.map(|v| cache.get(&v, base));
-                            if m.as_ref().is_some_and(|m| m.capped) {
+                            if m.as_ref().is_some_and(|m| m.capped)
+                                && held.capped.insert((file, commit))
+                            {
                                 counts.diffs_capped += 1;
                             }
-                            e.insert(m)
+                            held.hold_map(file, commit, m.clone());
+                            m
                         }
                     };
-                    last_map = ((file, commit), map.clone());
+                    last_map = ((file, commit), map);
                 }
                 let Some(line) = last_map.1.as_ref().and_then(|m| m.project(k.sl)) else {
                     counts.rows_lost += v.rows;
@@ -292,7 +370,7 @@ pub fn merge_shard_with_prefix(
             return Err(e);
         }
     }
-    drop((maps, last_map));
+    drop((held, last_map));
 
     // Files in path order: the part's order is deterministic.
     let mut order: Vec<(u32, FileAcc)> = files
@@ -309,7 +387,7 @@ pub fn merge_shard_with_prefix(
     );
     let mut records = 0u64;
     for (file, acc) in order {
-        if acc.base.is_none() {
+        if !acc.exists {
             counts.files_deleted += 1;
             continue;
         }
@@ -377,23 +455,28 @@ fn write_file(
     output::write_mcr(out, b"*", path, &lines, &hits)?;
     records += 1;
 
-    // Managers by name: a manager's vector is empty until it hits a line.
-    let mut by_name: Vec<usize> = (0..per_mgr.len())
-        .filter(|&m| !per_mgr[m].is_empty())
-        .collect();
-    by_name.sort_unstable_by(|&a, &b| strings.get(managers[a]).cmp(strings.get(managers[b])));
-    let (mut m_lines, mut m_hits) = (Vec::new(), Vec::new());
+    // Managers by name: those that hit a line of the file.
+    let per_mgr = per_mgr.finish();
+    let mut by_name: Vec<u32> = per_mgr.managers().to_vec();
+    by_name.sort_unstable_by(|&a, &b| {
+        strings
+            .get(managers[a as usize])
+            .cmp(strings.get(managers[b as usize]))
+    });
+    let (mut pairs, mut m_lines, mut m_hits) = (Vec::new(), Vec::new(), Vec::new());
     for m in by_name {
-        let sums = &per_mgr[m];
+        per_mgr.pairs(m, &order, &slot_lines, &mut pairs);
         m_lines.clear();
         m_hits.clear();
-        for &s in &order {
-            if let Some(&h) = sums.get(s as usize).filter(|&&h| h != ABSENT) {
-                m_lines.push(slot_lines[s as usize]);
-                m_hits.push(h);
-            }
-        }
-        output::write_mcr(out, strings.get(managers[m]), path, &m_lines, &m_hits)?;
+        m_lines.extend(pairs.iter().map(|p| p.0));
+        m_hits.extend(pairs.iter().map(|p| p.1));
+        output::write_mcr(
+            out,
+            strings.get(managers[m as usize]),
+            path,
+            &m_lines,
+            &m_hits,
+        )?;
         records += 1;
     }
 

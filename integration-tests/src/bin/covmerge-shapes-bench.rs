@@ -1,0 +1,202 @@
+//! Memory shapes: inputs that grow a dimension other than rows (managers, distinct
+//! paths, lines per file, base file size, commits of one file). Each shape is merged
+//! at 1× and 2× its size; one row per run with rows, wall, CPU, peak RSS, and the
+//! time and RSS at 2× over 1×, so that a dimension that grows memory or time faster
+//! than linearly shows.
+//!
+//! ```sh
+//! cargo build --release --workspace
+//! target/release/covmerge-shapes-bench [--scale 1.0] [--shapes last-line,managers] [-- extra merge flags]
+//! ```
+
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use clap::Parser;
+use covmerge_integration_tests::measure::{covmerge_beside_this_exe, measure, Usage};
+
+#[derive(Parser, Debug)]
+struct Args {
+    /// Where the inputs are generated.
+    #[arg(long, default_value = "/tmp/covmerge-shapes")]
+    dir: PathBuf,
+    /// Multiplies every shape's size (1.0: the sizes below).
+    #[arg(long, default_value_t = 1.0)]
+    scale: f64,
+    /// Only these shapes (default: all).
+    #[arg(long, value_delimiter = ',')]
+    shapes: Vec<String>,
+    /// The covmerge binary (default: next to this one).
+    #[arg(long)]
+    covmerge: Option<PathBuf>,
+    /// Extra flags for `covmerge merge`.
+    #[arg(last = true)]
+    extra: Vec<String>,
+}
+
+const HDR: &str = "kernel_repo,kernel_commit,file_path,func_name,manager,sl,hit_count\n";
+
+/// One generated case: a `dir:` source root and an input.
+struct Case {
+    src: PathBuf,
+    input: PathBuf,
+    rows: u64,
+}
+
+fn write_source(root: &Path, commit: &str, path: &str, lines: usize, width: usize) {
+    let p = root.join(commit).join(path);
+    std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+    let mut t = String::with_capacity(lines * (width + 1));
+    for i in 0..lines {
+        let l = format!("x{i}");
+        t.push_str(&l);
+        for _ in l.len()..width {
+            t.push(' ');
+        }
+        t.push('\n');
+    }
+    std::fs::write(p, t).unwrap();
+}
+
+/// The shape `name` at size `n` (its growing dimension), in `dir`.
+fn generate(name: &str, n: usize, dir: &Path) -> Case {
+    let src = dir.join("src");
+    let _ = std::fs::remove_dir_all(dir);
+    std::fs::create_dir_all(&src).unwrap();
+    let mut t = String::from(HDR);
+    let mut rows = 0u64;
+    let mut row = |t: &mut String, commit: &str, file: &str, mgr: &str, line: usize, hits: u64| {
+        writeln!(t, "r,{commit},{file},fn,{mgr},{line},{hits}").unwrap();
+        rows += 1;
+    };
+    match name {
+        // One file of n lines; one manager hits every line, n/16 managers the last.
+        "last-line" => {
+            write_source(&src, "base", "a.c", n, 8);
+            for l in 1..=n {
+                row(&mut t, "base", "a.c", "all", l, 1);
+            }
+            for m in 0..n / 16 {
+                row(&mut t, "base", "a.c", &format!("m{m}"), n, 1);
+            }
+        }
+        // n managers × 30 files of 200 lines, one row per (manager, file).
+        "managers" => {
+            for f in 0..30 {
+                write_source(&src, "base", &format!("f{f}.c"), 200, 8);
+            }
+            for m in 0..n {
+                for f in 0..30 {
+                    row(
+                        &mut t,
+                        "base",
+                        &format!("f{f}.c"),
+                        &format!("m{m}"),
+                        1 + (m * 7 + f * 13) % 200,
+                        1,
+                    );
+                }
+            }
+        }
+        // n distinct paths, one row each (no source file: deleted at the base).
+        "paths" => {
+            write_source(&src, "base", "keep.c", 10, 8);
+            for p in 0..n {
+                row(&mut t, "base", &format!("d{}/p{p}.c", p % 1000), "m", 1, 1);
+            }
+        }
+        // n base files of 120 KB, 10 rows each.
+        "base-files" => {
+            for f in 0..n {
+                write_source(&src, "base", &format!("f{f}.c"), 3_000, 40);
+                for l in 0..10 {
+                    row(&mut t, "base", &format!("f{f}.c"), "m", 1 + l * 300, 1);
+                }
+            }
+        }
+        // n commits of one 20,000-line file (each with one line changed), 5 rows each.
+        "commits" => {
+            write_source(&src, "base", "a.c", 20_000, 8);
+            for c in 0..n {
+                let commit = format!("c{c}");
+                write_source(&src, &commit, "a.c", 20_000, 8);
+                let p = src.join(&commit).join("a.c");
+                let mut text = std::fs::read_to_string(&p).unwrap();
+                let at = (c * 97 % 19_000) * 9;
+                text.replace_range(at..at + 1, "y");
+                std::fs::write(&p, text).unwrap();
+                for l in 0..5 {
+                    row(&mut t, &commit, "a.c", "m", 1 + l * 4_000, 1);
+                }
+            }
+        }
+        other => panic!("unknown shape {other}"),
+    }
+    let input = dir.join("in.csv");
+    std::fs::write(&input, t).unwrap();
+    Case { src, input, rows }
+}
+
+const SHAPES: &[(&str, usize)] = &[
+    ("last-line", 50_000),
+    ("managers", 20_000),
+    ("paths", 500_000),
+    ("base-files", 1_000),
+    ("commits", 500),
+];
+
+fn main() {
+    let a = Args::parse();
+    let bin = a.covmerge.clone().unwrap_or_else(covmerge_beside_this_exe);
+    println!("| shape | size | rows | wall s | CPU s | peak RSS MB | wall 2×/1× | RSS 2×/1× |");
+    println!("|---|---|---|---|---|---|---|---|");
+    for &(name, base) in SHAPES {
+        if !a.shapes.is_empty() && !a.shapes.iter().any(|s| s == name) {
+            continue;
+        }
+        let mut first: Option<Usage> = None;
+        for mult in [1, 2] {
+            let n = ((base as f64 * a.scale) as usize).max(16) * mult;
+            let dir = a.dir.join(format!("{name}-{n}"));
+            let case = generate(name, n, &dir);
+            let out = dir.join("out.jsonl.gz");
+            let mut cmd = Command::new(&bin);
+            cmd.args([
+                "merge",
+                "--quiet",
+                "--base-repo",
+                "r",
+                "--base-commit",
+                "base",
+            ])
+            .arg("--source")
+            .arg(format!("dir:{}", case.src.display()))
+            .arg("--input")
+            .arg(&case.input)
+            .arg("--out")
+            .arg(&out)
+            .args(&a.extra);
+            let u = measure(&mut cmd);
+            let ratio = |f: &dyn Fn(&Usage) -> f64| {
+                first
+                    .as_ref()
+                    .map(|b| format!("{:.2}", f(&u) / f(b).max(1e-9)))
+                    .unwrap_or_default()
+            };
+            println!(
+                "| {name} | {n} | {} | {:.2} | {:.2} | {:.1} | {} | {} |",
+                case.rows,
+                u.wall,
+                u.cpu,
+                u.max_rss_kb as f64 / 1024.0,
+                ratio(&|u| u.wall),
+                ratio(&|u| u.max_rss_kb as f64),
+            );
+            if first.is_none() {
+                first = Some(u);
+            }
+            let _ = std::fs::remove_dir_all(&dir);
+        }
+    }
+}

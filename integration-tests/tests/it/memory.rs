@@ -1,0 +1,141 @@
+//! Memory bounded in every dimension of the input, not only rows. Each test
+//! runs the binary on a shape that grows a dimension other than rows, under a data
+//! limit (`RLIMIT_DATA`) the test sets on the child, so a regression fails here
+//! instead of taking the machine. Each is named after what broke.
+
+use std::os::unix::process::CommandExt;
+use std::path::Path;
+use std::process::{Command, Output};
+
+use covmerge_integration_tests::{bin, canon};
+
+use crate::bad_input::HDR;
+
+/// Runs `covmerge merge ARGS` with its data segment (heap and private writable
+/// mappings) limited to `limit` bytes.
+fn merge_limited(args: &[&str], limit: u64) -> Output {
+    let mut c = Command::new(bin());
+    c.arg("merge")
+        .arg("--quiet")
+        .args(args)
+        .env("RUST_LOG", "warn");
+    unsafe {
+        c.pre_exec(move || {
+            let r = libc::rlimit {
+                rlim_cur: limit,
+                rlim_max: limit,
+            };
+            if libc::setrlimit(libc::RLIMIT_DATA, &r) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    c.output().expect("run covmerge")
+}
+
+/// A `dir:` source with `files` files of `lines` lines at commit `c1`.
+fn source(dir: &Path, files: usize, lines: usize) -> String {
+    let root = dir.join("src/c1");
+    std::fs::create_dir_all(&root).unwrap();
+    let text: String = (0..lines).map(|i| format!("int x{i};\n")).collect();
+    for f in 0..files {
+        std::fs::write(root.join(format!("f{f}.c")), &text).unwrap();
+    }
+    format!("dir:{}", dir.join("src").display())
+}
+
+fn merge_args<'a>(src: &'a str, input: &'a str, out: &'a str) -> Vec<&'a str> {
+    vec![
+        "--source",
+        src,
+        "--base-repo",
+        "r",
+        "--base-commit",
+        "c1",
+        "--input",
+        input,
+        "--out",
+        out,
+    ]
+}
+
+const LIMIT: u64 = 400 << 20;
+
+/// One 100,000-line file; one manager hits every line and 6,000 managers hit only the
+/// last one. Each manager's sums were a vector spanning every slot up to the last it
+/// hit: 6,000 × 100,000 × 8 bytes, 4.7 GB peak (44 MB now).
+#[test]
+fn managers_hitting_the_last_line_of_a_long_file_took_lines_times_managers() {
+    let tmp = tempfile::tempdir().unwrap();
+    let lines = 100_000;
+    let managers = 6_000;
+    let src = source(tmp.path(), 1, lines);
+    let mut t = String::from(HDR);
+    for l in 1..=lines {
+        t.push_str(&format!("r,c1,f0.c,f,all,{l},1\n"));
+    }
+    for m in 0..managers {
+        t.push_str(&format!("r,c1,f0.c,f,m{m:05},{lines},2\n"));
+    }
+    let input = tmp.path().join("in.csv");
+    std::fs::write(&input, t).unwrap();
+    let out = tmp.path().join("out.jsonl.gz");
+    let o = merge_limited(
+        &merge_args(&src, input.to_str().unwrap(), out.to_str().unwrap()),
+        LIMIT,
+    );
+    assert!(
+        o.status.success(),
+        "under a {} MiB data limit: {}",
+        LIMIT >> 20,
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let got = canon(&out);
+    let f = &got["files"]["f0.c"]["managers"];
+    assert_eq!(f["*"][lines.to_string()], 1 + 2 * managers as u64);
+    assert_eq!(f["*"]["1"], 1);
+    assert_eq!(f["all"][lines.to_string()], 1);
+    assert_eq!(f["m00000"][lines.to_string()], 2);
+    assert_eq!(f["m05999"].as_object().unwrap().len(), 1);
+    assert_eq!(f.as_object().unwrap().len(), managers + 2);
+}
+
+/// 20,000 managers each hitting one line of each of 30 files of 200 lines: each
+/// (file, manager) was a vector spanning the slots up to the one it hit, and each file
+/// a vector over every manager of the shard (2.0 GB at 100,000 managers).
+#[test]
+fn many_managers_over_a_few_files_took_files_times_managers() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (files, lines, managers) = (30, 200, 20_000);
+    let src = source(tmp.path(), files, lines);
+    let mut t = String::with_capacity(files * managers * 32);
+    t.push_str(HDR);
+    for m in 0..managers {
+        for f in 0..files {
+            let line = 1 + (m * 7 + f * 13) % lines;
+            t.push_str(&format!("r,c1,f{f}.c,fn,m{m:05},{line},1\n"));
+        }
+    }
+    let input = tmp.path().join("in.csv");
+    std::fs::write(&input, t).unwrap();
+    let out = tmp.path().join("out.jsonl.gz");
+    let o = merge_limited(
+        &merge_args(&src, input.to_str().unwrap(), out.to_str().unwrap()),
+        LIMIT,
+    );
+    assert!(
+        o.status.success(),
+        "under a {} MiB data limit: {}",
+        LIMIT >> 20,
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let got = canon(&out);
+    for f in [0, files - 1] {
+        let ms = &got["files"][format!("f{f}.c")]["managers"];
+        assert_eq!(ms.as_object().unwrap().len(), managers + 1, "f{f}.c");
+        let m = managers - 1;
+        let line = 1 + (m * 7 + f * 13) % lines;
+        assert_eq!(ms[format!("m{m:05}")][line.to_string()], 1);
+    }
+}
