@@ -99,9 +99,11 @@ fn generate(name: &str, n: usize, dir: &Path) -> Case {
                 }
             }
         }
-        // n distinct paths, one row each (no source file: deleted at the base).
+        // n distinct paths, one row each (no source file: deleted at the base), and one
+        // file that exists.
         "paths" => {
             write_source(&src, "base", "keep.c", 10, 8);
+            row(&mut t, "base", "keep.c", "m", 1, 1);
             for p in 0..n {
                 row(&mut t, "base", &format!("d{}/p{p}.c", p % 1000), "m", 1, 1);
             }

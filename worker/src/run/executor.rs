@@ -21,7 +21,8 @@ use tracing::{info, instrument, warn};
 use super::cancel::*;
 use super::failure::*;
 use super::keys;
-use crate::merge::{merge_shard_with_prefix, MergeError, ProjectionCache};
+use super::prefetch::Prefetch;
+use crate::merge::{merge_shard_with_prefix, ProjectionCache};
 use crate::source::{open_source, CachedSource, Source};
 use crate::split::go::{split_go, GoSource};
 use crate::split::{split_input, Flush, SplitError, SplitSettings};
@@ -563,27 +564,10 @@ impl Executor {
         let rt = tokio::runtime::Handle::current();
         let name = format!("merge {}", t.shard);
         let part = run_on_thread(&name, move |cancel| {
-            let chunks = t2.chunks.iter().map(|c| {
-                let abandoned = || MergeError::Fetch {
-                    chunk: c.to_string(),
-                    message: ABANDONED.into(),
-                    transient: true,
-                };
-                if cancel.is_cancelled() {
-                    return Err(abandoned());
-                }
-                until_cancelled(&rt, &cancel, this.store.get_range(&c.key, c.range()))
-                    .ok_or_else(abandoned)?
-                    .map(|b| {
-                        metrics().bytes_read("chunk", b.len() as u64);
-                        (c.to_string(), b)
-                    })
-                    .map_err(|e| MergeError::Fetch {
-                        chunk: c.to_string(),
-                        message: e.to_string(),
-                        transient: e.is_transient(),
-                    })
-            });
+            // Fetched several at a time ahead of the merge: one round trip per chunk,
+            // one after the other, was most of a merge's time on a distant store.
+            let chunks =
+                Prefetch::start(&rt, this.store.clone(), t2.chunks.clone(), cancel.clone());
             // Checked before each file version: an abandoned merge stops between files.
             let source = CancelSource {
                 inner: source,

@@ -22,6 +22,7 @@
 mod cancel;
 pub mod executor;
 pub mod failure;
+mod prefetch;
 pub mod serve;
 
 /// The store layout lives in `covmerge_proto::layout`; re-exported for callers that
