@@ -254,7 +254,7 @@ impl ListenArgs {
         if let Some(addr) = &self.listen {
             let bound = covmerge_telemetry::serve(addr, health.clone()).await?;
             // Tests and scripts bind port 0 and read the port from here.
-            eprintln!("listening on {bound}");
+            crate::log::err_line(&format!("listening on {bound}"));
         }
         Ok(health)
     }
@@ -356,7 +356,8 @@ pub fn init_tracing(cli: &Cli) {
     let json = cli.log_json || std::env::var("COVMERGE_LOG_FORMAT").is_ok_and(|v| v == "json");
     let b = tracing_subscriber::fmt()
         .with_env_filter(filter)
-        .with_writer(std::io::stderr);
+        .with_writer(|| crate::log::LogWriter)
+        .log_internal_errors(false);
     if json {
         b.json().init();
     } else {
@@ -475,21 +476,21 @@ pub async fn run(cli: Cli) -> Result<()> {
             let store = Store::open(&st.store)?;
             let status = covmerge_coordinator::status::job_status(&store, &job).await?;
             if st.json {
-                println!("{}", serde_json::to_string_pretty(&status)?);
+                crate::outln!("{}", serde_json::to_string_pretty(&status)?);
             } else {
-                print!("{status}");
+                crate::out!("{status}");
             }
             Ok(())
         }
         Command::Gen(g) => {
             let c = covmerge_corpus::generate(&g.spec, &g.out).context("generating the corpus")?;
-            println!(
+            crate::outln!(
                 "wrote {} rows in {} input part(s) to {}",
                 c.rows,
                 c.inputs.len(),
                 g.out.display()
             );
-            println!(
+            crate::outln!(
                 "base commit {} ({} commits)",
                 c.base_commit,
                 c.commits.len()
@@ -520,7 +521,7 @@ pub async fn run(cli: Cli) -> Result<()> {
             };
             let (blobs, idx) =
                 covmerge_worker::source::export_commits(&git, &store, &s.commit, &paths).await?;
-            println!(
+            crate::outln!(
                 "exported {idx} commit index(es), uploaded {blobs} new blob(s) to {}",
                 redact_url(&s.store)
             );
@@ -575,7 +576,8 @@ async fn merge(m: MergeArgs) -> Result<()> {
             // Spills, parts and a result not yet renamed into place: nothing of this
             // run is left behind, and nothing half-written is published.
             covmerge_storage::local::remove_registered();
-            eprintln!("covmerge: interrupted by {name}: temporary files removed, no result published");
+            crate::log::err_line(&format!("covmerge: interrupted by {name}: temporary files removed, no result published"));
+            crate::log::finish(crate::log::FINISH_WAIT);
             std::process::exit(code);
         }
     };
@@ -596,12 +598,11 @@ async fn merge(m: MergeArgs) -> Result<()> {
 /// goes to standard output (`--out -`). A closed stdout loses the line, not the job:
 /// the result is already written.
 fn say(to_stderr: bool, line: &str) {
-    use std::io::Write;
-    let _ = if to_stderr {
-        writeln!(std::io::stderr(), "{line}")
+    if to_stderr {
+        crate::log::err_line(line);
     } else {
-        writeln!(std::io::stdout(), "{line}")
-    };
+        crate::outln!("{line}");
+    }
 }
 
 /// Resolves at SIGINT, SIGTERM, SIGHUP or SIGQUIT with the signal's name and the exit status a shell
@@ -628,7 +629,7 @@ async fn interrupted() -> (&'static str, i32) {
 /// syz-covermerger's report of `save_coverage`.
 fn print_rows(rows: Option<i64>) {
     if let Some(n) = rows {
-        println!("created {n} DB rows");
+        crate::outln!("created {n} DB rows");
     }
 }
 
@@ -698,7 +699,7 @@ async fn notify(n: NotifyArgs) -> Result<()> {
 
 /// The closing line syz-covermerger prints.
 fn print_totals(m: &covmerge_proto::Manifest) {
-    println!("{}", totals_line(m.totals.instrumented, m.totals.covered));
+    crate::outln!("{}", totals_line(m.totals.instrumented, m.totals.covered));
 }
 
 async fn coordinator(c: CoordinatorArgs) -> Result<()> {
@@ -736,7 +737,7 @@ async fn coordinator(c: CoordinatorArgs) -> Result<()> {
     };
     preflight_outputs(inputs, c.out.as_deref(), c.job.manifest.as_deref())?;
     let job = start.job().clone();
-    println!("job {job}");
+    crate::outln!("job {job}");
     let health = c.listen.start().await?;
     let amqp = c.outages.queue(&c.amqp, "covmerge coordinator").await?;
     let probe = amqp.clone();
@@ -768,7 +769,7 @@ async fn coordinator(c: CoordinatorArgs) -> Result<()> {
             ),
             e => e.into(),
         })?;
-    println!("result {}", outcome.result);
+    crate::outln!("result {}", outcome.result);
     print_totals(&outcome.manifest);
     print_rows(outcome.dashboard_rows);
     Ok(())

@@ -1,6 +1,8 @@
 //! The `covmerge` binary: parses the command line, sets up logging, and calls the
 //! library crates. No merge logic lives here.
 
+mod log;
+
 mod cli;
 mod embedded;
 mod report_cmd;
@@ -22,17 +24,22 @@ fn main() -> ExitCode {
     {
         Ok(rt) => rt,
         Err(e) => {
-            eprintln!("covmerge: cannot start the runtime: {e}");
+            log::err_line(&format!("covmerge: cannot start the runtime: {e}"));
+            log::finish(log::FINISH_WAIT);
             return ExitCode::FAILURE;
         }
     };
-    match rt.block_on(cli::run(args)) {
+    // The exit status is the job's: a log line or a summary line that could not be
+    // written changes nothing (see `log`).
+    let code = match rt.block_on(cli::run(args)) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("covmerge: error: {e:#}");
+            log::err_line(&format!("covmerge: error: {e:#}"));
             ExitCode::FAILURE
         }
-    }
+    };
+    log::finish(log::FINISH_WAIT);
+    code
 }
 
 /// glibc gives each thread that allocates its own arena (up to 8 per core); merge

@@ -53,7 +53,7 @@ pub async fn report(a: ReportArgs) -> Result<()> {
     let stats = tokio::task::spawn_blocking(move || covmerge_report::generate(&o, &rt))
         .await
         .context("report thread")??;
-    println!(
+    crate::outln!(
         "wrote {} files, {} directories, {} managers to {} in {:.2} s",
         stats.files,
         stats.dirs,
@@ -66,19 +66,19 @@ pub async fn report(a: ReportArgs) -> Result<()> {
         .iter()
         .map(|(p, n)| format!("{p} {n}"))
         .collect();
-    println!(
+    crate::outln!(
         "first page: {} bytes ({})",
         stats.first_page_bytes(),
         parts.join(", ")
     );
     if stats.bad_paths > 0 {
-        println!(
+        crate::outln!(
             "{} file(s) with a path that is not canonical: numbers shown, source text not read (see the warnings)",
             stats.bad_paths
         );
     }
     if stats.sources_missing > 0 {
-        println!(
+        crate::outln!(
             "{} file(s) without source text (see their pages)",
             stats.sources_missing
         );
@@ -135,7 +135,7 @@ pub async fn diff(a: DiffArgs) -> Result<()> {
     .await
     .context("diff thread")??;
     if let Some(p) = out {
-        println!(
+        crate::outln!(
             "{}: {} files changed, {} added, {} deleted, {} unchanged",
             p.display(),
             totals.files_changed,
@@ -143,15 +143,18 @@ pub async fn diff(a: DiffArgs) -> Result<()> {
             totals.files_deleted,
             totals.files_unchanged
         );
-        println!(
+        crate::outln!(
             "lines gained {}, lost {}; instrumented +{} -{}",
-            totals.gained, totals.lost, totals.instrumented_added, totals.instrumented_removed
+            totals.gained,
+            totals.lost,
+            totals.instrumented_added,
+            totals.instrumented_removed
         );
-        println!(
+        crate::outln!(
             "old {}",
             totals_line(totals.old.instrumented, totals.old.covered)
         );
-        println!(
+        crate::outln!(
             "new {}",
             totals_line(totals.new.instrumented, totals.new.covered)
         );

@@ -32,7 +32,7 @@ fn src(c: &Corpus) -> String {
     format!("dir:{}", c.sources.display())
 }
 
-fn job_args<'a>(c: &'a Corpus, source: &'a str, ins: &'a [String]) -> Vec<&'a str> {
+pub(crate) fn job_args<'a>(c: &'a Corpus, source: &'a str, ins: &'a [String]) -> Vec<&'a str> {
     let mut a = vec![
         "--source",
         source,

@@ -4,6 +4,8 @@
 mod bad_input;
 /// Dashboard notification (SPEC §8).
 mod dashboard;
+/// Issue 28: logs, the dashboard's HTTP, snapshots, status and error messages.
+mod edges;
 /// Fleet mode against RabbitMQ and an S3 server, with injected faults.
 mod fleet;
 /// Issue 23: a misconfigured worker, a deleted task queue, leftover job queues.
