@@ -12,6 +12,10 @@
 //! 4xx, and a reply that is not the JSON expected, is final (a `save_coverage` that was
 //! answered must not be sent twice). The key comes from `COVMERGE_DASHBOARD_KEY` and is
 //! never logged; `Debug` hides it and errors name the URL and the method only.
+//!
+//! A call follows no redirect: a 3xx is a final error naming the host it pointed to
+//! (issue 28: a 302 to another host was followed, and that host's answer taken as the
+//! upload object).
 
 use std::io::Write;
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -78,6 +82,7 @@ impl Dashboard {
     ) -> Result<R, String> {
         let client = reqwest::Client::builder()
             .timeout(Duration::from_secs(120))
+            .redirect(reqwest::redirect::Policy::none())
             .build()
             .map_err(|e| e.to_string())?;
         let target = &format!("{}/api", self.url);
@@ -104,6 +109,25 @@ impl Dashboard {
                 }
             };
             let s = r.status();
+            if s.is_redirection() {
+                // Named by its host only: the rest of the location may carry tokens.
+                let host = r
+                    .headers()
+                    .get(reqwest::header::LOCATION)
+                    .and_then(|l| l.to_str().ok())
+                    .and_then(|l| r.url().join(l).ok())
+                    .and_then(|u| u.host_str().map(str::to_string));
+                let to = match host {
+                    Some(h) => format!("redirects to host {h}"),
+                    None => "redirects without a usable location".to_string(),
+                };
+                return Err(CallError {
+                    msg: format!(
+                        "{method} at {url}: HTTP {s}: the reply {to}; dashboard calls follow no redirect (give the dashboard's own URL)"
+                    ),
+                    retryable: false,
+                });
+            }
             if !s.is_success() {
                 let body = r.text().await.unwrap_or_default();
                 let body: String = body.trim().chars().take(200).collect();

@@ -1,11 +1,16 @@
 //! Issue 28, "the edges": the parts around the merge (logs, the dashboard's HTTP,
 //! snapshots, status and error messages). Each test is named after what broke.
 
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::path::Path;
 use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use covmerge_integration_tests::fleet::{fleet_cmd, Vhost};
-use covmerge_integration_tests::{bin, gunzip};
+use covmerge_integration_tests::{bin, fixture, gcs, gunzip};
 
 use crate::fleet::{file_store, job_args, setup, LONG};
 
@@ -179,4 +184,150 @@ fn fleet_hung_when_its_log_pipe_died() {
     }
     let st = wait_bounded(&mut w, Duration::from_secs(60), "worker after SIGTERM");
     assert_eq!(st.code(), Some(0), "worker: {st}");
+}
+
+/// A loopback HTTP server: reads each request (head, and a body of its
+/// Content-Length), counts it, and lets `answer` write the reply; one request per
+/// connection.
+struct Http {
+    /// `http://127.0.0.1:PORT`.
+    url: String,
+    port: u16,
+    hits: Arc<AtomicUsize>,
+}
+
+impl Http {
+    fn start(answer: impl Fn(&mut TcpStream) + Send + Sync + 'static) -> Http {
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = l.local_addr().unwrap().port();
+        let hits = Arc::new(AtomicUsize::new(0));
+        let (h, answer) = (hits.clone(), Arc::new(answer));
+        std::thread::spawn(move || {
+            for s in l.incoming() {
+                let Ok(mut s) = s else { return };
+                let (h, answer) = (h.clone(), answer.clone());
+                std::thread::spawn(move || {
+                    let _ = s.set_read_timeout(Some(Duration::from_secs(10)));
+                    let mut head = Vec::new();
+                    let mut b = [0u8; 1];
+                    while !head.ends_with(b"\r\n\r\n") {
+                        match s.read(&mut b) {
+                            Ok(1) => head.push(b[0]),
+                            _ => return,
+                        }
+                    }
+                    let head = String::from_utf8_lossy(&head).to_ascii_lowercase();
+                    let len: usize = head
+                        .lines()
+                        .find_map(|l| l.strip_prefix("content-length:"))
+                        .map_or(0, |v| v.trim().parse().unwrap_or(0));
+                    let mut body = vec![0; len];
+                    if s.read_exact(&mut body).is_err() {
+                        return;
+                    }
+                    h.fetch_add(1, Ordering::SeqCst);
+                    answer(&mut s);
+                });
+            }
+        });
+        Http {
+            url: format!("http://127.0.0.1:{port}"),
+            port,
+            hits,
+        }
+    }
+
+    fn hits(&self) -> usize {
+        self.hits.load(Ordering::SeqCst)
+    }
+}
+
+/// Answers 200 with a JSON body.
+fn json_reply(body: String) -> impl Fn(&mut TcpStream) + Send + Sync + 'static {
+    move |s: &mut TcpStream| {
+        let _ = write!(
+            s,
+            "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+            body.len()
+        );
+    }
+}
+
+const KEY: &str = "edges-s3cret-dashboard-key";
+
+/// `merge --dashboard URL` on the semantics fixture, run in `tmp` with the GCS
+/// emulator's credentials (bounded); returns (exit code, stderr).
+fn merge_to_dashboard(tmp: &Path, url: &str) -> (Option<i32>, String) {
+    let d = fixture("semantics");
+    let src = format!("dir:{}", d.join("sources").display());
+    let mut child = Command::new(bin())
+        .args([
+            "merge",
+            "--quiet",
+            "--source",
+            &src,
+            "--base-repo",
+            "git://example/linux",
+            "--base-commit",
+            "base",
+            "--date-to",
+            "2024-04-08",
+            "--dashboard",
+            url,
+            "--dashboard-client",
+            "ci-covmerge",
+            "--input",
+            d.join("input-a.csv").to_str().unwrap(),
+        ])
+        .env("COVMERGE_DASHBOARD_KEY", KEY)
+        .env("GOOGLE_SERVICE_ACCOUNT", gcs::credentials(tmp))
+        .env("RUST_LOG", "debug")
+        .current_dir(tmp)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::from(
+            std::fs::File::create(tmp.join("stderr")).unwrap(),
+        ))
+        .spawn()
+        .unwrap();
+    let st = wait_bounded(&mut child, Duration::from_secs(90), "merge --dashboard");
+    let err = std::fs::read_to_string(tmp.join("stderr")).unwrap();
+    assert!(!err.contains(KEY), "the key leaked:\n{err}");
+    (st.code(), err)
+}
+
+/// create_upload_url answered 302 to another host: covmerge re-sent the call there,
+/// took that host's answer as the upload object, wrote the result to it and called
+/// save_coverage. Now the 302 is a final error naming the other host; the other host
+/// gets nothing, nothing is written to its bucket, and save_coverage is not called.
+#[test]
+fn dashboard_redirect_to_another_host_was_followed() {
+    let tmp = tempfile::tempdir().unwrap();
+    let victim_bucket = gcs::bucket("victim");
+    let victim = Http::start(json_reply(format!(
+        "\"gs://{victim_bucket}/stolen.upload\""
+    )));
+    let to = format!("http://localhost:{}/api", victim.port);
+    let dash = Http::start(move |s: &mut TcpStream| {
+        let _ = write!(
+            s,
+            "HTTP/1.1 302 Found\r\nlocation: {to}\r\ncontent-length: 0\r\nconnection: close\r\n\r\n"
+        );
+    });
+    let (code, err) = merge_to_dashboard(tmp.path(), &dash.url);
+    assert_eq!(code, Some(1), "{err}");
+    assert!(
+        err.contains("redirect") && err.contains("host localhost"),
+        "the error does not name the redirect's host:\n{err}"
+    );
+    assert_eq!(victim.hits(), 0, "the other host was called");
+    assert_eq!(
+        dash.hits(),
+        1,
+        "a redirect is final: one create_upload_url, no save_coverage"
+    );
+    assert!(
+        gcs::list(&victim_bucket, "").is_empty(),
+        "the result was written to the other host's object"
+    );
 }
