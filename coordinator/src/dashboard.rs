@@ -15,7 +15,8 @@
 //!
 //! A call follows no redirect: a 3xx is a final error naming the host it pointed to
 //! (issue 28: a 302 to another host was followed, and that host's answer taken as the
-//! upload object).
+//! upload object). A reply is read as it streams, up to [`MAX_REPLY_BYTES`]; a longer
+//! one is a final error once the cap is reached (a 2 GB reply took 4 GB of memory).
 
 use std::io::Write;
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -25,6 +26,10 @@ use covmerge_proto::retry::{retryable_http_status, RetryPolicy, Retryable};
 use flate2::{write::GzEncoder, Compression};
 use serde::de::DeserializeOwned;
 use tracing::{info, warn};
+
+/// The longest reply a dashboard call reads: the replies are a JSON string (an upload
+/// object's name) or a number; error bodies past it are cut.
+pub const MAX_REPLY_BYTES: usize = 16 << 10;
 
 /// Where and as whom to call.
 #[derive(Clone)]
@@ -129,7 +134,10 @@ impl Dashboard {
                 });
             }
             if !s.is_success() {
-                let body = r.text().await.unwrap_or_default();
+                let body = match read_capped(r).await {
+                    Ok(b) | Err(ReadError::TooLong(b)) => String::from_utf8_lossy(&b).into_owned(),
+                    Err(ReadError::Http(_)) => String::new(),
+                };
                 let body: String = body.trim().chars().take(200).collect();
                 let msg = format!("{method} at {url}: HTTP {s}: {body}");
                 return Err(CallError {
@@ -137,11 +145,17 @@ impl Dashboard {
                     retryable: retryable_http_status(s.as_u16()),
                 });
             }
-            let b = r.bytes().await.map_err(|e| {
-                CallError::retry(format!(
+            let b = read_capped(r).await.map_err(|e| match e {
+                ReadError::TooLong(_) => CallError {
+                    msg: format!(
+                        "{method} at {url}: the reply is longer than {MAX_REPLY_BYTES} bytes, more than any dashboard answer: not read further"
+                    ),
+                    retryable: false,
+                },
+                ReadError::Http(e) => CallError::retry(format!(
                     "{method} at {url}: reading the reply: {}",
                     e.without_url()
-                ))
+                )),
             })?;
             serde_json::from_slice::<R>(&b).map_err(|e| CallError {
                 msg: format!(
@@ -190,6 +204,32 @@ impl Dashboard {
     pub async fn save_coverage(&self, upload: &str) -> Result<i64, String> {
         self.call("save_coverage", Some(upload)).await
     }
+}
+
+enum ReadError {
+    /// Past [`MAX_REPLY_BYTES`]: what was read up to the cap.
+    TooLong(Vec<u8>),
+    Http(reqwest::Error),
+}
+
+/// The reply's body as it streams, stopping at [`MAX_REPLY_BYTES`] (a declared
+/// length past it is refused before any byte is read).
+async fn read_capped(mut r: reqwest::Response) -> Result<Vec<u8>, ReadError> {
+    if r.content_length()
+        .is_some_and(|n| n > MAX_REPLY_BYTES as u64)
+    {
+        return Err(ReadError::TooLong(Vec::new()));
+    }
+    let mut b = Vec::new();
+    while let Some(c) = r.chunk().await.map_err(ReadError::Http)? {
+        if b.len() + c.len() > MAX_REPLY_BYTES {
+            let room = MAX_REPLY_BYTES - b.len();
+            b.extend_from_slice(&c[..room]);
+            return Err(ReadError::TooLong(b));
+        }
+        b.extend_from_slice(&c);
+    }
+    Ok(b)
 }
 
 /// One failed attempt of a dashboard call.

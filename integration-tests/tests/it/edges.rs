@@ -331,3 +331,104 @@ fn dashboard_redirect_to_another_host_was_followed() {
         "the result was written to the other host's object"
     );
 }
+
+/// The child's exit status and its own peak RSS in KiB, waiting at most `limit`
+/// (killed past it).
+fn wait_rss(child: Child, limit: Duration, what: &str) -> (i32, i64) {
+    let pid = child.id() as libc::pid_t;
+    let t0 = Instant::now();
+    loop {
+        let mut status = 0;
+        let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+        let r = unsafe { libc::wait4(pid, &mut status, libc::WNOHANG, &mut ru) };
+        if r == pid {
+            assert!(libc::WIFEXITED(status), "{what}: killed by a signal");
+            return (libc::WEXITSTATUS(status), ru.ru_maxrss);
+        }
+        if t0.elapsed() > limit {
+            unsafe {
+                libc::kill(pid, libc::SIGKILL);
+                libc::wait4(pid, &mut status, 0, &mut ru);
+            }
+            panic!("{what}: still running after {limit:?}");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// A dashboard answering create_upload_url with an endless body: covmerge held it
+/// all in memory (a 2 GB reply took 4.1 GB). Now the reply is cut at its cap: the job
+/// fails quickly with a clear error, having read little, in little memory.
+#[test]
+fn dashboard_reply_without_end_took_all_memory() {
+    let tmp = tempfile::tempdir().unwrap();
+    let sent = Arc::new(AtomicUsize::new(0));
+    let n = sent.clone();
+    let dash = Http::start(move |s: &mut TcpStream| {
+        let _ = write!(
+            s,
+            "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ntransfer-encoding: chunked\r\n\r\n"
+        );
+        let chunk = vec![b'a'; 64 << 10];
+        let _ = write!(s, "1\r\n\"\r\n");
+        // Until the client hangs up, or 4 GiB.
+        for _ in 0..(1 << 16) {
+            if write!(s, "{:x}\r\n", chunk.len())
+                .and_then(|()| s.write_all(&chunk))
+                .and_then(|()| s.write_all(b"\r\n"))
+                .is_err()
+            {
+                return;
+            }
+            n.fetch_add(chunk.len(), Ordering::SeqCst);
+        }
+    });
+    let d = fixture("semantics");
+    let src = format!("dir:{}", d.join("sources").display());
+    let child = Command::new(bin())
+        .args([
+            "merge",
+            "--quiet",
+            "--source",
+            &src,
+            "--base-repo",
+            "git://example/linux",
+            "--base-commit",
+            "base",
+            "--dashboard",
+            &dash.url,
+            "--dashboard-client",
+            "ci-covmerge",
+            "--input",
+            d.join("input-a.csv").to_str().unwrap(),
+        ])
+        .env("COVMERGE_DASHBOARD_KEY", KEY)
+        .current_dir(tmp.path())
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::from(
+            std::fs::File::create(tmp.path().join("stderr")).unwrap(),
+        ))
+        .spawn()
+        .unwrap();
+    let t0 = Instant::now();
+    let (code, rss_kb) = wait_rss(child, Duration::from_secs(90), "merge --dashboard");
+    let err = std::fs::read_to_string(tmp.path().join("stderr")).unwrap();
+    assert_eq!(code, 1, "{err}");
+    assert!(
+        err.contains("longer than 16384 bytes"),
+        "no clear error about the reply's size:\n{err}"
+    );
+    assert!(
+        t0.elapsed() < Duration::from_secs(30),
+        "took {:?}",
+        t0.elapsed()
+    );
+    assert_eq!(dash.hits(), 1, "a reply too long is final, not retried");
+    assert!(
+        rss_kb < 200 << 10,
+        "peak RSS {rss_kb} KiB reading a dashboard reply"
+    );
+    let sent = sent.load(Ordering::SeqCst);
+    assert!(sent < 256 << 20, "{sent} bytes of the reply were read");
+}
