@@ -532,6 +532,22 @@ impl Store {
         &self,
         key: &str,
     ) -> Result<futures::stream::BoxStream<'static, Result<Bytes, StoreError>>, StoreError> {
+        Ok(self.get_stream_sized(key).await?.1)
+    }
+
+    /// The object's size, as the store reports it before any byte is read, and the
+    /// object as a stream of chunks: a reader can refuse an object too large for it
+    /// without reading it, and stop a stream that runs past the size.
+    pub async fn get_stream_sized(
+        &self,
+        key: &str,
+    ) -> Result<
+        (
+            u64,
+            futures::stream::BoxStream<'static, Result<Bytes, StoreError>>,
+        ),
+        StoreError,
+    > {
         let r = self
             .retrying("get", key, || async {
                 self.inner
@@ -541,14 +557,14 @@ impl Store {
             })
             .await?;
         let (store, k) = (self.display.clone(), key.to_string());
-        Ok(Box::pin(r.into_stream().map_err(move |source| {
-            StoreError::Io {
-                op: "get",
-                store: store.clone(),
-                key: k.clone(),
-                source: Box::new(source),
-            }
-        })))
+        let size = r.meta.size;
+        let stream = Box::pin(r.into_stream().map_err(move |source| StoreError::Io {
+            op: "get",
+            store: store.clone(),
+            key: k.clone(),
+            source: Box::new(source),
+        }));
+        Ok((size, stream))
     }
 
     /// `None` when the object does not exist.

@@ -432,3 +432,93 @@ fn dashboard_reply_without_end_took_all_memory() {
     let sent = sent.load(Ordering::SeqCst);
     assert!(sent < 256 << 20, "{sent} bytes of the reply were read");
 }
+
+/// A `store:` snapshot in `c`'s directory with commit `c1` naming blob `id` for
+/// `a.c`; returns the blob's path and the `--source`.
+fn snapshot(c: &crate::bad_input::Case, id: &str) -> (std::path::PathBuf, String) {
+    let snap = c.path("snap");
+    std::fs::create_dir_all(snap.join("blobs")).unwrap();
+    std::fs::create_dir_all(snap.join("commits")).unwrap();
+    std::fs::write(snap.join("commits/c1.idx"), format!("{id} a.c\n")).unwrap();
+    (
+        snap.join("blobs").join(id),
+        format!("store:file://{}", snap.display()),
+    )
+}
+
+fn merge_from(c: &crate::bad_input::Case, source: &str) -> Command {
+    let input = c.write(
+        "in.csv",
+        &format!("{}r,c1,a.c,f,m,1,5\n", crate::bad_input::HDR),
+    );
+    let mut cmd = Command::new(bin());
+    cmd.args([
+        "merge",
+        "--quiet",
+        "--source",
+        source,
+        "--base-repo",
+        "r",
+        "--base-commit",
+        "c1",
+        "--out",
+        c.path("out.jsonl.gz").to_str().unwrap(),
+        "--input",
+        input.to_str().unwrap(),
+    ])
+    .env("RUST_LOG", "warn")
+    .stdin(Stdio::null())
+    .stdout(Stdio::null())
+    .stderr(Stdio::from(
+        std::fs::File::create(c.path("stderr")).unwrap(),
+    ));
+    cmd
+}
+
+/// A snapshot blob far over the 256 MiB source-file cap (a sparse file: no disk) was
+/// read whole before anything was checked (an 8 GB blob aborted the worker on its
+/// allocation). Now its size is checked before a byte is read: the job fails at once
+/// naming the limit, in little memory.
+#[test]
+fn store_blob_over_the_cap_was_read_whole() {
+    let c = crate::bad_input::Case::new();
+    let (blob, source) = snapshot(&c, &"ab".repeat(20));
+    std::fs::File::create(&blob)
+        .unwrap()
+        .set_len(600 << 20)
+        .unwrap();
+    let child = merge_from(&c, &source).spawn().unwrap();
+    let (code, rss_kb) = wait_rss(child, Duration::from_secs(60), "merge from a huge blob");
+    let err = std::fs::read_to_string(c.path("stderr")).unwrap();
+    assert_eq!(code, 1, "{err}");
+    assert!(
+        err.contains("c1:a.c") && err.contains("MiB limit on a source file"),
+        "{err}"
+    );
+    assert!(
+        rss_kb < 300 << 10,
+        "peak RSS {rss_kb} KiB: the blob was read"
+    );
+    c.no_result();
+}
+
+/// A snapshot blob whose content does not match its id was retried to the delivery
+/// limit (5 attempts) though every try reads the same bytes. Now it is a permanent
+/// bad-input failure at the first attempt.
+#[test]
+fn store_blob_not_matching_its_id_was_retried_to_the_delivery_limit() {
+    let c = crate::bad_input::Case::new();
+    let (blob, source) = snapshot(&c, &"0123456789".repeat(4));
+    std::fs::write(&blob, "int a;\nint b;\nint c;\n").unwrap();
+    let mut child = merge_from(&c, &source).spawn().unwrap();
+    let st = wait_bounded(&mut child, Duration::from_secs(60), "merge from a bad blob");
+    let err = std::fs::read_to_string(c.path("stderr")).unwrap();
+    assert_eq!(st.code(), Some(1), "{err}");
+    assert!(err.contains("does not match its blob id"), "{err}");
+    assert!(err.contains("bad input"), "not a bad-input failure:\n{err}");
+    assert!(
+        !err.contains("will be retried"),
+        "a damaged blob was retried:\n{err}"
+    );
+    c.no_result();
+}

@@ -44,6 +44,8 @@ impl From<MergeError> for Failure {
             } => FailureKind::Outage,
             MergeError::Fetch { .. } => FailureKind::Config,
             MergeError::Source(SourceError::Io { .. }) => FailureKind::Transient,
+            // The same bytes come back on every try.
+            MergeError::Source(SourceError::Corrupt { .. }) => FailureKind::BadInput,
             MergeError::Source(
                 SourceError::Spec { .. }
                 | SourceError::NoCommit { .. }

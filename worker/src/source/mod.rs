@@ -73,6 +73,14 @@ pub enum SourceError {
     NoCommit { source_name: String, commit: String },
     #[error("invalid source spec {spec:?}: {reason}")]
     Spec { spec: String, reason: String },
+    /// A snapshot blob whose content is not what its id names (a `store:` source):
+    /// the snapshot is damaged, and no retry can cure it.
+    #[error("source {source_name}: {what}: {message} (the snapshot is damaged: export it again with `covmerge sources`)")]
+    Corrupt {
+        source_name: String,
+        what: String,
+        message: String,
+    },
     /// A file over [`MAX_SOURCE_FILE_BYTES`]: not read, and no retry will read it.
     #[error(
         "source {source_name}: {what} is {size} bytes, over the {} MiB limit on a source file",

@@ -76,6 +76,51 @@ impl StoreSource {
     }
 }
 
+impl StoreSource {
+    /// The bytes of blob `key` (`what`: the commit and path it is read for), read as
+    /// they stream: a blob over [`MAX_SOURCE_FILE_BYTES`] is refused before any byte
+    /// is read, and a stream that runs past the size the store gave is stopped there.
+    async fn blob(&self, key: &str, what: &str) -> Result<Vec<u8>, SourceError> {
+        use futures::StreamExt;
+        let too_large = |size: u64| SourceError::TooLarge {
+            source_name: format!("store:{}", self.store),
+            what: what.to_string(),
+            size,
+        };
+        let (size, mut chunks) = self
+            .store
+            .get_stream_sized(key)
+            .await
+            .map_err(|e| self.io(key.to_string(), e))?;
+        if size > MAX_SOURCE_FILE_BYTES {
+            return Err(too_large(size));
+        }
+        let mut data = Vec::with_capacity(size as usize);
+        while let Some(c) = chunks.next().await {
+            let c = c.map_err(|e| self.io(key.to_string(), e))?;
+            let len = (data.len() + c.len()) as u64;
+            if len > size {
+                if len > MAX_SOURCE_FILE_BYTES {
+                    return Err(too_large(len));
+                }
+                return Err(SourceError::Corrupt {
+                    source_name: format!("store:{}", self.store),
+                    what: key.to_string(),
+                    message: format!("more bytes than the {size} the store gave as its size"),
+                });
+            }
+            data.extend_from_slice(&c);
+        }
+        if (data.len() as u64) < size {
+            return Err(self.io(
+                key.to_string(),
+                format!("read {} of its {size} bytes", data.len()),
+            ));
+        }
+        Ok(data)
+    }
+}
+
 impl Source for StoreSource {
     fn has_commit(&self, commit: &[u8]) -> Result<bool, SourceError> {
         let Some(commit) = plain_commit(commit) else {
@@ -100,18 +145,18 @@ impl Source for StoreSource {
         let key = format!("blobs/{id}");
         let data = self
             .rt
-            .block_on(self.store.get(&key))
-            .map_err(|e| self.io(key.clone(), e))?;
-        if data.len() as u64 > MAX_SOURCE_FILE_BYTES {
-            return Err(SourceError::TooLarge {
-                source_name: format!("store:{}", self.store),
-                what: format!("{commit}:{path}"),
-                size: data.len() as u64,
-            });
-        }
-        let v = FileVersion::new(data.to_vec());
+            .block_on(self.blob(&key, &format!("{commit}:{path}")))?;
+        let v = FileVersion::new(data);
         if v.id.hex() != *id {
-            return Err(self.io(key, "content does not match its blob id"));
+            return Err(SourceError::Corrupt {
+                source_name: format!("store:{}", self.store),
+                what: key,
+                message: format!(
+                    "content does not match its blob id ({} bytes hash to {})",
+                    v.data.len(),
+                    v.id.hex()
+                ),
+            });
         }
         Ok(Some(Arc::new(v)))
     }
