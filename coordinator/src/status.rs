@@ -132,6 +132,18 @@ pub async fn job_status(store: &Store, job: &JobId) -> Result<JobStatus, JobErro
             *executions.entry(dir.to_string()).or_default() += 1;
         }
     }
+    let manifest: Option<Manifest> = match store.get_opt(&keys::manifest(job)).await? {
+        Some(b) => serde_json::from_slice(&b).ok(),
+        None => None,
+    };
+    // A task the manifest names failed is not running (issue 28: a failed job showed
+    // "7 running, 7 failed"). Failed tasks are named "split N" / "shard N", their
+    // attempts directories "split-N" / "shard-N".
+    let failed_tasks: std::collections::BTreeSet<String> = manifest
+        .iter()
+        .flat_map(|m| &m.failed)
+        .map(|f| f.task.replacen(' ', "-", 1))
+        .collect();
     for (dir, n) in &executions {
         let Some((kind, index)) = task_of(dir) else {
             continue;
@@ -142,14 +154,10 @@ pub async fn job_status(store: &Store, job: &JobId) -> Result<JobStatus, JobErro
             _ => continue,
         };
         counts.attempts += n;
-        if !done.contains(index) {
+        if !done.contains(index) && !failed_tasks.contains(dir) {
             counts.running += 1;
         }
     }
-    let manifest: Option<Manifest> = match store.get_opt(&keys::manifest(job)).await? {
-        Some(b) => serde_json::from_slice(&b).ok(),
-        None => None,
-    };
     let (ended, phase, failed, result) = match &manifest {
         Some(m) => {
             let ended = store.modified(&keys::manifest(job)).await?;
