@@ -704,6 +704,7 @@ fn print_totals(m: &covmerge_proto::Manifest) {
 
 async fn coordinator(c: CoordinatorArgs) -> Result<()> {
     check_source(&c.job.source)?;
+    covmerge_coordinator::finish::preflight_store(&c.store, &c.job.input)?;
     let job = c
         .job_id
         .as_deref()

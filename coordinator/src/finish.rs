@@ -208,6 +208,54 @@ pub async fn write_manifest(
     Ok(())
 }
 
+/// Checks, before any work, that the job's store and every listed input (a URL ending
+/// in `*` or `/`) are apart: a `--store` equal to an input prefix, inside one or
+/// holding one would have a job list its own objects, or another job's, as input
+/// (issue 28: a second job read the first one's objects as inputs).
+pub fn preflight_store(store: &str, inputs: &[String]) -> Result<(), JobError> {
+    // A location as a path of `/`-separated names: `file://` URLs as the local path
+    // they name, lexically normalised (the store's directory may not exist yet).
+    let norm = |loc: &str| -> String {
+        match covmerge_storage::local::local_path(loc) {
+            Some(p) if loc.starts_with("file:") => {
+                let p: PathBuf = p.components().collect();
+                format!("file://{}", p.display())
+            }
+            _ => loc.trim_end_matches('/').to_string(),
+        }
+    };
+    let s = norm(store);
+    let related = |a: &str, b: &str| {
+        a == b || a.starts_with(&format!("{b}/")) || b.starts_with(&format!("{a}/"))
+    };
+    for i in inputs {
+        if !is_store_url(i) || !(i.ends_with('*') || i.ends_with('/')) {
+            continue;
+        }
+        let pat = i.trim_end_matches('*');
+        let dir = match pat.rfind('/') {
+            Some(k) => &pat[..k],
+            None => pat,
+        };
+        let d = norm(dir);
+        if related(&s, &d) {
+            let how = if s == d {
+                "is the input prefix"
+            } else if s.starts_with(&d) {
+                "is inside the input prefix"
+            } else {
+                "holds the input prefix"
+            };
+            return Err(JobError::Preflight(format!(
+                "--store {} {how} {}: the job's own objects (and other jobs') would be listed as input; give the store a location apart from the inputs",
+                redact_url(store),
+                redact_url(i)
+            )));
+        }
+    }
+    Ok(())
+}
+
 /// Checks, before any work, that the result and the manifest can be written and
 /// overwrite nothing they must not (SPEC §6): neither equals an input or the other, and
 /// each local one's directory exists and takes a new file.

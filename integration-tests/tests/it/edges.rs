@@ -618,3 +618,71 @@ fn status_counted_failed_tasks_as_running() {
     );
     assert!(text.contains("0 running, 1 failed"), "{text}");
 }
+
+/// `--store` equal to an input prefix was not refused: the second job read the first
+/// one's objects as inputs. Now a store equal to, inside or holding an input prefix is
+/// refused before any work (no broker is even reached: the one given does not exist).
+#[test]
+fn store_equal_to_an_input_prefix_was_not_refused() {
+    let c = crate::bad_input::Case::new();
+    std::fs::create_dir_all(c.path("in")).unwrap();
+    c.write(
+        "in/a.csv",
+        &format!("{}r,c1,a.c,f,m,1,5\n", crate::bad_input::HDR),
+    );
+    let src = format!("dir:{}", c.path("src").display());
+    let inp = format!("file://{}/in/*", c.dir_path().display());
+    let cases = [
+        (format!("file://{}/in", c.dir_path().display()), inp.clone()),
+        (
+            format!("file://{}/in/", c.dir_path().display()),
+            inp.clone(),
+        ),
+        (
+            format!("file://{}/in/jobs", c.dir_path().display()),
+            inp.clone(),
+        ),
+        (format!("file://{}", c.dir_path().display()), inp.clone()),
+        ("s3://bkt/in".to_string(), "s3://bkt/in/*".to_string()),
+        ("s3://bkt".to_string(), "s3://bkt/in/".to_string()),
+    ];
+    let run = |store: &str, input: &str| {
+        run_in(
+            c.dir_path(),
+            &[
+                "coordinator",
+                "--quiet",
+                "--amqp",
+                "amqp://guest:guest@127.0.0.1:1/%2f",
+                "--broker-outage-budget",
+                "1",
+                "--store",
+                store,
+                "--source",
+                &src,
+                "--base-repo",
+                "r",
+                "--base-commit",
+                "c1",
+                "--out",
+                c.path("out.jsonl.gz").to_str().unwrap(),
+                "--input",
+                input,
+            ],
+            &[],
+        )
+    };
+    for (store, input) in &cases {
+        let (code, _, err) = run(store, input);
+        assert_eq!(code, Some(1), "--store {store} --input {input}: {err}");
+        assert!(
+            err.contains("--store") && err.contains("input prefix"),
+            "--store {store} --input {input}: {err}"
+        );
+    }
+    // A store beside the inputs passes the check (and fails on the missing broker).
+    let apart = format!("file://{}/store", c.dir_path().display());
+    let (code, _, err) = run(&apart, &inp);
+    assert_ne!(code, Some(0));
+    assert!(!err.contains("input prefix"), "{err}");
+}
