@@ -149,9 +149,15 @@ pub async fn plan_job(req: &JobRequest) -> Result<JobSpec, JobError> {
                 std::fs::metadata(i).map_err(|e| JobError::Plan(format!("input {i}: {e}")))?;
             if meta.is_dir() {
                 // A GOCOVERDIR directory is one split task.
-                if !matches!(req.format, InputFormat::Auto | InputFormat::GoCovdata)
-                    || !is_covdata_dir(i)
-                {
+                let covdata = is_covdata_dir(i);
+                if covdata && !matches!(req.format, InputFormat::Auto | InputFormat::GoCovdata) {
+                    // Issue 28: this said "no covmeta.* file" of a directory full of them.
+                    return Err(JobError::Plan(format!(
+                        "input {i}: a directory that looks like Go coverage data (GOCOVERDIR: covmeta.* files), not {} input: give --input-format go-covdata (or auto)",
+                        req.format.as_str()
+                    )));
+                }
+                if !covdata {
                     return Err(JobError::Plan(format!(
                         "input {i}: a directory, and not Go coverage data (no covmeta.* file)"
                     )));

@@ -193,6 +193,16 @@ impl InputFormat {
             _ => return None,
         })
     }
+
+    /// The `--input-format` value naming it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            InputFormat::Auto => "auto",
+            InputFormat::Csv => "csv",
+            InputFormat::GoText => "go-text",
+            InputFormat::GoCovdata => "go-covdata",
+        }
+    }
 }
 
 /// `--go-module MODULE=DIR`: Go files under import path MODULE are at DIR in the

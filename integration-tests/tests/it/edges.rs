@@ -686,3 +686,40 @@ fn store_equal_to_an_input_prefix_was_not_refused() {
     assert_ne!(code, Some(0));
     assert!(!err.contains("input prefix"), "{err}");
 }
+
+/// `--input-format go-text` on a GOCOVERDIR directory said "no covmeta.* file" of a
+/// directory full of them. Now it says what the directory looks like and which
+/// format reads it.
+#[test]
+fn go_text_on_a_covdata_dir_said_no_covmeta_file() {
+    let c = crate::bad_input::Case::new();
+    std::fs::create_dir_all(c.path("cov")).unwrap();
+    c.write("cov/covmeta.0123456789abcdef", "not read");
+    let src = format!("dir:{}", c.path("src").display());
+    let (code, _, err) = run_in(
+        c.dir_path(),
+        &[
+            "merge",
+            "--quiet",
+            "--source",
+            &src,
+            "--base-repo",
+            "r",
+            "--base-commit",
+            "c1",
+            "--input-format",
+            "go-text",
+            "--out",
+            c.path("out.jsonl.gz").to_str().unwrap(),
+            "--input",
+            c.path("cov").to_str().unwrap(),
+        ],
+        &[],
+    );
+    assert_eq!(code, Some(1), "{err}");
+    assert!(
+        err.contains("looks like Go coverage data") && err.contains("go-covdata"),
+        "{err}"
+    );
+    assert!(!err.contains("no covmeta"), "{err}");
+}
