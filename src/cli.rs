@@ -667,7 +667,10 @@ async fn notify(n: NotifyArgs) -> Result<()> {
         bail!("notify needs --upload, --result or --job");
     };
     let upload = match (upload, result) {
-        (Some(u), _) => u,
+        (Some(u), _) => {
+            covmerge_coordinator::dashboard::check_upload(&u).map_err(anyhow::Error::msg)?;
+            u
+        }
         (None, Some(src)) => {
             let (s, sk) = if is_store_url(&src) {
                 open_object(&src)?

@@ -58,6 +58,20 @@ pub fn upload_object_url(upload: &str) -> String {
     format!("gs://{}", upload.trim().trim_start_matches("gs://"))
 }
 
+/// Refuses an upload location that is not a GCS object: one with a scheme other than
+/// `gs://` (issue 28: `http://host/b/x.upload` was taken for the bucket `http:` and
+/// reported as "not found in gs://http//...").
+pub fn check_upload(upload: &str) -> Result<(), String> {
+    let u = upload.trim();
+    match u.split_once("://") {
+        Some(("gs", _)) | None => Ok(()),
+        Some((scheme, _)) => Err(format!(
+            "upload location {:?}: unsupported scheme {scheme}:// (the dashboard's uploads are Google Cloud Storage objects: gs://BUCKET/NAME or BUCKET/NAME)",
+            covmerge_storage::redact_url(u)
+        )),
+    }
+}
+
 impl Dashboard {
     pub fn new(url: &str, client: &str, key: String) -> Self {
         let url = url.trim_end_matches('/').to_string();
@@ -186,6 +200,7 @@ impl Dashboard {
     /// names it (`bucket/name.upload`, maybe with `gs://`).
     pub async fn create_upload_url(&self) -> Result<String, String> {
         let u: String = self.call("create_upload_url", None).await?;
+        check_upload(&u).map_err(|e| format!("create_upload_url at {}/api: {e}", self.shown))?;
         if u.trim()
             .trim_start_matches("gs://")
             .split_once('/')

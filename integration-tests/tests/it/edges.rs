@@ -723,3 +723,34 @@ fn go_text_on_a_covdata_dir_said_no_covmeta_file() {
     );
     assert!(!err.contains("no covmeta"), "{err}");
 }
+
+/// An upload location `http://…` was reported as "not found in gs://http//…". Now it
+/// is an unsupported scheme, from `notify --upload` (before any call) and from
+/// create_upload_url's answer (before anything is written).
+#[test]
+fn http_upload_url_was_reported_as_not_found_in_gs() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dash = Http::start(json_reply("\"http://example.invalid/bkt/x.upload\"".into()));
+    let (code, _, err) = run_in(
+        tmp.path(),
+        &[
+            "notify",
+            "--dashboard",
+            &dash.url,
+            "--dashboard-client",
+            "ci",
+            "--upload",
+            "http://example.invalid/bkt/x.upload",
+        ],
+        &[("COVMERGE_DASHBOARD_KEY", KEY)],
+    );
+    assert_eq!(code, Some(1), "{err}");
+    assert!(err.contains("unsupported scheme http://"), "{err}");
+    assert!(!err.contains("gs://http"), "{err}");
+    assert_eq!(dash.hits(), 0, "save_coverage was called");
+    let (code, err) = merge_to_dashboard(tmp.path(), &dash.url);
+    assert_eq!(code, Some(1), "{err}");
+    assert!(err.contains("unsupported scheme http://"), "{err}");
+    assert!(!err.contains("gs://http"), "{err}");
+    assert_eq!(dash.hits(), 1, "save_coverage was called");
+}
