@@ -2,7 +2,12 @@
 //! relay forwards to the real RabbitMQ or S3 server. [`Relay::cut`] closes every
 //! connection through it and refuses new ones (each is accepted and closed at once,
 //! as a restarting broker or an unreachable endpoint does) until [`Relay::restore`].
+//!
+//! In front of an HTTP store it also plays a distant bucket: [`Relay::set_latency`]
+//! holds each request for that long before forwarding it, and [`Relay::requests`]
+//! counts the requests that went through, by method and kind of object.
 
+use std::collections::BTreeMap;
 use std::io::{Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -17,6 +22,41 @@ pub struct Relay {
     conns: Arc<Mutex<Vec<TcpStream>>>,
     /// Connections accepted while the relay was cut.
     pub refused: Arc<AtomicU64>,
+    http: Arc<Http>,
+}
+
+/// What the relay does to HTTP requests: the latency it adds, the requests it saw.
+#[derive(Default)]
+struct Http {
+    latency_us: AtomicU64,
+    requests: Mutex<BTreeMap<String, u64>>,
+}
+
+/// The kind of a request of covmerge's store layout, from its request line:
+/// `GET spill` (a chunk), `PUT part`, `LIST`, ...
+fn request_kind(line: &str) -> String {
+    let mut it = line.split(' ');
+    let method = it.next().unwrap_or("");
+    let target = it.next().unwrap_or("");
+    if target.contains("list-type=2") || (method == "GET" && target.contains("prefix=")) {
+        return "LIST".into();
+    }
+    let kind = if target.contains("%2Fspill%2F") || target.contains("/spill/") {
+        "spill"
+    } else if target.contains(".done") {
+        "marker"
+    } else if target.contains("/parts/") || target.contains("%2Fparts%2F") {
+        "part"
+    } else if target.contains("attempts") {
+        "attempt"
+    } else if target.contains("lease.json") {
+        "lease"
+    } else if target.contains("job.json") {
+        "job"
+    } else {
+        "other"
+    };
+    format!("{method} {kind}")
 }
 
 impl Relay {
@@ -29,8 +69,10 @@ impl Relay {
         let stop = Arc::new(AtomicBool::new(false));
         let conns: Arc<Mutex<Vec<TcpStream>>> = Arc::default();
         let refused = Arc::new(AtomicU64::new(0));
+        let http = Arc::new(Http::default());
         let upstream = upstream.to_string();
         let (u, s, c, r) = (up.clone(), stop.clone(), conns.clone(), refused.clone());
+        let h = http.clone();
         std::thread::spawn(move || {
             while !s.load(Ordering::SeqCst) {
                 let client = match listener.accept() {
@@ -56,8 +98,12 @@ impl Relay {
                     all.push(client.try_clone().unwrap());
                     all.push(server.try_clone().unwrap());
                 }
-                pipe(client.try_clone().unwrap(), server.try_clone().unwrap());
-                pipe(server, client);
+                pipe(
+                    client.try_clone().unwrap(),
+                    server.try_clone().unwrap(),
+                    Some(h.clone()),
+                );
+                pipe(server, client, None);
             }
         });
         Relay {
@@ -66,7 +112,21 @@ impl Relay {
             stop,
             conns,
             refused,
+            http,
         }
+    }
+
+    /// Holds each HTTP request for `latency` before forwarding it (a store that far
+    /// away, one way; the reply is not delayed again).
+    pub fn set_latency(&self, latency: Duration) {
+        self.http
+            .latency_us
+            .store(latency.as_micros() as u64, Ordering::SeqCst);
+    }
+
+    /// The HTTP requests forwarded so far, by method and kind (see `request_kind`).
+    pub fn requests(&self) -> BTreeMap<String, u64> {
+        self.http.requests.lock().unwrap().clone()
     }
 
     /// The relay's `host:port`.
@@ -95,14 +155,34 @@ impl Drop for Relay {
     }
 }
 
-/// Copies `from` to `to` on a thread until either side closes.
-fn pipe(mut from: TcpStream, mut to: TcpStream) {
+/// Copies `from` to `to` on a thread until either side closes. With `http`, a read
+/// that starts with an HTTP request line is counted and held for the latency first.
+fn pipe(mut from: TcpStream, mut to: TcpStream, http: Option<Arc<Http>>) {
     std::thread::spawn(move || {
         let mut buf = [0u8; 64 * 1024];
         loop {
             match from.read(&mut buf) {
                 Ok(0) | Err(_) => break,
                 Ok(n) => {
+                    if let Some(h) = &http {
+                        let head = &buf[..n.min(2048)];
+                        let line = head.split(|&b| b == b'\r').next().unwrap_or(&[]);
+                        let line = String::from_utf8_lossy(line);
+                        let method = line.split(' ').next().unwrap_or("");
+                        if ["GET", "PUT", "POST", "HEAD", "DELETE", "PATCH"].contains(&method)
+                            && line.ends_with("HTTP/1.1")
+                        {
+                            *h.requests
+                                .lock()
+                                .unwrap()
+                                .entry(request_kind(&line))
+                                .or_insert(0) += 1;
+                            let us = h.latency_us.load(Ordering::SeqCst);
+                            if us > 0 {
+                                std::thread::sleep(Duration::from_micros(us));
+                            }
+                        }
+                    }
                     if to.write_all(&buf[..n]).is_err() {
                         break;
                     }

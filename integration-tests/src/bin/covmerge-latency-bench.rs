@@ -1,0 +1,144 @@
+//! The fleet against a distant bucket: one fleet job (a coordinator and `--workers`
+//! worker processes on RabbitMQ) on an S3 store reached through a relay that holds
+//! each request for `--latency-ms` (0 and 20 by default), printing wall time, the store
+//! requests by method and kind, and whether every run's result is the same.
+//!
+//! Needs RabbitMQ (`--amqp`) and the S3 server of the tests (`deploy/dev/start-s3.sh`,
+//! `COVMERGE_TEST_S3_ENDPOINT`).
+//!
+//! ```sh
+//! cargo build --release --workspace
+//! target/release/covmerge-latency-bench --parts 200 --files 40 --lines 400 [--latency-ms 0,20]
+//! ```
+
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use clap::Parser;
+use covmerge_corpus::{generate, CorpusSpec};
+use covmerge_integration_tests::fleet::{bucket, fleet_cmd, s3_addr};
+use covmerge_integration_tests::measure::covmerge_beside_this_exe;
+use covmerge_integration_tests::relay::Relay;
+
+#[derive(Parser, Debug)]
+struct Args {
+    /// Where the corpus is generated.
+    #[arg(long, default_value = "/tmp/covmerge-latency")]
+    dir: PathBuf,
+    #[command(flatten)]
+    spec: CorpusSpec,
+    /// Latencies to run at, in milliseconds per request.
+    #[arg(long, value_delimiter = ',', default_value = "0,20")]
+    latency_ms: Vec<u64>,
+    /// Worker processes.
+    #[arg(long, default_value_t = 2)]
+    workers: usize,
+    #[arg(long, default_value = "amqp://guest:guest@127.0.0.1:5672/%2f")]
+    amqp: String,
+    /// The covmerge binary (default: next to this one).
+    #[arg(long)]
+    covmerge: Option<PathBuf>,
+    /// Extra flags for the coordinator (e.g. `--shards 16`).
+    #[arg(last = true)]
+    extra: Vec<String>,
+}
+
+fn main() {
+    let a = Args::parse();
+    let bin = a.covmerge.clone().unwrap_or_else(covmerge_beside_this_exe);
+    std::env::set_var("COVMERGE_BIN", &bin);
+    let spec = CorpusSpec {
+        no_git: true,
+        ..a.spec.clone()
+    };
+    let corpus = generate(&spec, &a.dir.join("corpus")).expect("corpus");
+    eprintln!(
+        "corpus: {} rows in {} inputs",
+        corpus.rows,
+        corpus.inputs.len()
+    );
+    println!("| latency ms | wall s | requests | by kind | result |");
+    println!("|---|---|---|---|---|");
+    let mut first: Option<Vec<u8>> = None;
+    for &ms in &a.latency_ms {
+        let relay = Relay::start(&s3_addr());
+        relay.set_latency(Duration::from_millis(ms));
+        let endpoint = format!("http://{}", relay.addr());
+        let store = format!("s3://{}/jobs", bucket("latency"));
+        let cmd = |args: &[&str]| {
+            let mut c = Command::new(&bin);
+            let base = fleet_cmd(args);
+            c.args(base.get_args())
+                .envs(
+                    base.get_envs()
+                        .filter_map(|(k, v)| v.map(|v| (k.to_owned(), v.to_owned()))),
+                )
+                .env("AWS_ENDPOINT_URL", &endpoint)
+                .env("RUST_LOG", "warn")
+                .stdout(Stdio::null());
+            c
+        };
+        let mut workers: Vec<Child> = (0..a.workers)
+            .map(|_| {
+                cmd(&["worker", "--amqp", &a.amqp, "--store", &store])
+                    .spawn()
+                    .expect("worker")
+            })
+            .collect();
+        std::thread::sleep(Duration::from_millis(500));
+        let out = a.dir.join(format!("out-{ms}.jsonl.gz"));
+        let source = format!("dir:{}", corpus.sources.display());
+        let mut args = vec![
+            "coordinator",
+            "--quiet",
+            "--amqp",
+            &a.amqp,
+            "--store",
+            &store,
+            "--source",
+            &source,
+            "--base-repo",
+            &corpus.base_repo,
+            "--base-commit",
+            &corpus.base_commit,
+            "--date-to",
+            "2024-04-08",
+            "--out",
+            out.to_str().unwrap(),
+        ];
+        args.extend(a.extra.iter().map(String::as_str));
+        args.push("--input");
+        let ins: Vec<String> = corpus
+            .inputs
+            .iter()
+            .map(|p| p.display().to_string())
+            .collect();
+        args.extend(ins.iter().map(String::as_str));
+        let t0 = Instant::now();
+        let st = cmd(&args).status().expect("coordinator");
+        let wall = t0.elapsed().as_secs_f64();
+        assert!(st.success(), "coordinator failed");
+        for w in &workers {
+            unsafe { libc::kill(w.id() as i32, libc::SIGTERM) };
+        }
+        for w in &mut workers {
+            let _ = w.wait();
+        }
+        let reqs = relay.requests();
+        let total: u64 = reqs.values().sum();
+        let kinds: Vec<String> = reqs.iter().map(|(k, n)| format!("{k} {n}")).collect();
+        let same = match &first {
+            None => {
+                first = Some(covmerge_integration_tests::gunzip(&out));
+                "first"
+            }
+            Some(f) if *f == covmerge_integration_tests::gunzip(&out) => "identical",
+            Some(_) => "DIFFERENT",
+        };
+        println!(
+            "| {ms} | {wall:.2} | {total} | {} | {same} |",
+            kinds.join(", ")
+        );
+    }
+}
