@@ -65,17 +65,21 @@ impl StoreError {
                         | object_store::Error::NotSupported { .. }
                         | object_store::Error::PermissionDenied { .. }
                         | object_store::Error::Unauthenticated { .. }
-                ) && !http_status(source.as_ref()).is_some_and(refused)
+                ) && !http_status(source.as_ref())
+                    .is_some_and(|(status, msg)| refused(status, &msg))
             }
             _ => false,
         }
     }
 }
 
-/// Whether an HTTP status is a refusal that a retry cannot change: a 4xx other than
-/// a timeout (408), a conflict with a concurrent writer (409) or throttling (429).
-fn refused(status: u16) -> bool {
-    (400..500).contains(&status) && !matches!(status, 408 | 409 | 429)
+/// Whether an HTTP answer is a refusal that a retry cannot change: a 4xx other than
+/// a timeout (408, and S3's 400 `RequestTimeout` for a connection it found idle), a
+/// conflict with a concurrent writer (409) or throttling (429).
+fn refused(status: u16, message: &str) -> bool {
+    (400..500).contains(&status)
+        && !matches!(status, 408 | 409 | 429)
+        && !message.contains("<Code>RequestTimeout</Code>")
 }
 
 /// The HTTP status of the response an error reports, found in its source chain.
@@ -83,14 +87,14 @@ fn refused(status: u16) -> bool {
 /// (a get, a put); a refused listing or multipart upload comes back as a generic
 /// error that carries the status only in its message ("Server returned non-2xx
 /// status code: 403 Forbidden: ...").
-fn http_status(e: &(dyn std::error::Error + 'static)) -> Option<u16> {
+fn http_status(e: &(dyn std::error::Error + 'static)) -> Option<(u16, String)> {
     const MARK: &str = "status code: ";
     let mut cur = Some(e);
     while let Some(e) = cur {
         let msg = e.to_string();
         if let Some(i) = msg.find(MARK) {
-            let digits = msg[i + MARK.len()..].get(..3)?;
-            return digits.parse().ok();
+            let status = msg[i + MARK.len()..].get(..3)?.parse().ok()?;
+            return Some((status, msg));
         }
         cur = e.source();
     }
@@ -788,6 +792,23 @@ pub async fn expand_inputs(specs: &[String]) -> Result<Vec<String>, StoreError> 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn refusals_are_4xx_but_timeouts_conflicts_and_throttling() {
+        assert!(refused(
+            403,
+            "403 Forbidden: <Code>InvalidAccessKeyId</Code>"
+        ));
+        assert!(refused(404, "<Code>NoSuchBucket</Code>"));
+        assert!(refused(400, "<Code>AuthorizationHeaderMalformed</Code>"));
+        for s in [408, 409, 429, 500, 503] {
+            assert!(!refused(s, ""), "{s}");
+        }
+        assert!(!refused(
+            400,
+            "400 Bad Request: <Error><Code>RequestTimeout</Code>"
+        ));
+    }
 
     #[tokio::test]
     async fn put_get_list_concat_on_memory_and_file() {
