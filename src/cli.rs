@@ -556,7 +556,7 @@ async fn merge(m: MergeArgs) -> Result<()> {
     // 12: 12-15 % less CPU than two parse threads per split). Fewer inputs than cores
     // get parse threads for the idle ones.
     let base = WorkerConfig::default();
-    let at_once = workers.min(spec.inputs.len()).max(1);
+    let at_once = workers.min(spec.split_ranges().len()).max(1);
     let cfg = WorkerConfig {
         split_budget: base.split_budget / workers.max(1),
         split_threads: (base.split_threads / at_once).max(1),

@@ -10,7 +10,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use covmerge_proto::layout as keys;
 use covmerge_proto::manifest::{FailedTask, JobStatus};
-use covmerge_proto::wire::{ChunkRef, MergeTask, SplitTask, Task, TaskRef};
+use covmerge_proto::wire::{ChunkRef, MergeTask, SplitInput, SplitTask, Task, TaskRef};
 use covmerge_proto::{Counts, JobId, JobSpec, Manifest, ShardId, SplitId};
 use covmerge_queue::{Queue, QueueError};
 use covmerge_storage::{Atomicity, Store, StoreError};
@@ -285,19 +285,30 @@ async fn still_held(lease: Option<&Lease>) -> Result<(), JobError> {
     }
 }
 
-/// The split tasks of a job, one per input.
+/// The split tasks of a job, one per group of inputs ([`JobSpec::split_ranges`]),
+/// numbered by their first input.
 fn split_tasks(spec: &JobSpec) -> Vec<Task> {
-    spec.inputs
-        .iter()
-        .enumerate()
-        .map(|(i, input)| {
+    spec.split_ranges()
+        .into_iter()
+        .map(|r| {
+            let i = r.start;
             Task::Split(SplitTask {
                 job: spec.job.clone(),
                 split: SplitId(i as u32),
-                input: input.clone(),
+                input: spec.inputs[i].clone(),
                 shards: spec.shards,
                 max_bad_rows: spec.max_bad_rows,
                 go: spec.go_input(i),
+                more: (i + 1..r.end)
+                    .map(|j| {
+                        let g = spec.go_input(j);
+                        SplitInput {
+                            input: spec.inputs[j].clone(),
+                            manager: g.manager,
+                            commit: g.commit,
+                        }
+                    })
+                    .collect(),
             })
         })
         .collect()
@@ -432,7 +443,7 @@ async fn drive(
     };
 
     // Map phase.
-    progress.phase("split", spec.inputs.len() as u64);
+    progress.phase("split", spec.split_ranges().len() as u64);
     let mut splits = tracker();
     splits.start_phase(split_tasks(&spec)).await?;
     splits.wait_all().await?;
@@ -646,6 +657,7 @@ mod tests {
                 total_rows: None,
             },
             go: Default::default(),
+            splits: Vec::new(),
         };
         let chunk = |len| ChunkRef {
             key: "jobs/j1/spill/00000/n/00000.cms".into(),

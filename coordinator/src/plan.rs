@@ -233,7 +233,45 @@ pub async fn plan_job(req: &JobRequest) -> Result<JobSpec, JobError> {
             total_rows: req.total_rows,
         },
         go,
+        splits: group_splits(&sizes),
     })
+}
+
+/// Compressed bytes a split of several inputs reads at most: small inputs are
+/// grouped up to it. Each split writes at least one spill object, and each of its
+/// shards one chunk that the shard's merge must fetch: a job of 200 small inputs
+/// made splits × shards chunk reads, each a round trip to the store.
+pub const SPLIT_GROUP_BYTES: u64 = 64 << 20;
+
+/// Splits a job of many small inputs is grouped into, about.
+pub const SPLIT_WIDTH: u64 = 32;
+
+/// The first input of each split: consecutive inputs grouped while a group reads at
+/// most 1/[`SPLIT_WIDTH`] of the job's bytes (so that the map phase still spreads over
+/// that many splits) and at most [`SPLIT_GROUP_BYTES`], with at most
+/// [`covmerge_proto::limits::MAX_SPLIT_INPUTS`] + 1 inputs. A job of a few inputs, or
+/// of inputs larger than that, keeps one split per input (and the plain layout).
+pub fn group_splits(sizes: &[(u64, bool)]) -> Vec<u32> {
+    let total: u64 = sizes.iter().map(|s| s.0).sum();
+    let target = (total / SPLIT_WIDTH).min(SPLIT_GROUP_BYTES);
+    let mut firsts = Vec::new();
+    let (mut bytes, mut count) = (0u64, 0usize);
+    for (i, &(size, _)) in sizes.iter().enumerate() {
+        if i == 0
+            || bytes.saturating_add(size) > target
+            || count > covmerge_proto::limits::MAX_SPLIT_INPUTS
+        {
+            firsts.push(i as u32);
+            bytes = 0;
+            count = 0;
+        }
+        bytes = bytes.saturating_add(size);
+        count += 1;
+    }
+    if firsts.len() == sizes.len() {
+        firsts.clear();
+    }
+    firsts
 }
 
 /// A local path made absolute against this process's directory (lexically: symlinks
@@ -260,6 +298,53 @@ pub fn is_covdata_dir(path: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn small_inputs_share_splits_and_large_ones_do_not() {
+        // 200 inputs of 50 KB: 1/32 of the bytes is 6 inputs a split.
+        let small = vec![(50_000u64, true); 200];
+        let g = group_splits(&small);
+        assert_eq!(g.len(), 34);
+        assert_eq!(&g[..3], &[0, 6, 12]);
+        // A few inputs, or inputs over the target, each get a split: the plain layout.
+        assert!(group_splits(&[(1000, true), (990, true), (1010, true)]).is_empty());
+        assert!(group_splits(&[(100 << 20, true); 500]).is_empty());
+        // Many tiny inputs: at most MAX_SPLIT_INPUTS + 1 per split.
+        let tiny = vec![(10u64, false); 100_000];
+        let g = group_splits(&tiny);
+        let max = covmerge_proto::limits::MAX_SPLIT_INPUTS + 1;
+        assert!(g.windows(2).all(|w| (w[1] - w[0]) as usize <= max));
+        assert_eq!(g.len(), 100_000usize.div_ceil(max));
+        // A large job: groups near 1/32 of the total, within 64 MiB.
+        let mixed: Vec<(u64, bool)> = (0..2000).map(|i| ((i % 7 + 1) << 20, true)).collect();
+        let g = group_splits(&mixed);
+        assert!(g.len() >= 32 && g.len() < 2000, "{}", g.len());
+        let spec_splits = g.len();
+        let mut spec = JobSpec {
+            job: JobId::parse("j").unwrap(),
+            inputs: (0..2000).map(|i| format!("/in/{i}.csv.gz")).collect(),
+            base_repo: "r".into(),
+            base_commit: "c".into(),
+            source: "dir:/s".into(),
+            shards: 1,
+            max_bad_rows: 0,
+            file_path_prefix: String::new(),
+            header: HeaderSpec {
+                namespace: "n".into(),
+                duration: 0,
+                date_to: "2026-01-01".into(),
+                total_rows: None,
+            },
+            go: GoSpec::default(),
+            splits: g,
+        };
+        assert_eq!(spec.validate(), Ok(()));
+        let ranges = spec.split_ranges();
+        assert_eq!(ranges.len(), spec_splits);
+        assert_eq!(ranges.iter().map(|r| r.len()).sum::<usize>(), 2000);
+        spec.splits[1] = 0;
+        assert!(spec.validate().is_err(), "not ascending");
+    }
 
     #[test]
     fn shard_count_follows_input_size() {

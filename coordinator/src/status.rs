@@ -91,7 +91,7 @@ pub async fn job_status(store: &Store, job: &JobId) -> Result<JobStatus, JobErro
     spec.validate()
         .map_err(|e| JobError::Plan(format!("job {job}: stored spec refused: {e}")))?;
     let mut splits = TaskCounts {
-        total: spec.inputs.len() as u64,
+        total: spec.split_ranges().len() as u64,
         ..TaskCounts::default()
     };
     let mut merges = TaskCounts {

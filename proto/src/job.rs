@@ -23,6 +23,11 @@ pub struct JobSpec {
     /// How inputs are read and how Go coverage becomes rows (absent in older jobs).
     #[serde(default)]
     pub go: GoSpec,
+    /// The first input of each split task, ascending from 0: split `k` reads inputs
+    /// `splits[k] .. splits[k + 1]` one after another. Empty (older jobs): one split
+    /// per input.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub splits: Vec<u32>,
 }
 
 impl JobSpec {
@@ -43,6 +48,24 @@ impl JobSpec {
 }
 
 impl JobSpec {
+    /// Each split task's inputs, as ranges of [`JobSpec::inputs`].
+    pub fn split_ranges(&self) -> Vec<std::ops::Range<usize>> {
+        if self.splits.is_empty() {
+            return (0..self.inputs.len()).map(|i| i..i + 1).collect();
+        }
+        self.splits
+            .iter()
+            .enumerate()
+            .map(|(k, &first)| {
+                let end = self
+                    .splits
+                    .get(k + 1)
+                    .map_or(self.inputs.len(), |&e| e as usize);
+                first as usize..end
+            })
+            .collect()
+    }
+
     /// Checks a stored spec against the hard bounds tasks get ([`crate::limits`]) before
     /// anything is sized from it: a `job.json` edited or forged to say `shards`
     /// 4294967295 must be refused, not allocated for.
@@ -72,6 +95,24 @@ impl JobSpec {
         }
         for i in &self.inputs {
             name("an input", i, false)?;
+        }
+        if !self.splits.is_empty() {
+            let ascending = self
+                .splits
+                .windows(2)
+                .all(|w| w[0] < w[1] && (w[1] - w[0]) as usize <= MAX_SPLIT_INPUTS + 1);
+            let last = *self.splits.last().unwrap() as usize;
+            if self.splits[0] != 0
+                || !ascending
+                || last >= self.inputs.len()
+                || self.inputs.len() - last > MAX_SPLIT_INPUTS + 1
+            {
+                return Err(format!(
+                    "splits must start at input 0, ascend by 1 to {} inputs and end below input {}",
+                    MAX_SPLIT_INPUTS + 1,
+                    self.inputs.len()
+                ));
+            }
         }
         name("base_repo", &self.base_repo, false)?;
         name("base_commit", &self.base_commit, false)?;
@@ -282,6 +323,7 @@ mod tests {
                 total_rows: None,
             },
             go: GoSpec::default(),
+            splits: Vec::new(),
         }
     }
 

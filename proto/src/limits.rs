@@ -17,6 +17,10 @@ pub const MAX_INPUTS: usize = 100_000;
 /// Longest input location, source spec, commit or store key a task may carry.
 pub const MAX_NAME_BYTES: usize = 4096;
 
+/// Inputs one split task reads (its first and the ones grouped with it): bounds its
+/// message (each name at most [`MAX_NAME_BYTES`]).
+pub const MAX_SPLIT_INPUTS: usize = 256;
+
 /// Most `--go-module` rules a job (and each of its split tasks) may carry.
 pub const MAX_GO_MODULES: usize = 1024;
 

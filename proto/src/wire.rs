@@ -117,6 +117,20 @@ impl Task {
                     return Err(format!("split {} not below {MAX_INPUTS}", t.split.0));
                 }
                 name("input", &t.input)?;
+                if t.more.len() > MAX_SPLIT_INPUTS || t.split.index() + t.more.len() >= MAX_INPUTS {
+                    return Err(format!(
+                        "{} further inputs: at most {MAX_SPLIT_INPUTS}, below input {MAX_INPUTS}",
+                        t.more.len()
+                    ));
+                }
+                for m in &t.more {
+                    name("input", &m.input)?;
+                    if m.manager.len() > MAX_NAME_BYTES || m.commit.len() > MAX_NAME_BYTES {
+                        return Err(format!(
+                            "a Go manager or commit longer than {MAX_NAME_BYTES} bytes"
+                        ));
+                    }
+                }
                 let g = &t.go;
                 if g.modules.len() > MAX_GO_MODULES {
                     return Err(format!(
@@ -209,6 +223,20 @@ pub struct SplitTask {
     /// The input's format and, for Go coverage, how it becomes rows.
     #[serde(default)]
     pub go: crate::job::GoInput,
+    /// The split's further inputs (inputs `split + 1 ..` of its group), read after
+    /// `input` with the same settings but their own Go manager and commit. Small
+    /// inputs are grouped so that a job of many makes few spill objects and chunks.
+    #[serde(default)]
+    pub more: Vec<SplitInput>,
+}
+
+/// One further input of a split task.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SplitInput {
+    pub input: String,
+    /// Its Go manager and build commit.
+    pub manager: String,
+    pub commit: String,
 }
 
 /// Reduce phase: merge one shard from its spill chunks into a part.
@@ -459,6 +487,7 @@ mod tests {
                 shards,
                 max_bad_rows: 0,
                 go: Default::default(),
+                more: Vec::new(),
             })
         };
         assert!(split(4, "/in.csv").validate().is_ok());

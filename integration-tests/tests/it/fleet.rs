@@ -588,6 +588,7 @@ fn forged_task_with_4294967295_shards_no_longer_kills_the_worker() {
             shards: u32::MAX,
             max_bad_rows: 0,
             go: Default::default(),
+            more: Vec::new(),
         });
         let body = wire::encode(&task).unwrap();
         q.publish_task(&job, body.clone()).await.unwrap();
@@ -650,6 +651,7 @@ fn forged_split_task_cannot_read_files_outside_its_job() {
             shards: 6,
             max_bad_rows: 0,
             go: Default::default(),
+            more: Vec::new(),
         });
         q.publish_task(&job, wire::encode(&forged).unwrap())
             .await
@@ -689,6 +691,7 @@ fn forged_split_task_cannot_read_files_outside_its_job() {
                 }],
                 ..Default::default()
             },
+            more: Vec::new(),
         });
         q.publish_task(&job, wire::encode(&forged_go).unwrap())
             .await

@@ -30,6 +30,8 @@ mod output_format;
 mod property;
 /// `covmerge report` and `covmerge diff`, checked in headless Chromium.
 mod report;
+/// Store requests of a fleet job, counted through a relay.
+mod requests;
 /// Every rule of SPEC §3 on the project's own fixture.
 mod semantics;
 /// `covmerge status` during, across a coordinator crash, and after a job.

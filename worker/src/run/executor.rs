@@ -10,7 +10,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use covmerge_proto::job::InputFormat;
 use covmerge_proto::wire::{
-    self, ChunkRef, Failure, MergeOutcome, MergeTask, ReportStatus, SplitOutcome, SplitTask, Task,
+    self, Failure, MergeOutcome, MergeTask, ReportStatus, SplitOutcome, SplitTask, Task,
 };
 use covmerge_proto::{JobId, JobSpec};
 use covmerge_storage::Store;
@@ -22,10 +22,11 @@ use super::cancel::*;
 use super::failure::*;
 use super::keys;
 use super::prefetch::Prefetch;
+use super::spill_writer::SpillWriter;
 use crate::merge::{merge_shard_with_prefix, ProjectionCache};
 use crate::source::{open_source, CachedSource, Source};
 use crate::split::go::{split_go, GoSource};
-use crate::split::{split_input, Flush, SplitError, SplitSettings};
+use crate::split::{split_input, Flush, SplitError, SplitSettings, BAD_ROW_SAMPLES};
 use crate::thread::run_on_thread;
 
 /// What a split task's input holds, opened.
@@ -344,15 +345,31 @@ impl Executor {
         let check = |spec: &JobSpec| -> Result<(), String> {
             match task {
                 Task::Split(t) => {
-                    if spec.inputs.get(t.split.index()) != Some(&t.input) {
+                    // Exactly one of the job's splits: its inputs, in order, are those
+                    // of the split that starts at its first.
+                    let first = t.split.index();
+                    let range = spec
+                        .split_ranges()
+                        .into_iter()
+                        .find(|r| r.start == first)
+                        .ok_or_else(|| format!("job {} has no split {}", t.job, t.split))?;
+                    let inputs: Vec<(&str, covmerge_proto::job::GoInput)> = split_inputs(t);
+                    if inputs.len() != range.len()
+                        || range
+                            .clone()
+                            .zip(&inputs)
+                            .any(|(j, (input, _))| spec.inputs[j] != *input)
+                    {
                         return Err(format!(
-                            "its input is not input {} of job {}",
+                            "its inputs are not those of split {} of job {}",
                             t.split, t.job
                         ));
                     }
                     if t.shards != spec.shards
                         || t.max_bad_rows != spec.max_bad_rows
-                        || t.go != spec.go_input(t.split.index())
+                        || range
+                            .zip(&inputs)
+                            .any(|(j, (_, go))| *go != spec.go_input(j))
                     {
                         return Err(format!("its settings are not those of job {}", t.job));
                     }
@@ -436,14 +453,8 @@ impl Executor {
             // overwrite each other's chunks, and the marker names only its own.
             let nonce = uuid_like();
             let seq = AtomicU64::new(0);
-            let chunks = Mutex::new(Vec::new());
-            let settings = SplitSettings {
-                shards: t2.shards,
-                max_bad_rows: t2.max_bad_rows,
-                memory_budget: this.cfg.split_budget,
-                threads: this.cfg.split_threads,
-            };
-            let emit = |flush: Flush| -> Result<(), SplitError> {
+            let written = AtomicU64::new(0);
+            let write = |flush: Flush| -> Result<String, SplitError> {
                 let n = seq.fetch_add(1, Ordering::Relaxed) as u32;
                 let key = keys::spill(&t2.job, t2.split, &nonce, n);
                 let abandoned = || SplitError::Emit {
@@ -458,55 +469,62 @@ impl Executor {
                         transient: e.is_transient(),
                     })?;
                 metrics().bytes_written("chunk", len);
-                let first = {
-                    let mut c = chunks.lock().unwrap();
-                    let first = c.is_empty();
-                    c.extend(flush.chunks.into_iter().map(|(shard, r)| {
-                        let chunk = ChunkRef {
-                            key: key.clone(),
-                            start: r.start as u64,
-                            len: r.len() as u64,
-                        };
-                        (shard, chunk)
-                    }));
-                    first
-                };
-                if first {
+                if written.fetch_add(1, Ordering::Relaxed) == 0 {
                     covmerge_fault::pause_blocking_unless("split", &|| cancel.is_cancelled());
                 }
                 if cancel.is_cancelled() {
                     return Err(abandoned());
                 }
-                Ok(())
+                Ok(key)
             };
+            let settings = SplitSettings {
+                shards: t2.shards,
+                max_bad_rows: t2.max_bad_rows,
+                memory_budget: this.cfg.split_budget,
+                threads: this.cfg.split_threads,
+            };
+            let spills = SpillWriter::new(&write);
+            let emit = |flush: Flush| spills.add(flush);
             // Abandoned (handed back after the grace period): the next read fails.
             let cancelable = |inner| CancelRead {
                 inner,
                 cancel: cancel.clone(),
             };
-            let mut outcome = match input_kind(&t2.input, t2.go.format, &rt, inflate)? {
-                InputKind::GoDir => split_go(
-                    &t2.input,
-                    GoSource::Dir(std::path::Path::new(&t2.input)),
-                    &t2.go,
-                    settings,
-                    &emit,
-                )?,
-                InputKind::GoText(r) => split_go(
-                    &t2.input,
-                    GoSource::Text(Box::new(std::io::BufReader::with_capacity(
-                        1 << 16,
-                        cancelable(r),
-                    ))),
-                    &t2.go,
-                    settings,
-                    &emit,
-                )?,
-                InputKind::Csv(r) => split_input(&t2.input, cancelable(r), settings, &emit)?,
-            };
-            let mut chunks = chunks.into_inner().unwrap();
-            chunks.sort();
-            outcome.chunks = chunks;
+            // The split's inputs one after another; their spills are written together.
+            let mut outcome = SplitOutcome::default();
+            for (input, go) in split_inputs(&t2) {
+                let settings = SplitSettings {
+                    max_bad_rows: t2.max_bad_rows.saturating_sub(outcome.counts.rows_bad),
+                    ..settings
+                };
+                let one = match input_kind(input, go.format, &rt, inflate)? {
+                    InputKind::GoDir => split_go(
+                        input,
+                        GoSource::Dir(std::path::Path::new(input)),
+                        &go,
+                        settings,
+                        &emit,
+                    )?,
+                    InputKind::GoText(r) => split_go(
+                        input,
+                        GoSource::Text(Box::new(std::io::BufReader::with_capacity(
+                            1 << 16,
+                            cancelable(r),
+                        ))),
+                        &go,
+                        settings,
+                        &emit,
+                    )?,
+                    InputKind::Csv(r) => split_input(input, cancelable(r), settings, &emit)?,
+                };
+                outcome.counts.add(&one.counts);
+                let room = BAD_ROW_SAMPLES.saturating_sub(outcome.bad_rows.len());
+                outcome.bad_rows.extend(one.bad_rows.into_iter().take(room));
+                if outcome.counts.rows_bad > t2.max_bad_rows {
+                    break;
+                }
+            }
+            outcome.chunks = spills.finish()?;
             this.progress
                 .rows_read
                 .fetch_add(outcome.counts.rows_in, Ordering::Relaxed);
@@ -520,9 +538,13 @@ impl Executor {
                 .first()
                 .map(|b| b.to_string())
                 .unwrap_or_default();
+            let inputs = match t.more.len() {
+                0 => t.input.clone(),
+                n => format!("{} and {n} more input(s)", t.input),
+            };
             return Err(Failure::bad_input(format!(
-                "{first} ({} bad row(s) in {}; --max-bad-rows {})",
-                outcome.counts.rows_bad, t.input, t.max_bad_rows
+                "{first} ({} bad row(s) in {inputs}; --max-bad-rows {})",
+                outcome.counts.rows_bad, t.max_bad_rows
             )));
         }
         let marker = wire::encode(&outcome).map_err(Failure::internal)?;
@@ -612,6 +634,22 @@ impl Executor {
         );
         Ok(outcome)
     }
+}
+
+/// A split task's inputs in order, each with how it is read.
+fn split_inputs(t: &SplitTask) -> Vec<(&str, covmerge_proto::job::GoInput)> {
+    std::iter::once((t.input.as_str(), t.go.clone()))
+        .chain(t.more.iter().map(|m| {
+            (
+                m.input.as_str(),
+                covmerge_proto::job::GoInput {
+                    manager: m.manager.clone(),
+                    commit: m.commit.clone(),
+                    ..t.go.clone()
+                },
+            )
+        }))
+        .collect()
 }
 
 /// A random-enough name for one attempt's objects (time and pid based).

@@ -24,6 +24,7 @@ pub mod executor;
 pub mod failure;
 mod prefetch;
 pub mod serve;
+mod spill_writer;
 
 /// The store layout lives in `covmerge_proto::layout`; re-exported for callers that
 /// knew it here.

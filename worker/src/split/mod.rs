@@ -44,7 +44,7 @@ pub struct SplitSettings {
 }
 
 /// Bad rows reported by name (the count covers all of them).
-const BAD_ROW_SAMPLES: usize = 5;
+pub const BAD_ROW_SAMPLES: usize = 5;
 
 /// Decompressed bytes handed to a parse thread at once.
 const PIECE: usize = 1 << 20;

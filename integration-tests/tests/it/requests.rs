@@ -1,0 +1,95 @@
+//! Store requests of a fleet job, counted by a relay in front of the S3 server: a
+//! bucket is tens of milliseconds away per request, so the count is pinned here and a
+//! regression fails CI instead of making quarterly merges hours long.
+
+use covmerge_corpus::{generate, CorpusSpec};
+use covmerge_integration_tests::fleet::{bucket, coordinator_run, s3_addr, worker_on, Vhost};
+use covmerge_integration_tests::relay::Relay;
+use covmerge_integration_tests::{gunzip, merge_ok};
+
+use crate::fleet::LONG;
+
+/// 100 small inputs and 16 shards: each input was its own split writing its own
+/// spill object, and each shard's merge fetched one chunk per split, one after the
+/// other: 1,400 chunk reads and 2,249 requests in all. Inputs are now grouped into
+/// about 32 splits whose spills are written together: under 1,000 requests, and the
+/// same result.
+#[test]
+fn many_small_inputs_made_a_chunk_read_per_input_and_shard() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let spec = CorpusSpec {
+        seed: 251,
+        files: 40,
+        lines: 300,
+        commits: 4,
+        managers: 3,
+        parts: 100,
+        no_git: true,
+        ..CorpusSpec::default()
+    };
+    let corpus = generate(&spec, &dir.join("corpus")).unwrap();
+    let ins: Vec<String> = corpus
+        .inputs
+        .iter()
+        .map(|p| p.display().to_string())
+        .collect();
+    let source = format!("dir:{}", corpus.sources.display());
+    let mut job: Vec<&str> = vec![
+        "--source",
+        &source,
+        "--base-repo",
+        &corpus.base_repo,
+        "--base-commit",
+        &corpus.base_commit,
+        "--shards",
+        "16",
+        "--date-to",
+        "2024-04-08",
+    ];
+    let embedded = dir.join("embedded.jsonl.gz");
+    let mut a = job.clone();
+    a.extend(["--out", embedded.to_str().unwrap(), "--input"]);
+    a.extend(ins.iter().map(String::as_str));
+    merge_ok(&a);
+
+    let vh = Vhost::new("requests");
+    let relay = Relay::start(&s3_addr());
+    let endpoint = format!("http://{}", relay.addr());
+    let env = [("AWS_ENDPOINT_URL", endpoint.as_str())];
+    let store = format!("s3://{}/jobs", bucket("requests"));
+    let _w: Vec<_> = (1..=2)
+        .map(|n| worker_on(&vh.url, dir, n, &store, &[], &env))
+        .collect();
+    let out = dir.join("out.jsonl.gz");
+    job.extend([
+        "--amqp",
+        &vh.url,
+        "--store",
+        &store,
+        "--out",
+        out.to_str().unwrap(),
+        "--input",
+    ]);
+    job.extend(ins.iter().map(String::as_str));
+    let o = coordinator_run(&job, &env, LONG);
+    assert!(
+        o.status.success(),
+        "coordinator failed:\n{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert_eq!(gunzip(&out), gunzip(&embedded));
+    let reqs = relay.requests();
+    let total: u64 = reqs.values().sum();
+    let chunk_reads = reqs.get("GET spill").copied().unwrap_or(0);
+    let spill_writes = reqs.get("PUT spill").copied().unwrap_or(0);
+    assert!(
+        (1..=40).contains(&spill_writes),
+        "{spill_writes} spill objects for 100 inputs: {reqs:?}"
+    );
+    assert!(
+        chunk_reads <= spill_writes * 16,
+        "{chunk_reads} chunk reads: {reqs:?}"
+    );
+    assert!(total <= 1_000, "{total} store requests: {reqs:?}");
+}
