@@ -483,7 +483,7 @@ impl Executor {
                 memory_budget: this.cfg.split_budget,
                 threads: this.cfg.split_threads,
             };
-            let spills = SpillWriter::new(&write);
+            let spills = SpillWriter::new(&write, this.cfg.split_budget);
             let emit = |flush: Flush| spills.add(flush);
             // Abandoned (handed back after the grace period): the next read fails.
             let cancelable = |inner| CancelRead {

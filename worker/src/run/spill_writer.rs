@@ -16,8 +16,8 @@ use covmerge_proto::ShardId;
 
 use crate::split::{Flush, SplitError};
 
-/// Flushes are gathered until they hold this many bytes; a larger flush is written
-/// as it is.
+/// Flushes are gathered until they hold this many bytes (or a quarter of the split's
+/// memory budget, if less); a larger flush is written as it is.
 pub(super) const TARGET_BYTES: usize = 8 << 20;
 
 #[derive(Default)]
@@ -44,14 +44,20 @@ pub(super) struct SpillWriter<'a> {
     pending: Mutex<Pending>,
     chunks: Mutex<Vec<(ShardId, ChunkRef)>>,
     write: &'a (dyn Fn(Flush) -> Result<String, SplitError> + Sync),
+    target: usize,
 }
 
 impl<'a> SpillWriter<'a> {
-    pub(super) fn new(write: &'a (dyn Fn(Flush) -> Result<String, SplitError> + Sync)) -> Self {
+    /// A writer for a split whose memory budget is `split_budget` bytes.
+    pub(super) fn new(
+        write: &'a (dyn Fn(Flush) -> Result<String, SplitError> + Sync),
+        split_budget: usize,
+    ) -> Self {
         SpillWriter {
             pending: Mutex::default(),
             chunks: Mutex::default(),
             write,
+            target: (split_budget / 4).clamp(64 << 10, TARGET_BYTES),
         }
     }
 
@@ -79,7 +85,7 @@ impl<'a> SpillWriter<'a> {
 
     /// Takes one flush of the split (called from its parse threads).
     pub(super) fn add(&self, flush: Flush) -> Result<(), SplitError> {
-        if flush.bytes.len() >= TARGET_BYTES {
+        if flush.bytes.len() >= self.target {
             return self.store(flush);
         }
         let full = {
@@ -91,7 +97,7 @@ impl<'a> SpillWriter<'a> {
                     .extend_from_slice(&flush.bytes[r.clone()]);
             }
             p.bytes += flush.bytes.len();
-            (p.bytes >= TARGET_BYTES).then(|| p.take())
+            (p.bytes >= self.target).then(|| p.take())
         };
         match full {
             Some(f) => self.store(f),
@@ -129,7 +135,7 @@ mod tests {
             o.push(f.bytes);
             Ok(format!("obj{}", o.len() - 1))
         };
-        let w = SpillWriter::new(&write);
+        let w = SpillWriter::new(&write, 64 << 20);
         w.add(flush(&[(0, b"a1"), (2, b"c1")])).unwrap();
         w.add(flush(&[(1, b"b2"), (2, b"c2")])).unwrap();
         w.add(Flush::default()).unwrap();
@@ -156,7 +162,7 @@ mod tests {
             Ok("k".into())
         };
         let big = vec![7u8; TARGET_BYTES];
-        let w = SpillWriter::new(&write);
+        let w = SpillWriter::new(&write, 64 << 20);
         w.add(flush(&[(3, &big)])).unwrap();
         assert_eq!(*n.lock().unwrap(), 1);
         assert_eq!(w.finish().unwrap().len(), 1);
