@@ -149,6 +149,11 @@ struct Record {
     fl: Option<Fl>,
 }
 
+/// The longest record line `report` and `diff` read: an MCR record of a file with 3
+/// million instrumented lines is ~60 MiB. Past it the result is refused naming the
+/// line, so a huge or endless line (`/dev/zero`) costs at most this much memory.
+pub const MAX_RESULT_LINE: usize = 64 << 20;
+
 /// A result opened for reading file by file.
 pub struct ResultReader {
     name: String,
@@ -208,16 +213,28 @@ impl ResultReader {
         }
     }
 
-    /// Reads the next non-empty line into `buf`; false at the end.
+    /// Reads the next non-empty line into `buf`; false at the end. A line longer than
+    /// [`MAX_RESULT_LINE`] is refused as soon as the cap is passed, never held whole.
     fn read_line(&mut self) -> Result<bool, ReadError> {
+        use std::io::Read;
         loop {
             self.buf.clear();
-            let n = self
-                .input
+            let n = (&mut self.input)
+                .take(MAX_RESULT_LINE as u64 + 1)
                 .read_line(&mut self.buf)
                 .map_err(|e| self.bad(self.line + 1, &format!("reading: {e}")))?;
             if n == 0 {
                 return Ok(false);
+            }
+            if n > MAX_RESULT_LINE {
+                return Err(self.bad(
+                    self.line + 1,
+                    &format!(
+                        "a line longer than {} MiB, the cap on a result record (a file of about {} M instrumented lines): not a covmerge result",
+                        MAX_RESULT_LINE >> 20,
+                        MAX_RESULT_LINE / 20 / 1_000_000
+                    ),
+                ));
             }
             self.line += 1;
             if !self.buf.trim().is_empty() {
@@ -430,6 +447,27 @@ mod tests {
     fn reader(lines: &[String]) -> ResultReader {
         let text = format!("{HEAD}\n{}\n", lines.join("\n"));
         ResultReader::new("r.jsonl", Box::new(std::io::Cursor::new(text.into_bytes()))).unwrap()
+    }
+
+    #[test]
+    fn a_line_without_end_was_read_whole() {
+        // An endless line (as /dev/zero is) stops at the cap, naming the line.
+        let endless = std::io::Read::chain(
+            std::io::Cursor::new(format!("{HEAD}\n").into_bytes()),
+            std::io::repeat(b'x'),
+        );
+        let mut r = ResultReader::new("zero", Box::new(BufReader::new(endless))).unwrap();
+        let e = r.next_file().unwrap_err().to_string();
+        assert!(
+            e.contains("result zero, line 2") && e.contains("64 MiB"),
+            "{e}"
+        );
+        // An endless header line too.
+        let e = ResultReader::new("zero", Box::new(BufReader::new(std::io::repeat(0))))
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(e.contains("line 1") && e.contains("64 MiB"), "{e}");
     }
 
     #[test]
