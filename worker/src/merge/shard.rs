@@ -1,6 +1,7 @@
 use std::io::Write;
 
 use bytes::Bytes;
+use covmerge_proto::spill::StringTable;
 use covmerge_proto::{output, spill, Counts};
 use flate2::{write::GzEncoder, Compression};
 use rustc_hash::FxHashMap;
@@ -47,26 +48,13 @@ pub struct MergedPart {
     pub counts: Counts,
 }
 
-#[derive(Default)]
-struct Interner {
-    strings: Vec<Box<[u8]>>,
-    index: FxHashMap<Box<[u8]>, u32>,
-}
-
-impl Interner {
-    fn intern(&mut self, s: &[u8]) -> u32 {
-        if let Some(&id) = self.index.get(s) {
-            return id;
-        }
-        let id = self.strings.len() as u32;
-        self.strings.push(s.into());
-        self.index.insert(s.into(), id);
-        id
-    }
-
-    fn get(&self, id: u32) -> &[u8] {
-        &self.strings[id as usize]
-    }
+/// Where a file of the shard stands: a live one has its sums; one outside
+/// `--file-path-prefix` or absent at the base costs a tag, not an accumulator (a
+/// shard of 3 million distinct paths held one for each).
+enum FileState {
+    OutOfScope,
+    Deleted,
+    Live(Box<FileAcc>),
 }
 
 /// What one file of the shard accumulates: projected sums only, never raw rows, so a
@@ -80,9 +68,6 @@ impl Interner {
 /// memory in proportion to the (manager, line) pairs hit ([`ManagerSums`]), not lines
 /// × managers.
 struct FileAcc {
-    /// Whether the file exists at the base. Its text is held in [`Held`] while it
-    /// fits, not here: a shard of 5,000 files of 120 KB held every base to its end.
-    exists: bool,
     /// Per base line: its slot (`u32::MAX`: none yet). A vector, not a hash map: the
     /// lines are those of the base version, and a lookup per entry was a tenth of the
     /// merge (BENCHMARKS.md, issue 12).
@@ -99,9 +84,8 @@ struct FileAcc {
 }
 
 impl FileAcc {
-    fn new(exists: bool) -> Self {
+    fn new() -> Self {
         FileAcc {
-            exists,
             slot_of: Vec::new(),
             lines: Vec::new(),
             star: Vec::new(),
@@ -243,11 +227,13 @@ pub fn merge_shard_with_prefix(
     cache: &ProjectionCache,
     file_prefix: &[u8],
 ) -> Result<MergedPart, MergeError> {
-    let mut strings = Interner::default();
+    // Each string once, in an arena, with a hash index of ids (not a boxed copy per
+    // string in a vector and another as the map's key).
+    let mut strings = StringTable::new();
     // Per string id: the index of its file in `files` plus one (0: not a file yet).
     // String ids are dense, so this is a vector, not a hash lookup per entry.
     let mut file_slot: Vec<u32> = Vec::new();
-    let mut files: Vec<(u32, Option<FileAcc>)> = Vec::new();
+    let mut files: Vec<(u32, FileState)> = Vec::new();
     let mut held = Held::default();
     // The (file, commit) of the last entry and its line map.
     let mut last_map: ((u32, u32), Option<Arc<LineMap>>) = ((u32::MAX, u32::MAX), None);
@@ -273,8 +259,8 @@ pub fn merge_shard_with_prefix(
                     .zip(&remap)
                     .map(|(s, &id)| (!s.is_empty()).then_some(id)),
             );
-            if file_slot.len() < strings.strings.len() {
-                file_slot.resize(strings.strings.len(), 0);
+            if file_slot.len() < strings.len() {
+                file_slot.resize(strings.len(), 0);
             }
             for (k, v) in block.entries {
                 let (file, commit) = (remap[k.file as usize], remap[k.commit as usize]);
@@ -289,25 +275,30 @@ pub fn merge_shard_with_prefix(
                                 return Ok(());
                             }
                         };
-                        let exists = base.is_some();
-                        if let Some(b) = base {
-                            held.hold_base(file, b);
+                        match base {
+                            Some(b) => {
+                                held.hold_base(file, b);
+                                FileState::Live(Box::new(FileAcc::new()))
+                            }
+                            None => FileState::Deleted,
                         }
-                        Some(FileAcc::new(exists))
                     } else {
-                        None
+                        FileState::OutOfScope
                     };
                     files.push((file, acc));
                     *slot = files.len() as u32;
                 }
-                let Some(acc) = &mut files[*slot as usize - 1].1 else {
-                    counts.rows_outside_prefix += v.rows;
-                    continue;
+                let acc = match &mut files[*slot as usize - 1].1 {
+                    FileState::OutOfScope => {
+                        counts.rows_outside_prefix += v.rows;
+                        continue;
+                    }
+                    FileState::Deleted => {
+                        counts.rows_deleted += v.rows;
+                        continue;
+                    }
+                    FileState::Live(acc) => acc,
                 };
-                if !acc.exists {
-                    counts.rows_deleted += v.rows;
-                    continue;
-                }
                 if k.sl == 0 {
                     counts.rows_without_line += v.rows;
                     continue;
@@ -373,10 +364,14 @@ pub fn merge_shard_with_prefix(
     drop((held, last_map));
 
     // Files in path order: the part's order is deterministic.
-    let mut order: Vec<(u32, FileAcc)> = files
-        .into_iter()
-        .filter_map(|(f, acc)| Some((f, acc?)))
-        .collect();
+    let mut order: Vec<(u32, Box<FileAcc>)> = Vec::new();
+    for (f, state) in files {
+        match state {
+            FileState::OutOfScope => {}
+            FileState::Deleted => counts.files_deleted += 1,
+            FileState::Live(acc) => order.push((f, acc)),
+        }
+    }
     order.sort_by(|a, b| strings.get(a.0).cmp(strings.get(b.0)));
     // Records are written a few bytes at a time (a number, a comma): buffered, the
     // encoder gets them in large writes. Unbuffered, each small write was a deflate
@@ -387,14 +382,10 @@ pub fn merge_shard_with_prefix(
     );
     let mut records = 0u64;
     for (file, acc) in order {
-        if !acc.exists {
-            counts.files_deleted += 1;
-            continue;
-        }
         counts.files += 1;
         records += write_file(
             strings.get(file),
-            acc,
+            *acc,
             &managers,
             &strings,
             &mut counts,
@@ -417,7 +408,7 @@ fn write_file(
     path: &[u8],
     acc: FileAcc,
     managers: &[u32],
-    strings: &Interner,
+    strings: &StringTable,
     counts: &mut Counts,
     out: &mut impl Write,
 ) -> Result<u64, MergeError> {
