@@ -34,6 +34,9 @@ struct Args {
     /// Worker processes.
     #[arg(long, default_value_t = 2)]
     workers: usize,
+    /// Flags for each worker, e.g. "--concurrency 2".
+    #[arg(long, default_value = "")]
+    worker_flags: String,
     #[arg(long, default_value = "amqp://guest:guest@127.0.0.1:5672/%2f")]
     amqp: String,
     /// The covmerge binary (default: next to this one).
@@ -81,9 +84,9 @@ fn main() {
         };
         let mut workers: Vec<Child> = (0..a.workers)
             .map(|_| {
-                cmd(&["worker", "--amqp", &a.amqp, "--store", &store])
-                    .spawn()
-                    .expect("worker")
+                let mut args = vec!["worker", "--amqp", &a.amqp, "--store", &store];
+                args.extend(a.worker_flags.split_whitespace());
+                cmd(&args).spawn().expect("worker")
             })
             .collect();
         std::thread::sleep(Duration::from_millis(500));

@@ -139,3 +139,43 @@ fn many_managers_over_a_few_files_took_files_times_managers() {
         assert_eq!(ms[format!("m{m:05}")][line.to_string()], 1);
     }
 }
+
+/// One row at the last line of each of 60 files of a million (empty) lines: each
+/// file's line-to-slot table was a vector over every line up to the one hit, 4 bytes
+/// per base line (240 MB here, more than the source itself). Now it spans a few lines
+/// per line hit and the rest go to a map: the merge fits in 160 MiB.
+#[test]
+fn a_row_at_the_end_of_long_files_held_a_slot_per_base_line() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (files, lines) = (60, 1_000_000);
+    let root = tmp.path().join("src/c1");
+    std::fs::create_dir_all(&root).unwrap();
+    let text = "\n".repeat(lines);
+    let mut t = String::from(HDR);
+    for f in 0..files {
+        std::fs::write(root.join(format!("f{f}.c")), &text).unwrap();
+        t.push_str(&format!("r,c1,f{f}.c,fn,m,{lines},3\n"));
+    }
+    let src = format!("dir:{}", tmp.path().join("src").display());
+    let input = tmp.path().join("in.csv");
+    std::fs::write(&input, t).unwrap();
+    let out = tmp.path().join("out.jsonl.gz");
+    let limit = 160 << 20;
+    let o = merge_limited(
+        &merge_args(&src, input.to_str().unwrap(), out.to_str().unwrap()),
+        limit,
+    );
+    assert!(
+        o.status.success(),
+        "under a {} MiB data limit: {}",
+        limit >> 20,
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let got = canon(&out);
+    for f in [0, files - 1] {
+        assert_eq!(
+            got["files"][format!("f{f}.c")]["managers"]["m"][lines.to_string()],
+            3
+        );
+    }
+}

@@ -48,6 +48,10 @@ pub struct MergedPart {
     pub counts: Counts,
 }
 
+/// Base lines the line-to-slot vector may span per slot, and at least.
+const SLOT_SPAN: usize = 8;
+const MIN_SLOT_SPAN: usize = 1 << 16;
+
 /// Where a file of the shard stands: a live one has its sums; one outside
 /// `--file-path-prefix` or absent at the base costs a tag, not an accumulator (a
 /// shard of 3 million distinct paths held one for each).
@@ -70,8 +74,11 @@ enum FileState {
 struct FileAcc {
     /// Per base line: its slot (`u32::MAX`: none yet). A vector, not a hash map: the
     /// lines are those of the base version, and a lookup per entry was a tenth of the
-    /// merge (BENCHMARKS.md, issue 12).
+    /// merge (BENCHMARKS.md). It spans at most [`SLOT_SPAN`] lines per slot (and
+    /// [`MIN_SLOT_SPAN`]); lines past that go to `far`: one row at the end of each of
+    /// 200 files of a million lines held 4 bytes per line of them all.
     slot_of: Vec<u32>,
+    far: FxHashMap<u32, u32>,
     /// Per slot: its base line, the `*` sum, and the first function name seen there
     /// with its row count (`u32::MAX`: none yet).
     lines: Vec<u32>,
@@ -87,6 +94,7 @@ impl FileAcc {
     fn new() -> Self {
         FileAcc {
             slot_of: Vec::new(),
+            far: FxHashMap::default(),
             lines: Vec::new(),
             star: Vec::new(),
             name: Vec::new(),
@@ -100,13 +108,23 @@ impl FileAcc {
     #[inline]
     fn add(&mut self, line: u32, mgr: usize, func: Option<u32>, hits: u64, rows: u64) {
         let at = line as usize;
-        if at >= self.slot_of.len() {
+        // Once a line is in `far` the vector never grows again: a line is in one of
+        // the two, never both (it would get a second slot).
+        if at >= self.slot_of.len()
+            && self.far.is_empty()
+            && at < (SLOT_SPAN * (self.lines.len() + 1)).max(MIN_SLOT_SPAN)
+        {
             self.slot_of.resize(at + 1, u32::MAX);
         }
-        let mut slot = self.slot_of[at];
+        let next = self.lines.len() as u32;
+        let entry = match self.slot_of.get_mut(at) {
+            Some(s) => s,
+            None => self.far.entry(line).or_insert(u32::MAX),
+        };
+        let mut slot = *entry;
         if slot == u32::MAX {
-            slot = self.lines.len() as u32;
-            self.slot_of[at] = slot;
+            slot = next;
+            *entry = slot;
             self.lines.push(line);
             self.star.push(0);
             self.name.push((u32::MAX, 0));
@@ -501,4 +519,44 @@ fn write_file(
         i = end;
     }
     Ok(records)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Lines past the vector's span go to a map; a line never gets two slots,
+    /// whichever order the lines come in.
+    #[test]
+    fn a_line_has_one_slot_whether_in_the_vector_or_far() {
+        for far_first in [true, false] {
+            let mut acc = FileAcc::new();
+            let hit = |acc: &mut FileAcc, l: u32| acc.add(l, 0, None, 1, 1);
+            if far_first {
+                hit(&mut acc, 5_000_000);
+            }
+            for l in 1..70_000u32 {
+                hit(&mut acc, l);
+            }
+            hit(&mut acc, 5_000_000);
+            for l in (1..70_000u32).rev() {
+                hit(&mut acc, l);
+            }
+            if far_first {
+                assert!(acc.slot_of.is_empty(), "no vector once a line is far");
+            } else {
+                assert!(acc.slot_of.len() >= 70_000 && acc.far.len() == 1);
+            }
+            let mut lines = acc.lines.clone();
+            lines.sort_unstable();
+            lines.dedup();
+            assert_eq!(lines.len(), acc.lines.len(), "a line with two slots");
+            assert_eq!(acc.lines.len(), 70_000);
+            let far_hits = if far_first { 2 } else { 1 };
+            for (s, &l) in acc.lines.iter().enumerate() {
+                let want = if l == 5_000_000 { far_hits } else { 2 };
+                assert_eq!(acc.star[s], want, "line {l}");
+            }
+        }
+    }
 }
