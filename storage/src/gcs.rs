@@ -70,6 +70,22 @@ struct JsonApi {
     creds: GcpCredentialProvider,
 }
 
+/// A JSON API answer that is not a success, keeping its status, so that a refusal
+/// (400, 405, 411, 413...) is told from an outage ([`crate::StoreError::is_transient`]).
+#[derive(Debug)]
+pub(crate) struct HttpStatus {
+    pub(crate) status: u16,
+    message: String,
+}
+
+impl std::fmt::Display for HttpStatus {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+impl std::error::Error for HttpStatus {}
+
 fn generic(e: impl Into<Box<dyn std::error::Error + Send + Sync>>) -> object_store::Error {
     object_store::Error::Generic {
         store: STORE,
@@ -163,7 +179,10 @@ impl JsonApi {
                 path: path.to_string(),
                 source: msg.into(),
             },
-            _ => generic(msg),
+            status => generic(HttpStatus {
+                status,
+                message: msg,
+            }),
         })
     }
 

@@ -91,6 +91,9 @@ fn http_status(e: &(dyn std::error::Error + 'static)) -> Option<(u16, String)> {
     const MARK: &str = "status code: ";
     let mut cur = Some(e);
     while let Some(e) = cur {
+        if let Some(h) = e.downcast_ref::<gcs::HttpStatus>() {
+            return Some((h.status, h.to_string()));
+        }
         let msg = e.to_string();
         if let Some(i) = msg.find(MARK) {
             let status = msg[i + MARK.len()..].get(..3)?.parse().ok()?;
@@ -364,6 +367,15 @@ impl Store {
                     .await
                 {
                     Ok(_) => Ok(Outcome::Created),
+                    // S3 answers 409 ConditionalRequestConflict to a create that
+                    // raced another conditional write ("try again"); object_store
+                    // reports it as AlreadyExists, like the 412 of an object there.
+                    Err(e @ object_store::Error::AlreadyExists { .. })
+                        if http_status(&e).is_some_and(|(s, _)| s == 409) =>
+                    {
+                        failed.store(true, Ordering::Relaxed);
+                        Err(self.io("create", key, e))
+                    }
                     Err(object_store::Error::AlreadyExists { .. }) => Ok(Outcome::Exists),
                     Err(object_store::Error::NotImplemented { .. }) => Ok(Outcome::Unsupported),
                     Err(e) => {
