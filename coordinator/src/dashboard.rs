@@ -99,8 +99,21 @@ impl Dashboard {
         method: &str,
         req: Option<&str>,
     ) -> Result<R, String> {
+        self.call_with(method, req, Call::Idempotent).await
+    }
+
+    async fn call_with<R: DeserializeOwned>(
+        &self,
+        method: &str,
+        req: Option<&str>,
+        kind: Call,
+    ) -> Result<R, String> {
+        let timeout = match kind {
+            Call::Idempotent => Duration::from_secs(120),
+            Call::Once => SAVE_TIMEOUT,
+        };
         let client = reqwest::Client::builder()
-            .timeout(Duration::from_secs(120))
+            .timeout(timeout)
             .redirect(reqwest::redirect::Policy::none())
             .build()
             .map_err(|e| e.to_string())?;
@@ -119,6 +132,23 @@ impl Dashboard {
             }
             let r = match client.post(target).multipart(form).send().await {
                 Ok(r) => r,
+                // A call that must not run twice is sent again only if it surely did
+                // not reach the dashboard: a timeout or a connection lost after the
+                // request may have been processed (a save_coverage taking more than
+                // the timeout was sent twice and ingested twice).
+                Err(e) if kind == Call::Once && !e.is_connect() => {
+                    let what = if e.is_timeout() {
+                        format!("no reply within {} s", timeout.as_secs())
+                    } else {
+                        e.without_url().to_string()
+                    };
+                    return Err(CallError {
+                        msg: format!(
+                            "{method} at {url}: {what}; it may have been processed: check the dashboard before sending it again"
+                        ),
+                        retryable: false,
+                    });
+                }
                 // reqwest errors name the URL with its user info: drop it.
                 Err(e) => {
                     return Err(CallError::retry(format!(
@@ -166,10 +196,13 @@ impl Dashboard {
                     ),
                     retryable: false,
                 },
-                ReadError::Http(e) => CallError::retry(format!(
-                    "{method} at {url}: reading the reply: {}",
-                    e.without_url()
-                )),
+                ReadError::Http(e) => CallError {
+                    msg: format!(
+                        "{method} at {url}: reading the reply: {}",
+                        e.without_url()
+                    ),
+                    retryable: kind == Call::Idempotent,
+                },
             })?;
             serde_json::from_slice::<R>(&b).map_err(|e| CallError {
                 msg: format!(
@@ -217,9 +250,24 @@ impl Dashboard {
     /// `save_coverage` naming `upload` (exactly as `create_upload_url` gave it): the
     /// number of DB rows the dashboard created.
     pub async fn save_coverage(&self, upload: &str) -> Result<i64, String> {
-        self.call("save_coverage", Some(upload)).await
+        self.call_with("save_coverage", Some(upload), Call::Once)
+            .await
     }
 }
+
+/// Whether a call may be sent again after a failure that does not say whether the
+/// dashboard processed it.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Call {
+    /// `create_upload_url`: a second URL costs nothing.
+    Idempotent,
+    /// `save_coverage`: a second one ingests the result twice.
+    Once,
+}
+
+/// How long `save_coverage` may take: the dashboard ingests the whole result before it
+/// answers, minutes for a quarter.
+pub const SAVE_TIMEOUT: Duration = Duration::from_secs(30 * 60);
 
 enum ReadError {
     /// Past [`MAX_REPLY_BYTES`]: what was read up to the cap.

@@ -61,7 +61,9 @@ impl FakeDashboard {
         FakeDashboard { url, state }
     }
 
-    /// The next answers to `method` are these statuses (then normal answers).
+    /// The next answers to `method` are these statuses (then normal answers). Status 0:
+    /// the call is processed as usual, then the connection is closed without a reply
+    /// (a reply lost on the way back).
     pub fn fail(&self, method: &str, statuses: &[u16]) {
         self.state
             .lock()
@@ -193,6 +195,8 @@ fn serve(s: TcpStream, st: &Mutex<State>, key: &str, bucket: &str, gs_prefix: bo
                 .get_mut(&call.method)
                 .and_then(|v| (!v.is_empty()).then(|| v.remove(0)))
         };
+        let lose_reply = injected == Some(0);
+        let injected = injected.filter(|&c| c != 0);
         let reply: Result<String, (u16, String)> = if let Some(code) = injected {
             Err((code, "injected failure".into()))
         } else if call.key != key {
@@ -245,6 +249,10 @@ fn serve(s: TcpStream, st: &Mutex<State>, key: &str, bucket: &str, gs_prefix: bo
         };
         call.status = status;
         st.lock().unwrap().calls.push(call);
+        if lose_reply {
+            let _ = s.shutdown(std::net::Shutdown::Both);
+            return;
+        }
         let _ = write!(
             s,
             "HTTP/1.1 {status} X\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n{body}",

@@ -170,6 +170,29 @@ fn dashboard_4xx_is_not_retried_and_notify_resends_the_kept_result() {
     );
 }
 
+/// save_coverage processed but its reply lost (the connection closed, as a timeout
+/// would leave it): it was sent again and the result ingested twice. Now it is not
+/// sent again: the job fails saying it may have been processed, and the result and
+/// the notify command are kept. create_upload_url is still retried after a lost reply.
+#[test]
+fn save_coverage_whose_reply_was_lost_was_sent_twice() {
+    let tmp = tempfile::tempdir().unwrap();
+    let b = gcs::bucket("dashlost");
+    let dash = FakeDashboard::start(KEY, &b, true);
+    dash.fail("create_upload_url", &[0]);
+    dash.fail("save_coverage", &[0]);
+    let out = tmp.path().join("out.jsonl.gz");
+    let o = run(&merge_args(Some(&out)), &dash, tmp.path(), &[]);
+    let (_, stderr) = texts(&o);
+    assert!(!o.status.success(), "{stderr}");
+    assert_no_key(&o);
+    assert_eq!(dash.calls_of("create_upload_url"), 2, "idempotent: retried");
+    assert_eq!(dash.saved().len(), 1, "ingested once");
+    assert_eq!(dash.calls_of("save_coverage"), 1, "{stderr}");
+    assert!(stderr.contains("may have been processed"), "{stderr}");
+    assert!(stderr.contains("covmerge notify"), "{stderr}");
+}
+
 /// create_upload_url keeps failing (500 on every retry): the result written to
 /// `--out` stays there and `covmerge notify --result` uploads and saves it.
 #[test]
