@@ -565,6 +565,7 @@ impl Executor {
     #[instrument(skip_all, fields(job = %t.job, shard = %t.shard))]
     async fn merge(self: &Arc<Self>, t: &MergeTask) -> Result<MergeOutcome, TaskError> {
         let source = self.source(&t.source)?;
+        source.forget_absent();
         // A base the source lacks would make every file look deleted: an empty result
         // that looks complete. The job's source was checked before any work, so here
         // it is this worker's source (`--source`) that lacks it: its configuration.

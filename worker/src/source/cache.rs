@@ -37,6 +37,22 @@ impl Source for CachedSource {
         self.inner.has_commit(commit)
     }
 
+    fn forget_absent(&self) {
+        self.inner.forget_absent();
+        let mut st = self.state.lock().unwrap();
+        let mut freed = 0;
+        st.map.retain(|k, v| {
+            let keep = v.is_some();
+            if !keep {
+                freed += k.0.len() + k.1.len() + 64;
+            }
+            keep
+        });
+        st.bytes -= freed;
+        let CacheState { map, order, .. } = &mut *st;
+        order.retain(|k| map.contains_key(k));
+    }
+
     fn get(&self, commit: &[u8], path: &[u8]) -> Result<Option<Arc<FileVersion>>, SourceError> {
         let key: Key = (commit.into(), path.into());
         if let Some(v) = self.state.lock().unwrap().map.get(&key) {

@@ -106,6 +106,12 @@ pub trait Source: Send + Sync {
     /// anything else: for a base the source lacks, every file would look deleted and
     /// the result would be empty but look complete.
     fn has_commit(&self, commit: &[u8]) -> Result<bool, SourceError>;
+
+    /// Forgets what it found absent (a commit, a file). A long-lived worker's source
+    /// may gain commits between jobs (a snapshot exported, a repository fetched): an
+    /// absence remembered from an earlier job made a later one lose its rows and exit
+    /// 0. Called when a merge task starts; what exists stays cached.
+    fn forget_absent(&self) {}
 }
 
 /// Fails unless `source` (named `name` in the error) holds the base commit `commit`.

@@ -77,6 +77,11 @@ impl StoreSource {
 }
 
 impl StoreSource {
+    /// Drops the commits found without an index (see [`Source::forget_absent`]).
+    fn forget_absent_indexes(&self) {
+        self.indexes.lock().unwrap().retain(|_, v| v.is_some());
+    }
+
     /// The bytes of blob `key` (`what`: the commit and path it is read for), read as
     /// they stream: a blob over [`MAX_SOURCE_FILE_BYTES`] is refused before any byte
     /// is read, and a stream that runs past the size the store gave is stopped there.
@@ -127,6 +132,10 @@ impl Source for StoreSource {
             return Ok(false);
         };
         Ok(self.index(commit)?.is_some())
+    }
+
+    fn forget_absent(&self) {
+        self.forget_absent_indexes();
     }
 
     fn get(&self, commit: &[u8], path: &[u8]) -> Result<Option<Arc<FileVersion>>, SourceError> {
@@ -213,4 +222,52 @@ pub async fn export_commits(
         indexes += 1;
     }
     Ok((uploaded, indexes))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::source::CachedSource;
+
+    /// A commit exported after a job found it absent: the worker's source remembered
+    /// the absence for its lifetime, and the next job lost that commit's rows.
+    #[test]
+    fn a_commit_exported_after_a_job_was_still_absent_for_the_next() {
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .enable_all()
+            .build()
+            .unwrap();
+        let store = Store::open("memory:").unwrap();
+        let src = rt.block_on(async { StoreSource::new(store.clone()) });
+        let commit = "a".repeat(40);
+        let data = b"int x;\n".to_vec();
+        let id = FileVersion::new(data.clone()).id.hex();
+        let cached = CachedSource::new(Arc::new(src), 1 << 20);
+        std::thread::spawn(move || {
+            assert!(!cached.has_commit(commit.as_bytes()).unwrap());
+            assert!(cached.get(commit.as_bytes(), b"a.c").unwrap().is_none());
+            rt.block_on(async {
+                store
+                    .put(&format!("blobs/{id}"), Bytes::from(data))
+                    .await
+                    .unwrap();
+                store
+                    .put(
+                        &format!("commits/{commit}.idx"),
+                        Bytes::from(format!("{id} a.c\n")),
+                    )
+                    .await
+                    .unwrap();
+            });
+            // Still remembered absent until the next merge task begins.
+            assert!(cached.get(commit.as_bytes(), b"a.c").unwrap().is_none());
+            cached.forget_absent();
+            assert!(cached.has_commit(commit.as_bytes()).unwrap());
+            let v = cached.get(commit.as_bytes(), b"a.c").unwrap();
+            assert_eq!(v.unwrap().data, b"int x;\n");
+        })
+        .join()
+        .unwrap();
+    }
 }
