@@ -202,6 +202,30 @@ fn base_at_picks_the_last_commit_of_the_day_on_the_branch() {
     ]);
     assert!(!o.status.success());
     assert!(String::from_utf8_lossy(&o.stderr).contains("no commit at or before"));
+    // A branch the repository lacks is named as such (it said only
+    // "refs/remotes/origin/nosuch could not be found").
+    let o = covmerge(&[
+        "merge",
+        "--quiet",
+        "--source",
+        &src,
+        "--base-repo",
+        "r",
+        "--base-at",
+        "2024-04-08",
+        "--branch",
+        "nosuch",
+        "--out",
+        tmp.path().join("x.gz").to_str().unwrap(),
+        "--input",
+        input.to_str().unwrap(),
+    ]);
+    assert!(!o.status.success());
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("--branch nosuch") && err.contains("no such branch"),
+        "{err}"
+    );
     // --base-at needs a git: source.
     let o = covmerge(&[
         "merge",

@@ -86,10 +86,18 @@ impl GitSource {
                 .map_err(|e| self.io(what.clone(), e))?
                 .detach(),
             Some(b) => {
+                // A branch as given (`master`, `refs/heads/x`), else origin's. The
+                // error names the branch and where it was looked for (it named only
+                // the last place: "refs/remotes/origin/X could not be found").
                 let mut r = repo
                     .find_reference(b)
                     .or_else(|_| repo.find_reference(format!("refs/remotes/origin/{b}").as_str()))
-                    .map_err(|e| self.io(format!("branch {b}"), e))?;
+                    .map_err(|_| {
+                        self.io(
+                            format!("--branch {b}"),
+                            format!("no such branch: neither {b} nor refs/remotes/origin/{b} is a reference of the repository"),
+                        )
+                    })?;
                 r.peel_to_id()
                     .map_err(|e| self.io(format!("branch {b}"), e))?
                     .detach()
