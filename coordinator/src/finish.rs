@@ -40,6 +40,9 @@ impl Destination {
             None => Err(JobError::Plan("--out is required".into())),
             Some(o) if is_store_url(o) => {
                 let (s, k) = open_object(o).map_err(|e| JobError::Plan(e.to_string()))?;
+                // A name the store cannot write fails now, not after the merge.
+                s.check_name(&k)
+                    .map_err(|e| JobError::Plan(format!("--out {o}: {e}")))?;
                 Ok(Destination::Store(s, k))
             }
             Some(o) => Ok(Destination::Local(PathBuf::from(o))),
@@ -285,7 +288,12 @@ pub fn preflight_outputs(
     }
     for (flag, dest) in [("--out", out), ("--manifest", manifest_s.as_deref())] {
         let Some(dest) = dest else { continue };
-        if is_store_url(dest) || stream_fd(Path::new(dest)).is_some() {
+        if is_store_url(dest) {
+            covmerge_storage::check_object_url(dest)
+                .map_err(|e| JobError::Preflight(format!("{flag} {dest}: {e}")))?;
+            continue;
+        }
+        if stream_fd(Path::new(dest)).is_some() {
             continue;
         }
         let path = &final_target(Path::new(dest))

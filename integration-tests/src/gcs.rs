@@ -39,8 +39,18 @@ fn curl(args: &[&str]) -> Vec<u8> {
     o.stdout
 }
 
+/// An object name as one percent-encoded URL component (`/` included): every byte
+/// but the unreserved ones, so that names with `#`, `?`, `%`, spaces or non-ASCII
+/// reach the emulator as they are.
 fn enc(s: &str) -> String {
-    s.replace('/', "%2F")
+    s.bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'.' | b'_' | b'~' => {
+                (b as char).to_string()
+            }
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
 }
 
 /// A fresh bucket; returns its name.

@@ -33,6 +33,12 @@ pub enum StoreError {
     Url { url: String, reason: String },
     #[error("object {key} not found in {store}")]
     NotFound { store: String, key: String },
+    #[error("object name {key:?} in {store}: {reason}")]
+    Name {
+        store: String,
+        key: String,
+        reason: String,
+    },
     #[error("bytes {start}..{end} of {key} in {store}: the object has {size} bytes")]
     OutOfRange {
         store: String,
@@ -150,6 +156,9 @@ pub struct Store {
     prefix: Path,
     display: String,
     retry_budget: Duration,
+    /// object_store's `LocalFileSystem` (`file://`): it cannot name files whose name
+    /// ends in `#` and digits (see [`local_unreadable`]).
+    local: bool,
 }
 
 impl std::fmt::Debug for Store {
@@ -177,7 +186,9 @@ pub fn is_store_url(s: &str) -> bool {
 }
 
 impl Store {
-    /// Opens a store URL; the URL's path becomes the prefix of every key.
+    /// Opens a store URL; the URL's path becomes the prefix of every key, as it is
+    /// written (see [`split_url`]: no percent-escape is decoded, `?` and `#` are
+    /// characters of names).
     pub fn open(url: &str) -> Result<Store, StoreError> {
         let bad = |reason: String| StoreError::Url {
             url: redact_url(url),
@@ -190,20 +201,37 @@ impl Store {
                 "memory:",
             ));
         }
-        let u = url::Url::parse(url).map_err(|e| bad(e.to_string()))?;
-        match u.scheme() {
+        let (scheme, authority, path) =
+            split_url(url).ok_or_else(|| bad("expected scheme://location".into()))?;
+        let display = shown(url);
+        // The authority (bucket, user info, port) is a URL's; the path is names.
+        let host = || -> Result<String, StoreError> {
+            let u = url::Url::parse(&format!("{scheme}://{authority}/"))
+                .map_err(|e| bad(e.to_string()))?;
+            u.host_str()
+                .filter(|h| !h.is_empty())
+                .map(str::to_string)
+                .ok_or_else(|| bad("no bucket".into()))
+        };
+        let prefix = path.trim_matches('/');
+        if !prefix.is_empty() {
+            Path::parse(prefix).map_err(|e| bad(format!("the path {prefix:?}: {e}")))?;
+        }
+        match scheme {
             "file" => {
-                let dir = u
-                    .to_file_path()
-                    .map_err(|_| bad("not an absolute file path".into()))?;
-                std::fs::create_dir_all(&dir).map_err(|e| bad(e.to_string()))?;
-                let fs = object_store::local::LocalFileSystem::new_with_prefix(&dir)
+                let dir =
+                    file_url_path(url).ok_or_else(|| bad("not an absolute file path".into()))?;
+                std::fs::create_dir_all(dir).map_err(|e| bad(e.to_string()))?;
+                let fs = object_store::local::LocalFileSystem::new_with_prefix(dir)
                     .map_err(|e| bad(e.to_string()))?;
-                Ok(Store::from_object_store(Arc::new(fs), "", &redact_url(url)))
+                let mut s = Store::from_object_store(Arc::new(fs), "", &display);
+                s.local = true;
+                Ok(s)
             }
             "s3" | "s3a" => {
-                let bucket = u.host_str().ok_or_else(|| bad("no bucket".into()))?;
-                let mut b = object_store::aws::AmazonS3Builder::from_env().with_bucket_name(bucket);
+                let bucket = host()?;
+                let mut b =
+                    object_store::aws::AmazonS3Builder::from_env().with_bucket_name(&bucket);
                 if let Ok(ep) =
                     std::env::var("AWS_ENDPOINT_URL").or_else(|_| std::env::var("AWS_ENDPOINT"))
                 {
@@ -221,20 +249,12 @@ impl Store {
                     .with_retry(single_attempt())
                     .build()
                     .map_err(|e| bad(e.to_string()))?;
-                Ok(Store::from_object_store(
-                    Arc::new(s3),
-                    u.path(),
-                    &redact_url(url),
-                ))
+                Ok(Store::from_object_store(Arc::new(s3), prefix, &display))
             }
             "gs" => {
-                let bucket = u.host_str().ok_or_else(|| bad("no bucket".into()))?;
-                let gcs = gcs::GcsStore::open(bucket).map_err(bad)?;
-                Ok(Store::from_object_store(
-                    Arc::new(gcs),
-                    u.path(),
-                    &redact_url(url),
-                ))
+                let bucket = host()?;
+                let gcs = gcs::GcsStore::open(&bucket).map_err(bad)?;
+                Ok(Store::from_object_store(Arc::new(gcs), prefix, &display))
             }
             other => Err(bad(format!(
                 "scheme {other}: this build supports file://, s3://, gs:// and memory: \
@@ -244,12 +264,16 @@ impl Store {
     }
 
     /// Wraps an existing object store (tests hand in an `InMemory`).
+    /// `prefix` is names as they are (a prefix object_store cannot name, with an
+    /// empty, `.` or `..` segment, is taken as object_store escapes it).
     pub fn from_object_store(inner: Arc<dyn ObjectStore>, prefix: &str, display: &str) -> Store {
+        let prefix = prefix.trim_matches('/');
         Store {
             inner,
-            prefix: Path::from(prefix.trim_matches('/')),
+            prefix: Path::parse(prefix).unwrap_or_else(|_| Path::from(prefix)),
             display: display.to_string(),
             retry_budget: DEFAULT_RETRY_BUDGET,
+            local: false,
         }
     }
 
@@ -262,11 +286,13 @@ impl Store {
 
     /// The same store, one level deeper.
     pub fn scoped(&self, sub: &str) -> Store {
+        let joined = join_key(&self.prefix, sub);
         Store {
             inner: self.inner.clone(),
-            prefix: self.path(sub),
+            prefix: Path::parse(&joined).unwrap_or_else(|_| Path::from(joined.as_str())),
             display: format!("{}/{}", self.display.trim_end_matches('/'), sub),
             retry_budget: self.retry_budget,
+            local: self.local,
         }
     }
 
@@ -304,15 +330,34 @@ impl Store {
         res
     }
 
-    fn path(&self, key: &str) -> Path {
-        let key = key.trim_matches('/');
-        if self.prefix.as_ref().is_empty() {
-            Path::from(key)
-        } else if key.is_empty() {
-            self.prefix.clone()
-        } else {
-            Path::from(format!("{}/{}", self.prefix, key))
+    /// The object `key` names under this store's prefix, its name exactly as given.
+    /// (object_store's `Path::from` would percent-escape non-ASCII, `#`, `?`, `%` and
+    /// more, so that `ü.csv` was asked for as `%C3%BC.csv`, and written so: a `Path`
+    /// holds names as the store has them, which `Path::parse` checks and keeps.)
+    fn path(&self, key: &str) -> Result<Path, StoreError> {
+        let joined = join_key(&self.prefix, key);
+        let p = Path::parse(&joined)
+            .map_err(|e| self.name_error(key, format!("object_store cannot name it ({e})")))?;
+        if self.local && !key.trim_matches('/').is_empty() {
+            if let Some(file) = p.filename().filter(|f| local_unreadable(f)) {
+                return Err(self.name_error(key, local_unreadable_reason(file)));
+            }
         }
+        Ok(p)
+    }
+
+    fn name_error(&self, key: &str, reason: String) -> StoreError {
+        StoreError::Name {
+            store: self.display.clone(),
+            key: key.to_string(),
+            reason,
+        }
+    }
+
+    /// Whether `key` names an object this store can read and write (see
+    /// [`Store::path`]): checked before any work for a result's name.
+    pub fn check_name(&self, key: &str) -> Result<(), StoreError> {
+        self.path(key).map(|_| ())
     }
 
     fn io(&self, op: &'static str, key: &str, source: object_store::Error) -> StoreError {
@@ -334,7 +379,7 @@ impl Store {
     pub async fn put(&self, key: &str, data: Bytes) -> Result<(), StoreError> {
         self.retrying("put", key, || async {
             self.inner
-                .put(&self.path(key), PutPayload::from(data.clone()))
+                .put(&self.path(key)?, PutPayload::from(data.clone()))
                 .await
                 .map(|_| ())
                 .map_err(|e| self.io("put", key, e))
@@ -363,7 +408,7 @@ impl Store {
                 };
                 match self
                     .inner
-                    .put_opts(&self.path(key), PutPayload::from(data.clone()), opts)
+                    .put_opts(&self.path(key)?, PutPayload::from(data.clone()), opts)
                     .await
                 {
                     Ok(_) => Ok(Outcome::Created),
@@ -410,7 +455,7 @@ impl Store {
             .retrying("get", key, || async {
                 let r = self
                     .inner
-                    .get_opts(&self.path(key), GetOptions::default())
+                    .get_opts(&self.path(key)?, GetOptions::default())
                     .await
                     .map_err(|e| self.io("get", key, e))?;
                 let (e_tag, version) = (r.meta.e_tag.clone(), r.meta.version.clone());
@@ -455,7 +500,7 @@ impl Store {
                 };
                 match self
                     .inner
-                    .put_opts(&self.path(key), PutPayload::from(data.clone()), opts)
+                    .put_opts(&self.path(key)?, PutPayload::from(data.clone()), opts)
                     .await
                 {
                     Ok(r) => Ok(Outcome::Written(r)),
@@ -492,7 +537,7 @@ impl Store {
                 let r = self
                     .retrying("put", key, || async {
                         self.inner
-                            .put(&self.path(key), PutPayload::from(data.clone()))
+                            .put(&self.path(key)?, PutPayload::from(data.clone()))
                             .await
                             .map_err(|e| self.io("put", key, e))
                     })
@@ -506,7 +551,7 @@ impl Store {
         self.retrying("get", key, || async {
             let r = self
                 .inner
-                .get(&self.path(key))
+                .get(&self.path(key)?)
                 .await
                 .map_err(|e| self.io("get", key, e))?;
             r.bytes().await.map_err(|e| self.io("get", key, e))
@@ -523,7 +568,7 @@ impl Store {
         range: std::ops::Range<u64>,
     ) -> Result<Bytes, StoreError> {
         self.retrying("get", key, || async {
-            let path = self.path(key);
+            let path = self.path(key)?;
             let out_of_range = |size: u64| StoreError::OutOfRange {
                 store: self.display.clone(),
                 key: key.to_string(),
@@ -567,7 +612,7 @@ impl Store {
         let r = self
             .retrying("get", key, || async {
                 self.inner
-                    .get(&self.path(key))
+                    .get(&self.path(key)?)
                     .await
                     .map_err(|e| self.io("get", key, e))
             })
@@ -596,7 +641,7 @@ impl Store {
     pub async fn size(&self, key: &str) -> Result<u64, StoreError> {
         self.retrying("head", key, || async {
             self.inner
-                .head(&self.path(key))
+                .head(&self.path(key)?)
                 .await
                 .map(|m| m.size)
                 .map_err(|e| self.io("head", key, e))
@@ -607,7 +652,7 @@ impl Store {
     /// When an object was last written; `None` when it does not exist.
     pub async fn modified(&self, key: &str) -> Result<Option<std::time::SystemTime>, StoreError> {
         self.retrying("head", key, || async {
-            match self.inner.head(&self.path(key)).await {
+            match self.inner.head(&self.path(key)?).await {
                 Ok(m) => {
                     let ms = m.last_modified.timestamp_millis().max(0) as u64;
                     Ok(Some(
@@ -623,7 +668,7 @@ impl Store {
 
     pub async fn exists(&self, key: &str) -> Result<bool, StoreError> {
         self.retrying("head", key, || async {
-            match self.inner.head(&self.path(key)).await {
+            match self.inner.head(&self.path(key)?).await {
                 Ok(_) => Ok(true),
                 Err(object_store::Error::NotFound { .. }) => Ok(false),
                 Err(e) => Err(self.io("head", key, e)),
@@ -634,7 +679,7 @@ impl Store {
 
     /// Keys (relative to this store's prefix) under `prefix`, sorted.
     pub async fn list(&self, prefix: &str) -> Result<Vec<String>, StoreError> {
-        let p = self.path(prefix);
+        let p = self.path(prefix)?;
         let metas: Vec<_> = self
             .retrying("list", prefix, || async {
                 self.inner
@@ -665,7 +710,7 @@ impl Store {
 
     pub async fn delete(&self, key: &str) -> Result<(), StoreError> {
         self.retrying("delete", key, || async {
-            match self.inner.delete(&self.path(key)).await {
+            match self.inner.delete(&self.path(key)?).await {
                 Ok(()) | Err(object_store::Error::NotFound { .. }) => Ok(()),
                 Err(e) => Err(self.io("delete", key, e)),
             }
@@ -697,16 +742,20 @@ impl Store {
         src: &Store,
         parts: &[String],
     ) -> Result<u64, StoreError> {
+        let sources = parts
+            .iter()
+            .map(|p| src.path(p))
+            .collect::<Result<Vec<_>, _>>()?;
         let upload = self
             .inner
-            .put_multipart(&self.path(key))
+            .put_multipart(&self.path(key)?)
             .await
             .map_err(|e| self.io("put_multipart", key, e))?;
         let mut w = WriteMultipart::new_with_chunk_size(upload, 8 << 20);
         let mut total = head.len() as u64;
         w.put(head);
-        for p in parts {
-            let r = src.inner.get(&src.path(p)).await;
+        for (p, path) in parts.iter().zip(&sources) {
+            let r = src.inner.get(path).await;
             let r = match r {
                 Ok(r) => r,
                 Err(e) => {
@@ -753,6 +802,151 @@ impl Store {
     }
 }
 
+/// A store URL split as covmerge reads it: scheme, authority (`bucket`, `user@bucket`,
+/// empty for `file:///`) and path, the path exactly as written. A store URL's path is
+/// names — of a bucket's objects, a directory's files — as the store lists them, so no
+/// percent-escape is decoded (`x%2Fy.csv` is the object `x%2Fy.csv`) and `?` and `#`
+/// are characters of a name, not a query or a fragment (`gs://b/res ü#1.jsonl.gz` is
+/// the object `res ü#1.jsonl.gz`). A URL parser would decode the one and cut at the
+/// others.
+pub fn split_url(url: &str) -> Option<(&str, &str, &str)> {
+    let (scheme, rest) = url.split_once("://")?;
+    if scheme.is_empty()
+        || !scheme
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"+.-".contains(&b))
+    {
+        return None;
+    }
+    Some(match rest.find('/') {
+        Some(i) => (scheme, &rest[..i], &rest[i..]),
+        None => (scheme, rest, ""),
+    })
+}
+
+/// The local path a `file:` URL names (`file:///abs`, `file://localhost/abs`,
+/// `file:/abs`), as written: see [`split_url`]. `None`: not a `file:` URL of this host.
+pub fn file_url_path(url: &str) -> Option<&str> {
+    let rest = url.strip_prefix("file:")?;
+    match rest.strip_prefix("//") {
+        Some(r) => {
+            let i = r.find('/')?;
+            let host = &r[..i];
+            (host.is_empty() || host.eq_ignore_ascii_case("localhost")).then_some(&r[i..])
+        }
+        None => rest.starts_with('/').then_some(rest),
+    }
+}
+
+/// How a store URL is shown in logs and errors: as given, names and all, when it has
+/// no `@` (without user info there is no password to hide); else as [`redact_url`]
+/// shows it (less, never more).
+fn shown(url: &str) -> String {
+    if url.contains('@') {
+        redact_url(url)
+    } else {
+        url.to_string()
+    }
+}
+
+/// `key` under `prefix`, `/`-joined (slashes around `key` dropped).
+fn join_key(prefix: &Path, key: &str) -> String {
+    let key = key.trim_matches('/');
+    match (prefix.as_ref(), key) {
+        ("", k) => k.to_string(),
+        (p, "") => p.to_string(),
+        (p, k) => format!("{p}/{k}"),
+    }
+}
+
+/// Whether object_store's `LocalFileSystem` cannot read or write a file of this name:
+/// one whose text after its first `#` is digits (`part#3`) is taken for a partial
+/// upload of `part`, refused by reads and writes and left out of listings.
+pub fn local_unreadable(file_name: &str) -> bool {
+    file_name
+        .split_once('#')
+        .is_some_and(|(_, n)| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
+}
+
+fn local_unreadable_reason(file: &str) -> String {
+    format!(
+        "a file:// name whose text after its first `#` is digits ({file:?}) is what \
+         object_store's local store takes for a partial upload: it cannot read or write \
+         one (rename it)"
+    )
+}
+
+/// Files under `dir` (a local directory listed as input) whose path below it starts
+/// with `stem` and that object_store's local store leaves out of a listing
+/// ([`local_unreadable`]), sorted. Directories are walked as the listing walks them,
+/// through symlinks; a directory seen before (a symlink loop) is not walked again.
+fn local_unreadable_under(dir: &std::path::Path, stem: &str) -> Vec<String> {
+    let mut found = Vec::new();
+    let mut seen = std::collections::HashSet::new();
+    let mut todo = vec![(dir.to_path_buf(), String::new())];
+    while let Some((d, rel)) = todo.pop() {
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::MetadataExt;
+            match std::fs::metadata(&d) {
+                Ok(m) if seen.insert((m.dev(), m.ino())) => {}
+                _ => continue,
+            }
+        }
+        let Ok(rd) = std::fs::read_dir(&d) else {
+            continue;
+        };
+        for e in rd.flatten() {
+            let Some(name) = e.file_name().to_str().map(str::to_string) else {
+                continue;
+            };
+            let key = if rel.is_empty() {
+                name.clone()
+            } else {
+                format!("{rel}/{name}")
+            };
+            // The file type from the directory entry; a symlink's target's only if needed.
+            let Ok(t) = e.file_type() else { continue };
+            let is_dir = if t.is_symlink() {
+                std::fs::metadata(e.path()).is_ok_and(|m| m.is_dir())
+            } else {
+                t.is_dir()
+            };
+            // A directory can hold matches when its key and the stem agree so far.
+            if is_dir {
+                if key.starts_with(stem) || stem.starts_with(&format!("{key}/")) {
+                    todo.push((e.path(), key));
+                }
+            } else if key.starts_with(stem) && local_unreadable(&name) {
+                found.push(key);
+            }
+        }
+    }
+    found.sort();
+    found
+}
+
+/// Checks, without opening a store, that an object URL names an object its store can
+/// write: a path object_store can name (no empty, `.` or `..` segment, no control
+/// character) and, for `file://`, a file name the local store can write
+/// ([`local_unreadable`]).
+pub fn check_object_url(url: &str) -> Result<(), StoreError> {
+    let bad = |reason: String| StoreError::Url {
+        url: shown(url),
+        reason,
+    };
+    let Some((scheme, _, path)) = split_url(url) else {
+        return Ok(());
+    };
+    let path = path.trim_matches('/');
+    Path::parse(path).map_err(|e| bad(format!("object_store cannot name {path:?} ({e})")))?;
+    let file = path.rsplit('/').next().unwrap_or(path);
+    if scheme == "file" && local_unreadable(file) {
+        return Err(bad(local_unreadable_reason(file)));
+    }
+    Ok(())
+}
+
 /// Splits an object URL (`s3://bucket/dir/obj.csv.gz`) into the store of its parent and the key.
 pub fn open_object(url: &str) -> Result<(Store, String), StoreError> {
     let (parent, name) = match url.rfind('/') {
@@ -782,6 +976,17 @@ pub async fn expand_inputs(specs: &[String]) -> Result<Vec<String>, StoreError> 
             None => (pat, ""),
         };
         let store = Store::open(dir)?;
+        // object_store's local store leaves some names out of its listing: refused,
+        // never a merge that silently lacks them.
+        if let Some(local) = file_url_path(dir) {
+            if let Some(first) = local_unreadable_under(std::path::Path::new(local), stem).first() {
+                return Err(StoreError::Name {
+                    store: shown(dir),
+                    key: first.clone(),
+                    reason: local_unreadable_reason(first.rsplit('/').next().unwrap_or(first)),
+                });
+            }
+        }
         let mut found: Vec<String> = store
             .list("")
             .await?
@@ -792,7 +997,7 @@ pub async fn expand_inputs(specs: &[String]) -> Result<Vec<String>, StoreError> 
         found.sort();
         if found.is_empty() {
             return Err(StoreError::NotFound {
-                store: redact_url(dir),
+                store: shown(dir),
                 key: format!("{stem}*"),
             });
         }

@@ -154,10 +154,11 @@ fn dup_fd(fd: i32) -> std::io::Result<std::fs::File> {
 }
 
 /// The local path a command-line location names: a plain path, or a `file://` URL
-/// (`file:///abs`, `file://localhost/abs`, percent-encoded). `None`: another store.
+/// (`file:///abs`, `file://localhost/abs`), its path as written, as the store reads it
+/// ([`crate::split_url`]: `%XX` is three characters of a name). `None`: another store.
 pub fn local_path(location: &str) -> Option<PathBuf> {
     if location.starts_with("file:") {
-        return url::Url::parse(location).ok()?.to_file_path().ok();
+        return crate::file_url_path(location).map(PathBuf::from);
     }
     if crate::is_store_url(location) {
         return None;
