@@ -440,6 +440,8 @@ async fn drive(
         progress,
         reconcile_every: opts.reconcile_every.unwrap_or(RECONCILE_EVERY),
         republish_after: opts.republish_after.unwrap_or(REPUBLISH_AFTER),
+        tally: Default::default(),
+        visits: Default::default(),
     };
 
     // Map phase.
