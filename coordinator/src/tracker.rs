@@ -437,6 +437,7 @@ mod tests {
                         shards: 1,
                         max_bad_rows: 0,
                         go: Default::default(),
+                        more: Vec::new(),
                     })
                 })
                 .collect();
