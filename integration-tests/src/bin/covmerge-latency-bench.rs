@@ -50,7 +50,6 @@ struct Args {
 fn main() {
     let a = Args::parse();
     let bin = a.covmerge.clone().unwrap_or_else(covmerge_beside_this_exe);
-    std::env::set_var("COVMERGE_BIN", &bin);
     let spec = CorpusSpec {
         no_git: true,
         ..a.spec.clone()

@@ -93,17 +93,13 @@ impl ManagerSums {
     fn compact(&mut self) {
         let log = &mut self.log;
         log.sort_unstable_by_key(|&(m, s, _)| (m, s));
-        let mut w = 0;
-        for r in 0..log.len() {
-            let e = log[r];
-            if w > 0 && log[w - 1].0 == e.0 && log[w - 1].1 == e.1 {
-                log[w - 1].2 = add_sum(log[w - 1].2, e.2);
-            } else {
-                log[w] = e;
-                w += 1;
+        log.dedup_by(|e, kept| {
+            let same = (e.0, e.1) == (kept.0, kept.1);
+            if same {
+                kept.2 = add_sum(kept.2, e.2);
             }
-        }
-        log.truncate(w);
+            same
+        });
         let mut keep = 0;
         let mut i = 0;
         while i < log.len() {
@@ -221,16 +217,13 @@ impl FinishedSums {
             out.sort_unstable_by_key(|p| p.0);
             // A slot may be in both the dense vector and the log (logged before the
             // vector could span it).
-            let mut w = 0;
-            for r in 0..out.len() {
-                if w > 0 && out[w - 1].0 == out[r].0 {
-                    out[w - 1].1 = add_sum(out[w - 1].1, out[r].1);
-                } else {
-                    out[w] = out[r];
-                    w += 1;
+            out.dedup_by(|p, kept| {
+                let same = p.0 == kept.0;
+                if same {
+                    kept.1 = add_sum(kept.1, p.1);
                 }
-            }
-            out.truncate(w);
+                same
+            });
         }
     }
 }
