@@ -7,8 +7,8 @@
 //! One test per binary: it points S3 and GCS at the scripted server through the
 //! environment before any thread starts.
 
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::TcpListener;
+mod common;
+
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -19,65 +19,25 @@ use covmerge_storage::Store;
 /// Answers each request by its request line: S3 PUTs get one 409 conflict, then 200;
 /// GCS uploads always 400.
 fn scripted_server(puts: Arc<AtomicU32>) -> String {
-    let l = TcpListener::bind("127.0.0.1:0").unwrap();
-    let addr = l.local_addr().unwrap().to_string();
-    std::thread::spawn(move || {
-        for c in l.incoming() {
-            let Ok(c) = c else { continue };
-            let puts = puts.clone();
-            std::thread::spawn(move || {
-                let mut r = BufReader::new(c);
-                loop {
-                    let mut request = String::new();
-                    if r.read_line(&mut request).unwrap_or(0) == 0 {
-                        return;
-                    }
-                    let mut len = 0usize;
-                    loop {
-                        let mut line = String::new();
-                        if r.read_line(&mut line).unwrap_or(0) == 0 {
-                            return;
-                        }
-                        if let Some(v) = line.to_ascii_lowercase().strip_prefix("content-length:") {
-                            len = v.trim().parse().unwrap_or(0);
-                        }
-                        if line == "\r\n" {
-                            break;
-                        }
-                    }
-                    let mut body = vec![0u8; len];
-                    if r.read_exact(&mut body).is_err() {
-                        return;
-                    }
-                    let (status, text) = if request.contains("/upload/storage/") {
-                        (
-                            "400 Bad Request",
-                            r#"{"error":{"code":400,"message":"bad"}}"#.to_string(),
-                        )
-                    } else if request.starts_with("PUT ") {
-                        if puts.fetch_add(1, Ordering::SeqCst) == 0 {
-                            ("409 Conflict", "<?xml version=\"1.0\" encoding=\"UTF-8\"?><Error><Code>ConditionalRequestConflict</Code><Message>A conflicting conditional operation is currently in progress against this resource. Please try again.</Message></Error>".to_string())
-                        } else {
-                            ("200 OK", String::new())
-                        }
-                    } else {
-                        (
-                            "404 Not Found",
-                            "<Error><Code>NoSuchKey</Code></Error>".to_string(),
-                        )
-                    };
-                    let reply = format!(
-                        "HTTP/1.1 {status}\r\nETag: \"e1\"\r\nContent-Length: {}\r\n\r\n{text}",
-                        text.len()
-                    );
-                    if r.get_mut().write_all(reply.as_bytes()).is_err() {
-                        return;
-                    }
-                }
-            });
+    common::http_server(move |request| {
+        if request.contains("/upload/storage/") {
+            (
+                "400 Bad Request",
+                r#"{"error":{"code":400,"message":"bad"}}"#.to_string(),
+            )
+        } else if request.starts_with("PUT ") {
+            if puts.fetch_add(1, Ordering::SeqCst) == 0 {
+                ("409 Conflict", "<?xml version=\"1.0\" encoding=\"UTF-8\"?><Error><Code>ConditionalRequestConflict</Code><Message>A conflicting conditional operation is currently in progress against this resource. Please try again.</Message></Error>".to_string())
+            } else {
+                ("200 OK", String::new())
+            }
+        } else {
+            (
+                "404 Not Found",
+                "<Error><Code>NoSuchKey</Code></Error>".to_string(),
+            )
         }
-    });
-    format!("http://{addr}")
+    })
 }
 
 #[test]
@@ -85,21 +45,7 @@ fn a_conflict_is_retried_and_a_gcs_refusal_is_final() {
     let puts = Arc::new(AtomicU32::new(0));
     let ep = scripted_server(puts.clone());
     let dir = tempfile::tempdir().unwrap();
-    let creds = dir.path().join("sa.json");
-    std::fs::write(
-        &creds,
-        format!(
-            r#"{{"gcs_base_url":"{ep}","disable_oauth":true,"client_email":"","private_key":"","private_key_id":""}}"#
-        ),
-    )
-    .unwrap();
-    // Edition 2021, and no other thread reads the environment yet.
-    std::env::set_var("GOOGLE_SERVICE_ACCOUNT", &creds);
-    std::env::set_var("AWS_ENDPOINT_URL", &ep);
-    std::env::set_var("AWS_ALLOW_HTTP", "true");
-    std::env::set_var("AWS_REGION", "us-east-1");
-    std::env::set_var("AWS_ACCESS_KEY_ID", "k");
-    std::env::set_var("AWS_SECRET_ACCESS_KEY", "s");
+    common::point_stores_at(&ep, dir.path());
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()

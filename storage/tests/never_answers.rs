@@ -6,6 +6,8 @@
 //! One test per binary: it points S3 and GCS at the silent server through the
 //! environment before any thread starts.
 
+mod common;
+
 use std::io::Read;
 use std::net::TcpListener;
 use std::time::{Duration, Instant};
@@ -33,19 +35,7 @@ fn silent_server() -> String {
 fn a_store_that_never_answers_fails_within_the_outage_budget() {
     let ep = silent_server();
     let dir = tempfile::tempdir().unwrap();
-    let creds = dir.path().join("sa.json");
-    std::fs::write(
-        &creds,
-        format!(
-            r#"{{"gcs_base_url":"{ep}","disable_oauth":true,"client_email":"","private_key":"","private_key_id":""}}"#
-        ),
-    )
-    .unwrap();
-    // Edition 2021, and no other thread reads the environment yet.
-    std::env::set_var("GOOGLE_SERVICE_ACCOUNT", &creds);
-    std::env::set_var("AWS_ENDPOINT_URL", &ep);
-    std::env::set_var("AWS_ACCESS_KEY_ID", "k");
-    std::env::set_var("AWS_SECRET_ACCESS_KEY", "s");
+    common::point_stores_at(&ep, dir.path());
     let budget = Duration::from_secs(2);
     // The budget, one request timeout (30 s) and slack; object_store's own retries
     // alone would take 10 attempts of 30 s.

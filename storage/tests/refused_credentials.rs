@@ -7,8 +7,8 @@
 //! One test per binary: it points S3 at the refusing server through the environment
 //! before any thread starts.
 
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::TcpListener;
+mod common;
+
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
@@ -16,58 +16,19 @@ use covmerge_storage::Store;
 
 /// Answers every request with S3's 403 for an unknown access key.
 fn refusing_server() -> String {
-    let l = TcpListener::bind("127.0.0.1:0").unwrap();
-    let addr = l.local_addr().unwrap().to_string();
-    std::thread::spawn(move || {
-        for c in l.incoming() {
-            let Ok(c) = c else { continue };
-            std::thread::spawn(move || {
-                let mut r = BufReader::new(c);
-                loop {
-                    let mut len = 0usize;
-                    let mut line = String::new();
-                    // The request line and headers.
-                    loop {
-                        line.clear();
-                        if r.read_line(&mut line).unwrap_or(0) == 0 {
-                            return;
-                        }
-                        let l = line.to_ascii_lowercase();
-                        if let Some(v) = l.strip_prefix("content-length:") {
-                            len = v.trim().parse().unwrap_or(0);
-                        }
-                        if line == "\r\n" {
-                            break;
-                        }
-                    }
-                    let mut body = vec![0u8; len];
-                    if r.read_exact(&mut body).is_err() {
-                        return;
-                    }
-                    let xml = "<?xml version=\"1.0\" encoding=\"UTF-8\"?><Error><Code>InvalidAccessKeyId</Code><Message>The AWS Access Key Id you provided does not exist in our records.</Message></Error>";
-                    let reply = format!(
-                        "HTTP/1.1 403 Forbidden\r\nContent-Type: application/xml\r\nContent-Length: {}\r\n\r\n{xml}",
-                        xml.len()
-                    );
-                    if r.get_mut().write_all(reply.as_bytes()).is_err() {
-                        return;
-                    }
-                }
-            });
-        }
-    });
-    format!("http://{addr}")
+    common::http_server(|_| {
+        (
+            "403 Forbidden",
+            "<?xml version=\"1.0\" encoding=\"UTF-8\"?><Error><Code>InvalidAccessKeyId</Code><Message>The AWS Access Key Id you provided does not exist in our records.</Message></Error>".to_string(),
+        )
+    })
 }
 
 #[test]
 fn refused_credentials_are_the_configurations_fault_at_once() {
     let ep = refusing_server();
-    // Edition 2021, and no other thread reads the environment yet.
-    std::env::set_var("AWS_ENDPOINT_URL", &ep);
-    std::env::set_var("AWS_ALLOW_HTTP", "true");
-    std::env::set_var("AWS_REGION", "us-east-1");
-    std::env::set_var("AWS_ACCESS_KEY_ID", "AKIAUNKNOWN");
-    std::env::set_var("AWS_SECRET_ACCESS_KEY", "s");
+    let dir = tempfile::tempdir().unwrap();
+    common::point_stores_at(&ep, dir.path());
     // A refusal retried as an outage would take the whole budget.
     let budget = Duration::from_secs(60);
     let rt = tokio::runtime::Builder::new_multi_thread()
