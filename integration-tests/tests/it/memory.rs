@@ -45,6 +45,22 @@ fn source(dir: &Path, files: usize, lines: usize) -> String {
     format!("dir:{}", dir.join("src").display())
 }
 
+/// Merges `input` onto `src` into `out` under a data limit of `limit` bytes, asserts
+/// it succeeded, and returns the result in canonical form.
+fn merge_within(src: &str, input: &Path, out: &Path, limit: u64) -> serde_json::Value {
+    let o = merge_limited(
+        &merge_args(src, input.to_str().unwrap(), out.to_str().unwrap()),
+        limit,
+    );
+    assert!(
+        o.status.success(),
+        "under a {} MiB data limit: {}",
+        limit >> 20,
+        String::from_utf8_lossy(&o.stderr)
+    );
+    canon(out)
+}
+
 fn merge_args<'a>(src: &'a str, input: &'a str, out: &'a str) -> Vec<&'a str> {
     vec![
         "--source",
@@ -81,17 +97,7 @@ fn managers_hitting_the_last_line_of_a_long_file_took_lines_times_managers() {
     let input = tmp.path().join("in.csv");
     std::fs::write(&input, t).unwrap();
     let out = tmp.path().join("out.jsonl.gz");
-    let o = merge_limited(
-        &merge_args(&src, input.to_str().unwrap(), out.to_str().unwrap()),
-        LIMIT,
-    );
-    assert!(
-        o.status.success(),
-        "under a {} MiB data limit: {}",
-        LIMIT >> 20,
-        String::from_utf8_lossy(&o.stderr)
-    );
-    let got = canon(&out);
+    let got = merge_within(&src, &input, &out, LIMIT);
     let f = &got["files"]["f0.c"]["managers"];
     assert_eq!(f["*"][lines.to_string()], 1 + 2 * managers as u64);
     assert_eq!(f["*"]["1"], 1);
@@ -120,17 +126,7 @@ fn many_managers_over_a_few_files_took_files_times_managers() {
     let input = tmp.path().join("in.csv");
     std::fs::write(&input, t).unwrap();
     let out = tmp.path().join("out.jsonl.gz");
-    let o = merge_limited(
-        &merge_args(&src, input.to_str().unwrap(), out.to_str().unwrap()),
-        LIMIT,
-    );
-    assert!(
-        o.status.success(),
-        "under a {} MiB data limit: {}",
-        LIMIT >> 20,
-        String::from_utf8_lossy(&o.stderr)
-    );
-    let got = canon(&out);
+    let got = merge_within(&src, &input, &out, LIMIT);
     for f in [0, files - 1] {
         let ms = &got["files"][format!("f{f}.c")]["managers"];
         assert_eq!(ms.as_object().unwrap().len(), managers + 1, "f{f}.c");
@@ -161,17 +157,7 @@ fn a_row_at_the_end_of_long_files_held_a_slot_per_base_line() {
     std::fs::write(&input, t).unwrap();
     let out = tmp.path().join("out.jsonl.gz");
     let limit = 160 << 20;
-    let o = merge_limited(
-        &merge_args(&src, input.to_str().unwrap(), out.to_str().unwrap()),
-        limit,
-    );
-    assert!(
-        o.status.success(),
-        "under a {} MiB data limit: {}",
-        limit >> 20,
-        String::from_utf8_lossy(&o.stderr)
-    );
-    let got = canon(&out);
+    let got = merge_within(&src, &input, &out, limit);
     for f in [0, files - 1] {
         assert_eq!(
             got["files"][format!("f{f}.c")]["managers"]["m"][lines.to_string()],
