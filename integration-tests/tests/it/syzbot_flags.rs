@@ -185,62 +185,28 @@ fn base_at_picks_the_last_commit_of_the_day_on_the_branch() {
         lines[0]["DateTo"], "2024-04-30",
         "an explicit --date-to wins"
     );
+    // A merge that must fail: its stderr.
+    let x = tmp.path().join("x.gz");
+    let fails = |source: &str, extra: &[&str]| -> String {
+        let mut args = vec!["merge", "--quiet", "--source", source, "--base-repo", "r"];
+        args.extend_from_slice(extra);
+        args.extend_from_slice(&["--out", x.to_str().unwrap(), "--input"]);
+        args.push(input.to_str().unwrap());
+        let o = covmerge(&args);
+        assert!(!o.status.success(), "{args:?} succeeded");
+        String::from_utf8_lossy(&o.stderr).into_owned()
+    };
     // Before the first commit: nothing to merge onto, said clearly.
-    let o = covmerge(&[
-        "merge",
-        "--quiet",
-        "--source",
-        &src,
-        "--base-repo",
-        "r",
-        "--base-at",
-        "2024-01-01",
-        "--out",
-        tmp.path().join("x.gz").to_str().unwrap(),
-        "--input",
-        input.to_str().unwrap(),
-    ]);
-    assert!(!o.status.success());
-    assert!(String::from_utf8_lossy(&o.stderr).contains("no commit at or before"));
+    assert!(fails(&src, &["--base-at", "2024-01-01"]).contains("no commit at or before"));
     // A branch the repository lacks is named as such (it said only
     // "refs/remotes/origin/nosuch could not be found").
-    let o = covmerge(&[
-        "merge",
-        "--quiet",
-        "--source",
-        &src,
-        "--base-repo",
-        "r",
-        "--base-at",
-        "2024-04-08",
-        "--branch",
-        "nosuch",
-        "--out",
-        tmp.path().join("x.gz").to_str().unwrap(),
-        "--input",
-        input.to_str().unwrap(),
-    ]);
-    assert!(!o.status.success());
-    let err = String::from_utf8_lossy(&o.stderr);
+    let err = fails(&src, &["--base-at", "2024-04-08", "--branch", "nosuch"]);
     assert!(
         err.contains("--branch nosuch") && err.contains("no such branch"),
         "{err}"
     );
     // --base-at needs a git: source.
-    let o = covmerge(&[
-        "merge",
-        "--quiet",
-        "--source",
-        "dir:/tmp",
-        "--base-repo",
-        "r",
-        "--base-at",
-        "2024-04-08",
-        "--out",
-        tmp.path().join("x.gz").to_str().unwrap(),
-        "--input",
-        input.to_str().unwrap(),
-    ]);
-    assert!(!o.status.success());
-    assert!(String::from_utf8_lossy(&o.stderr).contains("--base-at needs a git: source"));
+    assert!(
+        fails("dir:/tmp", &["--base-at", "2024-04-08"]).contains("--base-at needs a git: source")
+    );
 }
