@@ -3,7 +3,7 @@
 //! status, gen, sources); `report` and `diff` are in `report_cmd.rs`, embedded mode in
 //! `embedded.rs`.
 //!
-//! (Over 600 lines because the arguments are: each flag carries its SPEC §5 help text,
+//! (Over 600 lines because the arguments are: each flag carries its contract §5 help text,
 //! and the handlers are a few lines each.)
 
 use std::path::PathBuf;
@@ -55,7 +55,7 @@ pub enum Command {
     Gen(GenArgs),
     /// Export file versions from a git repository into a store snapshot (`store:` source).
     Sources(SourcesArgs),
-    /// Send a written result to the dashboard again (SPEC §8) without merging again.
+    /// Send a written result to the dashboard again (contract §8) without merging again.
     Notify(NotifyArgs),
     /// Where a fleet job stands: phase, tasks, rows, elapsed time and an ETA, read from
     /// the store (works while the job runs and after its coordinator crashed).
@@ -137,7 +137,7 @@ pub struct JobArgs {
     /// Header field `TotalRows` (default: the data rows read).
     #[arg(long)]
     pub total_rows: Option<i64>,
-    /// Write the manifest (SPEC §7) to this file.
+    /// Write the manifest (contract §7) to this file.
     #[arg(long)]
     pub manifest: Option<PathBuf>,
     /// Number of shards, 1 to 65536 (default: from the input size).
@@ -177,7 +177,7 @@ fn input_format(s: &str) -> Result<InputFormat, String> {
 }
 
 fn go_module(s: &str) -> Result<GoModule, String> {
-    covmerge_worker::input::go::parse_module_rule(s)
+    covmerge_input::go::parse_module_rule(s)
 }
 
 fn key_value(s: &str) -> Result<(String, String), String> {
@@ -410,7 +410,7 @@ fn base_commit(a: &JobArgs) -> Result<String> {
         );
     };
     let until = date.end_of_day_utc();
-    let git = covmerge_worker::source::GitSource::open(path)?;
+    let git = covmerge_source::GitSource::open(path)?;
     let c = git.commit_at(a.branch.as_deref(), until)?;
     info!(base_at = %date, branch = a.branch.as_deref().unwrap_or("HEAD"), commit = %c, "base commit chosen");
     Ok(c)
@@ -435,7 +435,7 @@ fn dashboard(a: &JobArgs) -> Result<Option<Dashboard>> {
 
 /// The same parse `open_source` does, before any work.
 fn check_source(spec: &str) -> Result<()> {
-    covmerge_worker::source::SourceSpec::parse(spec)
+    covmerge_source::SourceSpec::parse(spec)
         .map(|_| ())
         .with_context(|| format!("--source {spec:?}"))
 }
@@ -448,7 +448,7 @@ fn check_source(spec: &str) -> Result<()> {
 async fn check_base(spec: &str, commit: &str, strict: bool) -> Result<()> {
     let (spec, commit) = (spec.to_string(), commit.to_string());
     tokio::task::spawn_blocking(move || -> Result<()> {
-        let source = match covmerge_worker::source::open_source(&spec) {
+        let source = match covmerge_source::open_source(&spec) {
             Ok(s) => s,
             Err(e) if !strict => {
                 warn!(source = %redact_url(&spec), error = %e, "cannot open the source here to check the base commit; each worker checks it");
@@ -456,7 +456,7 @@ async fn check_base(spec: &str, commit: &str, strict: bool) -> Result<()> {
             }
             Err(e) => return Err(anyhow::Error::new(e).context(format!("--source {}", redact_url(&spec)))),
         };
-        covmerge_worker::source::require_commit(&*source, &redact_url(&spec), &commit)?;
+        covmerge_source::require_commit(&*source, &redact_url(&spec), &commit)?;
         Ok(())
     })
     .await
@@ -498,17 +498,17 @@ pub async fn run(cli: Cli) -> Result<()> {
             Ok(())
         }
         Command::Sources(s) => {
-            let git = covmerge_worker::source::GitSource::open(&s.git)?;
+            let git = covmerge_source::GitSource::open(&s.git)?;
             // An index for a commit the repository lacks (a revspec, an abbreviation,
             // a tag or a missing id) would be an empty snapshot that a merge reads as
             // "every file deleted".
             for c in &s.commit {
-                covmerge_worker::source::require_commit(&git, &format!("git:{}", s.git), c)
+                covmerge_source::require_commit(&git, &format!("git:{}", s.git), c)
                     .with_context(|| format!("--commit {c}"))?;
             }
             let store = Store::open(&s.store)?;
             let paths = if s.path.is_empty() {
-                covmerge_worker::source::all_paths(&git, &s.commit)?
+                covmerge_source::all_paths(&git, &s.commit)?
             } else {
                 for p in &s.path {
                     if let Err(why) = covmerge_proto::path::canonical_path(p.as_bytes()) {
@@ -520,7 +520,7 @@ pub async fn run(cli: Cli) -> Result<()> {
                 s.path.iter().cloned().collect()
             };
             let (blobs, idx) =
-                covmerge_worker::source::export_commits(&git, &store, &s.commit, &paths).await?;
+                covmerge_source::export_commits(&git, &store, &s.commit, &paths).await?;
             crate::outln!(
                 "exported {idx} commit index(es), uploaded {blobs} new blob(s) to {}",
                 redact_url(&s.store)

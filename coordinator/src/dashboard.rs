@@ -1,4 +1,4 @@
-//! SPEC §8: syzkaller's dashboard API as syz-covermerger uses it (dashapi): `POST URL/api`
+//! contract §8: syzkaller's dashboard API as syz-covermerger uses it (dashapi): `POST URL/api`
 //! with multipart fields `client`, `key`, `method` and, when the method takes a request,
 //! `payload` = gzip of the request's JSON. The reply is JSON.
 //!
@@ -8,7 +8,7 @@
 //! 3. `save_coverage` with that same string answers the number of DB rows created.
 //!
 //! A call is retried as [`RetryPolicy::dashboard`] says on connection errors, 5xx and
-//! 429 ([`retryable_http_status`]; SPEC §8: "not on 4xx other than 429"); any other
+//! 429 ([`retryable_http_status`]; contract §8: "not on 4xx other than 429"); any other
 //! 4xx, and a reply that is not the JSON expected, is final (a `save_coverage` that was
 //! answered must not be sent twice). The key comes from `COVMERGE_DASHBOARD_KEY` and is
 //! never logged; `Debug` hides it and errors name the URL and the method only.

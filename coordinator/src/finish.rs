@@ -17,7 +17,8 @@ use covmerge_storage::{is_store_url, open_object, redact_url, Store};
 use flate2::{write::GzEncoder, Compression};
 use futures::StreamExt;
 
-use tracing::info;
+use covmerge_queue::Queue;
+use tracing::{info, warn};
 
 use crate::dashboard::{upload_object_url, Dashboard};
 use crate::{JobError, JobOptions};
@@ -51,7 +52,7 @@ impl Destination {
 }
 
 /// The header line as its own gzip member.
-pub fn header_member(spec: &JobSpec, totals: &Counts) -> Bytes {
+fn header_member(spec: &JobSpec, totals: &Counts) -> Bytes {
     let h = HistoryRecord {
         session: "",
         time: "0001-01-01T00:00:00Z",
@@ -77,75 +78,131 @@ fn out_err(dest: &str, e: impl std::fmt::Display) -> JobError {
     }
 }
 
-/// Writes the result; returns its location (`None`: only the dashboard gets it).
-pub async fn write_result(
-    dest: &Destination,
-    store: &Store,
+/// A finished job's output, ready to publish: the header member and the parts in
+/// shard order, in the job's store. The steps after the merge are its methods, in the
+/// order [`crate::run_job`] takes them: [`Assembly::write_result`], the manifest,
+/// [`Assembly::cleanup`], [`Assembly::to_dashboard`].
+pub struct Assembly<'a> {
+    job: &'a JobId,
+    store: &'a Store,
+    opts: &'a JobOptions,
     header: Bytes,
-    parts: &[String],
-    in_store: bool,
-    job: &JobId,
-) -> Result<Option<String>, JobError> {
-    let job_key = keys::result(job);
-    if in_store {
-        store.concat(&job_key, header.clone(), store, parts).await?;
-    }
-    match dest {
-        Destination::DashboardOnly => Ok(None),
-        Destination::JobStore => Ok(Some(format!("{store}/{job_key}"))),
-        Destination::Store(s, k) => {
-            s.concat(k, header, store, parts).await?;
-            Ok(Some(format!("{s}/{k}")))
-        }
-        Destination::Local(path) => {
-            let shown = path.display().to_string();
-            let mut file = AtomicFile::create(path).map_err(|e| out_err(&shown, e))?;
-            file.write_all(&header).map_err(|e| out_err(&shown, e))?;
-            for p in parts {
-                let mut s = store.get_stream(p).await?;
-                while let Some(chunk) = s.next().await {
-                    file.write_all(&chunk?).map_err(|e| out_err(&shown, e))?;
-                }
-            }
-            file.commit().map_err(|e| out_err(&shown, e))?;
-            Ok(Some(shown))
-        }
-    }
+    parts: Vec<String>,
 }
 
-/// SPEC §8 after the result is written: `create_upload_url`, the result streamed from
-/// the parts to that GCS object, the manifest updated to name it, `save_coverage`.
-/// Returns the DB rows the dashboard created. On failure the result stays where it is
-/// (`result`, or a local file when it was to go to the dashboard only) and the error
-/// says where and how to re-send it without merging again.
-#[allow(clippy::too_many_arguments)]
-pub async fn to_dashboard(
-    d: &Dashboard,
-    store: &Store,
-    header: Bytes,
-    parts: &[String],
-    result: Option<&str>,
-    manifest: &mut Manifest,
-    opts: &JobOptions,
-    job: &JobId,
-) -> Result<i64, JobError> {
-    let resend = |arg: &str, what: &str| {
-        format!(
-            "COVMERGE_DASHBOARD_KEY=... covmerge notify --dashboard {} --dashboard-client {} {arg} {what}",
-            redact_url(&d.url),
-            d.client
-        )
-    };
-    // Where the result stays when the dashboard never gets it.
-    let keep = |message: String| {
-        let header = header.clone();
-        async move {
+impl<'a> Assembly<'a> {
+    /// The output of `spec`'s job, whose merges wrote `parts` (in shard order).
+    pub fn new(
+        spec: &'a JobSpec,
+        manifest: &Manifest,
+        parts: Vec<String>,
+        store: &'a Store,
+        opts: &'a JobOptions,
+    ) -> Self {
+        Assembly {
+            job: &spec.job,
+            store,
+            opts,
+            header: header_member(spec, &manifest.totals),
+            parts,
+        }
+    }
+
+    /// Writes the result to `dest` (and under the job's prefix in fleet mode); returns
+    /// its location (`None`: only the dashboard gets it).
+    pub async fn write_result(&self, dest: &Destination) -> Result<Option<String>, JobError> {
+        self.write_to(dest, self.opts.result_in_store).await
+    }
+
+    async fn write_to(
+        &self,
+        dest: &Destination,
+        in_store: bool,
+    ) -> Result<Option<String>, JobError> {
+        let (store, header, parts) = (self.store, &self.header, &self.parts[..]);
+        let job_key = keys::result(self.job);
+        if in_store {
+            store.concat(&job_key, header.clone(), store, parts).await?;
+        }
+        match dest {
+            Destination::DashboardOnly => Ok(None),
+            Destination::JobStore => Ok(Some(format!("{store}/{job_key}"))),
+            Destination::Store(s, k) => {
+                s.concat(k, header.clone(), store, parts).await?;
+                Ok(Some(format!("{s}/{k}")))
+            }
+            Destination::Local(path) => {
+                let shown = path.display().to_string();
+                let mut file = AtomicFile::create(path).map_err(|e| out_err(&shown, e))?;
+                file.write_all(header).map_err(|e| out_err(&shown, e))?;
+                for p in parts {
+                    let mut s = store.get_stream(p).await?;
+                    while let Some(chunk) = s.next().await {
+                        file.write_all(&chunk?).map_err(|e| out_err(&shown, e))?;
+                    }
+                }
+                file.commit().map_err(|e| out_err(&shown, e))?;
+                Ok(Some(shown))
+            }
+        }
+    }
+
+    /// Writes the manifest where the job's options say.
+    pub async fn write_manifest(&self, m: &Manifest) -> Result<(), JobError> {
+        write_manifest(m, self.opts, self.store, self.job).await
+    }
+
+    /// Deletes the job's spill chunks and attempt records and its queues, when the
+    /// options ask for it. The result is written: a failure here is a warning, not the
+    /// job's.
+    pub async fn cleanup(&self, queue: &dyn Queue) {
+        if !self.opts.cleanup {
+            return;
+        }
+        for dir in [keys::spill_prefix(self.job), keys::attempts(self.job)] {
+            match self.store.list(&dir).await {
+                Ok(keys) => {
+                    for key in keys {
+                        if let Err(e) = self.store.delete(&key).await {
+                            warn!(key, error = %e, "cleanup: cannot delete");
+                        }
+                    }
+                }
+                Err(e) => warn!(error = %e, "cleanup: cannot list {dir}"),
+            }
+        }
+        close_queues(queue, self.job).await;
+    }
+
+    /// contract §8 after the result is written: `create_upload_url`, the result streamed
+    /// from the parts to that GCS object, the manifest updated to name it,
+    /// `save_coverage`. Returns the DB rows the dashboard created. On failure the
+    /// result stays where it is (`result`, or a local file when it was to go to the
+    /// dashboard only) and the error says where and how to re-send it without merging
+    /// again.
+    pub async fn to_dashboard(
+        &self,
+        d: &Dashboard,
+        result: Option<&str>,
+        manifest: &mut Manifest,
+    ) -> Result<i64, JobError> {
+        let resend = |arg: &str, what: &str| {
+            format!(
+                "COVMERGE_DASHBOARD_KEY=... covmerge notify --dashboard {} --dashboard-client {} {arg} {what}",
+                redact_url(&d.url),
+                d.client
+            )
+        };
+        // Where the result stays when the dashboard never gets it.
+        let keep = |message: String| async move {
             let kept = match result {
                 Some(r) => r.to_string(),
                 None => {
-                    let local =
-                        Destination::Local(PathBuf::from(format!("covmerge-{job}.jsonl.gz")));
-                    write_result(&local, store, header, parts, false, job)
+                    let local = Destination::Local(PathBuf::from(format!(
+                        "covmerge-{}.jsonl.gz",
+                        self.job
+                    )));
+                    self.write_to(&local, false)
                         .await?
                         .expect("a local destination has a location")
                 }
@@ -155,33 +212,41 @@ pub async fn to_dashboard(
                 resend: resend("--result", &kept),
                 kept,
             })
+        };
+        let upload = match d.create_upload_url().await {
+            Ok(u) => u,
+            Err(e) => return keep(e).await,
+        };
+        let obj = upload_object_url(&upload);
+        let written = match open_object(&obj) {
+            Ok((s, k)) => s
+                .concat(&k, self.header.clone(), self.store, &self.parts)
+                .await
+                .map_err(|e| e.to_string()),
+            Err(e) => Err(e.to_string()),
+        };
+        if let Err(e) = written {
+            return keep(format!("writing the result to {obj}: {e}")).await;
         }
-    };
-    let upload = match d.create_upload_url().await {
-        Ok(u) => u,
-        Err(e) => return keep(e).await,
-    };
-    let obj = upload_object_url(&upload);
-    let written = match open_object(&obj) {
-        Ok((s, k)) => s
-            .concat(&k, header.clone(), store, parts)
+        info!(object = %obj, "result written for the dashboard");
+        manifest.dashboard_upload = Some(upload.clone());
+        self.write_manifest(manifest).await?;
+        d.save_coverage(&upload)
             .await
-            .map_err(|e| e.to_string()),
-        Err(e) => Err(e.to_string()),
-    };
-    if let Err(e) = written {
-        return keep(format!("writing the result to {obj}: {e}")).await;
+            .map_err(|message| JobError::Dashboard {
+                message,
+                kept: obj.clone(),
+                resend: resend("--upload", &upload),
+            })
     }
-    info!(object = %obj, "result written for the dashboard");
-    manifest.dashboard_upload = Some(upload.clone());
-    write_manifest(manifest, opts, store, job).await?;
-    d.save_coverage(&upload)
-        .await
-        .map_err(|message| JobError::Dashboard {
-            message,
-            kept: obj.clone(),
-            resend: resend("--upload", &upload),
-        })
+}
+
+/// Deletes the job's report and dead-letter queues when it ends, complete or failed
+/// (they would otherwise stay until they expire).
+pub(crate) async fn close_queues(queue: &dyn Queue, job: &JobId) {
+    if let Err(e) = queue.close_job(job.as_str()).await {
+        warn!(error = %e, "cleanup: cannot delete the job's queues");
+    }
 }
 
 /// Writes the manifest locally (atomically) and, in fleet mode, under the job prefix.
@@ -260,7 +325,7 @@ pub fn preflight_store(store: &str, inputs: &[String]) -> Result<(), JobError> {
 }
 
 /// Checks, before any work, that the result and the manifest can be written and
-/// overwrite nothing they must not (SPEC §6): neither equals an input or the other, and
+/// overwrite nothing they must not (contract §6): neither equals an input or the other, and
 /// each local one's directory exists and takes a new file.
 pub fn preflight_outputs(
     inputs: &[String],

@@ -10,13 +10,14 @@ use std::time::Duration;
 use bytes::Bytes;
 use covmerge_proto::layout as keys;
 use covmerge_proto::manifest::{FailedTask, JobStatus};
-use covmerge_proto::wire::{ChunkRef, MergeTask, SplitInput, SplitTask, Task, TaskRef};
+use covmerge_proto::wire::{ChunkRef, MergeTask, SplitInput, SplitTask, Task};
+use covmerge_proto::TaskRef;
 use covmerge_proto::{Counts, JobId, JobSpec, Manifest, ShardId, SplitId};
 use covmerge_queue::{Queue, QueueError};
 use covmerge_storage::{Atomicity, Store, StoreError};
 use tracing::{instrument, warn};
 
-use crate::finish::{self, Destination};
+use crate::finish::{self, Assembly, Destination};
 use crate::lease::Lease;
 use crate::progress::ProgressView;
 use crate::state::{Output, TaskState};
@@ -389,14 +390,6 @@ fn map_output(spec: &JobSpec, tracker: &Tracker<'_>) -> MapOutput {
     out
 }
 
-/// Deletes the job's report and dead-letter queues when it ends, complete or failed
-/// (they would otherwise stay until they expire).
-async fn close_queues(queue: &dyn Queue, job: &JobId) {
-    if let Err(e) = queue.close_job(job.as_str()).await {
-        warn!(error = %e, "cleanup: cannot delete the job's queues");
-    }
-}
-
 /// Runs a new job, or continues a stored one, over `queue` and `store`.
 #[instrument(skip_all, fields(job = %start.job()))]
 pub async fn run_job(
@@ -461,7 +454,7 @@ async fn drive(
     if failed.is_empty() && totals.rows_bad > spec.max_bad_rows {
         let first = map.first_bad.map(|b| b.to_string()).unwrap_or_default();
         if opts.cleanup {
-            close_queues(queue.as_ref(), &job).await;
+            finish::close_queues(queue.as_ref(), &job).await;
         }
         return Err(JobError::TooManyBadRows {
             first,
@@ -483,6 +476,29 @@ async fn drive(
     }
     progress.done();
 
+    let (mut manifest, parts) = manifest_of(&spec, totals, &merges, &outages, &store).await?;
+    if let Some(e) = refusal(&spec, &mut manifest, failed) {
+        still_held(lease).await?;
+        finish::write_manifest(&manifest, opts, &store, &job).await?;
+        // Nobody waits for this job's reports any more (a resume declares them anew).
+        if opts.cleanup {
+            finish::close_queues(queue.as_ref(), &job).await;
+        }
+        return Err(e);
+    }
+    publish(&spec, manifest, parts, opts, queue.as_ref(), &store, lease).await
+}
+
+/// The manifest of a job whose merge tasks settled as `merges`, and the parts to
+/// publish, in shard order.
+async fn manifest_of(
+    spec: &JobSpec,
+    totals: Counts,
+    merges: &BTreeMap<TaskRef, TaskState>,
+    outages: &HashMap<TaskRef, u32>,
+    store: &Store,
+) -> Result<(Manifest, Vec<String>), JobError> {
+    let job = &spec.job;
     let mut manifest = Manifest {
         job: job.to_string(),
         status: JobStatus::Complete,
@@ -498,7 +514,7 @@ async fn drive(
     // Executions recorded by the workers: a delivery count misses executions that
     // overlapped (a stalled worker finishing after another one redid its shard).
     let mut executions: HashMap<String, u32> = HashMap::new();
-    let attempts_prefix = keys::attempts(&job);
+    let attempts_prefix = keys::attempts(job);
     for key in store.list(&attempts_prefix).await? {
         if let Some((dir, _)) = key
             .strip_prefix(&attempts_prefix)
@@ -508,7 +524,7 @@ async fn drive(
         }
     }
     let mut parts = Vec::new();
-    for (t, s) in &merges {
+    for (t, s) in merges {
         if let (
             TaskRef::Merge(shard),
             TaskState::Done {
@@ -536,37 +552,48 @@ async fn drive(
         .totals
         .rows_in
         .saturating_sub(manifest.totals.rows_outside_prefix);
+    Ok((manifest, parts))
+}
+
+/// Why a job whose tasks have all settled publishes nothing (the manifest then says
+/// failed): tasks that failed, or no file of the input at the base.
+fn refusal(spec: &JobSpec, manifest: &mut Manifest, failed: Vec<FailedTask>) -> Option<JobError> {
+    let job = &spec.job;
     // Every file of the input absent at the base is not coverage of that base but the
     // sign of a source that does not hold it (an empty `ROOT/<commit>/`, a snapshot
     // index written for the wrong commit, a worker's own `--source`): an empty result
     // would be published as complete.
-    let refused = if !failed.is_empty() {
+    let e = if !failed.is_empty() {
         manifest.failed = failed.clone();
-        Some(JobError::TasksFailed {
+        JobError::TasksFailed {
             job: job.to_string(),
             failed,
-        })
+        }
     } else if manifest.totals.files == 0 && manifest.totals.files_deleted > 0 {
-        Some(JobError::NothingAtBase(format!(
+        JobError::NothingAtBase(format!(
             "job {job}: none of the {} file(s) of the input exists at the base commit {} in the source {}: the source does not hold that base as the input expects (an empty or wrong ROOT/<commit>, snapshot or worker --source); no result published",
             manifest.totals.files_deleted,
             spec.base_commit,
             covmerge_storage::redact_url(&spec.source),
-        )))
+        ))
     } else {
-        None
+        return None;
     };
-    if let Some(e) = refused {
-        manifest.status = JobStatus::Failed;
-        still_held(lease).await?;
-        finish::write_manifest(&manifest, opts, &store, &job).await?;
-        // Nobody waits for this job's reports any more (a resume declares them anew).
-        if opts.cleanup {
-            close_queues(queue.as_ref(), &job).await;
-        }
-        return Err(e);
-    }
+    manifest.status = JobStatus::Failed;
+    Some(e)
+}
 
+/// Publishes a complete job: the result, then the manifest naming it, then the
+/// cleanup, then the dashboard. Each step that writes first checks the lease.
+async fn publish(
+    spec: &JobSpec,
+    mut manifest: Manifest,
+    parts: Vec<String>,
+    opts: &JobOptions,
+    queue: &dyn Queue,
+    store: &Store,
+    lease: Option<&Lease>,
+) -> Result<JobOutcome, JobError> {
     let dest = Destination::parse(
         opts.out.as_deref(),
         opts.result_in_store,
@@ -574,19 +601,11 @@ async fn drive(
     )?;
     covmerge_fault::pause_async("assemble").await;
     still_held(lease).await?;
-    let header = finish::header_member(&spec, &manifest.totals);
-    let result = finish::write_result(
-        &dest,
-        &store,
-        header.clone(),
-        &parts,
-        opts.result_in_store,
-        &job,
-    )
-    .await?;
+    let out = Assembly::new(spec, &manifest, parts, store, opts);
+    let result = out.write_result(&dest).await?;
     manifest.result = result.clone();
     still_held(lease).await?;
-    finish::write_manifest(&manifest, opts, &store, &job)
+    out.write_manifest(&manifest)
         .await
         .map_err(|e| match &result {
             Some(r) => JobError::AfterPublish {
@@ -597,42 +616,18 @@ async fn drive(
         })?;
     // The job's own work is done whatever the dashboard says: clean up first, so a
     // dashboard failure (the result kept, `covmerge notify` to re-send) leaves no spill.
-    if opts.cleanup {
-        // The result is written: failing to clean up is worth a warning, not the job.
-        for dir in [keys::spill_prefix(&job), keys::attempts(&job)] {
-            match store.list(&dir).await {
-                Ok(keys) => {
-                    for key in keys {
-                        if let Err(e) = store.delete(&key).await {
-                            warn!(key, error = %e, "cleanup: cannot delete");
-                        }
-                    }
-                }
-                Err(e) => warn!(error = %e, "cleanup: cannot list {dir}"),
-            }
-        }
-        close_queues(queue.as_ref(), &job).await;
-    }
+    out.cleanup(queue).await;
     let mut dashboard_rows = None;
     if let Some(d) = &opts.dashboard {
         still_held(lease).await?;
-        let n = finish::to_dashboard(
-            d,
-            &store,
-            header,
-            &parts,
-            result.as_deref(),
-            &mut manifest,
-            opts,
-            &job,
-        )
-        .await?;
-        dashboard_rows = Some(n);
+        dashboard_rows = Some(
+            out.to_dashboard(d, result.as_deref(), &mut manifest)
+                .await?,
+        );
     }
-    let result = result.unwrap_or_default();
     Ok(JobOutcome {
         manifest,
-        result,
+        result: result.unwrap_or_default(),
         dashboard_rows,
     })
 }

@@ -9,7 +9,7 @@
 //! coordinator with workers in the same process over an in-process queue and a
 //! temporary local store.
 
-/// syzkaller dashboard notification (SPEC §8).
+/// syzkaller dashboard notification (contract §8).
 pub mod dashboard;
 /// Assembling the result and the manifest.
 pub mod finish;

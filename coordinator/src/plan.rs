@@ -145,41 +145,24 @@ pub async fn plan_job(req: &JobRequest) -> Result<JobSpec, JobError> {
                 .map_err(|e| JobError::Plan(format!("input {i}: {e}")))?;
             sizes.push((size, i.ends_with(".gz")));
         } else {
-            let meta =
-                std::fs::metadata(i).map_err(|e| JobError::Plan(format!("input {i}: {e}")))?;
-            if meta.is_dir() {
-                // A GOCOVERDIR directory is one split task.
-                let covdata = is_covdata_dir(i);
-                if covdata && !matches!(req.format, InputFormat::Auto | InputFormat::GoCovdata) {
-                    // Issue 28: this said "no covmeta.* file" of a directory full of them.
-                    return Err(JobError::Plan(format!(
-                        "input {i}: a directory that looks like Go coverage data (GOCOVERDIR: covmeta.* files), not {} input: give --input-format go-covdata (or auto)",
-                        req.format.as_str()
-                    )));
-                }
-                if !covdata {
-                    return Err(JobError::Plan(format!(
+            use covmerge_input::{detect, DetectError, InputKind};
+            let found = detect(std::path::Path::new(i)).map_err(|e| {
+                JobError::Plan(match e {
+                    DetectError::NotCovdata => format!(
                         "input {i}: a directory, and not Go coverage data (no covmeta.* file)"
-                    )));
-                }
-                let bytes = std::fs::read_dir(i)
-                    .map_err(|e| JobError::Plan(format!("input {i}: {e}")))?
-                    .flatten()
-                    .filter_map(|e| e.metadata().ok())
-                    .map(|m| m.len())
-                    .sum();
-                sizes.push((bytes, false));
-                continue;
+                    ),
+                    e => format!("input {i}: {e}"),
+                })
+            })?;
+            if found.kind == InputKind::GoCovdata
+                && !matches!(req.format, InputFormat::Auto | InputFormat::GoCovdata)
+            {
+                return Err(JobError::Plan(format!(
+                    "input {i}: a directory that looks like Go coverage data (GOCOVERDIR: covmeta.* files), not {} input: give --input-format go-covdata (or auto)",
+                    req.format.as_str()
+                )));
             }
-            if !meta.is_file() {
-                return Err(JobError::Plan(format!("input {i}: not a file")));
-            }
-            let mut magic = [0u8; 2];
-            let gz = std::fs::File::open(i)
-                .and_then(|mut f| std::io::Read::read(&mut f, &mut magic))
-                .map(|n| n == 2 && magic == [0x1f, 0x8b])
-                .unwrap_or(false);
-            sizes.push((meta.len(), gz));
+            sizes.push((found.bytes, found.gzip));
         }
     }
     let date_to = req.date_to.clone().unwrap_or_else(today_utc);
@@ -288,11 +271,7 @@ fn absolute_location(location: &str) -> String {
 
 /// Whether `path` is a local directory holding at least one `covmeta.*` file.
 pub fn is_covdata_dir(path: &str) -> bool {
-    let Ok(rd) = std::fs::read_dir(path) else {
-        return false;
-    };
-    rd.flatten()
-        .any(|e| e.file_name().to_string_lossy().starts_with("covmeta."))
+    covmerge_input::is_covdata_dir(std::path::Path::new(path))
 }
 
 #[cfg(test)]

@@ -5,7 +5,7 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use covmerge_proto::wire::TaskRef;
+use covmerge_proto::TaskRef;
 use covmerge_telemetry::Progress;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 

@@ -8,9 +8,9 @@ use std::time::Duration;
 use covmerge_proto::layout as keys;
 use covmerge_proto::manifest::FailedTask;
 use covmerge_proto::wire::{
-    self, FailureKind, MergeOutcome, ReportStatus, SplitOutcome, Task, TaskRef, TaskReport,
+    self, FailureKind, MergeOutcome, ReportStatus, SplitOutcome, Task, TaskReport,
 };
-use covmerge_proto::JobId;
+use covmerge_proto::{JobId, TaskRef};
 use covmerge_queue::{Event, Queue};
 use covmerge_storage::Store;
 use tracing::{info, warn};

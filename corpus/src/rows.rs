@@ -18,7 +18,7 @@ use crate::Error;
 /// The CSV header of syzkaller's BigQuery coverage export.
 pub const HEADER: &str = "timestamp,version,fuzzing_minutes,arch,build_id,manager,kernel_repo,kernel_branch,kernel_commit,file_path,func_name,sl,sc,el,ec,hit_count,inline,pc";
 
-/// The CSV header of [`Columns::Required`]: only the columns SPEC §2
+/// The CSV header of [`Columns::Required`]: only the columns contract §2
 /// requires.
 pub const REQUIRED_HEADER: &str =
     "kernel_repo,kernel_commit,manager,file_path,func_name,sl,hit_count";

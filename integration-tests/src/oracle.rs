@@ -1,9 +1,9 @@
-//! A second merge of SPEC §2–§4, plain and slow, that the property tests compare
+//! A second merge of contract §2–§4, plain and slow, that the property tests compare
 //! covmerge with. It shares no code with the project's merge engine: rows are read with
 //! the `csv` crate, file versions come from the `dir:` layout `ROOT/<commit>/<path>`,
 //! and lines are projected through `git diff --no-index` instead of imara-diff.
 //!
-//! The diff mirrors the choice documented in `worker/src/merge/project.rs`: the
+//! The diff mirrors the choice documented in `source/src/project.rs`: the
 //! histogram algorithm with git's indent heuristic. A line of the version maps to the
 //! base only outside every hunk of `git diff -U0` (an unchanged run); the lines of
 //! hunks, and `sl` beyond the end of the version, map to nothing.
@@ -23,7 +23,7 @@ use std::process::Command;
 
 use serde_json::{json, Map, Value};
 
-/// The columns SPEC §2 requires.
+/// The columns contract §2 requires.
 const REQUIRED: [&str; 7] = [
     "kernel_repo",
     "kernel_commit",
@@ -70,7 +70,7 @@ pub fn merge(inputs: &[PathBuf], root: &Path, base_commit: &str) -> Oracle {
     let (mut without_line, mut lost, mut hits_lost, mut merged) = (0u64, 0u64, 0u64, 0u64);
     let (mut instrumented, mut covered) = (0u64, 0u64);
     for (path, rows) in &by_file {
-        // SPEC §3.1: a file missing at the base is deleted; its rows go nowhere.
+        // contract §3.1: a file missing at the base is deleted; its rows go nowhere.
         let Some(base) = load(root, base_commit, path) else {
             files_deleted += 1;
             rows_deleted += rows.len() as u64;
@@ -115,7 +115,7 @@ pub fn merge(inputs: &[PathBuf], root: &Path, base_commit: &str) -> Oracle {
                 .or_insert(0) += 1;
         }
 
-        // SPEC §3.5: the most frequent non-empty name; a tie goes to the smallest
+        // contract §3.5: the most frequent non-empty name; a tie goes to the smallest
         // (the names are visited in ascending order, so only a larger count replaces).
         let mut funcs: BTreeMap<String, Vec<u64>> = BTreeMap::new();
         for (line, counts) in &names {
@@ -222,7 +222,7 @@ pub fn read_rows(inputs: &[PathBuf]) -> Vec<Row> {
     rows
 }
 
-/// The lines of `root/commit/path` (SPEC §3: split on `\n`, the empty piece after a
+/// The lines of `root/commit/path` (contract §3: split on `\n`, the empty piece after a
 /// final newline is not a line, `\r` stays), or `None` when there is no such file.
 pub fn load(root: &Path, commit: &str, path: &str) -> Option<Vec<Vec<u8>>> {
     let rel = Path::new(path);
@@ -254,7 +254,7 @@ pub fn load(root: &Path, commit: &str, path: &str) -> Option<Vec<Vec<u8>>> {
 ///
 /// Runs `git diff --no-index --diff-algorithm=histogram --indent-heuristic -U0` on the
 /// two texts, each written with a newline after every line (so a missing final newline
-/// is no difference, as in SPEC §3), and walks its hunks: between hunks the lines are
+/// is no difference, as in contract §3), and walks its hunks: between hunks the lines are
 /// unchanged and map one to one.
 pub fn line_map(version: &[Vec<u8>], base: &[Vec<u8>]) -> Vec<Option<u64>> {
     let dir = tempfile::tempdir().expect("temp dir");
@@ -390,7 +390,7 @@ mod tests {
         assert_eq!(map("a\n", ""), [None]);
     }
 
-    /// A hand-merged case: every answer below was worked out on paper from SPEC §3.
+    /// A hand-merged case: every answer below was worked out on paper from contract §3.
     #[test]
     fn oracle_merges_a_hand_worked_case() {
         let tmp = tempfile::tempdir().unwrap();

@@ -86,6 +86,22 @@ index_id!(
     "{}"
 );
 
+/// Names a task within its job.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub enum TaskRef {
+    Split(SplitId),
+    Merge(ShardId),
+}
+
+impl std::fmt::Display for TaskRef {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            TaskRef::Split(s) => write!(f, "split {s}"),
+            TaskRef::Merge(s) => write!(f, "shard {s}"),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -18,7 +18,7 @@ pub struct JobSpec {
     /// Merge only files whose path starts with this (`--file-path-prefix`; empty: all).
     #[serde(default)]
     pub file_path_prefix: String,
-    /// Header fields of the result (SPEC §4).
+    /// Header fields of the result (contract §4).
     pub header: HeaderSpec,
     /// How inputs are read and how Go coverage becomes rows (absent in older jobs).
     #[serde(default)]

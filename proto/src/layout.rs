@@ -15,8 +15,7 @@
 //! The coordinator writes `job.json`, `lease.json`, the result and the manifest; workers write
 //! everything else; `covmerge status` only reads. All three build keys here.
 
-use crate::wire::TaskRef;
-use crate::{JobId, ShardId, SplitId};
+use crate::{JobId, ShardId, SplitId, TaskRef};
 
 /// `jobs/<job>`: everything of one job is under this prefix.
 pub fn job_prefix(job: &JobId) -> String {

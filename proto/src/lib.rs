@@ -1,8 +1,8 @@
 //! `covmerge-proto` is what the coordinator and the workers share, and nothing else:
 //! typed ids, the wire messages that travel over the queue (with their protocol
-//! version), the stable file → shard hash, the binary spill format that carries rows
-//! from the split phase to the merge phase, the syzkaller output records and the
-//! manifest.
+//! version), the stable file → shard hash, the syzkaller output records and the manifest.
+//! (The spill format that carries rows from the split phase to the merge phase is
+//! the worker's own: both phases run there.)
 //!
 //! It owns no I/O, no threads and no runtime: it must stay small and boring so that
 //! both sides can depend on it without depending on each other. The one shared policy
@@ -18,9 +18,9 @@ pub mod job;
 pub mod layout;
 /// Hard bounds on shards, task loops and other sizes.
 pub mod limits;
-/// The manifest of SPEC §7 and the counters it totals.
+/// The manifest of contract §7 and the counters it totals.
 pub mod manifest;
-/// syzkaller's `coveragedb` JSON lines (SPEC §4), written without intermediate trees.
+/// syzkaller's `coveragedb` JSON lines (contract §4), written without intermediate trees.
 pub mod output;
 /// The one rule for a file path: canonical, relative, one name per file.
 pub mod path;
@@ -30,11 +30,9 @@ pub mod redact;
 pub mod retry;
 /// The stable hash that assigns a file path to a shard.
 pub mod shard_hash;
-/// The binary spill format: interned, pre-aggregated row blocks.
-pub mod spill;
 /// Wire messages (MessagePack) with protocol version and size cap.
 pub mod wire;
 
-pub use ids::{Attempt, JobId, ShardId, SplitId};
+pub use ids::{Attempt, JobId, ShardId, SplitId, TaskRef};
 pub use job::JobSpec;
 pub use manifest::{Counts, Manifest, ShardEntry};

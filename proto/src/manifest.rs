@@ -2,7 +2,7 @@ use serde::{Deserialize, Serialize};
 
 /// Row and line counters. Every data row in scope (`rows_in`) ends in exactly one of
 /// `rows_merged`, `rows_bad`, `rows_without_line`, `rows_lost` or `rows_deleted`
-/// (rows of files that do not exist at the base; SPEC §3.1 counts such files under
+/// (rows of files that do not exist at the base; contract §3.1 counts such files under
 /// `files_deleted` and not their rows as lost).
 ///
 /// With `--file-path-prefix`, rows of other files are out of scope, as they are for
@@ -95,7 +95,7 @@ impl std::fmt::Display for JobStatus {
     }
 }
 
-/// The manifest of SPEC §7.
+/// The manifest of contract §7.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Manifest {
     pub job: String,

@@ -79,7 +79,7 @@ impl RetryPolicy {
         }
     }
 
-    /// A dashboard call (SPEC §8): 5 attempts in all, 250 ms growing to 15 s, jittered.
+    /// A dashboard call (contract §8): 5 attempts in all, 250 ms growing to 15 s, jittered.
     pub fn dashboard() -> Self {
         RetryPolicy {
             first: Duration::from_millis(250),
@@ -167,7 +167,7 @@ impl RetryPolicy {
 
 /// Whether an HTTP answer with this status is worth another try: 5xx and 429 (too
 /// many requests). Any other 4xx says the request itself (or its credentials) is
-/// wrong; SPEC §8 says so for the dashboard ("not on 4xx other than 429"), and the GCS
+/// wrong; contract §8 says so for the dashboard ("not on 4xx other than 429"), and the GCS
 /// client follows the same rule, so 408 is final too.
 pub fn retryable_http_status(status: u16) -> bool {
     (500..600).contains(&status) || status == 429

@@ -6,7 +6,7 @@
 
 use serde::{de::DeserializeOwned, Deserialize, Serialize};
 
-use crate::{Attempt, Counts, JobId, ShardId, SplitId};
+use crate::{Attempt, Counts, JobId, ShardId, SplitId, TaskRef};
 
 /// Bumped on any incompatible change to the types below.
 ///
@@ -190,22 +190,6 @@ impl Task {
                 }
                 Ok(())
             }
-        }
-    }
-}
-
-/// Names a task within its job.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
-pub enum TaskRef {
-    Split(SplitId),
-    Merge(ShardId),
-}
-
-impl std::fmt::Display for TaskRef {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            TaskRef::Split(s) => write!(f, "split {s}"),
-            TaskRef::Merge(s) => write!(f, "shard {s}"),
         }
     }
 }

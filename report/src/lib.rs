@@ -1,7 +1,7 @@
 //! `covmerge report` and `covmerge diff`: looking at a merge result without syzbot's
 //! dashboard.
 //!
-//! - [`read`] streams a result (SPEC §4) file by file, checking every record.
+//! - [`read`] streams a result (contract §4) file by file, checking every record.
 //! - [`tree`] sums each file's instrumented and covered lines (overall and per manager)
 //!   into the directories above it.
 //! - [`diff`] compares two results on the same base commit line by line: lines gained,

@@ -1,11 +1,11 @@
-//! Reads a merge result (SPEC §4: a gzip of JSON lines, a local path or an object-store
+//! Reads a merge result (contract §4: a gzip of JSON lines, a local path or an object-store
 //! URL) as a stream of files: the header, then one [`FileCov`] per file with its `*`
 //! record, its managers' records and its functions.
 //!
 //! covmerge (and syz-covermerger) write all records of a file together, so the reader
 //! holds one file at a time. A result whose records of one file are spread out is
 //! refused with [`ReadError::NotContiguous`]; [`read_grouped`] then reads it whole into
-//! memory instead. Every record is checked against SPEC §4 (`Instrumented` and `Covered`
+//! memory instead. Every record is checked against contract §4 (`Instrumented` and `Covered`
 //! equal to what the arrays say, lines ascending): the report shows the result's numbers
 //! or refuses it, naming the result and the line.
 //!
@@ -169,7 +169,7 @@ pub struct ResultReader {
 /// Opens a result: a local path or an object-store URL, gzip or plain. Store objects
 /// are streamed by a task on `rt`; call `next_file` from a blocking thread.
 pub fn open(spec: &str, rt: &tokio::runtime::Handle) -> Result<ResultReader, ReadError> {
-    use covmerge_worker::input::{open_input, Inflate};
+    use covmerge_input::{open_input, Inflate};
     let raw = open_input(spec, rt, Inflate::Pipelined).map_err(|e| ReadError::Open {
         result: spec.to_string(),
         message: e.to_string(),

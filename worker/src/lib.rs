@@ -5,14 +5,17 @@
 //!
 //! It never plans a job, tracks shards or publishes results: that is the coordinator.
 
-/// Input: local files and store objects, gzip, CSV rows by header name.
-pub mod input;
+/// Input (the `covmerge-input` crate): local files and store objects, gzip, CSV rows.
+pub use covmerge_input as input;
 /// Reduce phase: aggregate, project through line diffs, sum, encode a part.
 pub mod merge;
 /// Running tasks: the task executor and the worker loop over a queue.
 pub mod run;
-/// File versions: `dir:`, `git:` and `store:` providers, and their cache.
-pub mod source;
+/// File versions (the `covmerge-source` crate): `dir:`, `git:` and `store:`
+/// providers, their cache, line maps.
+pub use covmerge_source as source;
+/// The binary spill format between the phases: interned, pre-aggregated row blocks.
+pub mod spill;
 /// Map phase: partition rows by file hash into spill chunks.
 pub mod split;
 /// Task threads: splits and merges off tokio's blocking pool.

@@ -1,4 +1,4 @@
-//! SPEC §6: a missing column is refused before any row is read; a malformed row fails
+//! contract §6: a missing column is refused before any row is read; a malformed row fails
 //! the job naming input and line, unless `--max-bad-rows` allows it; a truncated gzip
 //! is an error; and no failure ever leaves a result behind.
 

@@ -1,4 +1,4 @@
-//! SPEC §8 against a fake dashboard that answers as syzkaller's does and the GCS
+//! contract §8 against a fake dashboard that answers as syzkaller's does and the GCS
 //! emulator: create_upload_url, the result written to that object, save_coverage and
 //! `created N DB rows`; retries (5xx, 429) and no retry on other 4xx; on failure the
 //! result stays, its location and the `covmerge notify` command are printed, and
@@ -351,7 +351,7 @@ fn fleet_coordinator_streams_the_result_to_the_dashboard_object() {
 }
 
 /// One dashboard call against the fake: 500, 503 and 429 are retried (the second
-/// request succeeds); 400, 401, 403, 404 and 408 end the call after one request (SPEC
+/// request succeeds); 400, 401, 403, 404 and 408 end the call after one request (contract
 /// §8); a 503 that lasts ends it after the policy's 5 requests. The key is in no error.
 #[test]
 fn dashboard_call_retries_server_errors_and_throttling_but_not_client_errors() {

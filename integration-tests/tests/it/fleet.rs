@@ -1174,7 +1174,7 @@ fn chunk_for_an_out_of_range_shard_no_longer_dropped_silently() {
             };
             let report = TaskReport {
                 job: t.job.clone(),
-                task: wire::TaskRef::Split(t.split),
+                task: covmerge_proto::TaskRef::Split(t.split),
                 attempt: Attempt(1),
                 status: ReportStatus::Split(SplitOutcome {
                     chunks: vec![(ShardId(99), chunk)],

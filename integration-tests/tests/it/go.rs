@@ -185,7 +185,7 @@ fn a_covdata_directory_is_one_input_with_functions_from_the_meta_data() {
     goprog_sources(&d.join("src"), "base");
     let cov = d.join("runs/fleet-1");
     std::fs::create_dir_all(&cov).unwrap();
-    let testdata = covmerge_integration_tests::root().join("worker/src/input/go/testdata");
+    let testdata = covmerge_integration_tests::root().join("input/src/go/testdata");
     for e in std::fs::read_dir(&testdata).unwrap() {
         let p = e.unwrap().path();
         if p.file_name().unwrap().to_string_lossy().starts_with("cov") {

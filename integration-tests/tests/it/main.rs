@@ -1,8 +1,8 @@
 //! covmerge's end-to-end tests, one binary (ripgrep's layout).
 
-/// Bad input rules of SPEC §6.
+/// Bad input rules of contract §6.
 mod bad_input;
-/// Dashboard notification (SPEC §8).
+/// Dashboard notification (contract §8).
 mod dashboard;
 /// Issue 28: logs, the dashboard's HTTP, snapshots, status and error messages.
 mod edges;
@@ -32,7 +32,7 @@ mod property;
 mod report;
 /// Store requests of a fleet job, counted through a relay.
 mod requests;
-/// Every rule of SPEC §3 on the project's own fixture.
+/// Every rule of contract §3 on the project's own fixture.
 mod semantics;
 /// `covmerge status` during, across a coordinator crash, and after a job.
 mod status;

@@ -229,7 +229,7 @@ fn assert_same(got: &Value, want: &Value, what: &str) {
 }
 
 /// The oracle itself reproduces the reviewed snapshot of the semantics fixture, which
-/// covers every rule of SPEC §3 (so a wrong oracle cannot agree with a wrong merge).
+/// covers every rule of contract §3 (so a wrong oracle cannot agree with a wrong merge).
 #[test]
 fn oracle_reproduces_the_reviewed_semantics_snapshot() {
     let d = fixture("semantics");

@@ -31,7 +31,7 @@ fn semantics(out: &Path, man: &Path, extra: &[&str]) {
 }
 
 /// Only files under the prefix are merged, each exactly as in the full merge; the
-/// other rows are counted in rows_outside_prefix, rows_in keeps SPEC §7's identity, and
+/// other rows are counted in rows_outside_prefix, rows_in keeps contract §7's identity, and
 /// the header's TotalRows counts the rows in scope (as syz-covermerger's query would).
 #[test]
 fn file_path_prefix_merges_matching_files_and_counts_the_rest() {

@@ -8,7 +8,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 use anyhow::Result;
-use covmerge_worker::source::FileVersion;
+use covmerge_source::FileVersion;
 use serde::Serialize;
 
 use crate::diff::{Counts, FileDiff, Totals};

@@ -25,7 +25,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
-use covmerge_worker::source::Source;
+use covmerge_source::Source;
 
 use crate::diff::{check_same_base, FileDiff, OldSide};
 use crate::read::{self, FileCov, Files};
@@ -81,7 +81,7 @@ pub fn generate(opts: &Options, rt: &tokio::runtime::Handle) -> Result<Stats> {
     std::fs::create_dir_all(&opts.out)
         .with_context(|| format!("creating the report directory {}", opts.out.display()))?;
     let source = match &opts.source {
-        Some(s) => Some(covmerge_worker::source::open_source(s)?),
+        Some(s) => Some(covmerge_source::open_source(s)?),
         None => None,
     };
     // covmerge writes each file's records together; a result written otherwise is read

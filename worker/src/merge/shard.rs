@@ -1,8 +1,8 @@
 use std::io::Write;
 
+use crate::spill::{self, StringTable};
 use bytes::Bytes;
-use covmerge_proto::spill::StringTable;
-use covmerge_proto::{output, spill, Counts};
+use covmerge_proto::{output, Counts};
 use flate2::{write::GzEncoder, Compression};
 use rustc_hash::FxHashMap;
 
@@ -31,7 +31,7 @@ pub enum MergeError {
     Source(#[from] SourceError),
     #[error("encoding the part: {0}")]
     Encode(#[from] std::io::Error),
-    /// SPEC §6: the dashboard decodes `HitCounts` as Go's `[]int64`.
+    /// contract §6: the dashboard decodes `HitCounts` as Go's `[]int64`.
     #[error("{file} line {line}: the hits summed onto this line ({sum}) overflow Go's int64 (the dashboard's HitCounts); no result is written")]
     SumOverflow {
         file: String,
@@ -489,7 +489,7 @@ fn write_file(
         records += 1;
     }
 
-    // SPEC §3.5: the most frequent non-empty name; ties go to the smallest name.
+    // contract §3.5: the most frequent non-empty name; ties go to the smallest name.
     let mut best: FxHashMap<u32, (u64, u32)> = FxHashMap::default();
     let firsts = slot_lines
         .iter()

@@ -2,7 +2,6 @@
 //! thread, and writes the outputs and the `.done` marker.
 
 use std::collections::HashMap;
-use std::io::Read;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -30,23 +29,24 @@ use crate::split::{split_input, Flush, SplitError, SplitSettings, BAD_ROW_SAMPLE
 use crate::thread::run_on_thread;
 
 /// What a split task's input holds, opened.
-enum InputKind {
+enum Opened {
     GoDir,
     GoText(Box<dyn std::io::Read + Send>),
     Csv(Box<dyn std::io::Read + Send>),
 }
 
-/// Detects (or takes as given) an input's format: a local directory is Go covdata, a
-/// stream whose first bytes are `mode: ` a Go text profile, anything else CSV.
-fn input_kind(
+/// Opens an input as its format says, or as [`crate::input::detect_stream`] finds it
+/// (`auto`): a local directory is Go covdata, a stream whose first bytes are `mode: `
+/// a Go text profile, anything else CSV.
+fn open_as(
     input: &str,
     format: InputFormat,
     rt: &tokio::runtime::Handle,
     inflate: crate::input::Inflate,
-) -> Result<InputKind, TaskError> {
+) -> Result<Opened, TaskError> {
     let local_dir = !covmerge_storage::is_store_url(input) && std::path::Path::new(input).is_dir();
     match format {
-        InputFormat::GoCovdata | InputFormat::Auto if local_dir => return Ok(InputKind::GoDir),
+        InputFormat::GoCovdata | InputFormat::Auto if local_dir => return Ok(Opened::GoDir),
         InputFormat::GoCovdata => {
             return Err(Failure::bad_input(format!(
                 "{input}: a Go covdata input must be a local directory"
@@ -54,26 +54,18 @@ fn input_kind(
         }
         _ => {}
     }
-    let mut reader = crate::input::open_input(input, rt, inflate).map_err(Failure::bad_input)?;
-    let text = match format {
-        InputFormat::GoText => true,
-        InputFormat::Csv => false,
+    let reader = crate::input::open_input(input, rt, inflate).map_err(Failure::bad_input)?;
+    Ok(match format {
+        InputFormat::GoText => Opened::GoText(reader),
+        InputFormat::Csv => Opened::Csv(reader),
         _ => {
-            // Peek at the first bytes, then hand them back in front of the rest.
-            let mut head = Vec::with_capacity(8);
-            std::io::Read::by_ref(&mut reader)
-                .take(6)
-                .read_to_end(&mut head)
+            let (kind, reader) = crate::input::detect_stream(reader)
                 .map_err(|e| Failure::bad_input(crate::input::InputError::from_read(input, e)))?;
-            let text = crate::input::go::text::looks_like_profile(&head);
-            reader = Box::new(std::io::Cursor::new(head).chain(reader));
-            text
+            match kind {
+                crate::input::InputKind::GoText => Opened::GoText(Box::new(reader)),
+                _ => Opened::Csv(Box::new(reader)),
+            }
         }
-    };
-    Ok(if text {
-        InputKind::GoText(reader)
-    } else {
-        InputKind::Csv(reader)
     })
 }
 
@@ -497,15 +489,15 @@ impl Executor {
                     max_bad_rows: t2.max_bad_rows.saturating_sub(outcome.counts.rows_bad),
                     ..settings
                 };
-                let one = match input_kind(input, go.format, &rt, inflate)? {
-                    InputKind::GoDir => split_go(
+                let one = match open_as(input, go.format, &rt, inflate)? {
+                    Opened::GoDir => split_go(
                         input,
                         GoSource::Dir(std::path::Path::new(input)),
                         &go,
                         settings,
                         &emit,
                     )?,
-                    InputKind::GoText(r) => split_go(
+                    Opened::GoText(r) => split_go(
                         input,
                         GoSource::Text(Box::new(std::io::BufReader::with_capacity(
                             1 << 16,
@@ -515,7 +507,7 @@ impl Executor {
                         settings,
                         &emit,
                     )?,
-                    InputKind::Csv(r) => split_input(input, cancelable(r), settings, &emit)?,
+                    Opened::Csv(r) => split_input(input, cancelable(r), settings, &emit)?,
                 };
                 outcome.counts.add(&one.counts);
                 let room = BAD_ROW_SAMPLES.saturating_sub(outcome.bad_rows.len());

@@ -9,13 +9,13 @@ use std::path::Path;
 use covmerge_proto::{
     job::GoInput,
     shard_hash::shard_of,
-    spill::{EntryTable, RawKey, StringTable},
     wire::{BadRow, SplitOutcome},
     ShardId,
 };
 
 use super::{flush_tables, Emit, SplitError, SplitSettings};
 use crate::input::go::{covdata, text, GoLine, ModuleMap};
+use crate::spill::{EntryTable, RawKey, StringTable};
 
 /// Where a Go input's bytes come from.
 pub enum GoSource<'a> {

@@ -11,8 +11,8 @@
 //! the parse threads: a thread whose tables hold more than its share flushes every
 //! non-empty one as a chunk.
 //!
-//! (Over 600 lines with its tests: the cutter's state machine and the parse threads
-//! share their invariants, and splitting them would put one state machine in two files.)
+//! The cutter is [`cut`]; tests of both are in `tests.rs` and, on arbitrary bytes,
+//! `fuzz.rs`.
 
 use std::io::Read;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -20,12 +20,16 @@ use std::sync::{mpsc, Arc, Mutex};
 
 use covmerge_proto::{
     shard_hash::shard_of,
-    spill::{EntryTable, RawKey, StringIndex, StringTable},
     wire::{BadRow, SplitOutcome},
     ShardId,
 };
 
+mod cut;
 pub mod go;
+
+use cut::{Limits, Piece, Pieces};
+
+use crate::spill::{EntryTable, RawKey, StringIndex, StringTable};
 
 use crate::input::{
     for_each_unquoted_record, parse_count_fast, Header, InputError, Pos, Row, RowProblem, RowReader,
@@ -112,7 +116,7 @@ fn flush_tables(
 
 /// The strings of one parse thread, whatever their shard: each string field of a row is
 /// looked up once in a small index of its own column, so shuffled input costs no more
-/// than sorted. A value is checked (SPEC §6: a relative path, UTF-8) and a path's
+/// than sorted. A value is checked (contract §6: a relative path, UTF-8) and a path's
 /// shard computed once, when the value is first seen, not once per row.
 struct ThreadStrings {
     table: StringTable,
@@ -150,7 +154,7 @@ impl ThreadStrings {
     #[inline]
     fn repo_ok(&mut self, s: &[u8]) -> bool {
         // Compared inline: a call to memcmp per row cost 1 % of a split.
-        if !covmerge_proto::spill::same_bytes(s, &self.last_repo) {
+        if !crate::spill::same_bytes(s, &self.last_repo) {
             self.last_repo.clear();
             self.last_repo.extend_from_slice(s);
             self.last_repo_ok = crate::input::valid_name(s);
@@ -404,252 +408,6 @@ fn keep_first_samples(samples: &mut Vec<Sample>) {
     samples.truncate(BAD_ROW_SAMPLES);
 }
 
-/// A record-aligned part of an input.
-struct Piece {
-    /// The line number of its first line.
-    first_line: u64,
-    /// The offset of its first byte in the (decompressed) input.
-    offset: u64,
-    bytes: Vec<u8>,
-    /// Whether it may hold a `"` (false: it certainly holds none).
-    quoted: bool,
-    /// The piece stands for one row longer than [`Limits::discard_at`] bytes, dropped
-    /// unread: `bytes` is empty and the row, at `first_line`, is bad.
-    over_long: bool,
-}
-
-/// Where the CSV state machine stands at the end of the scanned bytes, as far as
-/// record ends are concerned (csv_core's states, folded to those that matter).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Scan {
-    /// Outside a quoted field: `\n` and `\r` end the record, and a `"` opens a quoted
-    /// field only at a field's start (elsewhere it is text, as csv reads it).
-    Unquoted,
-    /// Inside a quoted field: everything up to the next `"` is text.
-    Quoted,
-    /// Just after a `"` inside a quoted field: `""` is a quote in the text, anything
-    /// else closes the field.
-    QuoteInQuoted,
-}
-
-/// Sizes of the cutter, fixed in production ([`Limits::DEFAULT`]), small in tests.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct Limits {
-    /// Decompressed bytes handed to a parse thread at once.
-    piece: usize,
-    /// The cap on a row (its fields and separators, as parsed): longer rows are bad.
-    max_row: usize,
-    /// Raw bytes after which a row that has not ended is dropped unread as bad. Quotes
-    /// and `""` escapes make the raw text at most 3× the parsed row, so a row this long
-    /// is certainly over `max_row` whatever it holds.
-    discard_at: usize,
-}
-
-impl Limits {
-    pub(crate) const DEFAULT: Limits = Limits {
-        piece: PIECE,
-        max_row: crate::input::MAX_ROW,
-        discard_at: 4 * crate::input::MAX_ROW,
-    };
-}
-
-/// Cuts a decompressed stream into numbered pieces that end at record ends, in one
-/// pass: each byte is scanned once, by a quote-driven state machine that agrees with
-/// the csv crate on where records end (a stray `"` inside an unquoted field is text and
-/// changes nothing). A record longer than `discard_at` is never held: it is reported
-/// as an over-long piece and skipped as it streams by, so memory stays bounded by
-/// `discard_at + piece` whatever the input.
-struct Pieces<'e, R> {
-    input: R,
-    limits: Limits,
-    /// Read but not yet handed out; starts at a record start unless `discarding`.
-    buf: Vec<u8>,
-    /// How much of `buf` the state machine has seen.
-    scanned: usize,
-    state: Scan,
-    /// The byte before `buf[0]` (`\n` at a record start).
-    prev: u8,
-    /// The end of the last complete record in `buf[..scanned]`.
-    boundary: Option<usize>,
-    /// The end of the first one, looked for only while `discarding`.
-    first_boundary: Option<usize>,
-    /// The first and the last `"` in `buf[..scanned]`, as the scan saw them: a piece
-    /// holds a quote iff the first is inside it (no second search over its bytes).
-    first_quote: Option<usize>,
-    last_quote: Option<usize>,
-    /// Inside an over-long record that is being skipped.
-    discarding: bool,
-    /// The line number of `buf`'s first line.
-    next_line: u64,
-    /// The offset of `buf[0]` in the input.
-    offset: u64,
-    /// Bytes scanned in all and the largest `buf` held: tests check both stay linear
-    /// and bounded.
-    scanned_total: u64,
-    peak: usize,
-    stop: &'e AtomicBool,
-    spare: &'e Mutex<Vec<Vec<u8>>>,
-    read_err: &'e dyn Fn(std::io::Error) -> InputError,
-}
-
-impl<R: Read> Pieces<'_, R> {
-    /// Runs the state machine over `buf[scanned..]`, noting the last record end.
-    fn scan(&mut self) {
-        let buf = &self.buf;
-        let len = buf.len();
-        let mut i = self.scanned;
-        while i < len {
-            match self.state {
-                Scan::Unquoted => {
-                    let q = memchr::memchr(b'"', &buf[i..]).map(|q| q + i);
-                    let end = q.unwrap_or(len);
-                    if let Some(t) = memchr::memrchr2(b'\n', b'\r', &buf[i..end]) {
-                        self.boundary = Some(i + t + 1);
-                        if self.discarding && self.first_boundary.is_none() {
-                            let f = memchr::memchr2(b'\n', b'\r', &buf[i..end]).unwrap_or(t);
-                            self.first_boundary = Some(i + f + 1);
-                        }
-                    }
-                    let Some(q) = q else {
-                        break;
-                    };
-                    self.first_quote.get_or_insert(q);
-                    self.last_quote = Some(q);
-                    let before = if q == 0 { self.prev } else { buf[q - 1] };
-                    if matches!(before, b',' | b'\n' | b'\r') {
-                        self.state = Scan::Quoted;
-                    }
-                    i = q + 1;
-                }
-                Scan::Quoted => match memchr::memchr(b'"', &buf[i..]) {
-                    Some(q) => {
-                        self.state = Scan::QuoteInQuoted;
-                        self.first_quote.get_or_insert(i + q);
-                        self.last_quote = Some(i + q);
-                        i += q + 1;
-                    }
-                    None => break,
-                },
-                Scan::QuoteInQuoted => {
-                    if buf[i] == b'"' {
-                        self.state = Scan::Quoted;
-                        self.last_quote = Some(i);
-                        i += 1;
-                    } else {
-                        // The field is closed; this byte is read as unquoted.
-                        self.state = Scan::Unquoted;
-                    }
-                }
-            }
-        }
-        self.scanned_total += (len - self.scanned) as u64;
-        self.scanned = len;
-        self.peak = self.peak.max(len);
-    }
-
-    fn stats(&self) -> CutStats {
-        CutStats {
-            scanned: self.scanned_total,
-            peak: self.peak,
-        }
-    }
-
-    /// Drops `buf[..n]` (already counted and handed out or skipped).
-    fn drop_front(&mut self, n: usize) {
-        if n == 0 {
-            return;
-        }
-        self.prev = self.buf[n - 1];
-        self.offset += n as u64;
-        self.buf.drain(..n);
-        self.scanned -= n;
-        let shift = |b: Option<usize>| b.filter(|&b| b > n).map(|b| b - n);
-        self.boundary = shift(self.boundary);
-        self.first_boundary = shift(self.first_boundary);
-        self.forget_quotes_before(n);
-    }
-
-    /// Shifts the quote positions after `buf`'s first `n` bytes were removed. Only
-    /// when a quote is left does the first one need a search (of what is left).
-    fn forget_quotes_before(&mut self, n: usize) {
-        let left = self.last_quote.filter(|&l| l >= n).map(|l| l - n);
-        self.last_quote = left;
-        self.first_quote = left.and_then(|l| memchr::memchr(b'"', &self.buf[..=l]));
-    }
-
-    /// The next piece; `None` at the end.
-    fn next(&mut self) -> Result<Option<Piece>, SplitError> {
-        loop {
-            if self.stop.load(Ordering::Relaxed) {
-                return Ok(None);
-            }
-            let got = read_full(&mut self.input, &mut self.buf, self.limits.piece)
-                .map_err(self.read_err)?;
-            self.scan();
-            if self.discarding {
-                // Skip the over-long record up to its end, counting its lines.
-                let upto = self.first_boundary.unwrap_or(self.buf.len());
-                self.next_line += count_newlines(&self.buf[..upto]);
-                if self.first_boundary.is_some() {
-                    self.discarding = false;
-                }
-                self.drop_front(upto);
-                self.first_boundary = None;
-                if got == 0 && self.buf.is_empty() {
-                    return Ok(None);
-                }
-                continue;
-            }
-            let cut = match self.boundary {
-                Some(b) => b,
-                None if got == 0 => self.buf.len(),
-                None if self.buf.len() > self.limits.discard_at => {
-                    // One record with no end in sight: bad, and skipped unread.
-                    let first_line = self.next_line;
-                    let offset = self.offset;
-                    self.discarding = true;
-                    self.next_line += count_newlines(&self.buf);
-                    let n = self.buf.len();
-                    self.drop_front(n);
-                    return Ok(Some(Piece {
-                        first_line,
-                        offset,
-                        bytes: Vec::new(),
-                        quoted: false,
-                        over_long: true,
-                    }));
-                }
-                None => continue, // a record longer than a piece: read more
-            };
-            if cut == 0 {
-                return Ok(None); // got == 0 and nothing left
-            }
-            // The rest (a partial record) moves to a spare buffer, which the next
-            // read fills; the piece keeps this one.
-            let mut rest = self.spare.lock().unwrap().pop().unwrap_or_default();
-            rest.extend_from_slice(&self.buf[cut..]);
-            self.buf.truncate(cut);
-            let bytes = std::mem::replace(&mut self.buf, rest);
-            self.prev = bytes[cut - 1];
-            self.scanned -= cut;
-            self.boundary = None; // the last one was `cut`
-            let quoted = self.first_quote.is_some_and(|f| f < cut);
-            self.forget_quotes_before(cut);
-            let first_line = self.next_line;
-            let offset = self.offset;
-            self.offset += cut as u64;
-            self.next_line += count_newlines(&bytes);
-            return Ok(Some(Piece {
-                first_line,
-                offset,
-                bytes,
-                quoted,
-                over_long: false,
-            }));
-        }
-    }
-}
-
 /// Splits one input. `emit(shard, chunk)` stores a finished chunk.
 /// Rows counted: `rows_in` (every data row) and `rows_bad`; the first bad rows are named.
 pub fn split_input<R: Read>(
@@ -716,26 +474,15 @@ pub(crate) fn split_input_with<R: Read>(
         emit,
         spare: Mutex::new(Vec::new()),
     };
-    let mut pieces = Pieces {
+    let mut pieces = Pieces::new(
         input,
         limits,
         buf,
-        scanned: 0,
-        state: Scan::Unquoted,
-        prev: b'\n',
-        boundary: None,
-        first_boundary: None,
-        first_quote: None,
-        last_quote: None,
-        discarding: false,
-        next_line: 2,
-        offset: header_end as u64,
-        scanned_total: 0,
-        peak: 0,
-        stop: &shared.stop,
-        spare: &shared.spare,
-        read_err: &read_err,
-    };
+        header_end as u64,
+        &shared.stop,
+        &shared.spare,
+        &read_err,
+    );
     let threads = settings.threads.max(1);
     if threads == 1 {
         // One thread reads, cuts and parses: no hand-off, for one-core workers.
@@ -801,328 +548,11 @@ pub(crate) fn split_input_with<R: Read>(
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn newlines_are_counted_across_lanes() {
-        for len in [0, 1, 254, 255, 256, 10_000] {
-            let buf: Vec<u8> = (0..len)
-                .map(|i| if i % 3 == 0 { b'\n' } else { b'x' })
-                .collect();
-            let want = buf.iter().filter(|&&b| b == b'\n').count() as u64;
-            assert_eq!(count_newlines(&buf), want, "len {len}");
-        }
-        assert_eq!(count_newlines(&[b'\n'; 1000]), 1000);
-    }
-
-    fn run(text: &str, threads: usize, max_bad: u64) -> (SplitOutcome, u64) {
-        let rows = AtomicU64::new(0);
-        let emit = |flush: Flush| -> Result<(), SplitError> {
-            covmerge_proto::spill::for_each_block(&flush.bytes, |b| {
-                rows.fetch_add(
-                    b.entries.iter().map(|(_, v)| v.rows).sum::<u64>(),
-                    Ordering::Relaxed,
-                );
-                Ok(())
-            })
-            .unwrap();
-            Ok(())
-        };
-        let settings = SplitSettings {
-            shards: 4,
-            max_bad_rows: max_bad,
-            memory_budget: 4096,
-            threads,
-        };
-        let o = split_input("t.csv", text.as_bytes(), settings, &emit).unwrap();
-        (o, rows.load(Ordering::Relaxed))
-    }
-
-    #[test]
-    fn every_row_lands_once_and_lines_are_numbered_across_pieces() {
-        let mut text =
-            String::from("file_path,kernel_repo,kernel_commit,func_name,manager,sl,hit_count\n");
-        for i in 0..300_000u32 {
-            if i == 250_000 {
-                text.push_str("f.c,r,c,\"quoted\nfunc\",m,1,1\n"); // a record spanning lines
-            }
-            text.push_str(&format!(
-                "f{}.c,r,c{},fn,m{},{},{}\n",
-                i % 97,
-                i % 5,
-                i % 3,
-                i % 500 + 1,
-                i
-            ));
-        }
-        text.push_str("bad.c,r,c,fn,m,NaN,1\n");
-        // Blank lines count as lines.
-        text.push_str("\n\nbad2.c,r,c,fn,m,1,x\n");
-        for threads in [1, 3] {
-            let (o, rows) = run(&text, threads, 2);
-            assert_eq!(o.counts.rows_in, 300_003);
-            assert_eq!(o.counts.rows_bad, 2);
-            assert_eq!(rows, 300_001);
-            // header + 300,000 rows + the two-line quoted record, then the bad row.
-            assert_eq!(o.bad_rows[0].line, 300_004, "threads {threads}");
-            assert_eq!(o.bad_rows[1].line, 300_007, "after two blank lines");
-        }
-    }
-}
+mod tests;
 
 /// The cutter and both parse paths against the csv crate reading the whole text at
 /// once, on arbitrary bytes: the same rows, the same bad rows at the same lines, never
 /// a panic, one pass over the input and a bounded buffer. `COVMERGE_FUZZ_ITERS` runs
 /// more cases than CI's bounded run (e.g. 1000000 for a night).
 #[cfg(test)]
-mod fuzz {
-    use super::*;
-    use std::collections::BTreeMap;
-
-    const HEADER: &str = "file_path,kernel_repo,kernel_commit,func_name,manager,sl,hit_count\n";
-
-    /// SplitMix64: small, deterministic, good enough to shape texts.
-    struct Rng(u64);
-    impl Rng {
-        fn next(&mut self) -> u64 {
-            self.0 = self.0.wrapping_add(0x9e3779b97f4a7c15);
-            let mut z = self.0;
-            z = (z ^ (z >> 30)).wrapping_mul(0xbf58476d1ce4e5b9);
-            z = (z ^ (z >> 27)).wrapping_mul(0x94d049bb133111eb);
-            z ^ (z >> 31)
-        }
-        fn below(&mut self, n: u64) -> u64 {
-            self.next() % n
-        }
-    }
-
-    /// A text mixing valid rows, quoted fields, stray quotes, CR/LF variants, long
-    /// fields, invalid UTF-8 and random bytes.
-    fn text(rng: &mut Rng, max_row: usize) -> Vec<u8> {
-        let mut t = HEADER.as_bytes().to_vec();
-        let rows = rng.below(60);
-        for _ in 0..rows {
-            match rng.below(14) {
-                12 => {
-                    // Values the per-column fast path hands to the row's own checks:
-                    // signs, spaces, 19+ digits, bad UTF-8 in any name, bad paths.
-                    const FIELDS: [&[&[u8]]; 7] = [
-                        &[b"f1.c", b"../x.c", b"/abs.c", b"a\\..\\b.c", b"f\xc3.c"],
-                        &[b"r", b"r\xff"],
-                        &[b"c1", b" c1 ", b"c\xfe"],
-                        &[b"fn1", b"", b"fn\xe2\x82"],
-                        &[b"m1", b"m\x80"],
-                        &[
-                            b"7",
-                            b"+7",
-                            b" 7",
-                            b"007",
-                            b"-0",
-                            b"-3",
-                            b"1234567890123456789",
-                            b"",
-                        ],
-                        &[
-                            b"0",
-                            b"+1",
-                            b"99999999999999999999",
-                            b"x",
-                            b"9223372036854775808",
-                        ],
-                    ];
-                    let pick = |rng: &mut Rng, i: usize| {
-                        let f = FIELDS[i];
-                        // Mostly good values, so that a bad one meets cached good ones.
-                        if rng.below(3) == 0 {
-                            f[rng.below(f.len() as u64) as usize]
-                        } else {
-                            f[0]
-                        }
-                    };
-                    let fields: Vec<&[u8]> = (0..7).map(|i| pick(rng, i)).collect();
-                    t.extend_from_slice(&fields.join(&b","[..]));
-                    t.push(b'\n');
-                }
-                13 => t.extend_from_slice(b"f1.c,r,c1,fn1,m1,7,0\n"),
-                0 => {
-                    // random bytes from a hostile alphabet
-                    const A: &[u8] = b",,\"\"\n\r\rab1\xff\x00 ";
-                    for _ in 0..rng.below(40) {
-                        t.push(A[rng.below(A.len() as u64) as usize]);
-                    }
-                }
-                1 => t.extend_from_slice(b"f.c,r,c,foo\"x,m,3,4\n"), // stray quote
-                2 => t.extend_from_slice(b"\"q,\"\"d\".c\",r,c,\"a\nb\",m,2,1\r\n"),
-                3 => {
-                    // a long field: around the row cap, sometimes far past it
-                    let n = match rng.below(3) {
-                        0 => max_row - 30 + rng.below(60) as usize,
-                        1 => max_row * 5,
-                        _ => max_row / 2,
-                    };
-                    t.extend_from_slice(b"l.c,r,c,");
-                    if rng.below(2) == 0 {
-                        t.push(b'"');
-                        t.extend(std::iter::repeat_n(b'x', n));
-                        t.extend_from_slice(b"\n\"");
-                    } else {
-                        t.extend(std::iter::repeat_n(b'y', n));
-                    }
-                    t.extend_from_slice(b",m,1,1\n");
-                }
-                4 => t.extend_from_slice(b"\n\r\n"),
-                5 => t.extend_from_slice(HEADER.as_bytes()),
-                6 => t.extend_from_slice(b"u\xff.c,r,c,f,m,1,1\n"),
-                7 => t.extend_from_slice(b"\"open,r,c,f,m,1,1\n"), // an unclosed quote
-                _ => {
-                    let line = format!(
-                        "f{}.c,r,c{},fn{},m{},{},{}{}",
-                        rng.below(5),
-                        rng.below(3),
-                        rng.below(3),
-                        rng.below(2),
-                        rng.below(20),
-                        rng.below(100),
-                        ["\n", "\r\n", "\r"][rng.below(3) as usize]
-                    );
-                    t.extend_from_slice(line.as_bytes());
-                }
-            }
-        }
-        t
-    }
-
-    type Key = (Vec<u8>, Vec<u8>, Vec<u8>, Vec<u8>, u32);
-    /// (hits, rows) per key.
-    type Rows = BTreeMap<Key, (u64, u64)>;
-
-    /// What the csv crate reads from the whole text in one reader.
-    fn oracle(text: &[u8], max_row: usize) -> (u64, Vec<(u64, String)>, Rows) {
-        let r = RowReader::new("t.csv", text).unwrap();
-        let header = r.header().with_max_row(max_row);
-        let hlen = memchr::memchr(b'\n', text).unwrap() + 1;
-        let body = &text[hlen..];
-        let mut rows_in = 0;
-        let mut bad = Vec::new();
-        let mut good = BTreeMap::new();
-        RowReader::from_header(&header, body, 2)
-            .for_each(|pos, row| {
-                rows_in += 1;
-                match row {
-                    Ok(r) => {
-                        let e = good
-                            .entry((
-                                r.file.to_vec(),
-                                r.commit.to_vec(),
-                                r.func.to_vec(),
-                                r.manager.to_vec(),
-                                r.sl,
-                            ))
-                            .or_insert((0, 0));
-                        e.0 += r.hits;
-                        e.1 += 1;
-                    }
-                    Err(p) => {
-                        let mut upto = pos.byte as usize;
-                        while upto < body.len() && matches!(body[upto], b'\n' | b'\r') {
-                            upto += 1;
-                        }
-                        bad.push((2 + count_newlines(&body[..upto]), p.to_string()));
-                    }
-                }
-                true
-            })
-            .unwrap();
-        (rows_in, bad, good)
-    }
-
-    fn split(text: &[u8], threads: usize, limits: Limits) -> (SplitOutcome, CutStats, Rows) {
-        let got = Mutex::new(BTreeMap::new());
-        // Every chunk of a flush holds its own shard's files only, and the chunks
-        // tile the object.
-        let emit = |flush: Flush| -> Result<(), SplitError> {
-            let mut at = 0;
-            for (shard, range) in &flush.chunks {
-                assert_eq!(range.start, at, "chunks end to end");
-                at = range.end;
-                covmerge_proto::spill::for_each_block(&flush.bytes[range.clone()], |b| {
-                    let mut g = got.lock().unwrap();
-                    for (k, v) in &b.entries {
-                        let s = |i: u32| b.strings[i as usize].to_vec();
-                        assert_eq!(shard_of(&s(k.file), 3), *shard);
-                        let e = g
-                            .entry((s(k.file), s(k.commit), s(k.func), s(k.manager), k.sl))
-                            .or_insert((0, 0));
-                        e.0 += v.hits;
-                        e.1 += v.rows;
-                    }
-                    Ok(())
-                })
-                .unwrap();
-            }
-            assert_eq!(at, flush.bytes.len(), "no bytes outside a chunk");
-            Ok(())
-        };
-        let settings = SplitSettings {
-            shards: 3,
-            max_bad_rows: u64::MAX,
-            memory_budget: 2048,
-            threads,
-        };
-        let (o, stats) = split_input_with("t.csv", text, settings, &emit, limits).unwrap();
-        (o, stats, got.into_inner().unwrap())
-    }
-
-    #[test]
-    fn the_splitter_agrees_with_the_csv_crate_on_arbitrary_bytes() {
-        let iters: u64 = std::env::var("COVMERGE_FUZZ_ITERS")
-            .ok()
-            .and_then(|v| v.parse().ok())
-            .unwrap_or(1500);
-        let mut rng = Rng(0x5eed);
-        for i in 0..iters {
-            // Above the header's length: a header over the cap is refused, not fuzzed.
-            let max_row = HEADER.len() + 16 + rng.below(200) as usize;
-            let limits = Limits {
-                piece: 16 + rng.below(300) as usize,
-                max_row,
-                discard_at: 4 * max_row,
-            };
-            let text = text(&mut rng, max_row);
-            let (rows_in, bad, good) = oracle(&text, max_row);
-            for threads in [1, 3] {
-                let (o, stats, got) = split(&text, threads, limits);
-                let ctx = || {
-                    format!(
-                        "case {i} threads {threads}: {:?}",
-                        text.escape_ascii().to_string()
-                    )
-                };
-                assert_eq!(o.counts.rows_in, rows_in, "{}", ctx());
-                assert_eq!(o.counts.rows_bad, bad.len() as u64, "{}", ctx());
-                let want: Vec<_> = bad.iter().take(BAD_ROW_SAMPLES).cloned().collect();
-                let have: Vec<_> = o
-                    .bad_rows
-                    .iter()
-                    .map(|b| (b.line, b.problem.clone()))
-                    .collect();
-                assert_eq!(have, want, "{}", ctx());
-                assert_eq!(got, good, "{}", ctx());
-                let hlen = memchr::memchr(b'\n', &text).unwrap() + 1;
-                assert_eq!(
-                    stats.scanned,
-                    (text.len() - hlen) as u64,
-                    "one pass: {}",
-                    ctx()
-                );
-                assert!(
-                    stats.peak <= limits.discard_at + 2 * limits.piece,
-                    "held {} bytes: {}",
-                    stats.peak,
-                    ctx()
-                );
-            }
-        }
-    }
-}
+mod fuzz;

@@ -7,7 +7,7 @@ use super::InputError;
 
 /// Bytes handed from a producer thread or task, read as a `Read` on a task thread.
 /// The channel is tokio's: an async producer sends without holding a blocking-pool
-/// thread (see `crate::thread`), a producer thread uses `blocking_send`.
+/// thread (see covmerge-worker's `thread`), a producer thread uses `blocking_send`.
 pub struct ChannelReader {
     rx: tokio::sync::mpsc::Receiver<io::Result<Bytes>>,
     cur: Bytes,
@@ -219,7 +219,7 @@ pub fn open_input(
             source: io::Error::other(e),
         })?;
         // An async sender and a blocking receiver: the streaming task never holds a
-        // blocking-pool thread while the reader is busy (see crate::thread).
+        // blocking-pool thread while the reader is busy (see covmerge-worker's thread module).
         let (tx, rx) = tokio::sync::mpsc::channel::<io::Result<Bytes>>(8);
         rt.spawn(async move {
             use futures::StreamExt;

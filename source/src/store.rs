@@ -227,7 +227,7 @@ pub async fn export_commits(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::source::CachedSource;
+    use crate::CachedSource;
 
     /// A commit exported after a job found it absent: the worker's source remembered
     /// the absence for its lifetime, and the next job lost that commit's rows.

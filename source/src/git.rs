@@ -395,7 +395,7 @@ pub(super) mod tests {
     use std::process::Command;
 
     /// Runs git in `dir` with no user or system configuration (also `dir:`'s tests).
-    pub(in crate::source) fn git(dir: &std::path::Path, args: &[&str]) -> String {
+    pub(crate) fn git(dir: &std::path::Path, args: &[&str]) -> String {
         let out = Command::new("git")
             .arg("-C")
             .arg(dir)

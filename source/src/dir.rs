@@ -234,8 +234,8 @@ impl Source for DirSource {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::source::git::tests::git;
-    use crate::source::GitSource;
+    use crate::git::tests::git;
+    use crate::GitSource;
     use std::os::unix::fs::symlink;
     use std::path::Path;
 

@@ -2,11 +2,20 @@
 //! straight from a repository's object database) and `store:URL` (content-addressed
 //! blobs in object storage, for stateless fleet workers). Every provider answers
 //! "the content of `path` at `commit`, or none"; a shared cache keeps recent versions.
+//! [`project`] maps the lines of one version onto another (the line diff of contract §3).
+//!
+//! `covmerge-source` is used by the worker (to project rows onto the base), the report
+//! (file pages, diffs across bases) and the CLI (`sources export`). It reads
+//! repositories, directories and snapshots; it never writes a result, and knows
+//! nothing of rows, shards or queues.
 
 mod cache;
 mod dir;
 mod git;
 mod store;
+
+/// Line maps: the lines of one version of a file projected onto another.
+pub mod project;
 
 use std::sync::Arc;
 
@@ -48,7 +57,7 @@ impl FileVersion {
         }
     }
 
-    /// The lines of SPEC §3: split on `\n`; the empty piece after a final newline is
+    /// The lines of contract §3: split on `\n`; the empty piece after a final newline is
     /// not a line; a trailing `\r` stays part of its line.
     pub fn lines(&self) -> impl Iterator<Item = &[u8]> {
         let d = &self.data[..];

@@ -1,10 +1,18 @@
 //! Reading input: opening local files or store objects, gzip detection (magic bytes,
 //! multi-member streams), decompression on its own thread or inline, and CSV rows found by
-//! header name with the bad-input rules of SPEC §6.
+//! header name with the bad-input rules of contract §6, and Go coverage (text profiles and
+//! `GOCOVERDIR` directories) turned into the same rows.
+//!
+//! `covmerge-input` is used by the worker (splits), the coordinator's planner, the
+//! report (reading results) and the CLI. It reads; it never writes, and knows nothing
+//! of shards, spills or queues.
 
 mod csv_rows;
+mod detect;
 pub mod go;
 mod open;
+
+pub use detect::{detect, detect_stream, is_covdata_dir, DetectError, Detected, InputKind};
 
 pub use csv_rows::{
     for_each_unquoted, for_each_unquoted_record, parse_count_fast, valid_file_path, valid_name,

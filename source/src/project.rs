@@ -22,7 +22,7 @@ use std::sync::{Arc, Mutex};
 use imara_diff::{Algorithm, Diff, InternedInput};
 use rustc_hash::FxHashMap;
 
-use crate::source::{BlobId, FileVersion};
+use crate::{BlobId, FileVersion};
 
 /// A pair with more than this many `from_lines × to_lines` is mapped by prefix and
 /// suffix only (10^12: two 1,000,000-line files).
@@ -44,7 +44,7 @@ impl LineMap {
         self.map.get(sl as usize - 1).copied().filter(|&t| t != 0)
     }
 
-    pub(crate) fn bytes(&self) -> usize {
+    pub fn bytes(&self) -> usize {
         self.map.len() * 4 + 64
     }
 }

@@ -1,0 +1,268 @@
+use super::*;
+
+/// (line, row summary or problem) of every data row.
+type Parsed = Vec<(u64, Result<String, RowProblem>)>;
+
+fn rows(text: &str) -> Result<Parsed, InputError> {
+    let mut r = RowReader::new("t.csv", text.as_bytes())?;
+    let mut out = Vec::new();
+    r.for_each(|pos, row| {
+        out.push((
+            pos.line,
+            row.map(|r| {
+                format!(
+                    "{}|{}|{}|{}|{}",
+                    String::from_utf8_lossy(r.file),
+                    String::from_utf8_lossy(r.commit),
+                    String::from_utf8_lossy(r.manager),
+                    r.sl,
+                    r.hits
+                )
+            }),
+        ));
+        true
+    })?;
+    Ok(out)
+}
+
+#[test]
+fn delimiter_masks_agree_with_a_byte_loop_on_arbitrary_bytes() {
+    let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
+    for round in 0..2000 {
+        let mut block = [0u8; 64];
+        for b in block.iter_mut() {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            // Half the rounds draw from a few bytes near the delimiters.
+            *b = if round % 2 == 0 {
+                x as u8
+            } else {
+                [b',', b'\n', b'\r', b'"', 0x2c ^ 0x80, 0x0c, 0x0b, b'a'][(x % 8) as usize]
+            };
+        }
+        let want = block
+            .iter()
+            .enumerate()
+            .filter(|(_, b)| matches!(b, b',' | b'\n' | b'\r'))
+            .fold(0u64, |m, (j, _)| m | 1 << j);
+        assert_eq!(delimiter_mask(&block), want, "{block:?}");
+        assert_eq!(delimiter_mask_words(&block), want, "{block:?}");
+    }
+    let mut seen = Vec::new();
+    let text: Vec<u8> = (0..200u8)
+        .map(|i| if i % 7 == 0 { b',' } else { i })
+        .collect();
+    for (base, mut m) in delimiter_masks(&text) {
+        while m != 0 {
+            seen.push(base + m.trailing_zeros() as usize);
+            m &= m - 1;
+        }
+    }
+    let want: Vec<usize> = (0..text.len())
+        .filter(|&i| matches!(text[i], b',' | b'\n' | b'\r'))
+        .collect();
+    assert_eq!(seen, want);
+}
+
+const H: &str = "x,manager,sl,hit_count,kernel_repo,kernel_commit,file_path,func_name\n";
+
+#[test]
+fn columns_by_name_in_any_order_with_extras() {
+    let t = format!("{H}1,m,3,5,r,c1,a.c,f\n{H}2,m,0,0,r,c1,b.c,\n\n");
+    let got = rows(&t).unwrap();
+    assert_eq!(
+        got.len(),
+        2,
+        "repeated header and blank line skipped: {got:?}"
+    );
+    assert_eq!(got[0], (2, Ok("a.c|c1|m|3|5".into())));
+    assert_eq!(got[1], (4, Ok("b.c|c1|m|0|0".into())));
+}
+
+#[test]
+fn missing_column_is_refused_by_name() {
+    let e = rows("kernel_repo,kernel_commit,file_path,func_name,manager,sl\n").unwrap_err();
+    assert!(
+        matches!(
+            e,
+            InputError::MissingColumn {
+                column: "hit_count",
+                ..
+            }
+        ),
+        "{e}"
+    );
+    assert!(e.to_string().contains("t.csv") && e.to_string().contains("hit_count"));
+}
+
+#[test]
+fn duplicated_header_column_is_refused_not_first_taken() {
+    let e = rows("kernel_repo,kernel_commit,file_path,func_name,manager,sl,hit_count,sl\nr,c,a.c,f,m,1,2,3\n")
+        .unwrap_err();
+    assert!(
+        matches!(
+            e,
+            InputError::RepeatedColumn {
+                column: "sl",
+                first: 6,
+                second: 8,
+                ..
+            }
+        ),
+        "{e}"
+    );
+    assert!(e.to_string().starts_with("t.csv:1: column `sl`"), "{e}");
+    // Repeated columns that are not required ones are extra columns, as before.
+    rows("kernel_repo,kernel_commit,file_path,func_name,manager,sl,hit_count,x,x\n").unwrap();
+}
+
+#[test]
+fn malformed_rows_name_their_line_and_problem() {
+    let t = format!(
+        "{H}1,m,x,5,r,c,a.c,f\n1,m,-3,5,r,c,a.c,f\n1,m,3,99999999999999999999,r,c,a.c,f\n\
+         1,m,3,5,r,c,/abs.c,f\n1,m,3,5,r,c,a/../b.c,f\n1,m,3\n1,m,3,9223372036854775808,r,c,a.c,f\n"
+    );
+    let got = rows(&t).unwrap();
+    let probs: Vec<_> = got
+        .iter()
+        .map(|(l, r)| (*l, r.clone().unwrap_err()))
+        .collect();
+    assert!(matches!(
+        probs[0],
+        (2, RowProblem::BadInteger { column: "sl", .. })
+    ));
+    assert!(matches!(
+        probs[1],
+        (3, RowProblem::Negative { column: "sl", .. })
+    ));
+    assert!(matches!(
+        probs[2],
+        (
+            4,
+            RowProblem::Overflow {
+                column: "hit_count",
+                ..
+            }
+        )
+    ));
+    assert!(matches!(probs[3], (5, RowProblem::BadPath { .. })));
+    assert!(matches!(probs[4], (6, RowProblem::BadPath { .. })));
+    assert_eq!(probs[5], (7, RowProblem::FieldCount { want: 8, got: 3 }));
+    assert!(matches!(probs[6], (8, RowProblem::Overflow { .. })));
+}
+
+#[test]
+fn non_canonical_paths_are_bad_rows() {
+    use covmerge_proto::path::PathError;
+    let paths = [
+        ("k/./a.c", PathError::Dot),
+        ("k//a.c", PathError::EmptySegment),
+        ("./k/a.c", PathError::Dot),
+        ("k/a.c/", PathError::TrailingSlash),
+        ("/k/a.c", PathError::Absolute),
+        ("\"\"", PathError::Empty),
+        ("\"k/a\0.c\"", PathError::Nul),
+        ("k\\a.c", PathError::Backslash),
+    ];
+    let mut t = format!("{H}1,m,3,5,r,c,k/a.c,f\n");
+    for (p, _) in &paths {
+        t.push_str(&format!("1,m,3,5,r,c,{p},f\n"));
+    }
+    let got = rows(&t).unwrap();
+    assert_eq!(got[0], (2, Ok("k/a.c|c|m|3|5".to_string())));
+    for (i, (p, why)) in paths.iter().enumerate() {
+        let (line, r) = &got[i + 1];
+        assert_eq!(*line, i as u64 + 3, "{p}");
+        match r {
+            Err(e @ RowProblem::BadPath { why: w, .. }) => {
+                assert_eq!(w, why, "{p}");
+                assert!(e.to_string().contains("not a canonical path"), "{e}");
+            }
+            other => panic!("{p}: {other:?}"),
+        }
+        assert!(!valid_file_path(p.trim_matches('"').as_bytes()), "{p}");
+    }
+}
+
+#[test]
+fn empty_input_is_an_error() {
+    assert!(matches!(rows(""), Err(InputError::Empty { .. })));
+}
+
+/// (exact line, row summary or problem) of every data row, lines recounted from
+/// the byte offset as the splitter does.
+fn summarize(text: &[u8], pos: Pos, row: Result<Row<'_>, RowProblem>) -> (u64, String) {
+    let mut upto = pos.byte as usize;
+    while upto < text.len() && matches!(text[upto], b'\n' | b'\r') {
+        upto += 1;
+    }
+    let line = 2 + text[..upto].iter().filter(|&&b| b == b'\n').count() as u64;
+    let what = match row {
+        Ok(r) => format!(
+            "{}|{}|{}|{}|{}|{}|{}",
+            String::from_utf8_lossy(r.repo),
+            String::from_utf8_lossy(r.commit),
+            String::from_utf8_lossy(r.file),
+            String::from_utf8_lossy(r.func),
+            String::from_utf8_lossy(r.manager),
+            r.sl,
+            r.hits
+        ),
+        Err(p) => format!("{p:?}"),
+    };
+    (line, what)
+}
+
+#[test]
+fn the_unquoted_fast_path_reads_exactly_what_csv_reads() {
+    let header = RowReader::new("t.csv", H.as_bytes()).unwrap().header();
+    let mut seed = 0x9E37_79B9_7F4A_7C15u64;
+    let mut next = move |n: u64| {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        seed % n
+    };
+    let pieces = [
+        "1", "m", "3", "5", "r", " c1 ", "a.c", "f", "", "-0", "x", "/a", "../b", "9",
+    ];
+    let ends = ["\n", "\r\n", "\r", "\n\n", "\r\n\r\n"];
+    for case in 0..2000 {
+        let mut text = String::new();
+        for _ in 0..next(12) {
+            if next(10) == 0 {
+                text.push_str(H.trim_end());
+            } else {
+                let fields = match next(8) {
+                    0 => next(12) as usize,
+                    _ => 8,
+                };
+                let f: Vec<&str> = (0..fields)
+                    .map(|_| pieces[next(pieces.len() as u64) as usize])
+                    .collect();
+                text.push_str(&f.join(","));
+            }
+            text.push_str(ends[next(ends.len() as u64) as usize]);
+        }
+        if next(3) == 0 {
+            text.push_str("1,m,3,5,r,c,a.c,f"); // no final newline
+        }
+        let bytes = text.as_bytes();
+        let mut want = Vec::new();
+        RowReader::from_header(&header, bytes, 2)
+            .for_each(|pos, row| {
+                want.push(summarize(bytes, pos, row));
+                true
+            })
+            .unwrap();
+        let mut got = Vec::new();
+        for_each_unquoted(&header, bytes, 2, |pos, row| {
+            let s = summarize(bytes, pos, row);
+            assert_eq!(pos.line, s.0, "case {case}: exact line in {text:?}");
+            got.push(s);
+            true
+        });
+        assert_eq!(got, want, "case {case}: {text:?}");
+    }
+}

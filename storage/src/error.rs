@@ -1,0 +1,86 @@
+//! What a store operation can fail with, and which failures are an outage (retried)
+//! rather than the configuration's (refused at once).
+
+/// Storage errors with the object they concern.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    #[error("invalid store URL {url}: {reason}")]
+    Url { url: String, reason: String },
+    #[error("object {key} not found in {store}")]
+    NotFound { store: String, key: String },
+    #[error("object name {key:?} in {store}: {reason}")]
+    Name {
+        store: String,
+        key: String,
+        reason: String,
+    },
+    #[error("bytes {start}..{end} of {key} in {store}: the object has {size} bytes")]
+    OutOfRange {
+        store: String,
+        key: String,
+        start: u64,
+        end: u64,
+        size: u64,
+    },
+    #[error("{op} {key} in {store}: {source}")]
+    Io {
+        op: &'static str,
+        store: String,
+        key: String,
+        #[source]
+        source: Box<object_store::Error>,
+    },
+}
+
+impl StoreError {
+    /// Whether trying again may succeed (network, throttling, server errors). A
+    /// refusal (403 for credentials or a policy, 400, 404 of a bucket...) is not: the
+    /// same request gets the same answer, so it is the configuration's, not an outage.
+    pub fn is_transient(&self) -> bool {
+        match self {
+            StoreError::Io { source, .. } => {
+                !matches!(
+                    source.as_ref(),
+                    object_store::Error::NotFound { .. }
+                        | object_store::Error::InvalidPath { .. }
+                        | object_store::Error::NotSupported { .. }
+                        | object_store::Error::PermissionDenied { .. }
+                        | object_store::Error::Unauthenticated { .. }
+                ) && !http_status(source.as_ref())
+                    .is_some_and(|(status, msg)| refused(status, &msg))
+            }
+            _ => false,
+        }
+    }
+}
+
+/// Whether an HTTP answer is a refusal that a retry cannot change: a 4xx other than
+/// a timeout (408, and S3's 400 `RequestTimeout` for a connection it found idle), a
+/// conflict with a concurrent writer (409) or throttling (429).
+pub(crate) fn refused(status: u16, message: &str) -> bool {
+    (400..500).contains(&status)
+        && !matches!(status, 408 | 409 | 429)
+        && !message.contains("<Code>RequestTimeout</Code>")
+}
+
+/// The HTTP status of the response an error reports, found in its source chain.
+/// object_store classifies a status into its error variants only for some requests
+/// (a get, a put); a refused listing or multipart upload comes back as a generic
+/// error that carries the status only in its message ("Server returned non-2xx
+/// status code: 403 Forbidden: ...").
+pub(crate) fn http_status(e: &(dyn std::error::Error + 'static)) -> Option<(u16, String)> {
+    const MARK: &str = "status code: ";
+    let mut cur = Some(e);
+    while let Some(e) = cur {
+        if let Some(h) = e.downcast_ref::<crate::gcs::HttpStatus>() {
+            return Some((h.status, h.to_string()));
+        }
+        let msg = e.to_string();
+        if let Some(i) = msg.find(MARK) {
+            let status = msg[i + MARK.len()..].get(..3)?.parse().ok()?;
+            return Some((status, msg));
+        }
+        cur = e.source();
+    }
+    None
+}

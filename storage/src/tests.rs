@@ -1,0 +1,96 @@
+use super::*;
+use crate::error::refused;
+
+#[test]
+fn refusals_are_4xx_but_timeouts_conflicts_and_throttling() {
+    assert!(refused(
+        403,
+        "403 Forbidden: <Code>InvalidAccessKeyId</Code>"
+    ));
+    assert!(refused(404, "<Code>NoSuchBucket</Code>"));
+    assert!(refused(400, "<Code>AuthorizationHeaderMalformed</Code>"));
+    for s in [408, 409, 429, 500, 503] {
+        assert!(!refused(s, ""), "{s}");
+    }
+    assert!(!refused(
+        400,
+        "400 Bad Request: <Error><Code>RequestTimeout</Code>"
+    ));
+}
+
+#[tokio::test]
+async fn put_get_list_concat_on_memory_and_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let url = format!("file://{}", dir.path().display());
+    for store in [
+        Store::open("memory:").unwrap(),
+        Store::open(&url).unwrap().scoped("job"),
+    ] {
+        store.put("p/1", Bytes::from_static(b"one")).await.unwrap();
+        store.put("p/0", Bytes::from_static(b"zero")).await.unwrap();
+        assert_eq!(store.list("p").await.unwrap(), vec!["p/0", "p/1"]);
+        assert!(store.get_opt("nope").await.unwrap().is_none());
+        assert!(matches!(
+            store.get("nope").await,
+            Err(StoreError::NotFound { .. })
+        ));
+        let n = store
+            .concat(
+                "out",
+                Bytes::from_static(b"H"),
+                &store,
+                &["p/0".into(), "p/1".into()],
+            )
+            .await
+            .unwrap();
+        assert_eq!(n, 8);
+        assert_eq!(&store.get("out").await.unwrap()[..], b"Hzeroone");
+    }
+}
+
+#[tokio::test]
+async fn ranges_of_an_object_and_ranges_past_its_end() {
+    let dir = tempfile::tempdir().unwrap();
+    let url = format!("file://{}", dir.path().display());
+    for store in [Store::open("memory:").unwrap(), Store::open(&url).unwrap()] {
+        store
+            .put("s/1", Bytes::from_static(b"0123456789"))
+            .await
+            .unwrap();
+        assert_eq!(&store.get_range("s/1", 2..5).await.unwrap()[..], b"234");
+        assert_eq!(
+            &store.get_range("s/1", 0..10).await.unwrap()[..],
+            b"0123456789"
+        );
+        // Past the end, or starting there: permanent, so never retried.
+        for r in [8..12, 10..11, 20..30] {
+            let e = store.get_range("s/1", r.clone()).await.unwrap_err();
+            assert!(
+                matches!(e, StoreError::OutOfRange { size: 10, .. }) && !e.is_transient(),
+                "{store} {r:?}: {e:?}"
+            );
+        }
+        assert!(matches!(
+            store.get_range("nope", 0..1).await,
+            Err(StoreError::NotFound { .. })
+        ));
+    }
+}
+
+#[tokio::test]
+async fn permanent_errors_are_not_retried() {
+    // A missing object is permanent: no waiting through the retry budget.
+    let store = Store::open("memory:").unwrap();
+    let t0 = Instant::now();
+    assert!(store.get("nope").await.is_err());
+    assert!(t0.elapsed() < Duration::from_secs(1));
+}
+
+#[test]
+fn redaction_hides_credentials() {
+    let r = redact_url("amqp://user:s3cret@host:5672/vh?x=secret");
+    assert!(!r.contains("s3cret") && !r.contains("secret"), "{r}");
+    // An unparsable URL is not returned as given.
+    let e = Store::open("s3://k:s3cret@bucket:badport/x").unwrap_err();
+    assert!(!e.to_string().contains("s3cret"), "{e}");
+}

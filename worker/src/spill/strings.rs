@@ -1,0 +1,180 @@
+//! Interned strings: one arena per splitter, hash indexes over it.
+
+/// Strings shared by many blocks. A splitter interns each string of a row once in this
+/// table, whatever the row's shard (the table stays small and hot in cache), and each
+/// block written by [`EntryTable::finish_into`] carries only the strings its own
+/// entries use.
+///
+/// The strings live end to end in one arena; the hash index holds only their ids, so a
+/// lookup hashes the bytes once and compares them once, with no boxed keys to chase.
+/// Callers that look strings up per column keep a [`StringIndex`] per column over the
+/// same table ([`StringIndex::intern`]); [`StringTable::intern`] uses the table's own.
+#[derive(Default)]
+pub struct StringTable {
+    pub(super) arena: Vec<u8>,
+    /// `(start, end)` in `arena` of each id.
+    pub(super) spans: Vec<(usize, usize)>,
+    index: StringIndex,
+    /// Scratch while a block is written: the block-local id of each string
+    /// (`u32::MAX`: not in the block yet).
+    pub(super) local: Vec<u32>,
+    /// Scratch while a block is written: the number of each commit in the block, for
+    /// the (file, commit) order (`u32::MAX`: not seen yet).
+    pub(super) dense: Vec<u32>,
+}
+
+/// The hash of a string as the indexes of a [`StringTable`] use it.
+#[inline]
+pub fn hash_bytes(s: &[u8]) -> u64 {
+    use std::hash::Hasher;
+    let mut h = rustc_hash::FxHasher::default();
+    h.write(s);
+    h.finish()
+}
+
+/// A hash index from strings to ids of one [`StringTable`]. An index holds ids only:
+/// it must always be used with the table it was filled from.
+#[derive(Default)]
+pub struct StringIndex {
+    entries: hashbrown::HashTable<IndexEntry>,
+}
+
+/// An indexed string beside its id: short strings (function names, most paths) are
+/// kept in the entry itself, so a lookup reads one cache line of the table and not
+/// also the arena; longer ones are compared in the arena.
+#[derive(Clone, Copy)]
+struct IndexEntry {
+    id: u32,
+    len: u32,
+    /// The string when `len <= INLINE`, else its start in the arena (first 8 bytes).
+    bytes: [u8; INLINE],
+}
+
+/// The longest string kept in an [`IndexEntry`] (32 bytes in all).
+const INLINE: usize = 24;
+
+impl IndexEntry {
+    #[inline]
+    fn matches(&self, arena: &[u8], s: &[u8]) -> bool {
+        self.len as usize == s.len() && same_bytes(self.text(arena), s)
+    }
+
+    #[inline]
+    fn text<'a>(&'a self, arena: &'a [u8]) -> &'a [u8] {
+        let len = self.len as usize;
+        if len <= INLINE {
+            return &self.bytes[..len];
+        }
+        let start = u64::from_ne_bytes(self.bytes[..8].try_into().expect("8 bytes")) as usize;
+        &arena[start..start + len]
+    }
+}
+
+/// `a == b`, compared a word at a time inline: the strings looked up are short (paths,
+/// names, commit hashes), where a call to `memcmp` costs more than the comparison.
+#[inline]
+pub fn same_bytes(a: &[u8], b: &[u8]) -> bool {
+    if a.len() != b.len() {
+        return false;
+    }
+    let (mut wa, mut wb) = (a.chunks_exact(8), b.chunks_exact(8));
+    for (x, y) in (&mut wa).zip(&mut wb) {
+        if u64::from_ne_bytes(x.try_into().expect("8 bytes"))
+            != u64::from_ne_bytes(y.try_into().expect("8 bytes"))
+        {
+            return false;
+        }
+    }
+    wa.remainder()
+        .iter()
+        .zip(wb.remainder())
+        .all(|(x, y)| x == y)
+}
+
+impl StringIndex {
+    /// The id of `s` in `table` through this index, and whether it was added just now
+    /// (a string added to the table through another index is added again).
+    #[inline]
+    pub fn intern(&mut self, table: &mut StringTable, s: &[u8]) -> (u32, bool) {
+        let hash = hash_bytes(s);
+        let arena = &table.arena;
+        let found = self.entries.find(hash, |e| e.matches(arena, s));
+        if let Some(e) = found {
+            return (e.id, false);
+        }
+        let start = table.arena.len();
+        let id = table.push(s);
+        let arena = &table.arena;
+        let mut entry = IndexEntry {
+            id,
+            len: s.len() as u32,
+            bytes: [0; INLINE],
+        };
+        if s.len() <= INLINE {
+            entry.bytes[..s.len()].copy_from_slice(s);
+        } else {
+            entry.bytes[..8].copy_from_slice(&(start as u64).to_ne_bytes());
+        }
+        self.entries
+            .insert_unique(hash, entry, |e| hash_bytes(e.text(arena)));
+        (id, true)
+    }
+
+    /// An estimate of the memory held.
+    pub fn approx_bytes(&self) -> usize {
+        self.entries.capacity() * (std::mem::size_of::<IndexEntry>() + 1)
+    }
+}
+
+impl StringTable {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// The id of `s` in this table.
+    pub fn intern(&mut self, s: &[u8]) -> u32 {
+        let mut index = std::mem::take(&mut self.index);
+        let (id, _) = index.intern(self, s);
+        self.index = index;
+        id
+    }
+
+    /// Adds `s` under a new id, without looking for it.
+    pub fn push(&mut self, s: &[u8]) -> u32 {
+        let id = self.spans.len() as u32;
+        let start = self.arena.len();
+        self.arena.extend_from_slice(s);
+        self.spans.push((start, self.arena.len()));
+        id
+    }
+
+    /// The string of `id`.
+    #[inline]
+    pub fn get(&self, id: u32) -> &[u8] {
+        let (a, b) = self.spans[id as usize];
+        &self.arena[a..b]
+    }
+
+    /// How many strings the table holds (ids are `0..len`).
+    pub fn len(&self) -> usize {
+        self.spans.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.spans.is_empty()
+    }
+
+    /// An estimate of the memory held.
+    pub fn approx_bytes(&self) -> usize {
+        self.arena.capacity()
+            + self.spans.capacity() * std::mem::size_of::<(usize, usize)>()
+            + self.index.approx_bytes()
+            + (self.local.capacity() + self.dense.capacity()) * 4
+    }
+
+    /// Forgets every string (and frees the tables). Ids handed out before are invalid:
+    /// only call this when no [`EntryTable`] holds entries.
+    pub fn clear(&mut self) {
+        *self = StringTable::default();
+    }
+}

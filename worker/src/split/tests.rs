@@ -1,0 +1,67 @@
+use super::*;
+
+#[test]
+fn newlines_are_counted_across_lanes() {
+    for len in [0, 1, 254, 255, 256, 10_000] {
+        let buf: Vec<u8> = (0..len)
+            .map(|i| if i % 3 == 0 { b'\n' } else { b'x' })
+            .collect();
+        let want = buf.iter().filter(|&&b| b == b'\n').count() as u64;
+        assert_eq!(count_newlines(&buf), want, "len {len}");
+    }
+    assert_eq!(count_newlines(&[b'\n'; 1000]), 1000);
+}
+
+fn run(text: &str, threads: usize, max_bad: u64) -> (SplitOutcome, u64) {
+    let rows = AtomicU64::new(0);
+    let emit = |flush: Flush| -> Result<(), SplitError> {
+        crate::spill::for_each_block(&flush.bytes, |b| {
+            rows.fetch_add(
+                b.entries.iter().map(|(_, v)| v.rows).sum::<u64>(),
+                Ordering::Relaxed,
+            );
+            Ok(())
+        })
+        .unwrap();
+        Ok(())
+    };
+    let settings = SplitSettings {
+        shards: 4,
+        max_bad_rows: max_bad,
+        memory_budget: 4096,
+        threads,
+    };
+    let o = split_input("t.csv", text.as_bytes(), settings, &emit).unwrap();
+    (o, rows.load(Ordering::Relaxed))
+}
+
+#[test]
+fn every_row_lands_once_and_lines_are_numbered_across_pieces() {
+    let mut text =
+        String::from("file_path,kernel_repo,kernel_commit,func_name,manager,sl,hit_count\n");
+    for i in 0..300_000u32 {
+        if i == 250_000 {
+            text.push_str("f.c,r,c,\"quoted\nfunc\",m,1,1\n"); // a record spanning lines
+        }
+        text.push_str(&format!(
+            "f{}.c,r,c{},fn,m{},{},{}\n",
+            i % 97,
+            i % 5,
+            i % 3,
+            i % 500 + 1,
+            i
+        ));
+    }
+    text.push_str("bad.c,r,c,fn,m,NaN,1\n");
+    // Blank lines count as lines.
+    text.push_str("\n\nbad2.c,r,c,fn,m,1,x\n");
+    for threads in [1, 3] {
+        let (o, rows) = run(&text, threads, 2);
+        assert_eq!(o.counts.rows_in, 300_003);
+        assert_eq!(o.counts.rows_bad, 2);
+        assert_eq!(rows, 300_001);
+        // header + 300,000 rows + the two-line quoted record, then the bad row.
+        assert_eq!(o.bad_rows[0].line, 300_004, "threads {threads}");
+        assert_eq!(o.bad_rows[1].line, 300_007, "after two blank lines");
+    }
+}
