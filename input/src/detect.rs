@@ -103,9 +103,7 @@ pub type Sniffed<R> = io::Chain<io::Cursor<Vec<u8>>, R>;
 
 /// What an opened (decompressed) stream holds, Go text or CSV, from its first bytes,
 /// and the stream with those bytes handed back in front of the rest.
-pub fn detect_stream<R: Read>(
-    mut reader: R,
-) -> io::Result<(InputKind, Sniffed<R>)> {
+pub fn detect_stream<R: Read>(mut reader: R) -> io::Result<(InputKind, Sniffed<R>)> {
     let mut head = Vec::with_capacity(8);
     (&mut reader).take(6).read_to_end(&mut head)?;
     let kind = if crate::go::text::looks_like_profile(&head) {
