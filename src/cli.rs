@@ -1,41 +1,17 @@
-//! The command line: clap's argument types for every subcommand, and the handlers that
-//! turn them into calls of the library crates (plan and run a job, serve tasks, notify,
-//! status, gen, sources); `report` and `diff` are in `report_cmd.rs`, embedded mode in
-//! `embedded.rs`.
-//!
-//! (Over 600 lines because the arguments are: each flag carries its contract §5 help text,
-//! and the handlers are a few lines each.)
+//! The command line as clap sees it: every subcommand's arguments with their help text
+//! (the contract's §5 in flags), and the value parsers they share. What each command
+//! does is in `cmd/`, one file per subcommand.
 
 use std::path::PathBuf;
-use std::sync::Arc;
-use std::time::Duration;
 
-use anyhow::{bail, Context, Result};
 use clap::{Args, Parser, Subcommand};
-use covmerge_coordinator::dashboard::Dashboard;
-use covmerge_coordinator::finish::preflight_outputs;
-use covmerge_coordinator::progress::ProgressView;
-use covmerge_coordinator::{
-    plan_job, run_job, JobError, JobOptions, JobRequest, ResumeCheck, Start,
-};
 use covmerge_proto::date::Date;
 use covmerge_proto::job::{GoModule, InputFormat};
-use covmerge_proto::output::totals_line;
-use covmerge_proto::JobId;
-use covmerge_queue::amqp::{AmqpOptions, AmqpQueue};
-use covmerge_queue::{Queue, DEFAULT_DELIVERY_LIMIT};
-use covmerge_storage::{redact_url, Store};
-use covmerge_telemetry::Health;
-use covmerge_worker::{run::Executor, run_worker, WorkerConfig};
-use tokio::sync::watch;
-use tracing::{info, warn};
-
-use crate::embedded::run_embedded;
 
 /// Merges syzkaller line coverage from many builds onto one base revision.
 #[derive(Parser, Debug)]
 #[command(name = "covmerge", version, about)]
-pub struct Cli {
+pub(crate) struct Cli {
     #[command(subcommand)]
     pub cmd: Command,
     /// Log as JSON lines (also COVMERGE_LOG_FORMAT=json). Filter with RUST_LOG.
@@ -44,7 +20,7 @@ pub struct Cli {
 }
 
 #[derive(Subcommand, Debug)]
-pub enum Command {
+pub(crate) enum Command {
     /// Run a whole merge in this process (nothing to install or start).
     Merge(MergeArgs),
     /// Run one job on the fleet: publish tasks on RabbitMQ, assemble the result.
@@ -61,13 +37,13 @@ pub enum Command {
     /// the store (works while the job runs and after its coordinator crashed).
     Status(StatusArgs),
     /// A static HTML coverage report of a result (tree, file pages, per manager).
-    Report(crate::report_cmd::ReportArgs),
+    Report(crate::cmd::report::ReportArgs),
     /// Lines gained and lost between two results on the same base (JSON lines).
-    Diff(crate::report_cmd::DiffArgs),
+    Diff(crate::cmd::report::DiffArgs),
 }
 
 #[derive(Args, Debug)]
-pub struct StatusArgs {
+pub(crate) struct StatusArgs {
     /// The job's store (as given to the coordinator).
     #[arg(long, env = "COVMERGE_STORE", hide_env_values = true)]
     pub store: String,
@@ -80,7 +56,7 @@ pub struct StatusArgs {
 }
 
 #[derive(Args, Debug)]
-pub struct NotifyArgs {
+pub(crate) struct NotifyArgs {
     /// syzkaller dashboard (key from COVMERGE_DASHBOARD_KEY).
     #[arg(long)]
     pub dashboard: String,
@@ -102,7 +78,7 @@ pub struct NotifyArgs {
 }
 
 #[derive(Args, Debug, Clone)]
-pub struct JobArgs {
+pub(crate) struct JobArgs {
     /// Input CSV(.gz) files or object-store URLs (a trailing `*` or `/` lists a prefix).
     /// A row over 1 MiB (fields and commas) is a bad row; names must be UTF-8.
     #[arg(long, num_args = 1.., required = true)]
@@ -188,7 +164,7 @@ fn key_value(s: &str) -> Result<(String, String), String> {
 }
 
 #[derive(Args, Debug)]
-pub struct MergeArgs {
+pub(crate) struct MergeArgs {
     #[command(flatten)]
     pub job: JobArgs,
     /// The result: a local path or an object-store URL (optional with --dashboard).
@@ -200,7 +176,7 @@ pub struct MergeArgs {
 }
 
 #[derive(Args, Debug)]
-pub struct CoordinatorArgs {
+pub(crate) struct CoordinatorArgs {
     #[command(flatten)]
     pub job: JobArgs,
     /// RabbitMQ URL, e.g. amqp://user:pass@host:5672/%2f (the password is never logged).
@@ -239,30 +215,16 @@ pub struct CoordinatorArgs {
 
 /// The operations endpoints.
 #[derive(Args, Debug, Clone)]
-pub struct ListenArgs {
+pub(crate) struct ListenArgs {
     /// Serve /metrics (Prometheus), /healthz and /readyz over HTTP on ADDR, e.g.
     /// 0.0.0.0:9464 (default: off).
     #[arg(long, env = "COVMERGE_LISTEN", value_name = "ADDR")]
     pub listen: Option<String>,
 }
 
-impl ListenArgs {
-    /// Starts the endpoints if asked; the returned health is not ready until a check
-    /// is set.
-    async fn start(&self) -> Result<Arc<Health>> {
-        let health = Health::new();
-        if let Some(addr) = &self.listen {
-            let bound = covmerge_telemetry::serve(addr, health.clone()).await?;
-            // Tests and scripts bind port 0 and read the port from here.
-            crate::log::err_line(&format!("listening on {bound}"));
-        }
-        Ok(health)
-    }
-}
-
 /// How long the fleet rides out outages of its infrastructure.
 #[derive(Args, Debug, Clone)]
-pub struct OutageArgs {
+pub(crate) struct OutageArgs {
     /// Seconds to keep reconnecting to RabbitMQ (broker restart, upgrade, network
     /// blip) before giving up; a coordinator then exits with the job resumable.
     #[arg(long, env = "COVMERGE_BROKER_OUTAGE_BUDGET", default_value_t = 600)]
@@ -273,23 +235,8 @@ pub struct OutageArgs {
     pub store_outage_budget: u64,
 }
 
-impl OutageArgs {
-    async fn queue(&self, url: &str, name: &str) -> Result<AmqpQueue> {
-        let opts = AmqpOptions {
-            connect_timeout: Duration::from_secs(self.broker_outage_budget),
-            connection_name: name.to_string(),
-            ..AmqpOptions::new(DEFAULT_DELIVERY_LIMIT)
-        };
-        Ok(AmqpQueue::connect_with(url, opts).await?)
-    }
-
-    fn store(&self, url: &str) -> Result<Store> {
-        Ok(Store::open(url)?.with_retry_budget(Duration::from_secs(self.store_outage_budget)))
-    }
-}
-
 #[derive(Args, Debug)]
-pub struct WorkerArgs {
+pub(crate) struct WorkerArgs {
     /// RabbitMQ URL, e.g. amqp://user:pass@host:5672/%2f (the password is never logged).
     #[arg(long, env = "COVMERGE_AMQP", hide_env_values = true)]
     pub amqp: String,
@@ -322,7 +269,7 @@ pub struct WorkerArgs {
 }
 
 #[derive(Args, Debug)]
-pub struct GenArgs {
+pub(crate) struct GenArgs {
     /// Output directory.
     #[arg(long)]
     pub out: PathBuf,
@@ -331,7 +278,7 @@ pub struct GenArgs {
 }
 
 #[derive(Args, Debug)]
-pub struct SourcesArgs {
+pub(crate) struct SourcesArgs {
     /// The git repository to export from.
     #[arg(long)]
     pub git: String,
@@ -346,25 +293,6 @@ pub struct SourcesArgs {
     pub path: Vec<String>,
 }
 
-pub fn init_tracing(cli: &Cli) {
-    use tracing_subscriber::EnvFilter;
-    let default = match cli.cmd {
-        Command::Merge(_) | Command::Gen(_) => "warn",
-        _ => "info",
-    };
-    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(default));
-    let json = cli.log_json || std::env::var("COVMERGE_LOG_FORMAT").is_ok_and(|v| v == "json");
-    let b = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(|| crate::log::LogWriter)
-        .log_internal_errors(false);
-    if json {
-        b.json().init();
-    } else {
-        b.init();
-    }
-}
-
 /// `--workers` / `--concurrency`: 1 to [`covmerge_proto::limits::MAX_TASK_LOOPS`].
 fn task_loops(s: &str) -> Result<usize, String> {
     let max = covmerge_proto::limits::MAX_TASK_LOOPS;
@@ -374,453 +302,10 @@ fn task_loops(s: &str) -> Result<usize, String> {
     }
 }
 
-fn request(a: &JobArgs, job: Option<JobId>) -> Result<JobRequest> {
-    Ok(JobRequest {
-        job,
-        inputs: a.input.clone(),
-        source: a.source.clone(),
-        base_repo: a.base_repo.clone(),
-        base_commit: base_commit(a)?,
-        shards: a.shards,
-        max_bad_rows: a.max_bad_rows,
-        namespace: a.namespace.clone(),
-        duration: a.duration,
-        date_to: a.date_to.or(a.base_at).map(|d| d.to_string()),
-        total_rows: a.total_rows,
-        file_path_prefix: a.file_path_prefix.clone().unwrap_or_default(),
-        format: a.input_format,
-        go_modules: a.go_module.clone(),
-        go_managers: a.go_manager.clone(),
-        go_commits: a.go_commit.clone(),
-    })
-}
-
-/// `--base-commit`, or the commit `--base-at`/`--branch` name in the `git:` source.
-fn base_commit(a: &JobArgs) -> Result<String> {
-    if let Some(c) = &a.base_commit {
-        return Ok(c.clone());
-    }
-    let date = a
-        .base_at
-        .context("--base-commit or --base-at is required")?;
-    let Some(path) = a.source.strip_prefix("git:") else {
-        bail!(
-            "--base-at needs a git: source to find the commit in (got --source {})",
-            a.source
-        );
-    };
-    let until = date.end_of_day_utc();
-    let git = covmerge_source::GitSource::open(path)?;
-    let c = git.commit_at(a.branch.as_deref(), until)?;
-    info!(base_at = %date, branch = a.branch.as_deref().unwrap_or("HEAD"), commit = %c, "base commit chosen");
-    Ok(c)
-}
-
 /// Every date flag goes through the one calendar parser ([`Date`]).
 fn date_arg(s: &str) -> Result<Date, String> {
     s.parse::<Date>()
         .map_err(|e| format!("{e} (a calendar date, YYYY-MM-DD)"))
-}
-
-fn dashboard(a: &JobArgs) -> Result<Option<Dashboard>> {
-    let Some(url) = &a.dashboard else {
-        return Ok(None);
-    };
-    let client = a
-        .dashboard_client
-        .as_deref()
-        .context("--dashboard needs --dashboard-client")?;
-    Ok(Some(Dashboard::new(url, client, dashboard_key()?)))
-}
-
-/// The same parse `open_source` does, before any work.
-fn check_source(spec: &str) -> Result<()> {
-    covmerge_source::SourceSpec::parse(spec)
-        .map(|_| ())
-        .with_context(|| format!("--source {spec:?}"))
-}
-
-/// Before any work: the source holds the base commit. A base it lacks would make every
-/// file look deleted, and an empty result would be published as complete. `strict`
-/// (`merge`): the source must open here. A fleet coordinator may not see a source its
-/// workers see (a `dir:` on their disks); it checks what it can open, and each merge task
-/// checks again on its worker.
-async fn check_base(spec: &str, commit: &str, strict: bool) -> Result<()> {
-    let (spec, commit) = (spec.to_string(), commit.to_string());
-    tokio::task::spawn_blocking(move || -> Result<()> {
-        let source = match covmerge_source::open_source(&spec) {
-            Ok(s) => s,
-            Err(e) if !strict => {
-                warn!(source = %redact_url(&spec), error = %e, "cannot open the source here to check the base commit; each worker checks it");
-                return Ok(());
-            }
-            Err(e) => return Err(anyhow::Error::new(e).context(format!("--source {}", redact_url(&spec)))),
-        };
-        covmerge_source::require_commit(&*source, &redact_url(&spec), &commit)?;
-        Ok(())
-    })
-    .await
-    .context("checking the base commit")?
-}
-
-pub async fn run(cli: Cli) -> Result<()> {
-    match cli.cmd {
-        Command::Merge(m) => merge(m).await,
-        Command::Coordinator(c) => coordinator(c).await,
-        Command::Worker(w) => worker(w).await,
-        Command::Notify(n) => notify(n).await,
-        Command::Report(r) => crate::report_cmd::report(r).await,
-        Command::Diff(d) => crate::report_cmd::diff(d).await,
-        Command::Status(st) => {
-            let job = JobId::parse(&st.job).map_err(anyhow::Error::msg)?;
-            let store = Store::open(&st.store)?;
-            let status = covmerge_coordinator::status::job_status(&store, &job).await?;
-            if st.json {
-                crate::outln!("{}", serde_json::to_string_pretty(&status)?);
-            } else {
-                crate::out!("{status}");
-            }
-            Ok(())
-        }
-        Command::Gen(g) => {
-            let c = covmerge_corpus::generate(&g.spec, &g.out).context("generating the corpus")?;
-            crate::outln!(
-                "wrote {} rows in {} input part(s) to {}",
-                c.rows,
-                c.inputs.len(),
-                g.out.display()
-            );
-            crate::outln!(
-                "base commit {} ({} commits)",
-                c.base_commit,
-                c.commits.len()
-            );
-            Ok(())
-        }
-        Command::Sources(s) => {
-            let git = covmerge_source::GitSource::open(&s.git)?;
-            // An index for a commit the repository lacks (a revspec, an abbreviation,
-            // a tag or a missing id) would be an empty snapshot that a merge reads as
-            // "every file deleted".
-            for c in &s.commit {
-                covmerge_source::require_commit(&git, &format!("git:{}", s.git), c)
-                    .with_context(|| format!("--commit {c}"))?;
-            }
-            let store = Store::open(&s.store)?;
-            let paths = if s.path.is_empty() {
-                covmerge_source::all_paths(&git, &s.commit)?
-            } else {
-                for p in &s.path {
-                    if let Err(why) = covmerge_proto::path::canonical_path(p.as_bytes()) {
-                        bail!(
-                            "--path {p:?} is not a canonical path relative to the repository root: it {why}"
-                        );
-                    }
-                }
-                s.path.iter().cloned().collect()
-            };
-            let (blobs, idx) =
-                covmerge_source::export_commits(&git, &store, &s.commit, &paths).await?;
-            crate::outln!(
-                "exported {idx} commit index(es), uploaded {blobs} new blob(s) to {}",
-                redact_url(&s.store)
-            );
-            Ok(())
-        }
-    }
-}
-
-async fn merge(m: MergeArgs) -> Result<()> {
-    check_source(&m.job.source)?;
-    let spec = plan_job(&request(&m.job, None)?).await?;
-    check_base(&spec.source, &spec.base_commit, true).await?;
-    preflight_outputs(&spec.inputs, m.out.as_deref(), m.job.manifest.as_deref())?;
-    let workers = m.workers.unwrap_or_else(|| {
-        std::thread::available_parallelism()
-            .map(|n| n.get())
-            .unwrap_or(2)
-    });
-    let opts = JobOptions {
-        out: m.out.clone(),
-        manifest: m.job.manifest.clone(),
-        result_in_store: false,
-        dashboard: dashboard(&m.job)?,
-        cleanup: false,
-        reconcile_every: None,
-        republish_after: None,
-        lease: None,
-    };
-    // Split tasks run `workers` at a time: share one budget between them, and the
-    // cores too. With as many inputs as task loops, each split inflates and parses on
-    // its own thread: no hand-offs, one set of tables per core (BENCHMARKS.md, issue
-    // 12: 12-15 % less CPU than two parse threads per split). Fewer inputs than cores
-    // get parse threads for the idle ones.
-    let base = WorkerConfig::default();
-    let at_once = workers.min(spec.split_ranges().len()).max(1);
-    let cfg = WorkerConfig {
-        split_budget: base.split_budget / workers.max(1),
-        split_threads: (base.split_threads / at_once).max(1),
-        ..base
-    };
-    // The result or the manifest on standard output: the summary goes to stderr.
-    let on_stdout = |o: &str| covmerge_storage::local::same_location(o, "-");
-    let to_stderr = m.out.as_deref().is_some_and(on_stdout)
-        || m.job
-            .manifest
-            .as_deref()
-            .is_some_and(|p| on_stdout(&p.to_string_lossy()));
-    let job = run_embedded(spec, &opts, workers, cfg, !m.job.quiet);
-    let outcome = tokio::select! {
-        r = job => r?,
-        (name, code) = interrupted() => {
-            // Spills, parts and a result not yet renamed into place: nothing of this
-            // run is left behind, and nothing half-written is published.
-            covmerge_storage::local::remove_registered();
-            crate::log::err_line(&format!("covmerge: interrupted by {name}: temporary files removed, no result published"));
-            crate::log::finish(crate::log::FINISH_WAIT);
-            std::process::exit(code);
-        }
-    };
-    say(
-        to_stderr,
-        &totals_line(
-            outcome.manifest.totals.instrumented,
-            outcome.manifest.totals.covered,
-        ),
-    );
-    if let Some(n) = outcome.dashboard_rows {
-        say(to_stderr, &format!("created {n} DB rows"));
-    }
-    Ok(())
-}
-
-/// A summary line on standard output, or on standard error when the result itself
-/// goes to standard output (`--out -`). A closed stdout loses the line, not the job:
-/// the result is already written.
-fn say(to_stderr: bool, line: &str) {
-    if to_stderr {
-        crate::log::err_line(line);
-    } else {
-        crate::outln!("{line}");
-    }
-}
-
-/// Resolves at SIGINT, SIGTERM, SIGHUP or SIGQUIT with the signal's name and the exit status a shell
-/// gives a process it killed (128 + the signal number: 130, 143).
-async fn interrupted() -> (&'static str, i32) {
-    use tokio::signal::unix::{signal, SignalKind};
-    let (Ok(mut int), Ok(mut term), Ok(mut hup), Ok(mut quit)) = (
-        signal(SignalKind::interrupt()),
-        signal(SignalKind::terminate()),
-        signal(SignalKind::hangup()),
-        signal(SignalKind::quit()),
-    ) else {
-        return std::future::pending().await;
-    };
-    tokio::select! {
-        _ = int.recv() => ("SIGINT", 130),
-        _ = term.recv() => ("SIGTERM", 143),
-        // A dropped ssh session.
-        _ = hup.recv() => ("SIGHUP", 129),
-        _ = quit.recv() => ("SIGQUIT", 131),
-    }
-}
-
-/// syz-covermerger's report of `save_coverage`.
-fn print_rows(rows: Option<i64>) {
-    if let Some(n) = rows {
-        crate::outln!("created {n} DB rows");
-    }
-}
-
-fn dashboard_key() -> Result<String> {
-    std::env::var("COVMERGE_DASHBOARD_KEY")
-        .context("--dashboard needs the key in the environment variable COVMERGE_DASHBOARD_KEY")
-}
-
-/// `covmerge notify`: save_coverage again for a result that is already written.
-async fn notify(n: NotifyArgs) -> Result<()> {
-    use covmerge_coordinator::dashboard::upload_object_url;
-    use covmerge_storage::{is_store_url, open_object};
-    let d = Dashboard::new(&n.dashboard, &n.dashboard_client, dashboard_key()?);
-    let (upload, result) = if let Some(u) = n.upload {
-        (Some(u), None)
-    } else if let Some(r) = n.result {
-        (None, Some(r))
-    } else if let Some(job) = &n.job_id {
-        let job = JobId::parse(job).map_err(anyhow::Error::msg)?;
-        let store = Store::open(n.store.as_deref().context("--job needs --store")?)?;
-        let m: covmerge_proto::Manifest =
-            serde_json::from_slice(&store.get(&covmerge_proto::layout::manifest(&job)).await?)
-                .with_context(|| format!("job {job}: manifest in {store}"))?;
-        if m.status != covmerge_proto::manifest::JobStatus::Complete {
-            bail!("job {job} is {}: it has no result to send", m.status);
-        }
-        match m.dashboard_upload {
-            Some(u) => (Some(u), None),
-            None => (
-                None,
-                Some(format!("{store}/{}", covmerge_proto::layout::result(&job))),
-            ),
-        }
-    } else {
-        bail!("notify needs --upload, --result or --job");
-    };
-    let upload = match (upload, result) {
-        (Some(u), _) => {
-            covmerge_coordinator::dashboard::check_upload(&u).map_err(anyhow::Error::msg)?;
-            u
-        }
-        (None, Some(src)) => {
-            let (s, sk) = if is_store_url(&src) {
-                open_object(&src)?
-            } else {
-                let p = std::fs::canonicalize(&src).with_context(|| format!("result {src}"))?;
-                let parent = p.parent().context("result path")?;
-                let name = p.file_name().context("result path")?.to_string_lossy();
-                (
-                    Store::open(&format!("file://{}", parent.display()))?,
-                    name.to_string(),
-                )
-            };
-            let u = d.create_upload_url().await.map_err(anyhow::Error::msg)?;
-            let obj = upload_object_url(&u);
-            let (dst, k) = open_object(&obj)?;
-            dst.copy_from(&k, &s, &sk).await?;
-            info!(object = %obj, "result copied for the dashboard");
-            u
-        }
-        (None, None) => unreachable!(),
-    };
-    let rows = d
-        .save_coverage(&upload)
-        .await
-        .map_err(|e| anyhow::anyhow!("{e}\nthe result stays at {}", upload_object_url(&upload)))?;
-    print_rows(Some(rows));
-    Ok(())
-}
-
-/// The closing line syz-covermerger prints.
-fn print_totals(m: &covmerge_proto::Manifest) {
-    crate::outln!("{}", totals_line(m.totals.instrumented, m.totals.covered));
-}
-
-async fn coordinator(c: CoordinatorArgs) -> Result<()> {
-    check_source(&c.job.source)?;
-    covmerge_coordinator::finish::preflight_store(&c.store, &c.job.input)?;
-    let job = c
-        .job_id
-        .as_deref()
-        .map(JobId::parse)
-        .transpose()
-        .map_err(anyhow::Error::msg)?;
-    let store = c.outages.store(&c.store)?;
-    let start = match (c.resume, job) {
-        // The command line must ask for the stored job: it is planned as a new one
-        // would be, and the two specs compared before anything is touched.
-        (true, Some(job)) => Start::Resume {
-            job: job.clone(),
-            check: Some(Box::new(ResumeCheck {
-                spec: plan_job(&request(&c.job, Some(job))?).await?,
-                shards_given: c.job.shards.is_some(),
-                date_to_given: c.job.date_to.is_some() || c.job.base_at.is_some(),
-            })),
-        },
-        (true, None) => bail!("--resume needs --job"),
-        (false, job) => Start::New(Box::new(plan_job(&request(&c.job, job)?).await?)),
-    };
-    if let Start::New(spec) = &start {
-        check_base(&spec.source, &spec.base_commit, false).await?;
-    }
-    let inputs = match &start {
-        Start::New(spec) => &spec.inputs,
-        Start::Resume { check, .. } => match check {
-            Some(rc) => &rc.spec.inputs,
-            None => &c.job.input,
-        },
-    };
-    preflight_outputs(inputs, c.out.as_deref(), c.job.manifest.as_deref())?;
-    let job = start.job().clone();
-    crate::outln!("job {job}");
-    let health = c.listen.start().await?;
-    let amqp = c.outages.queue(&c.amqp, "covmerge coordinator").await?;
-    let probe = amqp.clone();
-    health.set_check(Box::new(move || probe.connected()));
-    let queue: Arc<dyn Queue> = Arc::new(amqp);
-    info!(amqp = %redact_url(&c.amqp), store = %store, job = %job, "coordinator started");
-    let opts = JobOptions {
-        out: c.out.clone(),
-        manifest: c.job.manifest.clone(),
-        result_in_store: true,
-        dashboard: dashboard(&c.job)?,
-        cleanup: true,
-        reconcile_every: Some(Duration::from_secs(c.reconcile_secs)),
-        republish_after: Some(Duration::from_secs(c.republish_secs)),
-        lease: Some(Duration::from_secs(c.lease_heartbeat_secs)),
-    };
-    let progress = if c.job.quiet {
-        ProgressView::hidden()
-    } else {
-        ProgressView::fleet_terminal()
-    };
-    let outcome = run_job(start, &opts, queue, store, &progress)
-        .await
-        .map_err(|e| match e {
-            // The broker or the store was gone for longer than its budget: everything
-            // finished so far is in the store, and the job goes on where it stopped.
-            JobError::Queue(_) | JobError::Store(_) => anyhow::anyhow!(
-                "{e}\njob {job} is resumable: run the same coordinator command with --job {job} --resume"
-            ),
-            e => e.into(),
-        })?;
-    crate::outln!("result {}", outcome.result);
-    print_totals(&outcome.manifest);
-    print_rows(outcome.dashboard_rows);
-    Ok(())
-}
-
-async fn worker(w: WorkerArgs) -> Result<()> {
-    let store = w.outages.store(&w.store)?;
-    let health = w.listen.start().await?;
-    let amqp = w.outages.queue(&w.amqp, "covmerge worker").await?;
-    let probe = amqp.clone();
-    health.set_check(Box::new(move || probe.consuming()));
-    let queue: Arc<dyn Queue> = Arc::new(amqp);
-    let mut cfg = WorkerConfig {
-        source: w.source.clone(),
-        grace: Duration::from_secs(w.grace),
-        max_config_failures: Some(w.max_config_failures),
-        ..WorkerConfig::default()
-    };
-    cfg.split_budget /= w.concurrency.max(1);
-    if let Some(t) = w.split_threads {
-        cfg.split_threads = t.max(1);
-    }
-    let exec = Arc::new(Executor::new(store.clone(), cfg));
-    let (tx, rx) = watch::channel(false);
-    tokio::spawn(async move {
-        use tokio::signal::unix::{signal, SignalKind};
-        let mut term = signal(SignalKind::terminate()).expect("SIGTERM handler");
-        tokio::select! {
-            _ = term.recv() => {}
-            _ = tokio::signal::ctrl_c() => {}
-        }
-        info!("shutdown requested: no new tasks");
-        health.start_draining();
-        let _ = tx.send(true);
-    });
-    info!(amqp = %redact_url(&w.amqp), store = %store, worker = %exec.config().worker_id, "worker started");
-    let mut loops = tokio::task::JoinSet::new();
-    for _ in 0..w.concurrency.max(1) {
-        loops.spawn(run_worker(queue.clone(), exec.clone(), rx.clone()));
-    }
-    // The first loop to fail ends the process (a misconfigured worker exits non-zero
-    // even while its other loops wait for tasks).
-    while let Some(l) = loops.join_next().await {
-        l.context("worker loop")??;
-    }
-    info!("worker stopped");
-    Ok(())
 }
 
 #[cfg(test)]

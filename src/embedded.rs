@@ -12,11 +12,11 @@ use covmerge_coordinator::{run_job, JobError, JobOptions, JobOutcome, Start};
 use covmerge_proto::JobSpec;
 use covmerge_queue::{memory::MemoryQueue, Queue};
 use covmerge_storage::Store;
-use covmerge_worker::{run::Executor, run_worker, WorkerConfig};
-use tokio::sync::watch;
+use covmerge_worker::run::{serve::serve, Executor, WorkerConfig};
+use tokio::sync::oneshot;
 
 /// Runs a whole job in this process with `workers` parallel task loops.
-pub async fn run_embedded(
+pub(crate) async fn run_embedded(
     spec: JobSpec,
     opts: &JobOptions,
     workers: usize,
@@ -32,15 +32,10 @@ pub async fn run_embedded(
     let store = Store::open(&format!("file://{}", tmp.path().display()))?;
     let queue: Arc<dyn Queue> = Arc::new(MemoryQueue::default());
     let exec = Arc::new(Executor::new(store.clone(), worker_cfg));
-    let (stop_tx, stop_rx) = watch::channel(false);
-    let mut loops = Vec::new();
-    for _ in 0..workers.max(1) {
-        loops.push(tokio::spawn(run_worker(
-            queue.clone(),
-            exec.clone(),
-            stop_rx.clone(),
-        )));
-    }
+    let (stop_tx, stop_rx) = oneshot::channel::<()>();
+    let loops = tokio::spawn(serve(queue.clone(), exec.clone(), workers, async {
+        let _ = stop_rx.await;
+    }));
     let progress = if show_progress {
         ProgressView::terminal(Some(exec.progress.clone()))
     } else {
@@ -50,9 +45,13 @@ pub async fn run_embedded(
     opts.result_in_store = false;
     opts.cleanup = false;
     let r = run_job(Start::New(Box::new(spec)), &opts, queue, store, &progress).await;
-    let _ = stop_tx.send(true);
-    for l in loops {
-        let _ = l.await;
+    let _ = stop_tx.send(());
+    // The in-process queue does not fail, and embedded task loops hand no task back
+    // for their configuration: a loop's error here would be a bug, worth a line.
+    match loops.await {
+        Ok(Err(e)) => tracing::warn!(error = %e, "task loop"),
+        Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
+        _ => {}
     }
     drop(tmp);
     r

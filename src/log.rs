@@ -1,4 +1,4 @@
-//! Logging that never blocks or kills the work (issue 28, item 1).
+//! Logging that never blocks or kills the work.
 //!
 //! Every log line (tracing's events, and the binary's own lines on standard error) goes
 //! into a bounded in-memory queue that one writer thread drains to standard error. A
@@ -22,7 +22,7 @@ use std::time::{Duration, Instant};
 const QUEUE_LINES: usize = 4096;
 
 /// How long [`finish`] waits for the queue to drain.
-pub const FINISH_WAIT: Duration = Duration::from_secs(2);
+pub(crate) const FINISH_WAIT: Duration = Duration::from_secs(2);
 
 struct Sink {
     tx: SyncSender<Vec<u8>>,
@@ -69,7 +69,7 @@ fn drain(rx: Receiver<Vec<u8>>) {
 }
 
 /// Queues `line` (a whole line, with its newline) for standard error; never blocks.
-pub fn write_line(line: Vec<u8>) {
+pub(crate) fn write_line(line: Vec<u8>) {
     let s = sink();
     match s.tx.try_send(line) {
         Ok(()) => {
@@ -83,7 +83,7 @@ pub fn write_line(line: Vec<u8>) {
 
 /// A line of the binary's own on standard error (an error, "listening on ..."), in
 /// order with the log lines; never blocks.
-pub fn err_line(text: &str) {
+pub(crate) fn err_line(text: &str) {
     let mut b = Vec::with_capacity(text.len() + 1);
     b.extend_from_slice(text.as_bytes());
     b.push(b'\n');
@@ -91,13 +91,13 @@ pub fn err_line(text: &str) {
 }
 
 /// Lines dropped so far.
-pub fn dropped() -> u64 {
+pub(crate) fn dropped() -> u64 {
     SINK.get().map_or(0, |s| s.dropped.load(Ordering::Relaxed))
 }
 
 /// Before exit: says how many lines were dropped (if any, and if it can), and waits up
 /// to `wait` for the queue to drain. Returns whether it drained.
-pub fn finish(wait: Duration) -> bool {
+pub(crate) fn finish(wait: Duration) -> bool {
     let Some(s) = SINK.get() else {
         return true;
     };
@@ -126,7 +126,7 @@ pub fn finish(wait: Duration) -> bool {
 
 /// tracing's writer: each event is formatted whole, then handed over in one write.
 #[derive(Debug, Clone, Copy, Default)]
-pub struct LogWriter;
+pub(crate) struct LogWriter;
 
 impl Write for LogWriter {
     fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
@@ -157,4 +157,25 @@ macro_rules! out {
         let mut out = std::io::stdout().lock();
         let _ = write!(out, $($arg)*).and_then(|()| out.flush());
     }};
+}
+
+/// Sets up tracing for `cli`: `warn` for the one-shot commands, `info` for the fleet's,
+/// RUST_LOG overriding; JSON lines with `--log-json`; every line through [`LogWriter`].
+pub(crate) fn init_tracing(cli: &crate::cli::Cli) {
+    use tracing_subscriber::EnvFilter;
+    let default = match cli.cmd {
+        crate::cli::Command::Merge(_) | crate::cli::Command::Gen(_) => "warn",
+        _ => "info",
+    };
+    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(default));
+    let json = cli.log_json || std::env::var("COVMERGE_LOG_FORMAT").is_ok_and(|v| v == "json");
+    let b = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(|| LogWriter)
+        .log_internal_errors(false);
+    if json {
+        b.json().init();
+    } else {
+        b.init();
+    }
 }

@@ -4,8 +4,8 @@
 mod log;
 
 mod cli;
+mod cmd;
 mod embedded;
-mod report_cmd;
 
 use std::process::ExitCode;
 
@@ -14,7 +14,7 @@ use clap::Parser;
 fn main() -> ExitCode {
     tune_malloc();
     let args = cli::Cli::parse();
-    cli::init_tracing(&args);
+    log::init_tracing(&args);
     // Blocking threads run splits, merges and local file I/O; each new thread costs a
     // malloc arena, so keep the pool small.
     let rt = match tokio::runtime::Builder::new_multi_thread()
@@ -31,7 +31,7 @@ fn main() -> ExitCode {
     };
     // The exit status is the job's: a log line or a summary line that could not be
     // written changes nothing (see `log`).
-    let code = match rt.block_on(cli::run(args)) {
+    let code = match rt.block_on(cmd::run(args)) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             log::err_line(&format!("covmerge: error: {e:#}"));
@@ -51,7 +51,7 @@ fn main() -> ExitCode {
 /// A split's tables grow to a few MiB each and are freed at every flush; by default
 /// glibc serves blocks that large with mmap, or trims them off its heaps when freed,
 /// so every flush faulted the same pages in and zeroed them again (~6 % of a merge's
-/// CPU in page faults, issue 12). Blocks up to 32 MiB now come from the heaps, and up
+/// CPU in page faults). Blocks up to 32 MiB now come from the heaps, and up
 /// to 64 MiB of free heap is kept for the next flush; the memory reused is memory the
 /// flushes needed anyway. Respects GLIBC_TUNABLES and MALLOC_*_ settings.
 fn tune_malloc() {

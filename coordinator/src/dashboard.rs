@@ -14,7 +14,7 @@
 //! never logged; `Debug` hides it and errors name the URL and the method only.
 //!
 //! A call follows no redirect: a 3xx is a final error naming the host it pointed to
-//! (issue 28: a 302 to another host was followed, and that host's answer taken as the
+//! (a 302 to another host was followed, and that host's answer taken as the
 //! upload object). A reply is read as it streams, up to [`MAX_REPLY_BYTES`]; a longer
 //! one is a final error once the cap is reached (a 2 GB reply took 4 GB of memory).
 
@@ -59,7 +59,7 @@ pub fn upload_object_url(upload: &str) -> String {
 }
 
 /// Refuses an upload location that is not a GCS object: one with a scheme other than
-/// `gs://` (issue 28: `http://host/b/x.upload` was taken for the bucket `http:` and
+/// `gs://` (`http://host/b/x.upload` was taken for the bucket `http:` and
 /// reported as "not found in gs://http//...").
 pub fn check_upload(upload: &str) -> Result<(), String> {
     let u = upload.trim();

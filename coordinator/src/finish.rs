@@ -279,7 +279,7 @@ pub async fn write_manifest(
 /// Checks, before any work, that the job's store and every listed input (a URL ending
 /// in `*` or `/`) are apart: a `--store` equal to an input prefix, inside one or
 /// holding one would have a job list its own objects, or another job's, as input
-/// (issue 28: a second job read the first one's objects as inputs).
+/// (a second job read the first one's objects as inputs).
 pub fn preflight_store(store: &str, inputs: &[String]) -> Result<(), JobError> {
     // A location as a path of `/`-separated names: `file://` URLs as the local path
     // they name, lexically normalised (the store's directory may not exist yet).

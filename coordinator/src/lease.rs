@@ -203,7 +203,7 @@ impl Lease {
     ) -> Result<Lease, JobError> {
         let interval = interval.clamp(Duration::from_secs(1), MAX_HEARTBEAT);
         let key = keys::lease(job);
-        let owner = uuid_like();
+        let owner = covmerge_proto::ids::random_hex();
         let body = |beats: u64| LeaseBody {
             owner: owner.clone(),
             host: hostname(),
@@ -376,10 +376,6 @@ fn lost_to(job: &JobId, who: &str) -> String {
         "job {job}: this coordinator's lease was taken over ({who}); it stopped without \
          publishing a result or a manifest"
     )
-}
-
-fn uuid_like() -> String {
-    JobId::new_random().to_string()
 }
 
 #[allow(clippy::too_many_arguments)]

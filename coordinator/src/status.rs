@@ -136,7 +136,7 @@ pub async fn job_status(store: &Store, job: &JobId) -> Result<JobStatus, JobErro
         Some(b) => serde_json::from_slice(&b).ok(),
         None => None,
     };
-    // A task the manifest names failed is not running (issue 28: a failed job showed
+    // A task the manifest names failed is not running (a failed job showed
     // "7 running, 7 failed"). Failed tasks are named "split N" / "shard N", their
     // attempts directories "split-N" / "shard-N".
     let failed_tasks: std::collections::BTreeSet<String> = manifest

@@ -12,7 +12,9 @@ mod detect;
 pub mod go;
 mod open;
 
-pub use detect::{detect, detect_stream, is_covdata_dir, DetectError, Detected, InputKind};
+pub use detect::{
+    detect, detect_stream, is_covdata_dir, DetectError, Detected, InputKind, Sniffed,
+};
 
 pub use csv_rows::{
     for_each_unquoted, for_each_unquoted_record, parse_count_fast, valid_file_path, valid_name,

@@ -69,7 +69,7 @@ impl<R: Read> io::BufRead for Counting<BufReader<R>> {
 /// that the reader's user can name the input once ([`InputError::Decode`]).
 #[derive(Debug, thiserror::Error)]
 #[error("{problem}")]
-pub struct DecodeFailure {
+pub(crate) struct DecodeFailure {
     /// Bytes of the raw (compressed, if gzip) input consumed before the failure.
     pub offset: u64,
     pub gzip: bool,

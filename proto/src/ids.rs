@@ -16,10 +16,15 @@ impl<'de> Deserialize<'de> for JobId {
     }
 }
 
+/// 16 random hex digits (from a v4 UUID): job ids, lease owners, attempt names.
+pub fn random_hex() -> String {
+    uuid::Uuid::new_v4().simple().to_string()[..16].to_string()
+}
+
 impl JobId {
     /// A fresh random id.
     pub fn new_random() -> Self {
-        JobId(uuid::Uuid::new_v4().simple().to_string()[..16].to_string())
+        JobId(random_hex())
     }
 
     /// Accepts ids made of `[A-Za-z0-9._-]`, 1..=64 chars: they become object-store

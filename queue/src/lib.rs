@@ -12,7 +12,8 @@ use async_trait::async_trait;
 
 /// RabbitMQ: durable quorum queues, confirms, dead-lettering, reconnects.
 pub mod amqp;
-/// Checks every implementation must pass.
+/// Checks every implementation must pass (tests only: the `conformance` feature).
+#[cfg(any(test, feature = "conformance"))]
 pub mod conformance;
 /// The in-process queue used by embedded mode and tests.
 pub mod memory;

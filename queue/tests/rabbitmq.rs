@@ -487,7 +487,7 @@ impl Drop for Vhost {
     }
 }
 
-/// Issue 23.1: a misconfigured worker nack-requeued every task it could not run, and
+/// A misconfigured worker nack-requeued every task it could not run, and
 /// each requeue counted toward `x-delivery-limit`: one bad worker used up a task's
 /// deliveries. A hand-back is a new message: the task comes back at attempt 1 with
 /// the workers that refused it, as often as they hand it back, never dead-lettered.
@@ -521,7 +521,7 @@ async fn rabbitmq_hand_back_does_not_count_toward_the_delivery_limit() {
     q.close().await;
 }
 
-/// Issue 23.1: a worker backing off after a configuration failure must hold no task
+/// A worker backing off after a configuration failure must hold no task
 /// (prefetch would otherwise park the next one on it for the whole pause) and say it
 /// is not ready; another worker gets the task meanwhile.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -567,7 +567,7 @@ async fn rabbitmq_paused_worker_holds_no_task() {
     bad.close().await;
 }
 
-/// Issue 23.3: with `covmerge.tasks` deleted, workers declared the queue again but
+/// With `covmerge.tasks` deleted, workers declared the queue again but
 /// not its `job.#` binding, so every task published after (the coordinator's
 /// republish) came back `312 NO_ROUTE`. Now the topology is declared whole on
 /// NO_ROUTE and when the consumer is cancelled, and the job's coordinator is told
@@ -620,7 +620,7 @@ async fn rabbitmq_deleted_task_queue_is_declared_whole_and_announced() {
     w2.close().await;
 }
 
-/// Issue 23.4: a job's report and dead-letter queues stayed forever when the job
+/// A job's report and dead-letter queues stayed forever when the job
 /// failed. They now expire (`x-expires`) and `close_job` deletes them: none remains.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn rabbitmq_job_queues_expire_and_are_deleted() {

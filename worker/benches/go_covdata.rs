@@ -1,4 +1,4 @@
-//! Decoding Go's binary coverage data (issue 14): a `GOCOVERDIR` directory of 1,000
+//! Decoding Go's binary coverage data: a `GOCOVERDIR` directory of 1,000
 //! processes of a synthetic mid-size program (150 packages, 6,000 functions, ~36,000
 //! units; each process ran ~40 % of the functions), written here with the decoder's
 //! own encoder in Go's default ULEB128 flavour and in the raw flavour.

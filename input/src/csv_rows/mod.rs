@@ -7,7 +7,7 @@
 use std::io::{self, Read};
 
 /// The required columns of contract §2, in the order of [`Columns`]' fields.
-pub const REQUIRED: [&str; 7] = [
+pub(crate) const REQUIRED: [&str; 7] = [
     "kernel_repo",
     "kernel_commit",
     "file_path",

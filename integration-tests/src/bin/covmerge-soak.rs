@@ -1,4 +1,4 @@
-//! Soak benchmark of one long-lived worker (issue 23.2): one `covmerge worker`
+//! Soak benchmark of one long-lived worker: one `covmerge worker`
 //! process serves N small jobs in a row, alternating between `dir:` and `git:`
 //! sources that rotate over K distinct paths (each path is a distinct source to the
 //! worker, as different jobs' sources are), and prints the worker's RSS after each

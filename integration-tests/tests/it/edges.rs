@@ -1,4 +1,4 @@
-//! Issue 28, "the edges": the parts around the merge (logs, the dashboard's HTTP,
+//! "The edges": the parts around the merge (logs, the dashboard's HTTP,
 //! snapshots, status and error messages, object names). Each test is named after what
 //! broke.
 

@@ -1,4 +1,4 @@
-//! Issue 23: a fleet that one bad worker or one deleted queue cannot break. Each test
+//! A fleet that one bad worker or one deleted queue cannot break. Each test
 //! runs in a RabbitMQ vhost of its own (its workers serve only its jobs) on `file://`
 //! stores, and is named after what broke.
 
@@ -36,7 +36,7 @@ fn job_queues_left(vh: &Vhost) -> Vec<String> {
         .collect()
 }
 
-/// Issue 23.1: two good workers and one whose store is the wrong bucket (a `file://`
+/// Two good workers and one whose store is the wrong bucket (a `file://`
 /// root without the job) failed the job in under a second ("job … is unknown"). The
 /// misconfigured worker now hands each task back to the others: the job completes,
 /// exactly, on the good workers.
@@ -73,7 +73,7 @@ fn one_misconfigured_worker_does_not_fail_the_job() {
     );
 }
 
-/// Issue 23.1: the misconfigured worker said `/readyz` ready and took every task it
+/// The misconfigured worker said `/readyz` ready and took every task it
 /// was offered. Now it is not ready while it backs off, exits non-zero after
 /// `--max-config-failures` tasks in a row, and the tasks it handed back (more often
 /// than their delivery limit would allow) still complete the job on a good worker.
@@ -135,10 +135,10 @@ fn misconfigured_worker_goes_unready_and_exits() {
     assert_eq!(gunzip(&out), s.want);
 }
 
-/// Issue 23.1, the other side: a task that really is bad still fails its job. A task
+/// The other side: a task that really is bad still fails its job. A task
 /// that no worker can run (its job's spec is in no worker's store) fails after
 /// three different workers tried, and the workers stay up; bad input fails the job
-/// at once, as before, and leaves no queue behind (issue 23.4).
+/// at once, as before, and leaves no queue behind.
 #[test]
 fn a_task_no_worker_can_run_and_bad_input_still_fail_the_job() {
     use covmerge_proto::wire::{self, ReportStatus, SplitTask, Task, TaskReport};
@@ -235,7 +235,7 @@ fn a_task_no_worker_can_run_and_bad_input_still_fail_the_job() {
     );
 }
 
-/// Issue 23.3: deleting `covmerge.tasks` mid-job failed the job: the workers declared
+/// Deleting `covmerge.tasks` mid-job failed the job: the workers declared
 /// the queue again without its `job.#` binding, and the coordinator's republish (after
 /// `--republish-secs`, 15 minutes) came back `312 NO_ROUTE`. Now the whole topology
 /// is declared again and the coordinator republishes at once: the job completes,

@@ -1,4 +1,4 @@
-//! Go coverage as input (issue 14): text profiles and `GOCOVERDIR` directories become
+//! Go coverage as input: text profiles and `GOCOVERDIR` directories become
 //! rows of a manager and a build commit, projected onto the base like CSV rows.
 
 use std::io::Write;

@@ -1,4 +1,4 @@
-//! covmerge against Go's own tools (issue 14): the fixture program
+//! covmerge against Go's own tools: the fixture program
 //! (fixtures/goprog, three packages) is built with `go build -cover` in `set`, `count`
 //! and `atomic` mode, run several times under `GOCOVERDIR`, and covmerge's result on
 //! that directory is compared with `go tool covdata textfmt` (per-line hits, by the

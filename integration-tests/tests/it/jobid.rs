@@ -1,4 +1,4 @@
-//! Job ids and leases (issue 22 items 1 and 9, issue 23 item 5): a job id names one
+//! Job ids and leases : a job id names one
 //! job, one coordinator at a time drives it, and a stored `job.json` is checked before
 //! anything is sized from it. Each test is named after what broke.
 
@@ -133,7 +133,7 @@ fn done_markers(dir: &Path) -> usize {
         .unwrap_or(0)
 }
 
-/// Issue 22.1: `coordinator --job X` on corpus A, then on corpus B, exited 0 with A's
+/// `coordinator --job X` on corpus A, then on corpus B, exited 0 with A's
 /// rows under B's header (B overwrote job.json and reused A's markers and parts).
 #[test]
 fn reused_job_id_is_refused_not_merged_with_old_data() {
@@ -172,7 +172,7 @@ fn reused_job_id_is_refused_not_merged_with_old_data() {
     assert_eq!(gunzip(&out_b), b.want);
 }
 
-/// Issue 22.1: resuming a job with other inputs or settings than the stored ones ran the
+/// Resuming a job with other inputs or settings than the stored ones ran the
 /// stored job under the new header.
 #[test]
 fn resume_with_other_inputs_is_refused() {
@@ -218,7 +218,7 @@ fn resume_with_other_inputs_is_refused() {
     assert_eq!(gunzip(&out_b), a.want);
 }
 
-/// Issue 22.9: `coordinator --resume` on a job.json with `shards` 4294967295 aborted on
+/// `coordinator --resume` on a job.json with `shards` 4294967295 aborted on
 /// a 103 GB allocation; a job.json that is not JSON, or names another job, is refused.
 #[test]
 fn job_json_with_huge_shard_count_is_refused() {
@@ -285,7 +285,7 @@ fn job_json_with_huge_shard_count_is_refused() {
     );
 }
 
-/// Issue 22.1 / 23.5: two coordinators on one job id both ran it (each one's reports
+/// two coordinators on one job id both ran it (each one's reports
 /// went to the other: 60 s instead of 2.7 s, or mixed data with other inputs). The
 /// second one, new or `--resume`, now says the job is driven by another coordinator
 /// and exits without touching it; the first completes exactly.
@@ -307,7 +307,7 @@ fn second_coordinator_on_a_live_job_exits() {
     });
     let out2 = tmp.path().join("second.gz");
     let spec_before = std::fs::read(&spec).unwrap();
-    // Same inputs (issue 23.5), other inputs, and --resume: all refused.
+    // Same inputs, other inputs, and --resume: all refused.
     let mut resume = a.coord(&amqp, &store, &out2, "live-job");
     resume.push("--resume");
     for args in [

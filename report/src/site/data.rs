@@ -16,7 +16,7 @@ use crate::read::{FileCov, Header};
 use crate::tree::{file_name, Dir, Summary, Tree};
 
 /// Where the data script of directory or file `id` lives (`kind` is `d` or `f`).
-pub fn script_path(kind: &str, id: u32) -> String {
+pub(super) fn script_path(kind: &str, id: u32) -> String {
     format!("data/{kind}/{}/{id}.js", id / 1000)
 }
 
@@ -44,7 +44,7 @@ fn sparse<'a>(it: impl Iterator<Item = (u16, &'a Counts)>) -> Vec<[u64; 3]> {
 
 /// One row of the tree: a directory (`k` = `d`) or a file (`f`).
 #[derive(Serialize)]
-pub struct Row<'a> {
+pub(super) struct Row<'a> {
     pub k: &'static str,
     pub id: u32,
     pub name: &'a str,
@@ -60,7 +60,7 @@ pub struct Row<'a> {
     pub del: bool,
 }
 
-pub fn dir_row(d: &Dir) -> Row<'_> {
+pub(super) fn dir_row(d: &Dir) -> Row<'_> {
     Row {
         k: "d",
         id: d.id,
@@ -74,7 +74,7 @@ pub fn dir_row(d: &Dir) -> Row<'_> {
     }
 }
 
-pub fn file_row(f: &Summary) -> Row<'_> {
+pub(super) fn file_row(f: &Summary) -> Row<'_> {
     Row {
         k: "f",
         id: f.id,
@@ -89,7 +89,7 @@ pub fn file_row(f: &Summary) -> Row<'_> {
 }
 
 /// A directory's children, directories first.
-pub fn children<'a>(t: &'a Tree, d: &'a Dir) -> Vec<Row<'a>> {
+pub(super) fn children<'a>(t: &'a Tree, d: &'a Dir) -> Vec<Row<'a>> {
     d.dirs
         .iter()
         .map(|&c| dir_row(&t.dirs[c as usize]))
@@ -124,7 +124,7 @@ struct Paths<'a> {
 }
 
 /// Writes meta.js, every directory's script and paths.js; returns the bytes written.
-pub fn write_tree(
+pub(super) fn write_tree(
     out: &Path,
     header: &Header,
     t: &Tree,
@@ -205,7 +205,7 @@ struct FileDiffData<'a> {
 }
 
 /// The script of one file page.
-pub fn file_script(
+pub(super) fn file_script(
     id: u32,
     f: &FileCov,
     text: Result<Arc<FileVersion>, String>,

@@ -15,7 +15,7 @@ use crate::read::Header;
 use crate::tree::Tree;
 
 /// Coverage in % with one decimal, or `–` with nothing instrumented.
-pub fn pct_text(instrumented: u64, covered: u64) -> String {
+pub(super) fn pct_text(instrumented: u64, covered: u64) -> String {
     if instrumented == 0 {
         "–".into()
     } else {
@@ -24,7 +24,7 @@ pub fn pct_text(instrumented: u64, covered: u64) -> String {
 }
 
 /// The heat colour of a coverage cell: red at 0 %, green at 100 % (as app.js's `heat`).
-pub fn heat(instrumented: u64, covered: u64) -> Option<String> {
+pub(super) fn heat(instrumented: u64, covered: u64) -> Option<String> {
     (instrumented > 0).then(|| {
         let hue = (covered as f64 * 120.0 / instrumented as f64).round();
         format!("background:hsl({hue},70%,80%)")
@@ -176,7 +176,7 @@ fn file_page(h: &Header, diff: bool) -> Markup {
 }
 
 /// Writes the pages and the assets; returns the bytes written.
-pub fn write_pages(
+pub(super) fn write_pages(
     out: &Path,
     h: &Header,
     t: &Tree,

@@ -10,7 +10,7 @@ use std::sync::Arc;
 
 /// Serves on a loopback port: each request (keep-alive connections included) is
 /// answered `answer(request line)` = (status line, body). Returns `http://host:port`.
-pub fn http_server(
+pub(crate) fn http_server(
     answer: impl Fn(&str) -> (&'static str, String) + Send + Sync + 'static,
 ) -> String {
     let l = TcpListener::bind("127.0.0.1:0").unwrap();
@@ -61,7 +61,7 @@ pub fn http_server(
 
 /// Points S3 (`AWS_*`) and GCS (a service-account file in `dir` with `gcs_base_url`)
 /// at `endpoint`. Call before any other thread starts: it sets the environment.
-pub fn point_stores_at(endpoint: &str, dir: &Path) {
+pub(crate) fn point_stores_at(endpoint: &str, dir: &Path) {
     let creds = dir.join("sa.json");
     std::fs::write(
         &creds,

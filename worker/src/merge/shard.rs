@@ -393,7 +393,7 @@ pub fn merge_shard_with_prefix(
     order.sort_by(|a, b| strings.get(a.0).cmp(strings.get(b.0)));
     // Records are written a few bytes at a time (a number, a comma): buffered, the
     // encoder gets them in large writes. Unbuffered, each small write was a deflate
-    // call, and output gzip cost 6× the deflate itself (BENCHMARKS.md, issue 12).
+    // call, and output gzip cost 6× the deflate itself (BENCHMARKS.md).
     let mut enc = std::io::BufWriter::with_capacity(
         256 << 10,
         GzEncoder::new(Vec::new(), Compression::new(6)),

@@ -348,3 +348,39 @@ pub async fn run_worker(
         }
     }
 }
+
+/// Serves tasks from `queue` with `loops` task loops over one executor until
+/// `shutdown` resolves: then no loop takes a new task, and each ends once its current
+/// one is settled (or handed back after the grace period). The first loop to fail ends
+/// the others and is the error: a misconfigured worker exits non-zero even while its
+/// other loops wait for tasks. `covmerge worker` and embedded mode both run this.
+pub async fn serve(
+    queue: Arc<dyn Queue>,
+    exec: Arc<Executor>,
+    loops: usize,
+    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+) -> Result<(), WorkerExit> {
+    let (tx, rx) = watch::channel(false);
+    let mut set = tokio::task::JoinSet::new();
+    for _ in 0..loops.max(1) {
+        set.spawn(run_worker(queue.clone(), exec.clone(), rx.clone()));
+    }
+    let stop = tokio::spawn(async move {
+        shutdown.await;
+        let _ = tx.send(true);
+    });
+    let mut first = Ok(());
+    while let Some(l) = set.join_next().await {
+        let r = match l {
+            Ok(r) => r,
+            Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
+            Err(_) => Ok(()),
+        };
+        if let (Err(e), Ok(())) = (r, &first) {
+            first = Err(e);
+            set.abort_all();
+        }
+    }
+    stop.abort();
+    first
+}

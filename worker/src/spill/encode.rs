@@ -174,7 +174,7 @@ const SAMPLE_BITS: u32 = 4;
 /// rows would not: it would hold one copy of most repeated keys). Costs a multiply per
 /// row and a small set, where summing costs a large hash table filled at random.
 /// (r20u, shuffled, where nothing sums: 4 % less CPU than summing the first block of
-/// every split, c20u 7 %; BENCHMARKS.md, issue 12.)
+/// every split, c20u 7 %; BENCHMARKS.md.)
 fn worth_summing(pending: &PendingRows, summed: &[(RawKey, RawVal)]) -> bool {
     if pending.len() + summed.len() <= ALWAYS_SUM {
         return true;

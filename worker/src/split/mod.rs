@@ -57,7 +57,7 @@ const PIECE: usize = 1 << 20;
 /// enough to be parsed from the core's own cache, where a 1 MiB piece was read back
 /// from the shared cache or memory. With parse threads a piece crosses cores anyway,
 /// and larger pieces mean fewer hand-offs. (r20u, 8 one-thread splits on 2 cores,
-/// alternating pairs: 3.58-4.06 -> 3.39-3.87 s wall; BENCHMARKS.md, issue 12.)
+/// alternating pairs: 3.58-4.06 -> 3.39-3.87 s wall; BENCHMARKS.md.)
 const INLINE_PIECE: usize = 1 << 18;
 
 /// Why a split failed as a whole.

@@ -1,4 +1,4 @@
-//! `covmerge report` and `covmerge diff` (issue 15): argument structs and handlers,
+//! `covmerge report` and `covmerge diff`: argument structs and handlers,
 //! kept out of cli.rs. The work is in the `covmerge-report` crate.
 
 use std::io::Write;
@@ -10,7 +10,7 @@ use covmerge_proto::output::totals_line;
 use covmerge_report::read::{is_not_contiguous, Files};
 
 #[derive(Args, Debug)]
-pub struct ReportArgs {
+pub(crate) struct ReportArgs {
     /// The result (a local path or an object-store URL).
     pub result: String,
     /// Where the source text comes from: dir:ROOT, git:PATH or store:URL (without it,
@@ -29,7 +29,7 @@ pub struct ReportArgs {
 }
 
 #[derive(Args, Debug)]
-pub struct DiffArgs {
+pub(crate) struct DiffArgs {
     /// The older result.
     pub old: String,
     /// The newer result, on the same base commit.
@@ -40,7 +40,7 @@ pub struct DiffArgs {
     pub out: Option<PathBuf>,
 }
 
-pub async fn report(a: ReportArgs) -> Result<()> {
+pub(crate) async fn report(a: ReportArgs) -> Result<()> {
     let opts = covmerge_report::Options {
         result: a.result,
         source: a.source,
@@ -102,7 +102,7 @@ fn check_diff_out(a: &DiffArgs) -> Result<()> {
     Ok(())
 }
 
-pub async fn diff(a: DiffArgs) -> Result<()> {
+pub(crate) async fn diff(a: DiffArgs) -> Result<()> {
     check_diff_out(&a)?;
     let rt = tokio::runtime::Handle::current();
     let (totals, out) = tokio::task::spawn_blocking(move || -> Result<_> {

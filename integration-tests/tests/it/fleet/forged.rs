@@ -1,0 +1,410 @@
+//! Forged and poison queue messages, and what a task may name: refused, dead-lettered,
+//! never a crash or a file outside the job; secrets in no log.
+
+use super::*;
+
+/// A message that is not a task (garbage, or another protocol version) is
+/// dead-lettered to its job without crashing the worker, which keeps serving.
+#[test]
+fn poison_messages_are_dead_lettered_and_the_worker_survives() {
+    use covmerge_proto::wire;
+    use covmerge_queue::{amqp::AmqpQueue, Event, Queue, DEFAULT_DELIVERY_LIMIT};
+
+    let _g = fleet::lock();
+    let s = setup(73, false);
+    let store = file_store(&s.tmp.path().join("store"));
+    let mut w = worker(s.tmp.path(), 80, &store, &[], &[]);
+    let job = format!("poison-msg-{}", std::process::id());
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let q = AmqpQueue::connect(&fleet::amqp(), DEFAULT_DELIVERY_LIMIT)
+            .await
+            .unwrap();
+        q.open_job(&job).await.unwrap();
+        // Garbage, then a well-formed envelope of an unknown protocol version.
+        #[derive(serde::Serialize)]
+        struct Env {
+            version: u16,
+            body: u8,
+        }
+        let future = rmp_serde::to_vec_named(&Env {
+            version: wire::PROTOCOL_VERSION + 1,
+            body: 0,
+        })
+        .unwrap();
+        for body in [b"\xc1 not msgpack".to_vec(), future.clone()] {
+            q.publish_task(&job, body.clone()).await.unwrap();
+            let ev = tokio::time::timeout(Duration::from_secs(30), q.next_event(&job))
+                .await
+                .expect("dead letter");
+            match ev.unwrap() {
+                Event::DeadLetter { body: b, .. } => assert_eq!(b, body),
+                other => panic!("expected a dead letter, got {other:?}"),
+            }
+        }
+        q.close_job(&job).await.unwrap();
+    });
+    assert!(
+        w.child.try_wait().unwrap().is_none(),
+        "the worker is still running"
+    );
+    assert!(
+        w.log_text().matches("poison message").count() >= 2,
+        "{}",
+        w.log_text()
+    );
+    // It still serves real work.
+    let amqp = fleet::amqp();
+    let out = s.tmp.path().join("out.gz");
+    let a = s.coord_args(&amqp, &store, &out);
+    run_ok(&a, &[]);
+    assert_eq!(gunzip(&out), s.want);
+    w.signal(libc::SIGTERM);
+    assert_eq!(w.wait_exit(Duration::from_secs(30)), Some(0));
+}
+
+/// A 98-byte split task with `shards` = 4294967295 aborted every worker
+/// that took it (a 103 GB allocation) and went back to the queue for the next one. It
+/// is dead-lettered now, and the worker keeps serving.
+#[test]
+fn forged_task_with_4294967295_shards_no_longer_kills_the_worker() {
+    use covmerge_proto::wire::{self, SplitTask, Task};
+    use covmerge_proto::{JobId, SplitId};
+    use covmerge_queue::{amqp::AmqpQueue, Event, Queue, DEFAULT_DELIVERY_LIMIT};
+
+    let _g = fleet::lock();
+    let s = setup(79, false);
+    let store = file_store(&s.tmp.path().join("store"));
+    let w = worker(s.tmp.path(), 90, &store, &[], &[]);
+    let job = format!("forged-shards-{}", std::process::id());
+    rt().block_on(async {
+        let q = AmqpQueue::connect(&fleet::amqp(), DEFAULT_DELIVERY_LIMIT)
+            .await
+            .unwrap();
+        q.open_job(&job).await.unwrap();
+        let task = Task::Split(SplitTask {
+            job: JobId::parse(&job).unwrap(),
+            split: SplitId(0),
+            input: s.ins[0].clone(),
+            shards: u32::MAX,
+            max_bad_rows: 0,
+            go: Default::default(),
+            more: Vec::new(),
+        });
+        let body = wire::encode(&task).unwrap();
+        q.publish_task(&job, body.clone()).await.unwrap();
+        match next_event(&q, &job).await {
+            Event::DeadLetter { body: b, reason } => {
+                assert_eq!(b, body);
+                assert!(reason.contains("rejected"), "{reason}");
+            }
+            other => panic!("expected a dead letter, got {other:?}"),
+        }
+        q.close_job(&job).await.unwrap();
+    });
+    let mut w = w;
+    assert!(
+        w.child.try_wait().unwrap().is_none(),
+        "the worker survived:\n{}",
+        w.log_text()
+    );
+    assert!(w.log_text().contains("invalid task"), "{}", w.log_text());
+    // And it still serves real work.
+    let amqp = fleet::amqp();
+    let out = s.tmp.path().join("out.gz");
+    run_ok(&s.coord_args(&amqp, &store, &out), &[]);
+    assert_eq!(gunzip(&out), s.want);
+    w.signal(libc::SIGTERM);
+    assert_eq!(w.wait_exit(Duration::from_secs(30)), Some(0));
+}
+
+/// Whoever could publish a task could make a worker read any local file
+/// (a split of `/etc/passwd` was read up to the header check), and a job id `../../x`
+/// was decoded without its check. A worker now reads only the inputs the job was
+/// created with, and a bad job id makes the message poison.
+#[test]
+fn forged_split_task_cannot_read_files_outside_its_job() {
+    use covmerge_proto::wire::{self, FailureKind, ReportStatus, SplitTask, Task, TaskReport};
+    use covmerge_proto::{JobId, SplitId};
+    use covmerge_queue::{amqp::AmqpQueue, Event, Queue, DEFAULT_DELIVERY_LIMIT};
+
+    let _g = fleet::lock();
+    let s = setup(83, false);
+    let store = file_store(&s.tmp.path().join("store"));
+    let amqp = fleet::amqp();
+    let out = s.tmp.path().join("out.gz");
+    let mut a = s.coord_args(&amqp, &store, &out);
+    let job = format!("forged-input-{}", std::process::id());
+    a.extend_from_slice(&["--job", &job]);
+    let w = worker(s.tmp.path(), 91, &store, &[], &[]);
+    // A real job: its spec (and inputs) are in the store.
+    run_ok(&a, &[]);
+    assert_eq!(gunzip(&out), s.want);
+    rt().block_on(async {
+        let q = AmqpQueue::connect(&amqp, DEFAULT_DELIVERY_LIMIT)
+            .await
+            .unwrap();
+        q.open_job(&job).await.unwrap();
+        let forged = Task::Split(SplitTask {
+            job: JobId::parse(&job).unwrap(),
+            split: SplitId(0),
+            input: "/etc/passwd".into(),
+            shards: 6,
+            max_bad_rows: 0,
+            go: Default::default(),
+            more: Vec::new(),
+        });
+        q.publish_task(&job, wire::encode(&forged).unwrap())
+            .await
+            .unwrap();
+        let (mut refused, mut dead) = (None, false);
+        while refused.is_none() || !dead {
+            match next_event(&q, &job).await {
+                Event::Report(b) => {
+                    let r: TaskReport = wire::decode(&b).unwrap();
+                    if let ReportStatus::Failed(f) = r.status {
+                        assert_eq!(f.kind, FailureKind::Refused, "{f}");
+                        refused = Some(f.message);
+                    }
+                }
+                Event::DeadLetter { .. } => dead = true,
+                Event::TasksLost => {}
+            }
+        }
+        let refused = refused.unwrap();
+        assert!(refused.contains("refused"), "{refused}");
+        assert!(
+            !refused.contains("column") && !refused.contains("passwd"),
+            "the file was not read: {refused}"
+        );
+        // The job's own input with Go settings the job was not created with (a module
+        // mapped outside the repository): refused too, before anything is read.
+        let forged_go = Task::Split(SplitTask {
+            job: JobId::parse(&job).unwrap(),
+            split: SplitId(0),
+            input: s.ins[0].clone(),
+            shards: 6,
+            max_bad_rows: 0,
+            go: covmerge_proto::job::GoInput {
+                modules: vec![covmerge_proto::job::GoModule {
+                    module: "example.com/m".into(),
+                    dir: "../../etc".into(),
+                }],
+                ..Default::default()
+            },
+            more: Vec::new(),
+        });
+        q.publish_task(&job, wire::encode(&forged_go).unwrap())
+            .await
+            .unwrap();
+        let (mut refused_go, mut dead_go) = (None, false);
+        while refused_go.is_none() || !dead_go {
+            match next_event(&q, &job).await {
+                Event::Report(b) => {
+                    let r: TaskReport = wire::decode(&b).unwrap();
+                    if let ReportStatus::Failed(f) = r.status {
+                        assert_eq!(f.kind, FailureKind::Refused, "{f}");
+                        refused_go = Some(f.message);
+                    }
+                }
+                Event::DeadLetter { .. } => dead_go = true,
+                Event::TasksLost => {}
+            }
+        }
+        let refused_go = refused_go.unwrap();
+        assert!(
+            refused_go.contains("settings are not those of job"),
+            "{refused_go}"
+        );
+        // The same task with a job id that escapes the job's prefix.
+        #[derive(serde::Serialize)]
+        struct Env<T> {
+            version: u16,
+            body: T,
+        }
+        #[derive(serde::Serialize)]
+        enum FakeTask {
+            Split {
+                job: String,
+                split: u32,
+                input: String,
+                shards: u32,
+                max_bad_rows: u64,
+            },
+        }
+        let escape = rmp_serde::to_vec_named(&Env {
+            version: wire::PROTOCOL_VERSION,
+            body: FakeTask::Split {
+                job: "../../x".into(),
+                split: 0,
+                input: s.ins[0].clone(),
+                shards: 6,
+                max_bad_rows: 0,
+            },
+        })
+        .unwrap();
+        q.publish_task(&job, escape.clone()).await.unwrap();
+        match next_event(&q, &job).await {
+            Event::DeadLetter { body, .. } => assert_eq!(body, escape),
+            other => panic!("expected a dead letter, got {other:?}"),
+        }
+        q.close_job(&job).await.unwrap();
+    });
+    let log = w.log_text();
+    assert!(
+        log.contains("poison message") && log.contains("job id"),
+        "{log}"
+    );
+    assert!(
+        !log.contains("spill/00000") || !log.contains("../../x"),
+        "{log}"
+    );
+}
+
+/// A split reporting a chunk for a shard the job does not have had the
+/// chunk dropped without a count, and the job "completed" without those rows. The
+/// test plays the worker: it reports such a chunk, and the job fails naming it.
+#[test]
+fn chunk_for_an_out_of_range_shard_no_longer_dropped_silently() {
+    use covmerge_proto::wire::{self, ReportStatus, SplitOutcome, Task, TaskReport};
+    use covmerge_proto::{Attempt, ShardId};
+    use covmerge_queue::{amqp::AmqpQueue, Queue, DEFAULT_DELIVERY_LIMIT};
+
+    let _g = fleet::lock();
+    let s = setup(109, false);
+    let amqp = fleet::amqp();
+    let store = file_store(&s.tmp.path().join("store"));
+    let out = s.tmp.path().join("out.gz");
+    let a = s.coord_args(&amqp, &store, &out);
+    let coord = fleet::coordinator_spawn(&a);
+    rt().block_on(async {
+        let q = AmqpQueue::connect(&amqp, DEFAULT_DELIVERY_LIMIT)
+            .await
+            .unwrap();
+        for _ in 0..s.ins.len() {
+            let d = tokio::time::timeout(Duration::from_secs(60), q.next_task())
+                .await
+                .expect("a split task")
+                .unwrap();
+            let Task::Split(t) = wire::decode::<Task>(&d.body).unwrap() else {
+                panic!("splits come first");
+            };
+            let key = format!("jobs/{}/spill/{}/x/00000.cms", t.job, t.split);
+            let chunk = wire::ChunkRef {
+                key,
+                start: 0,
+                len: 1,
+            };
+            let report = TaskReport {
+                job: t.job.clone(),
+                task: covmerge_proto::TaskRef::Split(t.split),
+                attempt: Attempt(1),
+                status: ReportStatus::Split(SplitOutcome {
+                    chunks: vec![(ShardId(99), chunk)],
+                    ..SplitOutcome::default()
+                }),
+            };
+            q.publish_report(t.job.as_str(), wire::encode(&report).unwrap())
+                .await
+                .unwrap();
+            d.ack().await.unwrap();
+        }
+    });
+    let o = coord.join().unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success(), "{err}");
+    assert!(
+        err.contains("split 00000") && err.contains("shard 00099") && err.contains("6 shards"),
+        "{err}"
+    );
+    assert!(!out.exists());
+}
+
+/// `worker --help` printed the password of `COVMERGE_AMQP`, malformed AMQP
+/// URLs were echoed with their password (`amqp:/user:PW@host/vh` even went to the
+/// broker as a vhost name), `--dashboard http://u:PW@host` was logged as given, and
+/// an unparsable store URL came back whole in the error.
+#[test]
+fn secrets_no_longer_reach_help_logs_or_errors() {
+    use std::process::{Command, Stdio};
+    const PW: &str = "Pw9SecretXyz";
+    let help = Command::new(covmerge_integration_tests::bin())
+        .args(["worker", "--help"])
+        .env(
+            "COVMERGE_AMQP",
+            format!("amqp://user:{PW}@127.0.0.1:5672/%2f"),
+        )
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&help.stdout);
+    assert!(text.contains("--amqp") && !text.contains(PW), "{text}");
+
+    let bad_urls = [
+        format!("user:{PW}@127.0.0.1:5679"),
+        format!("amqp:user:{PW}@127.0.0.1/vh"),
+        format!("amqp:/user:{PW}@127.0.0.1/vh"),
+        format!("amqp://user:{PW}@127.0.0.1:notaport/%2f"),
+    ];
+    for url in &bad_urls {
+        let mut c = fleet::fleet_cmd(&["worker", "--amqp", url, "--store", "memory:"]);
+        let child = c
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let t0 = std::time::Instant::now();
+        let o = child.wait_with_output().unwrap();
+        let all = format!(
+            "{}{}",
+            String::from_utf8_lossy(&o.stdout),
+            String::from_utf8_lossy(&o.stderr)
+        );
+        assert!(!o.status.success(), "{url}: {all}");
+        assert!(
+            t0.elapsed() < Duration::from_secs(10),
+            "{url}: refused at once"
+        );
+        assert!(all.contains("invalid AMQP URL"), "{url}: {all}");
+        assert!(!all.contains(PW), "{url}: {all}");
+    }
+
+    let o = fleet::fleet_cmd(&[
+        "worker",
+        "--amqp",
+        &fleet::amqp(),
+        "--store",
+        &format!("s3://k:{PW}@bucket:badport/x"),
+    ])
+    .output()
+    .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success() && !err.contains(PW), "{err}");
+
+    // A dashboard that is down: its URL is logged without the password.
+    let s = setup(113, false);
+    let out = s.tmp.path().join("out.gz");
+    let dash = format!("http://u:{PW}@127.0.0.1:9/");
+    let mut a = vec!["merge", "--quiet"];
+    a.extend(job_args(&s.corpus, &s.source, &s.ins));
+    a.extend_from_slice(&[
+        "--out",
+        out.to_str().unwrap(),
+        "--dashboard",
+        &dash,
+        "--dashboard-client",
+        "ci",
+    ]);
+    let o = Command::new(covmerge_integration_tests::bin())
+        .args(&a)
+        .env("RUST_LOG", "info")
+        .env("COVMERGE_DASHBOARD_KEY", "dashkey")
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success(), "{err}");
+    assert!(err.contains("127.0.0.1:9"), "the dashboard is named: {err}");
+    assert!(!err.contains(PW), "{err}");
+}

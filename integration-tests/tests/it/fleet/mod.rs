@@ -1,0 +1,185 @@
+//! Fleet mode (coordinator + worker processes) against the real RabbitMQ and an S3
+//! server, with faults injected: every final result must equal the embedded one. The
+//! setup every scenario shares is here; the scenarios by kind in `kills.rs`,
+//! `forged.rs` and `outages.rs`.
+
+use covmerge_corpus::{generate, Corpus, CorpusSpec};
+use covmerge_integration_tests::fleet::{self, bucket, coordinator_run, download, upload, worker};
+use covmerge_integration_tests::{gunzip, manifest, merge_ok};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+mod forged;
+mod kills;
+mod outages;
+
+const SHARDS: &str = "6";
+
+pub(crate) const LONG: Duration = Duration::from_secs(180);
+
+pub(crate) struct Setup {
+    pub(crate) tmp: tempfile::TempDir,
+    pub(crate) corpus: Corpus,
+    /// The corpus' inputs and `dir:` source, as job arguments.
+    pub(crate) ins: Vec<String>,
+    pub(crate) source: String,
+    /// The embedded merge's decompressed result.
+    pub(crate) want: Vec<u8>,
+}
+
+pub(crate) fn inputs(c: &Corpus) -> Vec<String> {
+    c.inputs.iter().map(|p| p.display().to_string()).collect()
+}
+
+pub(crate) fn src(c: &Corpus) -> String {
+    format!("dir:{}", c.sources.display())
+}
+
+pub(crate) fn job_args<'a>(c: &'a Corpus, source: &'a str, ins: &'a [String]) -> Vec<&'a str> {
+    let mut a = vec![
+        "--source",
+        source,
+        "--base-repo",
+        &c.base_repo,
+        "--base-commit",
+        &c.base_commit,
+        "--shards",
+        SHARDS,
+        "--date-to",
+        "2024-04-08",
+        "--input",
+    ];
+    a.extend(ins.iter().map(|s| s.as_str()));
+    a
+}
+
+impl Setup {
+    /// A coordinator's arguments for this corpus: the job's, then the broker, the
+    /// store and the result.
+    pub(crate) fn coord_args<'a>(
+        &'a self,
+        amqp: &'a str,
+        store: &'a str,
+        out: &'a Path,
+    ) -> Vec<&'a str> {
+        let mut a = job_args(&self.corpus, &self.source, &self.ins);
+        let out = out.to_str().unwrap();
+        a.extend_from_slice(&["--amqp", amqp, "--store", store, "--out", out]);
+        a
+    }
+}
+
+pub(crate) fn setup(seed: u64, git: bool) -> Setup {
+    let tmp = tempfile::tempdir().unwrap();
+    let spec = CorpusSpec {
+        seed,
+        files: 12,
+        lines: 150,
+        commits: 5,
+        managers: 3,
+        parts: 3,
+        no_git: !git,
+        ..CorpusSpec::default()
+    };
+    let corpus = generate(&spec, &tmp.path().join("corpus")).unwrap();
+    let out = tmp.path().join("embedded.jsonl.gz");
+    let ins = inputs(&corpus);
+    let source = src(&corpus);
+    let mut a = job_args(&corpus, &source, &ins);
+    a.extend_from_slice(&["--out", out.to_str().unwrap()]);
+    merge_ok(&a);
+    let want = gunzip(&out);
+    Setup {
+        tmp,
+        corpus,
+        ins,
+        source,
+        want,
+    }
+}
+
+/// Modification times of the `.done` markers in `dir`, by name.
+pub(crate) fn marker_times(dir: &Path) -> Vec<(PathBuf, std::time::SystemTime)> {
+    let mut v: Vec<_> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.to_string_lossy().ends_with(".done"))
+        .map(|p| {
+            let t = std::fs::metadata(&p).unwrap().modified().unwrap();
+            (p, t)
+        })
+        .collect();
+    v.sort();
+    v
+}
+
+pub(crate) fn file_store(dir: &Path) -> String {
+    format!("file://{}", dir.display())
+}
+
+pub(crate) fn run_ok(args: &[&str], env: &[(&str, &str)]) -> String {
+    let o = coordinator_run(args, env, LONG);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "coordinator failed:\n{err}");
+    String::from_utf8(o.stdout).unwrap()
+}
+
+pub(crate) fn job_id(stdout: &str) -> String {
+    stdout
+        .lines()
+        .next()
+        .unwrap()
+        .strip_prefix("job ")
+        .expect("job id printed first")
+        .to_string()
+}
+
+/// A runtime for talking to the broker directly from a test.
+pub(crate) fn rt() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap()
+}
+
+/// The next event of `job`, within 30 s.
+pub(crate) async fn next_event(
+    q: &covmerge_queue::amqp::AmqpQueue,
+    job: &str,
+) -> covmerge_queue::Event {
+    use covmerge_queue::Queue;
+    tokio::time::timeout(Duration::from_secs(30), q.next_event(job))
+        .await
+        .expect("an event within 30 s")
+        .unwrap()
+}
+
+/// Messages ready in the shared task queue, as RabbitMQ counts them.
+pub(crate) fn tasks_ready() -> usize {
+    let o = std::process::Command::new("rabbitmqctl")
+        .args([
+            "-q",
+            "list_queues",
+            "-p",
+            &fleet::vhost(),
+            "name",
+            "messages_ready",
+        ])
+        .output()
+        .expect("rabbitmqctl");
+    String::from_utf8_lossy(&o.stdout)
+        .lines()
+        .filter_map(|l| l.split_once('\t'))
+        .find(|(name, _)| *name == "covmerge.tasks")
+        .and_then(|(_, n)| n.trim().parse().ok())
+        .unwrap_or(0)
+}
+
+/// Waits until `dir` holds at least `n` `.done` markers.
+pub(crate) fn wait_markers(dir: &Path, n: usize, what: &fleet::Proc) {
+    let t0 = std::time::Instant::now();
+    while !(dir.is_dir() && marker_times(dir).len() >= n) {
+        assert!(t0.elapsed() < LONG, "no progress: {}", what.log_text());
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}

@@ -1,0 +1,94 @@
+//! What `merge` and `coordinator` share: their job flags made a job request, and the
+//! source and base commit checked before any work.
+
+use anyhow::{bail, Context, Result};
+use covmerge_coordinator::dashboard::Dashboard;
+use covmerge_coordinator::JobRequest;
+use covmerge_proto::JobId;
+use covmerge_storage::redact_url;
+use tracing::{info, warn};
+
+use crate::cli::JobArgs;
+
+pub(crate) fn request(a: &JobArgs, job: Option<JobId>) -> Result<JobRequest> {
+    Ok(JobRequest {
+        job,
+        inputs: a.input.clone(),
+        source: a.source.clone(),
+        base_repo: a.base_repo.clone(),
+        base_commit: base_commit(a)?,
+        shards: a.shards,
+        max_bad_rows: a.max_bad_rows,
+        namespace: a.namespace.clone(),
+        duration: a.duration,
+        date_to: a.date_to.or(a.base_at).map(|d| d.to_string()),
+        total_rows: a.total_rows,
+        file_path_prefix: a.file_path_prefix.clone().unwrap_or_default(),
+        format: a.input_format,
+        go_modules: a.go_module.clone(),
+        go_managers: a.go_manager.clone(),
+        go_commits: a.go_commit.clone(),
+    })
+}
+
+/// `--base-commit`, or the commit `--base-at`/`--branch` name in the `git:` source.
+fn base_commit(a: &JobArgs) -> Result<String> {
+    if let Some(c) = &a.base_commit {
+        return Ok(c.clone());
+    }
+    let date = a
+        .base_at
+        .context("--base-commit or --base-at is required")?;
+    let Some(path) = a.source.strip_prefix("git:") else {
+        bail!(
+            "--base-at needs a git: source to find the commit in (got --source {})",
+            a.source
+        );
+    };
+    let until = date.end_of_day_utc();
+    let git = covmerge_source::GitSource::open(path)?;
+    let c = git.commit_at(a.branch.as_deref(), until)?;
+    info!(base_at = %date, branch = a.branch.as_deref().unwrap_or("HEAD"), commit = %c, "base commit chosen");
+    Ok(c)
+}
+
+pub(crate) fn dashboard(a: &JobArgs) -> Result<Option<Dashboard>> {
+    let Some(url) = &a.dashboard else {
+        return Ok(None);
+    };
+    let client = a
+        .dashboard_client
+        .as_deref()
+        .context("--dashboard needs --dashboard-client")?;
+    Ok(Some(Dashboard::new(url, client, super::dashboard_key()?)))
+}
+
+/// The same parse `open_source` does, before any work.
+pub(crate) fn check_source(spec: &str) -> Result<()> {
+    covmerge_source::SourceSpec::parse(spec)
+        .map(|_| ())
+        .with_context(|| format!("--source {spec:?}"))
+}
+
+/// Before any work: the source holds the base commit. A base it lacks would make every
+/// file look deleted, and an empty result would be published as complete. `strict`
+/// (`merge`): the source must open here. A fleet coordinator may not see a source its
+/// workers see (a `dir:` on their disks); it checks what it can open, and each merge task
+/// checks again on its worker.
+pub(crate) async fn check_base(spec: &str, commit: &str, strict: bool) -> Result<()> {
+    let (spec, commit) = (spec.to_string(), commit.to_string());
+    tokio::task::spawn_blocking(move || -> Result<()> {
+        let source = match covmerge_source::open_source(&spec) {
+            Ok(s) => s,
+            Err(e) if !strict => {
+                warn!(source = %redact_url(&spec), error = %e, "cannot open the source here to check the base commit; each worker checks it");
+                return Ok(());
+            }
+            Err(e) => return Err(anyhow::Error::new(e).context(format!("--source {}", redact_url(&spec)))),
+        };
+        covmerge_source::require_commit(&*source, &redact_url(&spec), &commit)?;
+        Ok(())
+    })
+    .await
+    .context("checking the base commit")?
+}

@@ -1,0 +1,84 @@
+//! What each subcommand does, one file each; `job.rs` holds what `merge` and
+//! `coordinator` share (their job flags made a job request, the source and base
+//! checked before any work). The arguments themselves are `crate::cli`'s.
+
+use anyhow::{Context, Result};
+use covmerge_proto::output::totals_line;
+
+use crate::cli::{Cli, Command};
+
+pub(crate) mod coordinator;
+pub(crate) mod gen;
+pub(crate) mod job;
+pub(crate) mod merge;
+pub(crate) mod notify;
+pub(crate) mod report;
+pub(crate) mod sources;
+pub(crate) mod status;
+pub(crate) mod worker;
+
+mod fleet;
+
+/// Runs the command `cli` names.
+pub(crate) async fn run(cli: Cli) -> Result<()> {
+    match cli.cmd {
+        Command::Merge(m) => merge::run(m).await,
+        Command::Coordinator(c) => coordinator::run(c).await,
+        Command::Worker(w) => worker::run(w).await,
+        Command::Notify(n) => notify::run(n).await,
+        Command::Report(r) => report::report(r).await,
+        Command::Diff(d) => report::diff(d).await,
+        Command::Status(st) => status::run(st).await,
+        Command::Gen(g) => gen::run(g),
+        Command::Sources(s) => sources::run(s).await,
+    }
+}
+
+/// A summary line on standard output, or on standard error when the result itself
+/// goes to standard output (`--out -`). A closed stdout loses the line, not the job:
+/// the result is already written.
+pub(crate) fn say(to_stderr: bool, line: &str) {
+    if to_stderr {
+        crate::log::err_line(line);
+    } else {
+        crate::outln!("{line}");
+    }
+}
+
+/// Resolves at SIGINT, SIGTERM, SIGHUP or SIGQUIT with the signal's name and the exit status a shell
+/// gives a process it killed (128 + the signal number: 130, 143).
+pub(crate) async fn interrupted() -> (&'static str, i32) {
+    use tokio::signal::unix::{signal, SignalKind};
+    let (Ok(mut int), Ok(mut term), Ok(mut hup), Ok(mut quit)) = (
+        signal(SignalKind::interrupt()),
+        signal(SignalKind::terminate()),
+        signal(SignalKind::hangup()),
+        signal(SignalKind::quit()),
+    ) else {
+        return std::future::pending().await;
+    };
+    tokio::select! {
+        _ = int.recv() => ("SIGINT", 130),
+        _ = term.recv() => ("SIGTERM", 143),
+        // A dropped ssh session.
+        _ = hup.recv() => ("SIGHUP", 129),
+        _ = quit.recv() => ("SIGQUIT", 131),
+    }
+}
+
+/// syz-covermerger's report of `save_coverage`.
+pub(crate) fn print_rows(rows: Option<i64>) {
+    if let Some(n) = rows {
+        crate::outln!("created {n} DB rows");
+    }
+}
+
+pub(crate) fn dashboard_key() -> Result<String> {
+    std::env::var("COVMERGE_DASHBOARD_KEY")
+        .context("--dashboard needs the key in the environment variable COVMERGE_DASHBOARD_KEY")
+}
+
+/// The closing line syz-covermerger prints.
+pub(crate) fn print_totals(m: &covmerge_proto::Manifest) {
+    crate::outln!("{}", totals_line(m.totals.instrumented, m.totals.covered));
+}
