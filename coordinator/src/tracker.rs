@@ -15,6 +15,9 @@ use covmerge_queue::{Event, Queue};
 use covmerge_storage::Store;
 use tracing::{info, warn};
 
+/// How long a dead letter with no failure heard of waits for its task's report.
+const DEAD_LETTER_GRACE: Duration = Duration::from_secs(2);
+
 use crate::progress::ProgressView;
 use crate::state::{Output, TaskState};
 use crate::JobError;
@@ -249,9 +252,23 @@ impl Tracker<'_> {
         self.gauges();
         let mut last_news = tokio::time::Instant::now();
         let mut last_lost: Option<tokio::time::Instant> = None;
+        // Dead letters of tasks with no failure heard of yet, settled after
+        // DEAD_LETTER_GRACE: the worker's failure report (naming the input and the
+        // line) travels on another queue and may arrive just after the dead letter.
+        let mut held: Vec<(tokio::time::Instant, TaskRef, String)> = Vec::new();
         while self.tally.waiting() > 0 {
+            let first_held = held.iter().map(|h| h.0).min();
             let event = tokio::select! {
                 e = self.queue.next_event(self.job.as_str()) => e?,
+                _ = tokio::time::sleep_until(first_held.unwrap_or_else(tokio::time::Instant::now)), if first_held.is_some() => {
+                    let now = tokio::time::Instant::now();
+                    let (due, rest): (Vec<_>, Vec<_>) = held.into_iter().partition(|h| h.0 <= now);
+                    held = rest;
+                    for (_, t, why) in due {
+                        self.settle_dead_letter(t, why);
+                    }
+                    continue;
+                }
                 _ = tick.tick() => {
                     if self.reconcile().await? {
                         last_news = tokio::time::Instant::now();
@@ -342,16 +359,25 @@ impl Tracker<'_> {
                             _ => String::new(),
                         };
                         let why = format!("dead-lettered: {reason}{cause}");
-                        if self.change(&t, |s| s.fail(why)) == Some(true) {
-                            self.gauges();
-                            warn!(task = %task.task_ref(), %reason, "task dead-lettered");
-                            self.progress.task_finished(&task.task_ref());
+                        if cause.is_empty() {
+                            held.push((tokio::time::Instant::now() + DEAD_LETTER_GRACE, t, why));
+                        } else {
+                            self.settle_dead_letter(t, why);
                         }
                     }
                 }
             }
         }
         Ok(())
+    }
+
+    /// Fails a dead-lettered task, unless a report settled it meanwhile.
+    fn settle_dead_letter(&mut self, t: TaskRef, why: String) {
+        if self.change(&t, |s| s.fail(why)) == Some(true) {
+            self.gauges();
+            warn!(task = %t, "task dead-lettered");
+            self.progress.task_finished(&t);
+        }
     }
 
     pub(crate) fn failed(&self) -> Vec<FailedTask> {
