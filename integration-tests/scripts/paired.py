@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
-"""Two covmerge binaries on one corpus at the same time, one core each (BENCHMARKS.md,
-issue 12): the machine's drift between runs, larger on this VM than the changes being
+"""Two covmerge binaries on one corpus at the same time, one core each (docs/benchmarks-log.md,
+"fifth session"): the machine's drift between runs, larger on this VM than the changes being
 measured, hits both alike.
 
 Usage: paired.py N OLD NEW   (env: CORPUS=/tmp/r20u, W=1 task loops per process)

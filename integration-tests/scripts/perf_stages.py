@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Per-stage CPU breakdown of a covmerge profile (BENCHMARKS.md, issue 12).
+"""Per-stage CPU breakdown of a covmerge profile (docs/benchmarks-log.md).
 
 Usage: perf record -F 499 -e cpu-clock --call-graph dwarf,32768 -o p.data -- covmerge merge ...
        perf script -i p.data | perf_stages.py [CPU_SECONDS]

@@ -2,6 +2,8 @@
 
 /// Bad input rules of contract §6.
 mod bad_input;
+/// Every `contract §n` in the tree names a section of docs/contract.md.
+mod citations;
 /// Dashboard notification (contract §8).
 mod dashboard;
 /// Logs, the dashboard's HTTP, snapshots, status and error messages.
