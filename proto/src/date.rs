@@ -36,25 +36,36 @@ pub fn days_from_civil(y: i64, m: u32, d: u32) -> i64 {
 /// (`2024-99-99`, `2026-02-30`, `2024-4-8`, `+202-01-01`) is refused, never normalised.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct Date {
+    /// Year, 1 to 9999.
     pub year: u16,
+    /// Month, 1 to 12.
     pub month: u8,
+    /// Day of the month, 1 to its last day.
     pub day: u8,
 }
 
 /// Why a text is not a [`Date`].
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum DateError {
+    /// Not of the form `YYYY-MM-DD` (four, two and two ASCII digits).
     #[error("expected YYYY-MM-DD")]
     Shape,
+    /// A month outside 01 to 12.
     #[error("month {0} does not exist (01 to 12)")]
     Month(u32),
+    /// A day its month does not have.
     #[error("day {day} does not exist in {year:04}-{month:02} (01 to {last:02})")]
     Day {
+        /// The year given.
         year: u32,
+        /// The month given.
         month: u32,
+        /// The day given, which that month does not have.
         day: u32,
+        /// The last day of that month.
         last: u32,
     },
+    /// Year 0000.
     #[error("year 0000 is not a calendar year here (0001 to 9999)")]
     Year,
 }

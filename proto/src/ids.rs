@@ -43,6 +43,7 @@ impl JobId {
         }
     }
 
+    /// The id as given (1-64 characters of `[A-Za-z0-9._-]`).
     pub fn as_str(&self) -> &str {
         &self.0
     }
@@ -62,6 +63,7 @@ macro_rules! index_id {
         pub struct $name(pub u32);
 
         impl $name {
+            /// The number as an index into a vector of them.
             pub fn index(self) -> usize {
                 self.0 as usize
             }
@@ -94,7 +96,9 @@ index_id!(
 /// Names a task within its job.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 pub enum TaskRef {
+    /// The split task of that number (map phase).
     Split(SplitId),
+    /// The merge task of that shard (reduce phase).
     Merge(ShardId),
 }
 

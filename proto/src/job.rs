@@ -6,14 +6,19 @@ use crate::JobId;
 /// (`jobs/<id>/job.json`) so that `--resume` continues exactly the same job.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct JobSpec {
+    /// The job's id: names its store prefix, queues and lease.
     pub job: JobId,
     /// Input locations after listing: local paths or object-store URLs.
     pub inputs: Vec<String>,
+    /// The repository of the base (`--base-repo`), written to the result's header.
     pub base_repo: String,
+    /// The commit every row is mapped onto (`--base-commit`, or resolved from `--base-at`).
     pub base_commit: String,
     /// The source spec workers use when they have none of their own (`dir:`, `git:`, `store:`).
     pub source: String,
+    /// Number of shards the rows are partitioned into (one result part each).
     pub shards: u32,
+    /// Bad rows skipped and counted before the job fails (`--max-bad-rows`).
     pub max_bad_rows: u64,
     /// Merge only files whose path starts with this (`--file-path-prefix`; empty: all).
     #[serde(default)]
@@ -219,12 +224,16 @@ pub enum InputFormat {
     /// starts with `mode: ` a Go text profile, anything else CSV.
     #[default]
     Auto,
+    /// CSV rows (contract §2).
     Csv,
+    /// A Go text profile (`go test -coverprofile`).
     GoText,
+    /// A `GOCOVERDIR` directory of Go covmeta and covcounters files.
     GoCovdata,
 }
 
 impl InputFormat {
+    /// The format an `--input-format` value names (`auto`, `csv`, `go-text`, `go-covdata`).
     pub fn parse(s: &str) -> Option<Self> {
         Some(match s {
             "auto" => InputFormat::Auto,
@@ -250,21 +259,27 @@ impl InputFormat {
 /// repository (`.`: its root).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct GoModule {
+    /// The Go import path prefix (e.g. `example.com/m`).
     pub module: String,
+    /// Where its files are in the repository, relative to the root (`.`: the root).
     pub dir: String,
 }
 
 /// The manager and build commit of one input's Go coverage.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct GoInputMeta {
+    /// The manager the input's rows are recorded under.
     pub manager: String,
+    /// The kernel commit (build) the input's coverage was recorded on.
     pub commit: String,
 }
 
 /// Job-wide input settings.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct GoSpec {
+    /// How every input is read (`--input-format`).
     pub format: InputFormat,
+    /// Where Go modules lie in the repository (`--go-module`).
     pub modules: Vec<GoModule>,
     /// One per input, aligned with [`JobSpec::inputs`] (empty in older jobs).
     pub inputs: Vec<GoInputMeta>,
@@ -273,18 +288,24 @@ pub struct GoSpec {
 /// How one split task reads its input when it is Go coverage.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct GoInput {
+    /// How this input is read.
     pub format: InputFormat,
+    /// Where Go modules lie in the repository (`--go-module`).
     pub modules: Vec<GoModule>,
     /// The manager its rows are recorded under and the commit of its build.
     pub manager: String,
+    /// The commit of the build that recorded it.
     pub commit: String,
 }
 
 /// The job description line of the output (`coveragedb.HistoryRecord`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct HeaderSpec {
+    /// The dashboard namespace (`Namespace` of the header record).
     pub namespace: String,
+    /// Days the job's rows span (`Duration` of the header record).
     pub duration: i64,
+    /// Last day of the rows, `YYYY-MM-DD` (`DateTo` of the header record).
     pub date_to: String,
     /// `None`: the number of data rows read.
     pub total_rows: Option<i64>,

@@ -10,17 +10,28 @@ use serde::{Deserialize, Serialize};
 /// and not in `rows_in`. The rows read are `rows_in + rows_outside_prefix`.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Counts {
+    /// Data rows read within scope (every row but those outside `--file-path-prefix`).
     pub rows_in: u64,
+    /// `Session` (covmerge writes it empty).
     pub rows_bad: u64,
+    /// `Time` (covmerge writes Go's zero time, `0001-01-01T00:00:00Z`).
     pub rows_without_line: u64,
+    /// Rows whose line did not land on the base (changed, removed or past the end, or no such version).
     pub rows_lost: u64,
+    /// Hits of the lost rows.
     pub hits_lost: u64,
+    /// Files present at the base that got records.
     pub files: u64,
+    /// Files named by rows but absent at the base.
     pub files_deleted: u64,
+    /// Base lines with at least one row (in the `*` records).
     pub instrumented: u64,
+    /// Instrumented lines with hits above 0.
     pub covered: u64,
+    /// Rows that landed on a base line.
     #[serde(default)]
     pub rows_merged: u64,
+    /// Rows of files absent at the base.
     #[serde(default)]
     pub rows_deleted: u64,
     /// Revision pairs whose diff hit the size cap and were mapped by anchors only.
@@ -54,6 +65,7 @@ impl Counts {
 /// One part of the result.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ShardEntry {
+    /// The shard's number, which is also the part's position in the result.
     pub index: u32,
     /// JSON lines in the part.
     pub records: u64,
@@ -71,7 +83,9 @@ pub struct ShardEntry {
 /// A shard that could not be merged.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct FailedTask {
+    /// The task, as `split-00003` or `merge-00012`.
     pub task: String,
+    /// Its last error, naming the input, line or object it is about.
     pub error: String,
 }
 
@@ -98,14 +112,23 @@ impl std::fmt::Display for JobStatus {
 /// The manifest of contract §7.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Manifest {
+    /// The job's id.
     pub job: String,
+    /// Whether the result was written.
     pub status: JobStatus,
+    /// The repository of the base.
     pub base_repo: String,
+    /// The commit every row was mapped onto.
     pub base_commit: String,
+    /// Where the result was written; `None` when the job failed.
     pub result: Option<String>,
+    /// Every input, after listing, in job order.
     pub inputs: Vec<String>,
+    /// Counters summed over every shard (contract §7).
     pub totals: Counts,
+    /// One entry per part of the result, in shard order.
     pub shards: Vec<ShardEntry>,
+    /// The tasks that failed for good (empty when the job completed).
     #[serde(default)]
     pub failed: Vec<FailedTask>,
     /// The GCS object the dashboard gave for the result (`create_upload_url`), once the

@@ -11,13 +11,21 @@ use serde::Serialize;
 #[derive(Debug, Clone, Serialize)]
 #[serde(rename_all = "PascalCase")]
 pub struct HistoryRecord<'a> {
+    /// `Session` (covmerge writes it empty).
     pub session: &'a str,
+    /// `Time` (covmerge writes Go's zero time, `0001-01-01T00:00:00Z`).
     pub time: &'a str,
+    /// The dashboard namespace.
     pub namespace: &'a str,
+    /// The repository of the base.
     pub repo: &'a str,
+    /// The base commit.
     pub commit: &'a str,
+    /// Days the rows span.
     pub duration: i64,
+    /// Last day of the rows, `YYYY-MM-DD`.
     pub date_to: &'a str,
+    /// `TotalRows`: data rows read (or as `--total-rows` says).
     pub total_rows: i64,
 }
 

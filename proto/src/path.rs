@@ -20,26 +20,37 @@ pub const MAX_SEGMENT_BYTES: usize = 255;
 /// Why a path is not canonical.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 pub enum PathError {
+    /// The path is empty.
     #[error("empty")]
     Empty,
+    /// The path starts with `/`.
     #[error("starts with `/` (must be relative to the source root)")]
     Absolute,
+    /// The path ends with `/`.
     #[error("ends with `/`")]
     TrailingSlash,
+    /// Two `/` in a row.
     #[error("has an empty segment (`//`)")]
     EmptySegment,
+    /// A segment is `.`.
     #[error("has a `.` segment")]
     Dot,
+    /// A segment is `..`.
     #[error("has a `..` segment")]
     DotDot,
+    /// A NUL byte.
     #[error("holds a NUL byte")]
     Nul,
+    /// A control character (below 0x20, or 0x7f).
     #[error("holds a control character")]
     Control,
+    /// A `\`, which no canonical path of the repository holds.
     #[error("holds a backslash")]
     Backslash,
+    /// Longer than [`MAX_PATH_BYTES`].
     #[error("longer than {MAX_PATH_BYTES} bytes")]
     TooLong,
+    /// A segment longer than [`MAX_SEGMENT_BYTES`].
     #[error("has a segment longer than {MAX_SEGMENT_BYTES} bytes")]
     SegmentTooLong,
 }

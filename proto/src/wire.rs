@@ -28,12 +28,26 @@ struct Envelope<T> {
 /// Why a message could not be decoded. Always permanent: redelivering it cannot help.
 #[derive(Debug, thiserror::Error)]
 pub enum WireError {
+    /// The message is larger than any this protocol sends.
     #[error("message of {size} bytes exceeds the cap of {max} bytes")]
-    TooLarge { size: usize, max: usize },
+    TooLarge {
+        /// Bytes of the message.
+        size: usize,
+        /// The cap, [`MAX_MESSAGE_BYTES`].
+        max: usize,
+    },
+    /// The message was written by a build of another protocol version.
     #[error("protocol version {got}, this build speaks {want}")]
-    Version { got: u16, want: u16 },
+    Version {
+        /// The message's version.
+        got: u16,
+        /// This build's, [`PROTOCOL_VERSION`].
+        want: u16,
+    },
+    /// The bytes are not a message of this protocol.
     #[error("undecodable message: {0}")]
     Decode(String),
+    /// The value could not be encoded (a bug).
     #[error("unencodable message: {0}")]
     Encode(String),
 }
@@ -75,11 +89,14 @@ pub fn decode<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, WireError> {
 /// Work for a worker.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Task {
+    /// Map phase: read one input into spill chunks per shard.
     Split(SplitTask),
+    /// Reduce phase: merge one shard's chunks into a part.
     Merge(MergeTask),
 }
 
 impl Task {
+    /// The job the task belongs to.
     pub fn job(&self) -> &JobId {
         match self {
             Task::Split(t) => &t.job,
@@ -87,6 +104,7 @@ impl Task {
         }
     }
 
+    /// The task's name within its job.
     pub fn task_ref(&self) -> TaskRef {
         match self {
             Task::Split(t) => TaskRef::Split(t.split),
@@ -197,10 +215,13 @@ impl Task {
 /// Map phase: read one input and partition its rows into per-shard spill chunks.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SplitTask {
+    /// The job the task belongs to.
     pub job: JobId,
+    /// The split's number: its position in the job's inputs.
     pub split: SplitId,
     /// Local path or object-store URL of the input.
     pub input: String,
+    /// Number of shards to partition the rows into.
     pub shards: u32,
     /// The splitter stops early once it has seen more bad rows than this.
     pub max_bad_rows: u64,
@@ -217,17 +238,22 @@ pub struct SplitTask {
 /// One further input of a split task.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SplitInput {
+    /// Local path or object-store URL of the input.
     pub input: String,
     /// Its Go manager and build commit.
     pub manager: String,
+    /// Its Go build commit.
     pub commit: String,
 }
 
 /// Reduce phase: merge one shard from its spill chunks into a part.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct MergeTask {
+    /// The job the task belongs to.
     pub job: JobId,
+    /// The shard to merge.
     pub shard: ShardId,
+    /// The commit every row is mapped onto.
     pub base_commit: String,
     /// Source spec to use when the worker has none of its own.
     pub source: String,
@@ -241,9 +267,11 @@ pub struct MergeTask {
 /// A bad row, as reported to the user.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct BadRow {
+    /// The input, as the user named it.
     pub input: String,
     /// 1-based line number in the (decompressed) input.
     pub line: u64,
+    /// What is wrong with the row.
     pub problem: String,
 }
 
@@ -294,25 +322,37 @@ impl std::fmt::Display for ChunkRef {
 /// What a merge produced; also stored as `parts/<shard>.done` (the shard's commit point).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct MergeOutcome {
+    /// Counters of the shard's rows (`rows_merged`, `rows_lost`, files, lines).
     pub counts: Counts,
+    /// The part's store key.
     pub part: String,
+    /// JSON lines in the part.
     pub records: u64,
+    /// Compressed bytes of the part.
     pub bytes: u64,
+    /// SHA-256 of the part's compressed bytes (hex).
     pub sha256: String,
 }
 
 /// Worker → coordinator.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct TaskReport {
+    /// The job the task belongs to.
     pub job: JobId,
+    /// The task reported on.
     pub task: TaskRef,
+    /// The delivery that ran (1 = the first).
     pub attempt: Attempt,
+    /// How the attempt ended.
     pub status: ReportStatus,
 }
 
+/// How a task attempt ended.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub enum ReportStatus {
+    /// The split finished: its counts and chunks.
     Split(SplitOutcome),
+    /// The merge finished: its part.
     Merged(MergeOutcome),
     /// The task failed for good (bad input, a refused task, a wrong configuration): the
     /// job cannot finish. The kind is never retryable.
@@ -352,6 +392,7 @@ impl FailureKind {
         matches!(self, FailureKind::Outage | FailureKind::Transient)
     }
 
+    /// A short name of the kind for messages and metrics labels (`bad input`, `outage`, ...).
     pub fn as_str(self) -> &'static str {
         match self {
             FailureKind::BadInput => "bad input",
@@ -369,35 +410,45 @@ impl FailureKind {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, thiserror::Error)]
 #[error("{message}")]
 pub struct Failure {
+    /// What kind of failure it is: decides retry and how it is told.
     pub kind: FailureKind,
+    /// What failed, naming the input, line or object.
     pub message: String,
 }
 
 impl Failure {
+    /// A failure of the given kind.
     pub fn new(kind: FailureKind, message: impl Into<String>) -> Self {
         Failure {
             kind,
             message: message.into(),
         }
     }
+    /// A [`FailureKind::BadInput`] failure.
     pub fn bad_input(m: impl std::fmt::Display) -> Self {
         Failure::new(FailureKind::BadInput, m.to_string())
     }
+    /// A [`FailureKind::Refused`] failure.
     pub fn refused(m: impl std::fmt::Display) -> Self {
         Failure::new(FailureKind::Refused, m.to_string())
     }
+    /// A [`FailureKind::Config`] failure.
     pub fn config(m: impl std::fmt::Display) -> Self {
         Failure::new(FailureKind::Config, m.to_string())
     }
+    /// A [`FailureKind::Outage`] failure.
     pub fn outage(m: impl std::fmt::Display) -> Self {
         Failure::new(FailureKind::Outage, m.to_string())
     }
+    /// A [`FailureKind::Transient`] failure.
     pub fn transient(m: impl std::fmt::Display) -> Self {
         Failure::new(FailureKind::Transient, m.to_string())
     }
+    /// A [`FailureKind::Internal`] failure.
     pub fn internal(m: impl std::fmt::Display) -> Self {
         Failure::new(FailureKind::Internal, m.to_string())
     }
+    /// Whether another delivery of the task may succeed.
     pub fn is_retryable(&self) -> bool {
         self.kind.is_retryable()
     }
