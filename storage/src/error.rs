@@ -4,29 +4,56 @@
 /// Storage errors with the object they concern.
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
+    /// A store URL that cannot be parsed or names no supported store.
     #[error("invalid store URL {url}: {reason}")]
-    Url { url: String, reason: String },
-    #[error("object {key} not found in {store}")]
-    NotFound { store: String, key: String },
-    #[error("object name {key:?} in {store}: {reason}")]
-    Name {
-        store: String,
-        key: String,
+    Url {
+        /// The URL as given.
+        url: String,
+        /// What is wrong with it.
         reason: String,
     },
+    /// No object of that name.
+    #[error("object {key} not found in {store}")]
+    NotFound {
+        /// The store, as displayed to the user (its URL without user info or query).
+        store: String,
+        /// The key, relative to the store's prefix.
+        key: String,
+    },
+    /// A key the store cannot name (object_store refuses it, or a local name it cannot read).
+    #[error("object name {key:?} in {store}: {reason}")]
+    Name {
+        /// The store, as displayed to the user.
+        store: String,
+        /// The key as given.
+        key: String,
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// A byte range past the object's end: permanent, never retried.
     #[error("bytes {start}..{end} of {key} in {store}: the object has {size} bytes")]
     OutOfRange {
+        /// The store, as displayed to the user.
         store: String,
+        /// The object's key.
         key: String,
+        /// First byte asked for.
         start: u64,
+        /// One past the last byte asked for.
         end: u64,
+        /// The object's size in bytes.
         size: u64,
     },
+    /// The store's client failed; [`StoreError::is_transient`] tells an outage from a refusal.
     #[error("{op} {key} in {store}: {source}")]
     Io {
+        /// The operation (`get`, `put`, `list`, ...).
         op: &'static str,
+        /// The store, as displayed to the user.
         store: String,
+        /// The object's key (or the prefix listed).
         key: String,
+        /// object_store's error.
         #[source]
         source: Box<object_store::Error>,
     },

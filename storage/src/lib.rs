@@ -472,6 +472,7 @@ impl Store {
         }
     }
 
+    /// The whole object `key`, within the retry budget.
     pub async fn get(&self, key: &str) -> Result<Bytes, StoreError> {
         self.retrying("get", key, || async {
             let r = self
@@ -591,6 +592,7 @@ impl Store {
         .await
     }
 
+    /// Whether object `key` exists.
     pub async fn exists(&self, key: &str) -> Result<bool, StoreError> {
         self.retrying("head", key, || async {
             match self.inner.head(&self.path(key)?).await {
@@ -633,6 +635,7 @@ impl Store {
         Ok(keys)
     }
 
+    /// Deletes object `key`; one that is already gone is no error.
     pub async fn delete(&self, key: &str) -> Result<(), StoreError> {
         self.retrying("delete", key, || async {
             match self.inner.delete(&self.path(key)?).await {
