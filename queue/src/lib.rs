@@ -40,7 +40,12 @@ pub enum QueueError {
     /// refuses (PRECONDITION_FAILED: a queue declared with other arguments). `what`
     /// names the broker (without credentials) and the operation.
     #[error("configuration error: {what}: {reason}")]
-    Config { what: String, reason: String },
+    Config {
+        /// The broker (without credentials) and the operation.
+        what: String,
+        /// What the broker or the client said.
+        reason: String,
+    },
 }
 
 impl QueueError {
@@ -57,7 +62,12 @@ pub enum Event {
     /// A worker's report (an encoded `TaskReport`).
     Report(Vec<u8>),
     /// A task that was dead-lettered: the body as published, and why.
-    DeadLetter { body: Vec<u8>, reason: String },
+    DeadLetter {
+        /// The task's encoded body, as published.
+        body: Vec<u8>,
+        /// Why the broker dead-lettered it (rejected, delivery limit, ...).
+        reason: String,
+    },
     /// The task queue was deleted (and declared again) under the fleet: the tasks it
     /// held are gone, and every task still waited for must be published again now.
     TasksLost,
@@ -84,6 +94,7 @@ pub trait Settle: Send {
 
 /// One delivered task.
 pub struct Delivery {
+    /// The encoded task.
     pub body: Vec<u8>,
     /// 1 on the first delivery, 2 on the first redelivery, ...
     pub attempt: u32,
@@ -94,6 +105,7 @@ pub struct Delivery {
 }
 
 impl Delivery {
+    /// A delivery of `body`, its `attempt`-th, settled through `settle`.
     pub fn new(body: Vec<u8>, attempt: u32, settle: Box<dyn Settle>) -> Self {
         Delivery {
             body,
@@ -107,12 +119,15 @@ impl Delivery {
         self.refused_by = refused_by;
         self
     }
+    /// Done: removes it from the queue.
     pub async fn ack(self) -> Result<(), QueueError> {
         self.settle.ack().await
     }
+    /// Failed, may succeed later: delivers it again (counts toward the delivery limit).
     pub async fn retry(self) -> Result<(), QueueError> {
         self.settle.retry().await
     }
+    /// Can never succeed (poison): dead-letters it now.
     pub async fn reject(self) -> Result<(), QueueError> {
         self.settle.reject().await
     }
