@@ -33,7 +33,9 @@ use tracing::{debug, info, warn};
 /// Live counters of this process's task loops, for a progress display.
 #[derive(Debug, Default)]
 pub struct Progress {
+    /// Data rows read by splits so far.
     pub rows_read: AtomicU64,
+    /// Shards merged so far.
     pub shards_merged: AtomicU64,
 }
 
@@ -289,10 +291,12 @@ impl Metrics {
             .inc();
     }
 
+    /// Counts `n` bytes read, labelled `what` (`input`, `chunk`).
     pub fn bytes_read(&self, what: &'static str, n: u64) {
         self.bytes_read.get_or_create(&[("what", what)]).inc_by(n);
     }
 
+    /// Counts `n` bytes written, labelled `what` (`chunk`, `part`).
     pub fn bytes_written(&self, what: &'static str, n: u64) {
         self.bytes_written
             .get_or_create(&[("what", what)])
@@ -341,6 +345,7 @@ impl Default for Health {
 }
 
 impl Health {
+    /// A health state, not ready ("starting") until a probe is set with [`Health::set_check`].
     pub fn new() -> Arc<Self> {
         Arc::new(Health::default())
     }
