@@ -169,20 +169,29 @@ pub struct Corpus {
 /// Errors of [`generate`].
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
+    /// The spec asks for something impossible (no files, no commits, ...).
     #[error("invalid corpus spec: {0}")]
     Spec(String),
+    /// Writing a file of the corpus failed.
     #[error("{}: {source}", path.display())]
     Io {
+        /// The file.
         path: PathBuf,
+        /// The write error.
         #[source]
         source: std::io::Error,
     },
+    /// A git command building the corpus's repository failed.
     #[error("{command} failed ({status}): {stderr}")]
     Git {
+        /// The command line.
         command: String,
+        /// Its exit status.
         status: String,
+        /// What it wrote to stderr.
         stderr: String,
     },
+    /// A thread writing input parts panicked or stopped.
     #[error("a part writer thread failed")]
     Worker,
 }
