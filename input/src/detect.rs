@@ -21,6 +21,7 @@ pub enum InputKind {
 /// A local input as [`detect`] found it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Detected {
+    /// What the input holds.
     pub kind: InputKind,
     /// A gzip stream (its first bytes are gzip's magic).
     pub gzip: bool,
@@ -31,10 +32,13 @@ pub struct Detected {
 /// Why a local path is no input.
 #[derive(Debug, thiserror::Error)]
 pub enum DetectError {
+    /// The path could not be read.
     #[error("{0}")]
     Io(#[from] io::Error),
+    /// A directory without a `covmeta.*` file.
     #[error("a directory, and not Go coverage data (no covmeta.* file)")]
     NotCovdata,
+    /// Neither a regular file nor a directory (a socket, a device, ...).
     #[error("not a file")]
     NotAFile,
 }

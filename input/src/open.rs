@@ -14,6 +14,7 @@ pub struct ChannelReader {
 }
 
 impl ChannelReader {
+    /// A reader of the bytes received on `rx` until it closes; an `Err` received is returned by `read`.
     pub fn new(rx: tokio::sync::mpsc::Receiver<io::Result<Bytes>>) -> Self {
         ChannelReader {
             rx,

@@ -25,41 +25,70 @@ pub const MAX_ROW: usize = 1 << 20;
 /// An input that cannot be read at all (as opposed to one bad row).
 #[derive(Debug, thiserror::Error)]
 pub enum InputError {
+    /// The input could not be opened.
     #[error("{input}: cannot open: {source}")]
     Open {
+        /// The input, as the user named it.
         input: String,
+        /// Why it could not be opened.
         #[source]
         source: io::Error,
     },
+    /// Reading the input's bytes failed (not a decoding error).
     #[error("{input}: reading: {source}")]
     Stream {
+        /// The input, as the user named it.
         input: String,
+        /// The read error.
         #[source]
         source: io::Error,
     },
+    /// The header lacks a column contract §2 requires.
     #[error("{input}: required column `{column}` missing from the header")]
-    MissingColumn { input: String, column: &'static str },
+    MissingColumn {
+        /// The input, as the user named it.
+        input: String,
+        /// The column's name.
+        column: &'static str,
+    },
     /// Which of the two would be the column is a guess: the input is refused.
     #[error("{input}:1: column `{column}` appears more than once in the header (fields {first} and {second})")]
     RepeatedColumn {
+        /// The input, as the user named it.
         input: String,
+        /// The column's name.
         column: &'static str,
+        /// Its first field, counting from 1.
         first: usize,
+        /// Its second field, counting from 1.
         second: usize,
     },
+    /// Not even a header row.
     #[error("{input}: empty input, expected a header row")]
-    Empty { input: String },
+    Empty {
+        /// The input, as the user named it.
+        input: String,
+    },
+    /// The input's bytes are not valid gzip (or the stream ends early).
     #[error("{input}: at byte {offset}{}: {problem}", if *gzip { " of the gzip stream" } else { "" })]
     Decode {
+        /// The input, as the user named it.
         input: String,
+        /// Offset of the problem in the raw bytes.
         offset: u64,
+        /// Whether the bytes were a gzip stream.
         gzip: bool,
+        /// What the decoder found.
         problem: String,
     },
+    /// The CSV could not be read at a line (a read error there, a header row past the cap).
     #[error("{input}:{line}: {problem}")]
     Read {
+        /// The input, as the user named it.
         input: String,
+        /// The record's line, counting from 1.
         line: u64,
+        /// What is wrong with it.
         problem: String,
     },
 }
@@ -88,56 +117,89 @@ impl InputError {
 /// Positions of the required columns in this input.
 #[derive(Debug, Clone, Copy)]
 pub struct Columns {
+    /// Field index of `kernel_repo`.
     pub repo: usize,
+    /// Field index of `kernel_commit`.
     pub commit: usize,
+    /// Field index of `file_path`.
     pub file: usize,
+    /// Field index of `func_name`.
     pub func: usize,
+    /// Field index of `manager`.
     pub manager: usize,
+    /// Field index of `sl`.
     pub sl: usize,
+    /// Field index of `hit_count`.
     pub hits: usize,
 }
 
 /// One valid row, borrowing the reader's buffer.
 #[derive(Debug, Clone, Copy)]
 pub struct Row<'a> {
+    /// `kernel_repo`.
     pub repo: &'a [u8],
+    /// `kernel_commit`: the build the row was recorded on.
     pub commit: &'a [u8],
+    /// `file_path`, checked canonical.
     pub file: &'a [u8],
+    /// `func_name` (may be empty).
     pub func: &'a [u8],
+    /// `manager`.
     pub manager: &'a [u8],
     /// 0 means "no line information" (contract §2).
     pub sl: u32,
+    /// `hit_count`.
     pub hits: u64,
 }
 
 /// Why a row is malformed (contract §6).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum RowProblem {
+    /// The row has another number of fields than the header.
     FieldCount {
+        /// Fields in the header.
         want: usize,
+        /// Fields in the row.
         got: usize,
     },
+    /// A count that is not an integer.
     BadInteger {
+        /// The column's name.
         column: &'static str,
+        /// The field as found.
         value: String,
     },
+    /// A count below 0.
     Negative {
+        /// The column's name.
         column: &'static str,
+        /// The field as found.
         value: String,
     },
+    /// A count past the column's integer type.
     Overflow {
+        /// The column's name.
         column: &'static str,
+        /// The field as found.
         value: String,
     },
+    /// A `file_path` that is not a canonical relative path.
     BadPath {
+        /// The path as found.
         value: String,
+        /// Which rule it breaks.
         why: covmerge_proto::path::PathError,
     },
+    /// A name that is not UTF-8.
     NotUtf8 {
+        /// The column's name.
         column: &'static str,
+        /// The field, lossily decoded.
         value: String,
     },
+    /// A row longer than the cap.
     TooLong {
+        /// The cap in bytes ([`MAX_ROW`] unless set lower).
         max: usize,
     },
 }
@@ -241,6 +303,7 @@ pub struct RowReader<R: Read> {
 /// rows, which are rare).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Pos {
+    /// The record's first line, counting from 1 (blank lines not counted).
     pub line: u64,
     /// Offset in this reader's input.
     pub byte: u64,
@@ -261,6 +324,7 @@ impl Header {
         self.max_row = max_row;
         self
     }
+    /// The cap on one row, in bytes.
     pub fn max_row(&self) -> usize {
         self.max_row
     }
@@ -369,6 +433,7 @@ impl<R: Read> RowReader<R> {
         }
     }
 
+    /// The input, as the user named it.
     pub fn name(&self) -> &str {
         &self.name
     }

@@ -20,37 +20,58 @@ use covmerge_proto::job::GoModule;
 /// binary data, the byte offset; for text profiles, the line).
 #[derive(Debug, thiserror::Error)]
 pub enum GoError {
+    /// The binary data does not decode.
     #[error("{file}: at byte {offset}: {problem}")]
     Corrupt {
+        /// The file, as found under the input.
         file: String,
+        /// Offset of the problem in the file.
         offset: u64,
+        /// What was found.
         problem: String,
     },
+    /// A file of the input could not be read.
     #[error("{file}: {source}")]
     Io {
+        /// The file, as found under the input.
         file: String,
+        /// The read error.
         #[source]
         source: std::io::Error,
     },
+    /// A malformed line of a text profile.
     #[error("{input}:{line}: {problem}")]
     Line {
+        /// The input, as the user named it.
         input: String,
+        /// The line, counting from 1.
         line: u64,
+        /// What is wrong with it.
         problem: String,
     },
+    /// The input as a whole is wrong (an empty text profile, a GOCOVERDIR entry that is not a regular file, ...).
     #[error("{input}: {problem}")]
-    Input { input: String, problem: String },
+    Input {
+        /// The input, as the user named it.
+        input: String,
+        /// What is wrong.
+        problem: String,
+    },
 }
 
 /// Go's counter modes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Mode {
+    /// `set`: a block ran or did not (0 or 1).
     Set,
+    /// `count`: how many times a block ran.
     Count,
+    /// `atomic`: as `count`, counted with atomic adds.
     Atomic,
 }
 
 impl Mode {
+    /// The mode a profile's `mode:` line or a meta-data file names.
     pub fn parse(s: &str) -> Option<Mode> {
         match s {
             "set" => Some(Mode::Set),
@@ -60,6 +81,7 @@ impl Mode {
         }
     }
 
+    /// The mode's name in Go's profiles.
     pub fn name(self) -> &'static str {
         match self {
             Mode::Set => "set",
@@ -162,6 +184,7 @@ impl std::fmt::Display for AddError {
 }
 
 impl Blocks {
+    /// The counter mode of the input, once known.
     pub fn mode(&self) -> Option<Mode> {
         self.mode
     }
@@ -196,6 +219,7 @@ impl Blocks {
         self.map.len()
     }
 
+    /// Whether no block was added.
     pub fn is_empty(&self) -> bool {
         self.map.is_empty()
     }
@@ -328,7 +352,9 @@ pub struct GoLine {
     pub file: String,
     /// The function from the meta-data (empty for text profiles).
     pub func: String,
+    /// The line, counting from 1.
     pub line: u32,
+    /// Its hits, summed over the blocks on it (0 or 1 in `set` mode).
     pub hits: u64,
 }
 
@@ -340,6 +366,7 @@ pub struct ModuleMap {
 }
 
 impl ModuleMap {
+    /// The map of the given `--go-module` rules.
     pub fn new(rules: &[GoModule]) -> Self {
         let mut rules = rules.to_vec();
         rules.sort_by_key(|r| std::cmp::Reverse(r.module.len()));

@@ -15,9 +15,11 @@ pub type BadLine = (u64, String);
 /// What a profile held.
 #[derive(Debug, Default)]
 pub struct TextProfile {
+    /// The blocks of the profile, counts summed.
     pub blocks: Blocks,
     /// Block lines read (good and bad).
     pub lines_read: u64,
+    /// Malformed block lines.
     pub bad: u64,
     /// The first bad lines, in input order.
     pub bad_samples: Vec<BadLine>,

@@ -9,10 +9,13 @@ use super::*;
 /// What reading a directory took.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct DirStats {
+    /// `covmeta.*` files decoded.
     pub meta_files: u64,
+    /// `covcounters.*` files decoded.
     pub counter_files: u64,
     /// Bytes of all files decoded.
     pub bytes: u64,
+    /// Function entries of all counter files.
     pub function_entries: u64,
 }
 

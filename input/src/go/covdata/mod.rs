@@ -38,7 +38,9 @@ pub use counters::decode_counters;
 pub use dir::{read_dir, DirStats};
 pub use meta::decode_meta;
 
+/// The first bytes of a `covmeta.*` file (`\0cvm`).
 pub const META_MAGIC: [u8; 4] = [0x00, 0x63, 0x76, 0x6d];
+/// The first bytes of a `covcounters.*` file (`\0cwm`).
 pub const COUNTER_MAGIC: [u8; 4] = [0x00, 0x63, 0x77, 0x6d];
 const META_HEADER: usize = 56;
 const PKG_HEADER: usize = 44;
@@ -49,47 +51,66 @@ const FOOTER: usize = 16;
 /// A coverable unit (a basic block) of a function.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Unit {
+    /// Start line, start column, end line, end column in its Go file.
     pub pos: Pos,
+    /// Statements in the unit.
     pub stmts: u32,
 }
 
+/// A function of a meta-data file.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct MetaFunc {
+    /// The function's name.
     pub name: String,
+    /// Its Go file, as an import path and file name.
     pub file: String,
+    /// Its coverable units, in the order of its counters.
     pub units: Vec<Unit>,
+    /// Whether it is a function literal (a closure).
     pub lit: bool,
 }
 
+/// A package of a meta-data file.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct MetaPkg {
+    /// The package's import path.
     pub path: String,
+    /// Its functions, in the order counter files index them.
     pub funcs: Vec<MetaFunc>,
 }
 
 /// A decoded meta-data file.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Meta {
+    /// The meta-data's hash, which its counter files name.
     pub hash: [u8; 16],
+    /// The counter mode the program was built with.
     pub mode: Mode,
     /// One counter per function instead of one per unit.
     pub per_func: bool,
+    /// The packages, in the order counter files index them.
     pub pkgs: Vec<MetaPkg>,
 }
 
 /// The counter flavors.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Flavor {
+    /// Counters as little- or big-endian u32s.
     Raw,
+    /// Counters as ULEB128 varints (Go's default).
     Uleb128,
 }
 
 /// A counter file's header.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct CounterHeader {
+    /// Hash of the meta-data file the counters belong to.
     pub meta_hash: [u8; 16],
+    /// How counter values are encoded.
     pub flavor: Flavor,
+    /// Whether raw counters are big-endian.
     pub big_endian: bool,
+    /// Segments of counter data in the file (at least 1).
     pub segments: u32,
 }
 
