@@ -23,6 +23,7 @@ struct CacheState {
 }
 
 impl CachedSource {
+    /// `inner` behind a cache of its versions and absences, the oldest dropped first past `budget_bytes` (file data and keys).
     pub fn new(inner: Arc<dyn Source>, budget_bytes: usize) -> Self {
         CachedSource {
             inner,

@@ -120,6 +120,7 @@ fn absent(e: &std::io::Error) -> bool {
 }
 
 impl DirSource {
+    /// A `dir:` source over `root`, which holds `<commit>/<path>` files.
     pub fn new(root: impl Into<PathBuf>) -> Self {
         DirSource { root: root.into() }
     }

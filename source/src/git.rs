@@ -60,6 +60,7 @@ pub struct GitSource {
 }
 
 impl GitSource {
+    /// Opens the git repository at `path` (a work tree or a bare repository).
     pub fn open(path: &str) -> Result<Self, SourceError> {
         let shared = gix::ThreadSafeRepository::open(path).map_err(|e| SourceError::Spec {
             spec: format!("git:{path}"),

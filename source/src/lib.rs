@@ -29,6 +29,7 @@ pub use store::{export_commits, StoreSource};
 pub struct BlobId(pub [u8; 20]);
 
 impl BlobId {
+    /// The blob id git gives `content`.
     pub fn of(content: &[u8]) -> BlobId {
         use sha1::Digest;
         let mut h = sha1::Sha1::new();
@@ -37,6 +38,7 @@ impl BlobId {
         BlobId(h.finalize().into())
     }
 
+    /// The id in lowercase hex, as git prints it.
     pub fn hex(&self) -> String {
         hex::encode(self.0)
     }
@@ -45,11 +47,14 @@ impl BlobId {
 /// One version of one file.
 #[derive(Debug)]
 pub struct FileVersion {
+    /// Git's blob id of the content.
     pub id: BlobId,
+    /// The file's bytes.
     pub data: Vec<u8>,
 }
 
 impl FileVersion {
+    /// A version holding `data`, its id computed.
     pub fn new(data: Vec<u8>) -> Self {
         FileVersion {
             id: BlobId::of(&data),
@@ -71,23 +76,41 @@ impl FileVersion {
 /// A source failure that is not "no such file": the shard should be retried.
 #[derive(Debug, thiserror::Error)]
 pub enum SourceError {
+    /// Reading the source failed (a file, an object, a listing).
     #[error("source {source_name}: reading {what}: {message}")]
     Io {
+        /// The source, as displayed (its spec).
         source_name: String,
+        /// What was being read (a commit and path, an object).
         what: String,
+        /// The error.
         message: String,
     },
     /// The base commit is not in the source: nothing can be projected onto it.
     #[error("source {source_name} does not hold the base commit {commit:?} (a full commit id the source has, e.g. `git rev-parse` of it)")]
-    NoCommit { source_name: String, commit: String },
+    NoCommit {
+        /// The source, as displayed (its spec).
+        source_name: String,
+        /// The commit as given.
+        commit: String,
+    },
+    /// A source spec that names no source (unknown scheme, a repository that does not open).
     #[error("invalid source spec {spec:?}: {reason}")]
-    Spec { spec: String, reason: String },
+    Spec {
+        /// The spec as given.
+        spec: String,
+        /// What is wrong with it.
+        reason: String,
+    },
     /// A snapshot blob whose content is not what its id names (a `store:` source):
     /// the snapshot is damaged, and no retry can cure it.
     #[error("source {source_name}: {what}: {message} (the snapshot is damaged: export it again with `covmerge sources`)")]
     Corrupt {
+        /// The source, as displayed (its spec).
         source_name: String,
+        /// What was being read.
         what: String,
+        /// What is wrong with it.
         message: String,
     },
     /// A file over [`MAX_SOURCE_FILE_BYTES`]: not read, and no retry will read it.
@@ -96,8 +119,11 @@ pub enum SourceError {
         MAX_SOURCE_FILE_BYTES >> 20
     )]
     TooLarge {
+        /// The source, as displayed (its spec).
         source_name: String,
+        /// The file (commit and path).
         what: String,
+        /// Its size in bytes.
         size: u64,
     },
 }
@@ -109,6 +135,7 @@ pub const MAX_SOURCE_FILE_BYTES: u64 = 256 << 20;
 
 /// A provider of file versions. `Ok(None)`: that commit or that file does not exist.
 pub trait Source: Send + Sync {
+    /// Version `path` of `commit` (a full commit id), or `None` when the commit or the file does not exist.
     fn get(&self, commit: &[u8], path: &[u8]) -> Result<Option<Arc<FileVersion>>, SourceError>;
 
     /// Whether the source holds `commit` at all. A merge asks this of its base before

@@ -32,6 +32,7 @@ pub const MAX_DIFF_CELLS: u64 = 1_000_000_000_000;
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LineMap {
     map: Vec<u32>,
+    /// Whether the pair was over [`MAX_DIFF_CELLS`] and mapped by common prefix and suffix only.
     pub capped: bool,
 }
 
@@ -44,6 +45,7 @@ impl LineMap {
         self.map.get(sl as usize - 1).copied().filter(|&t| t != 0)
     }
 
+    /// Bytes of the map to count against a cache's budget.
     pub fn bytes(&self) -> usize {
         self.map.len() * 4 + 64
     }
@@ -120,6 +122,7 @@ pub struct ProjectionCache {
 }
 
 impl ProjectionCache {
+    /// An empty cache holding up to `budget_bytes` of line maps.
     pub fn new(budget_bytes: usize) -> Self {
         ProjectionCache {
             budget: budget_bytes,
