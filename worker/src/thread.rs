@@ -21,9 +21,11 @@ use std::sync::Arc;
 pub struct Cancel(Arc<AtomicBool>);
 
 impl Cancel {
+    /// Whether the task was cancelled: the thread should stop at its next unit of work.
     pub fn is_cancelled(&self) -> bool {
         self.0.load(Ordering::Relaxed)
     }
+    /// Cancels the task.
     pub fn cancel(&self) {
         self.0.store(true, Ordering::Relaxed)
     }
@@ -42,7 +44,9 @@ impl Drop for CancelOnDrop {
 #[derive(Debug, thiserror::Error)]
 #[error("task thread {name}: {message}")]
 pub struct ThreadError {
+    /// The thread's name (the task it ran).
     pub name: String,
+    /// The panic's message, or why the thread did not start.
     pub message: String,
 }
 

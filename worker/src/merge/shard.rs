@@ -15,27 +15,39 @@ use crate::source::{FileVersion, Source, SourceError};
 /// Why a shard could not be merged.
 #[derive(Debug, thiserror::Error)]
 pub enum MergeError {
+    /// A spill chunk that does not decode.
     #[error("spill chunk {chunk}: {source}")]
     Spill {
+        /// The chunk (its object and byte range).
         chunk: String,
+        /// What is wrong with it.
         #[source]
         source: spill::SpillError,
     },
+    /// A spill chunk could not be read from the store.
     #[error("fetching spill chunk {chunk}: {message}")]
     Fetch {
+        /// The chunk (its object and byte range).
         chunk: String,
+        /// The store's error.
         message: String,
+        /// Whether another try may read it (an outage, not a refusal).
         transient: bool,
     },
+    /// The source could not give a file version.
     #[error(transparent)]
     Source(#[from] SourceError),
+    /// Writing the part failed.
     #[error("encoding the part: {0}")]
     Encode(#[from] std::io::Error),
     /// contract §6: the dashboard decodes `HitCounts` as Go's `[]int64`.
     #[error("{file} line {line}: the hits summed onto this line ({sum}) overflow Go's int64 (the dashboard's HitCounts); no result is written")]
     SumOverflow {
+        /// The file, as a repository path.
         file: String,
+        /// The base line, counting from 1.
         line: u32,
+        /// The sum, in decimal.
         sum: String,
     },
 }
@@ -43,8 +55,11 @@ pub enum MergeError {
 /// A merged shard: its gzip-compressed JSON lines and what was counted.
 #[derive(Debug, Clone)]
 pub struct MergedPart {
+    /// The part's JSON lines, gzip-compressed.
     pub gz: Vec<u8>,
+    /// JSON lines in the part.
     pub records: u64,
+    /// What the merge counted (rows merged and lost, files, lines).
     pub counts: Counts,
 }
 

@@ -173,6 +173,7 @@ pub struct Executor {
     /// Specs of the jobs seen lately, to check tasks against.
     specs: Mutex<HashMap<JobId, Arc<JobSpec>>>,
     cache: ProjectionCache,
+    /// Rows read and shards merged by this executor's tasks so far, for a progress display.
     pub progress: Arc<Progress>,
     /// Tasks handed back in a row because of this worker's configuration.
     pub(super) config_failures: AtomicU32,
@@ -248,6 +249,7 @@ fn trim_heap() {
 }
 
 impl Executor {
+    /// An executor writing to `store`, sized by `cfg`.
     pub fn new(store: Store, cfg: WorkerConfig) -> Self {
         let cache = ProjectionCache::new(cfg.projection_cache);
         Executor {

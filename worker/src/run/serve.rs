@@ -38,12 +38,18 @@ pub const MAX_HAND_BACKS: usize = 8;
 /// Why a worker loop ended with an error.
 #[derive(Debug, thiserror::Error)]
 pub enum WorkerExit {
+    /// The task queue failed for good (closed, or its configuration refused).
     #[error(transparent)]
     Queue(#[from] covmerge_queue::QueueError),
     /// Too many tasks in a row this worker could not run: the orchestrator should
     /// replace it (and an operator fix its configuration).
     #[error("{failures} task(s) in a row could not run on this worker because of its configuration; exiting so that it is replaced. Last error: {last}")]
-    Misconfigured { failures: u32, last: String },
+    Misconfigured {
+        /// Tasks handed back in a row.
+        failures: u32,
+        /// The last one's error.
+        last: String,
+    },
 }
 
 /// Logs a failed ack/nack/reject: the broker then redelivers the task by itself, which

@@ -73,7 +73,9 @@ impl<'a> Cursor<'a> {
 
 /// One decoded block: its string table and its entries.
 pub struct Block<'a> {
+    /// The block's strings (paths, commits, names, managers), which entries index.
     pub strings: Vec<&'a [u8]>,
+    /// The block's entries, in the order written.
     pub entries: Vec<(RawKey, RawVal)>,
 }
 

@@ -97,6 +97,7 @@ impl PendingRows {
 }
 
 impl EntryTable {
+    /// An empty table.
     pub fn new() -> Self {
         Self::default()
     }
@@ -114,6 +115,7 @@ impl EntryTable {
         }
     }
 
+    /// Whether no row was added since the last flush.
     pub fn is_empty(&self) -> bool {
         self.pending.is_empty() && self.summed.is_empty()
     }

@@ -26,24 +26,33 @@ pub(crate) const ONE_ROW_EACH: u64 = 1;
 #[derive(Debug, thiserror::Error)]
 #[error("corrupt spill block at byte {offset}: {what}")]
 pub struct SpillError {
+    /// Byte offset of the problem in the chunk.
     pub offset: usize,
+    /// What was found.
     pub what: &'static str,
 }
 
 /// Key of a pre-aggregated entry: indices into the block's string table, and the line.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct RawKey {
+    /// The row's `file_path`.
     pub file: u32,
+    /// The row's `kernel_commit`.
     pub commit: u32,
+    /// The row's `func_name`.
     pub func: u32,
+    /// The row's `manager`.
     pub manager: u32,
+    /// The row's `sl`, a line of the file at that commit.
     pub sl: u32,
 }
 
 /// Sums for one key.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct RawVal {
+    /// Hits summed over the rows.
     pub hits: u64,
+    /// Rows summed (1 for a single row).
     pub rows: u64,
 }
 

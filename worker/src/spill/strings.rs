@@ -127,6 +127,7 @@ impl StringIndex {
 }
 
 impl StringTable {
+    /// An empty table.
     pub fn new() -> Self {
         Self::default()
     }
@@ -160,6 +161,7 @@ impl StringTable {
         self.spans.len()
     }
 
+    /// Whether the table holds no string.
     pub fn is_empty(&self) -> bool {
         self.spans.is_empty()
     }

@@ -38,6 +38,7 @@ use crate::input::{
 /// How a split runs.
 #[derive(Debug, Clone, Copy)]
 pub struct SplitSettings {
+    /// Number of shards to partition rows into.
     pub shards: u32,
     /// Stop reading once more than this many bad rows were seen (the job fails anyway).
     pub max_bad_rows: u64,
@@ -63,18 +64,27 @@ const INLINE_PIECE: usize = 1 << 18;
 /// Why a split failed as a whole.
 #[derive(Debug, thiserror::Error)]
 pub enum SplitError {
+    /// The CSV input cannot be read (not a single bad row).
     #[error(transparent)]
     Input(#[from] InputError),
+    /// The Go coverage input cannot be read.
     #[error(transparent)]
     Go(#[from] crate::input::go::GoError),
+    /// A spill object could not be written.
     #[error("writing spill object: {message}")]
-    Emit { message: String, transient: bool },
+    Emit {
+        /// The store's error.
+        message: String,
+        /// Whether another try may write it (an outage, not a refusal).
+        transient: bool,
+    },
 }
 
 /// What one flush of a split's tables wrote: every non-empty shard's chunk, end to
 /// end, stored as one spill object.
 #[derive(Debug, Default)]
 pub struct Flush {
+    /// The spill object's bytes.
     pub bytes: Vec<u8>,
     /// Each chunk's shard and byte range in `bytes`, in shard order.
     pub chunks: Vec<(ShardId, std::ops::Range<usize>)>,
