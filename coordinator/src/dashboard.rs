@@ -34,9 +34,11 @@ pub const MAX_REPLY_BYTES: usize = 16 << 10;
 /// Where and as whom to call.
 #[derive(Clone)]
 pub struct Dashboard {
+    /// The dashboard's base URL (`--dashboard`, no trailing `/`); its API is `URL/api`.
     pub url: String,
     /// `url` without user info or query: what logs and errors show.
     shown: String,
+    /// The client name the calls are made as (`--dashboard-client`).
     pub client: String,
     key: String,
     /// How often and how long to wait between attempts.
@@ -73,6 +75,7 @@ pub fn check_upload(upload: &str) -> Result<(), String> {
 }
 
 impl Dashboard {
+    /// The dashboard at `url`, called as `client` with `key` (from `COVMERGE_DASHBOARD_KEY`), with the default retries.
     pub fn new(url: &str, client: &str, key: String) -> Self {
         let url = url.trim_end_matches('/').to_string();
         Dashboard {

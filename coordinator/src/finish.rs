@@ -25,7 +25,9 @@ use crate::{JobError, JobOptions};
 
 /// Where the result goes.
 pub enum Destination {
+    /// A local file.
     Local(PathBuf),
+    /// An object: its store and key.
     Store(Store, String),
     /// Only under the job's prefix.
     JobStore,
@@ -34,6 +36,7 @@ pub enum Destination {
 }
 
 impl Destination {
+    /// Where `--out` (`out`) sends the result; without it, the job's prefix (`in_store`) or the dashboard's object (`dashboard`), else an error.
     pub fn parse(out: Option<&str>, in_store: bool, dashboard: bool) -> Result<Self, JobError> {
         match out {
             None if in_store => Ok(Destination::JobStore),

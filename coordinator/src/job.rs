@@ -26,29 +26,58 @@ use crate::tracker::Tracker;
 /// Why a job did not produce its result.
 #[derive(Debug, thiserror::Error)]
 pub enum JobError {
+    /// The job cannot be planned from what it was given (an input, a flag, the source).
     #[error("{0}")]
     Plan(String),
+    /// The queue failed for good.
     #[error("queue: {0}")]
     Queue(#[from] QueueError),
+    /// The store failed for good.
     #[error("store: {0}")]
     Store(#[from] StoreError),
+    /// Tasks failed for good: no result is published.
     #[error("job {job}: {} task(s) failed, no result published:\n{}", failed.len(), failed.iter().map(|f| format!("  {}: {}", f.task, f.error)).collect::<Vec<_>>().join("\n"))]
     TasksFailed {
+        /// The job's id.
         job: String,
+        /// Each failed task with its error.
         failed: Vec<FailedTask>,
     },
+    /// More bad rows than `--max-bad-rows` allows.
     #[error("{first} ({count} bad row(s) in all; --max-bad-rows {max}); no result published")]
-    TooManyBadRows { first: String, count: u64, max: u64 },
+    TooManyBadRows {
+        /// The first bad row: its input, line and problem.
+        first: String,
+        /// Bad rows in all.
+        count: u64,
+        /// `--max-bad-rows`.
+        max: u64,
+    },
+    /// The result could not be written.
     #[error("writing the result {dest}: {message}")]
-    Output { dest: String, message: String },
+    Output {
+        /// Where it was to go.
+        dest: String,
+        /// What failed.
+        message: String,
+    },
+    /// The manifest could not be written.
     #[error("writing the manifest {dest}: {message}")]
-    Manifest { dest: String, message: String },
+    Manifest {
+        /// Where it was to go.
+        dest: String,
+        /// What failed.
+        message: String,
+    },
     /// The result is in place, complete; what failed came after it (the manifest).
     #[error("{error}\nthe result was published, complete, at {result}; only the manifest above is missing or stale")]
     AfterPublish {
+        /// The error after publishing.
         error: Box<JobError>,
+        /// Where the complete result is.
         result: String,
     },
+    /// A check before any work refused the job (contract §6).
     #[error("{0}; nothing was read or written")]
     Preflight(String),
     /// Every input file is absent at the base: an empty result is not published.
@@ -66,8 +95,10 @@ pub enum JobError {
     /// This coordinator's lease was taken over: it stopped without publishing.
     #[error("{0}")]
     LeaseLost(String),
+    /// The dashboard call failed; the result is kept.
     #[error("dashboard: {message}\nthe result stays at {kept}; send it again without merging with:\n  {resend}")]
     Dashboard {
+        /// The dashboard's (or the upload's) error.
         message: String,
         /// Where the result is.
         kept: String,
@@ -85,6 +116,7 @@ pub struct JobOptions {
     pub manifest: Option<std::path::PathBuf>,
     /// Also keep `result.jsonl.gz` and `manifest.json` under the job's prefix (fleet mode).
     pub result_in_store: bool,
+    /// Send the result to the dashboard (contract §8).
     pub dashboard: Option<crate::dashboard::Dashboard>,
     /// Delete spill chunks once the result is written.
     pub cleanup: bool,
@@ -110,6 +142,7 @@ pub const REPUBLISH_AFTER: Duration = Duration::from_secs(15 * 60);
 /// A finished job.
 #[derive(Debug, Clone)]
 pub struct JobOutcome {
+    /// The job's manifest (contract §7).
     pub manifest: Manifest,
     /// Where the result was written (empty: only to the dashboard's object).
     pub result: String,
@@ -125,6 +158,7 @@ pub enum Start {
     New(Box<JobSpec>),
     /// A job whose spec is stored: only tasks without a `.done` marker run again.
     Resume {
+        /// The job's id.
         job: JobId,
         /// What the command line asks for; the stored spec must be the same.
         check: Option<Box<ResumeCheck>>,
@@ -134,6 +168,7 @@ pub enum Start {
 /// The spec a `--resume` command line plans, to compare with the stored one.
 #[derive(Debug, Clone)]
 pub struct ResumeCheck {
+    /// The spec the command line plans.
     pub spec: JobSpec,
     /// Whether `--shards` was given (else the stored count stands).
     pub shards_given: bool,
@@ -143,6 +178,7 @@ pub struct ResumeCheck {
 }
 
 impl Start {
+    /// The job's id.
     pub fn job(&self) -> &JobId {
         match self {
             Start::New(spec) => &spec.job,

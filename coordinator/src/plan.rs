@@ -8,16 +8,27 @@ use crate::JobError;
 /// A job as the command line asks for it.
 #[derive(Debug, Clone)]
 pub struct JobRequest {
+    /// The job's id (`coordinator --job`; default: a new id).
     pub job: Option<JobId>,
+    /// `--input`: paths and URLs, before listing.
     pub inputs: Vec<String>,
+    /// `--source`: `dir:`, `git:` or `store:`.
     pub source: String,
+    /// `--base-repo`.
     pub base_repo: String,
+    /// `--base-commit` (or the commit `--base-at` resolved to).
     pub base_commit: String,
+    /// `--shards` (default: from the input's size).
     pub shards: Option<u32>,
+    /// `--max-bad-rows`.
     pub max_bad_rows: u64,
+    /// `--namespace` (header `Namespace`).
     pub namespace: String,
+    /// `--duration` (header `Duration`).
     pub duration: i64,
+    /// `--date-to` (header `DateTo`; default: `--base-at`'s date, else today, UTC).
     pub date_to: Option<String>,
+    /// `--total-rows` (header `TotalRows`; default: the data rows read).
     pub total_rows: Option<i64>,
     /// `--file-path-prefix` (empty: every file).
     pub file_path_prefix: String,
@@ -28,6 +39,7 @@ pub struct JobRequest {
     /// `--go-manager INPUT=NAME` and `--go-commit INPUT=COMMIT`: INPUT is an input as
     /// listed or its default manager name.
     pub go_managers: Vec<(String, String)>,
+    /// `--go-commit INPUT=COMMIT`, as `go_managers` names INPUT.
     pub go_commits: Vec<(String, String)>,
 }
 

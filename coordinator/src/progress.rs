@@ -20,6 +20,7 @@ pub struct ProgressView {
 }
 
 impl ProgressView {
+    /// A view that draws nothing (`--quiet`, or stderr not a terminal).
     pub fn hidden() -> Self {
         ProgressView {
             bar: None,
@@ -83,6 +84,7 @@ impl ProgressView {
         }
     }
 
+    /// Starts phase `name` of `tasks` tasks: the bar restarts from 0.
     pub fn phase(&self, name: &str, tasks: u64) {
         if let Some(bar) = &self.bar {
             bar.set_prefix(name.to_string());
@@ -92,6 +94,7 @@ impl ProgressView {
         }
     }
 
+    /// One more task of the phase finished.
     pub fn task_finished(&self, _t: &TaskRef) {
         if let Some(bar) = &self.bar {
             bar.inc(1);
@@ -99,6 +102,7 @@ impl ProgressView {
         }
     }
 
+    /// The job ended: the line is cleared.
     pub fn done(&self) {
         if let Some(bar) = &self.bar {
             bar.finish_and_clear();

@@ -18,16 +18,31 @@ use covmerge_proto::wire::{MergeOutcome, SplitOutcome};
 /// What a finished task produced.
 #[derive(Debug, Clone)]
 pub enum Output {
+    /// A split's chunks and counts.
     Split(SplitOutcome),
+    /// A merge's part.
     Merge(MergeOutcome),
 }
 
+/// Where one task stands in its job.
 #[derive(Debug, Clone)]
 pub enum TaskState {
+    /// Known, not yet published.
     Pending,
+    /// Published to the task queue, not yet settled.
     Published,
-    Done { output: Output, attempts: u32 },
-    Failed { error: String },
+    /// Finished: what it produced.
+    Done {
+        /// What it produced.
+        output: Output,
+        /// Executions it took (1 = first try).
+        attempts: u32,
+    },
+    /// Failed for good.
+    Failed {
+        /// Why, naming the input, line or object.
+        error: String,
+    },
 }
 
 impl TaskState {
@@ -60,6 +75,7 @@ impl TaskState {
         }
     }
 
+    /// Whether the task is done or failed (no further change).
     pub fn is_final(&self) -> bool {
         matches!(self, TaskState::Done { .. } | TaskState::Failed { .. })
     }

@@ -26,7 +26,9 @@ pub enum Phase {
     Reduce,
     /// Every shard merged; the result is being written.
     Assembling,
+    /// The result is written.
     Complete,
+    /// The job failed; nothing was published.
     Failed,
 }
 
@@ -45,7 +47,9 @@ impl std::fmt::Display for Phase {
 /// Tasks of one kind.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
 pub struct TaskCounts {
+    /// Tasks of the job.
     pub total: u64,
+    /// Tasks finished.
     pub done: u64,
     /// Started (an attempt is recorded) and not done: running, or waiting for a retry.
     pub running: u64,
@@ -59,19 +63,25 @@ pub struct TaskCounts {
 /// Where a job stands.
 #[derive(Debug, Clone, Serialize)]
 pub struct JobStatus {
+    /// The job's id.
     pub job: String,
+    /// Where the job is.
     pub phase: Phase,
+    /// The split tasks.
     pub splits: TaskCounts,
+    /// The merge tasks.
     pub merges: TaskCounts,
     /// Data rows read by the finished splits.
     pub rows_read: u64,
     /// Rows merged by the finished shards.
     pub rows_merged: u64,
+    /// Seconds since the job started.
     pub elapsed_secs: u64,
     /// Seconds left at the pace so far; `None` before any task finished or at the end.
     pub eta_secs: Option<u64>,
     /// The failed tasks of a failed job, with their errors.
     pub failed: Vec<String>,
+    /// Where the result was written, once the job completed.
     pub result: Option<String>,
 }
 
