@@ -29,11 +29,14 @@ use crate::read::{FileCov, Files, Header, LineHits};
 /// Instrumented and covered lines.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
 pub struct Counts {
+    /// Lines with a record (summed hits, 0 included).
     pub instrumented: u64,
+    /// Lines with hits above 0.
     pub covered: u64,
 }
 
 impl Counts {
+    /// The counts of one record's lines.
     pub fn of(l: &LineHits) -> Counts {
         Counts {
             instrumented: l.instrumented(),
@@ -47,25 +50,38 @@ impl Counts {
     }
 }
 
+/// How a file changed between OLD and NEW.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Status {
+    /// Only in NEW.
     Added,
+    /// Only in OLD.
     Deleted,
+    /// In both, with some line gained, lost, added or removed.
     Changed,
+    /// In both, the same lines instrumented and covered.
     Unchanged,
 }
 
 /// What changed in one file.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct FileDiff {
+    /// The file, as a repository path.
     pub file: String,
+    /// How it changed.
     pub status: Status,
+    /// OLD's `*` counts.
     pub old: Counts,
+    /// NEW's `*` counts.
     pub new: Counts,
+    /// Lines covered in NEW and not in OLD (uninstrumented there, or 0 hits), ascending.
     pub gained: Vec<u32>,
+    /// Lines covered in OLD and not in NEW, ascending.
     pub lost: Vec<u32>,
+    /// Lines instrumented in NEW only, ascending.
     pub instrumented_added: Vec<u32>,
+    /// Lines instrumented in OLD only, ascending.
     pub instrumented_removed: Vec<u32>,
 }
 
@@ -127,19 +143,30 @@ pub fn diff_file(path: &str, old: Option<&LineHits>, new: Option<&LineHits>) -> 
 /// Sums over all files.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
 pub struct Totals {
+    /// Files in both results that changed.
     pub files_changed: u64,
+    /// Files in both results, unchanged.
     pub files_unchanged: u64,
+    /// Files only in NEW.
     pub files_added: u64,
+    /// Files only in OLD.
     pub files_deleted: u64,
+    /// Lines gained in all files.
     pub gained: u64,
+    /// Lines lost in all files.
     pub lost: u64,
+    /// Lines instrumented in NEW only, in all files.
     pub instrumented_added: u64,
+    /// Lines instrumented in OLD only, in all files.
     pub instrumented_removed: u64,
+    /// OLD's `*` counts over all files.
     pub old: Counts,
+    /// NEW's `*` counts over all files.
     pub new: Counts,
 }
 
 impl Totals {
+    /// Counts one file's diff.
     pub fn add(&mut self, d: &FileDiff) {
         match d.status {
             Status::Added => self.files_added += 1,
@@ -179,6 +206,7 @@ pub fn check_same_base(
 
 /// OLD's `*` lines per file, held in memory while NEW streams past.
 pub struct OldSide {
+    /// OLD's header line.
     pub header: Header,
     files: FxHashMap<String, (usize, LineHits)>,
 }

@@ -24,15 +24,21 @@ use serde::Deserialize;
 #[derive(Debug, Clone, Default, Deserialize, serde::Serialize)]
 #[serde(rename_all = "PascalCase")]
 pub struct Header {
+    /// `Namespace`.
     #[serde(default)]
     pub namespace: String,
+    /// `Repo`: the repository of the base.
     #[serde(default)]
     pub repo: String,
+    /// `Commit`: the base commit.
     pub commit: String,
+    /// `Duration`: days the rows span.
     #[serde(default)]
     pub duration: i64,
+    /// `DateTo`: last day of the rows.
     #[serde(default)]
     pub date_to: String,
+    /// `TotalRows`: data rows read.
     #[serde(default)]
     pub total_rows: i64,
 }
@@ -47,10 +53,12 @@ pub struct LineHits {
 }
 
 impl LineHits {
+    /// Lines with a record.
     pub fn instrumented(&self) -> u64 {
         self.lines.len() as u64
     }
 
+    /// Lines with hits above 0.
     pub fn covered(&self) -> u64 {
         self.hits.iter().filter(|&&h| h > 0).count() as u64
     }
@@ -64,6 +72,7 @@ impl LineHits {
 /// Everything a result says about one file.
 #[derive(Debug, Clone, Default)]
 pub struct FileCov {
+    /// The file, as a repository path.
     pub path: String,
     /// The `*` record (empty when the result has none for this file).
     pub star: LineHits,
@@ -100,18 +109,32 @@ impl FileCov {
 /// Why a result cannot be read.
 #[derive(Debug, thiserror::Error)]
 pub enum ReadError {
+    /// The result cannot be opened or decompressed.
     #[error("result {result}: {message}")]
-    Open { result: String, message: String },
-    #[error("result {result}, line {line}: {message}")]
-    Bad {
+    Open {
+        /// The result, as named.
         result: String,
-        line: u64,
+        /// What failed.
         message: String,
     },
+    /// A line that is not a record of a result (bad JSON, a field missing).
+    #[error("result {result}, line {line}: {message}")]
+    Bad {
+        /// The result, as named.
+        result: String,
+        /// The line, counting from 1.
+        line: u64,
+        /// What is wrong with it.
+        message: String,
+    },
+    /// A file's records come in two runs: a streamed read needs them together.
     #[error("result {result}, line {line}: records of {path} are not contiguous")]
     NotContiguous {
+        /// The result, as named.
         result: String,
+        /// The line where the file's records resumed.
         line: u64,
+        /// The file.
         path: String,
     },
 }
@@ -197,10 +220,12 @@ impl ResultReader {
         Ok(r)
     }
 
+    /// The result, as named.
     pub fn name(&self) -> &str {
         &self.name
     }
 
+    /// The result's header line.
     pub fn header(&self) -> &Header {
         &self.header
     }
@@ -354,10 +379,15 @@ fn add_record(
 
 /// A result's files: streamed, or read whole and grouped (see [`read_grouped`]).
 pub enum Files {
+    /// Read a file at a time, as the result is.
     Stream(Box<ResultReader>),
+    /// Read whole and grouped by file.
     Grouped {
+        /// The result, as named.
         name: String,
+        /// Its header line.
         header: Header,
+        /// Its files, in order of first appearance.
         files: std::vec::IntoIter<FileCov>,
     },
 }
@@ -381,6 +411,7 @@ impl Files {
         })
     }
 
+    /// The result, as named.
     pub fn name(&self) -> &str {
         match self {
             Files::Stream(r) => r.name(),
@@ -388,6 +419,7 @@ impl Files {
         }
     }
 
+    /// The result's header line.
     pub fn header(&self) -> &Header {
         match self {
             Files::Stream(r) => r.header(),

@@ -22,6 +22,7 @@ pub struct Managers {
 }
 
 impl Managers {
+    /// The manager's index, given on first sight; an error past 65536 managers.
     pub fn intern(&mut self, name: &str) -> anyhow::Result<u16> {
         if let Some(&i) = self.index.get(name) {
             return Ok(i);
@@ -52,18 +53,24 @@ impl Managers {
 /// One file's numbers.
 #[derive(Debug, Clone, Default)]
 pub struct Summary {
+    /// The file's index in [`Tree::files`], which names its page.
     pub id: u32,
+    /// The file, as a repository path.
     pub path: String,
+    /// Its `*` counts.
     pub star: Counts,
     /// (manager, counts), only managers with a record for this file.
     pub mgrs: Vec<(u16, Counts)>,
+    /// Lines gained against OLD (0 without a diff).
     pub gained: u64,
+    /// Lines lost against OLD (0 without a diff).
     pub lost: u64,
     /// Only in the older result of a diff: no page, no current coverage.
     pub deleted: bool,
 }
 
 impl Summary {
+    /// A file's summary from its records, interning its managers; `d` is its diff against OLD.
     pub fn of(
         id: u32,
         f: &FileCov,
@@ -100,13 +107,17 @@ impl Summary {
 /// Sums over the files below a directory.
 #[derive(Debug, Clone, Default, Serialize)]
 pub struct Agg {
+    /// `*` counts summed.
     pub star: Counts,
     /// Dense, one per manager column.
     pub mgrs: Vec<Counts>,
     /// Lowest coverage (covered/instrumented) of an instrumented file below, if any.
     pub min_ratio: Option<f64>,
+    /// Lines gained, summed.
     pub gained: u64,
+    /// Lines lost, summed.
     pub lost: u64,
+    /// Files below it.
     pub files: u64,
 }
 
@@ -132,27 +143,36 @@ impl Agg {
 /// A directory: `""` is the root.
 #[derive(Debug, Clone, Default)]
 pub struct Dir {
+    /// The directory's id, its index in [`Tree::dirs`].
     pub id: u32,
+    /// Its path (`""`: the root).
     pub path: String,
+    /// The directory above it (`None` for the root).
     pub parent: Option<u32>,
     /// Subdirectories (ids) and files (indexes into [`Tree::files`]), by name.
     pub dirs: Vec<u32>,
+    /// Its files, as indexes into [`Tree::files`].
     pub files: Vec<usize>,
+    /// Sums over every file below it.
     pub agg: Agg,
 }
 
 impl Dir {
+    /// Its last path segment.
     pub fn name(&self) -> &str {
         self.path.rsplit('/').next().unwrap_or("")
     }
 }
 
+/// The result's directories and files, with sums per directory.
 pub struct Tree {
     /// Indexed by id; 0 is the root.
     pub dirs: Vec<Dir>,
+    /// Every file's summary, indexed by id.
     pub files: Vec<Summary>,
     /// The directory of each file (aligned with `files`).
     pub file_dir: Vec<u32>,
+    /// Manager names, sorted: the columns.
     pub managers: Vec<String>,
 }
 
@@ -160,6 +180,7 @@ fn parent_of(path: &str) -> &str {
     path.rsplit_once('/').map_or("", |(d, _)| d)
 }
 
+/// The last segment of `path`.
 pub fn file_name(path: &str) -> &str {
     path.rsplit_once('/').map_or(path, |(_, f)| f)
 }

@@ -53,8 +53,11 @@ pub struct Options {
 /// What was generated.
 #[derive(Debug, Clone, Default)]
 pub struct Stats {
+    /// File pages written.
     pub files: u64,
+    /// Directories of the tree.
     pub dirs: u64,
+    /// Managers with a column.
     pub managers: u64,
     /// Files whose source text was not found (or could not be read).
     pub sources_missing: u64,
@@ -65,10 +68,12 @@ pub struct Stats {
     pub bytes: u64,
     /// The first page and everything it loads up front, with their sizes.
     pub first_page: Vec<(String, u64)>,
+    /// Wall time of the generation.
     pub elapsed: Duration,
 }
 
 impl Stats {
+    /// Bytes of the first page and everything it loads before a click.
     pub fn first_page_bytes(&self) -> u64 {
         self.first_page.iter().map(|(_, n)| n).sum()
     }
