@@ -19,8 +19,11 @@ use crate::{canon, gcs, gunzip_bytes};
 /// One request the dashboard received.
 #[derive(Debug, Clone)]
 pub struct Call {
+    /// The `client` field.
     pub client: String,
+    /// The `key` field.
     pub key: String,
+    /// The `method` field (`create_upload_url`, `save_coverage`).
     pub method: String,
     /// The decoded JSON request (gunzipped payload), if any.
     pub request: Option<serde_json::Value>,
@@ -37,7 +40,9 @@ struct State {
     rows: Vec<(String, i64)>,
 }
 
+/// A fake syzkaller dashboard serving `POST /api` on a loopback port, recording every call.
 pub struct FakeDashboard {
+    /// Its base URL (`http://127.0.0.1:PORT`).
     pub url: String,
     state: Arc<Mutex<State>>,
 }
@@ -72,10 +77,12 @@ impl FakeDashboard {
             .insert(method.to_string(), statuses.to_vec());
     }
 
+    /// Every call received so far, in order.
     pub fn calls(&self) -> Vec<Call> {
         self.state.lock().unwrap().calls.clone()
     }
 
+    /// How many calls of `method` were received.
     pub fn calls_of(&self, method: &str) -> usize {
         self.calls().iter().filter(|c| c.method == method).count()
     }

@@ -57,11 +57,13 @@ pub fn amqp_addr() -> String {
     rest.split('/').next().unwrap().to_string()
 }
 
+/// The broker of the tests (`COVMERGE_TEST_AMQP`, default the local RabbitMQ).
 pub fn amqp() -> String {
     std::env::var("COVMERGE_TEST_AMQP")
         .unwrap_or_else(|_| "amqp://guest:guest@127.0.0.1:5672/%2f".into())
 }
 
+/// The S3 server of the tests (`COVMERGE_TEST_S3_ENDPOINT`, default the local moto).
 pub fn s3_endpoint() -> String {
     std::env::var("COVMERGE_TEST_S3_ENDPOINT").unwrap_or_else(|_| "http://127.0.0.1:9327".into())
 }
@@ -138,12 +140,16 @@ pub fn fleet_cmd(args: &[&str]) -> Command {
 
 /// A running process whose stderr goes to a log file.
 pub struct Proc {
+    /// The process.
     pub child: Child,
+    /// The file its stderr goes to.
     pub log: PathBuf,
+    /// Its name in panic messages.
     pub name: String,
 }
 
 impl Proc {
+    /// Starts `cmd` with stdout piped and stderr to `log`.
     pub fn spawn(mut cmd: Command, log: PathBuf, name: &str) -> Proc {
         let f = std::fs::File::create(&log).unwrap();
         let child = cmd
@@ -158,6 +164,7 @@ impl Proc {
         }
     }
 
+    /// Everything logged so far.
     pub fn log_text(&self) -> String {
         std::fs::read_to_string(&self.log).unwrap_or_default()
     }
@@ -178,12 +185,14 @@ impl Proc {
         );
     }
 
+    /// Sends signal `sig` to the process.
     pub fn signal(&self, sig: i32) {
         unsafe {
             libc::kill(self.child.id() as i32, sig);
         }
     }
 
+    /// Kills the process with SIGKILL and reaps it.
     pub fn kill9(&mut self) {
         self.signal(libc::SIGKILL);
         let _ = self.child.wait();
@@ -306,12 +315,14 @@ pub fn coordinator_spawn_env(
 /// A RabbitMQ vhost of one test's own (guest given every permission), deleted on
 /// drop: its workers serve only its jobs, and deleting its queues disturbs nobody.
 pub struct Vhost {
+    /// The vhost's name (unique per test and process).
     pub name: String,
     /// [`amqp`] with this vhost.
     pub url: String,
 }
 
 impl Vhost {
+    /// Creates a vhost named after `tag`, guest given every permission.
     pub fn new(tag: &str) -> Vhost {
         let name = format!(
             "covmerge-it-{tag}-{}-{}",
@@ -360,6 +371,7 @@ impl Vhost {
         .collect()
     }
 
+    /// Deletes `queue` in this vhost, as an operator would under a running fleet.
     pub fn delete_queue(&self, queue: &str) {
         rabbitmqctl(&["-q", "delete_queue", "-p", &self.name, queue]);
     }

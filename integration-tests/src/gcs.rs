@@ -5,6 +5,7 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+/// The GCS emulator of the tests (`COVMERGE_TEST_GCS_ENDPOINT`, default the local fake-gcs-server).
 pub fn endpoint() -> String {
     std::env::var("COVMERGE_TEST_GCS_ENDPOINT").unwrap_or_else(|_| "http://127.0.0.1:9329".into())
 }

@@ -27,13 +27,17 @@ use flate2::{write::GzEncoder, Compression};
 /// What to build.
 #[derive(Debug, Clone)]
 pub struct HistorySpec {
+    /// The repository whose history is used.
     pub repo: PathBuf,
+    /// First-parent commits of the history, newest (the base) included.
     pub commits: usize,
+    /// Managers recording rows.
     pub managers: usize,
     /// Each manager ran ~this share of the commits.
     pub share: f64,
     /// Share of a file's lines with a row.
     pub instrumented: f64,
+    /// Input parts written.
     pub parts: usize,
     /// File name endings that count as sources (`.c`, `.h`, `.rs`, ...).
     pub exts: Vec<String>,
@@ -42,12 +46,17 @@ pub struct HistorySpec {
 /// A built corpus.
 #[derive(Debug, Clone)]
 pub struct HistoryCorpus {
+    /// The `dir:` tree of every commit's files (`ROOT/<commit>/<path>`).
     pub sources: PathBuf,
+    /// The gzip CSV input parts.
     pub inputs: Vec<PathBuf>,
+    /// The newest commit: the base.
     pub base_commit: String,
+    /// Data rows written.
     pub rows: u64,
-    /// Distinct blobs and files × commits laid out.
+    /// Distinct blobs laid out.
     pub blobs: usize,
+    /// (file, commit) pairs laid out in the `dir:` tree.
     pub versions: usize,
 }
 

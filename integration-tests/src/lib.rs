@@ -10,9 +10,9 @@ pub mod fleet;
 pub mod gcs;
 /// A benchmark corpus over a real git history.
 pub mod history;
-/// A plain second merge that the property tests compare covmerge with.
 /// Wall time, CPU and peak RSS of one child process, for the bench binaries.
 pub mod measure;
+/// A plain second merge that the property tests compare covmerge with.
 pub mod oracle;
 /// A TCP relay that cuts connections, for outages.
 pub mod relay;
@@ -52,6 +52,7 @@ pub fn bin() -> PathBuf {
     panic!("covmerge binary not found: build the workspace (cargo build) before the tests");
 }
 
+/// The path of fixture `name` under `integration-tests/fixtures`.
 pub fn fixture(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("fixtures")

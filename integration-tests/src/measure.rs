@@ -7,8 +7,11 @@ use std::time::Instant;
 
 /// What one measured run used.
 pub struct Usage {
+    /// Wall time in seconds.
     pub wall: f64,
+    /// CPU time (user + system) in seconds.
     pub cpu: f64,
+    /// Peak resident set size in KB.
     pub max_rss_kb: i64,
 }
 

@@ -37,11 +37,17 @@ const REQUIRED: [&str; 7] = [
 /// One data row, with the columns the merge uses.
 #[derive(Debug, Clone)]
 pub struct Row {
+    /// `kernel_commit`.
     pub commit: String,
+    /// `file_path`.
     pub path: String,
+    /// `func_name`.
     pub func: String,
+    /// `manager`.
     pub manager: String,
+    /// `sl`.
     pub sl: u64,
+    /// `hit_count`.
     pub hits: u64,
 }
 
