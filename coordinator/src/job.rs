@@ -29,10 +29,10 @@ pub enum JobError {
     /// The job cannot be planned from what it was given (an input, a flag, the source).
     #[error("{0}")]
     Plan(String),
-    /// The queue failed for good.
+    /// A queue operation failed (past the broker outage budget, or refused).
     #[error("queue: {0}")]
     Queue(#[from] QueueError),
-    /// The store failed for good.
+    /// A store operation failed (past the store outage budget, or refused).
     #[error("store: {0}")]
     Store(#[from] StoreError),
     /// Tasks failed for good: no result is published.

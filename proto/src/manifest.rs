@@ -12,9 +12,9 @@ use serde::{Deserialize, Serialize};
 pub struct Counts {
     /// Data rows read within scope (every row but those outside `--file-path-prefix`).
     pub rows_in: u64,
-    /// `Session` (covmerge writes it empty).
+    /// Malformed rows skipped under `--max-bad-rows`.
     pub rows_bad: u64,
-    /// `Time` (covmerge writes Go's zero time, `0001-01-01T00:00:00Z`).
+    /// Rows whose `sl` is below 1: they name no line.
     pub rows_without_line: u64,
     /// Rows whose line did not land on the base (changed, removed or past the end, or no such version).
     pub rows_lost: u64,

@@ -217,7 +217,7 @@ impl Task {
 pub struct SplitTask {
     /// The job the task belongs to.
     pub job: JobId,
-    /// The split's number: its position in the job's inputs.
+    /// The split's number within its job.
     pub split: SplitId,
     /// Local path or object-store URL of the input.
     pub input: String,

@@ -34,7 +34,7 @@ impl Default for MemoryQueue {
 }
 
 impl MemoryQueue {
-    /// An empty queue that dead-letters a task at its `delivery_limit`-th failed delivery.
+    /// An empty queue that dead-letters a task rather than deliver it more than `delivery_limit` times.
     pub fn new(delivery_limit: u32) -> Self {
         MemoryQueue {
             inner: Arc::new(Inner {

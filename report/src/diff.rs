@@ -29,7 +29,7 @@ use crate::read::{FileCov, Files, Header, LineHits};
 /// Instrumented and covered lines.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
 pub struct Counts {
-    /// Lines with a record (summed hits, 0 included).
+    /// Instrumented lines (in the record, 0 hits included).
     pub instrumented: u64,
     /// Lines with hits above 0.
     pub covered: u64,

@@ -135,7 +135,7 @@ pub const MAX_SOURCE_FILE_BYTES: u64 = 256 << 20;
 
 /// A provider of file versions. `Ok(None)`: that commit or that file does not exist.
 pub trait Source: Send + Sync {
-    /// Version `path` of `commit` (a full commit id), or `None` when the commit or the file does not exist.
+    /// Version `path` of `commit`, or `None` when the commit or the file does not exist.
     fn get(&self, commit: &[u8], path: &[u8]) -> Result<Option<Arc<FileVersion>>, SourceError>;
 
     /// Whether the source holds `commit` at all. A merge asks this of its base before

@@ -176,7 +176,7 @@ pub enum RowProblem {
         /// The field as found.
         value: String,
     },
-    /// A count past the column's integer type.
+    /// A count that overflows 64 bits.
     Overflow {
         /// The column's name.
         column: &'static str,

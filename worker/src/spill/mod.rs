@@ -35,13 +35,13 @@ pub struct SpillError {
 /// Key of a pre-aggregated entry: indices into the block's string table, and the line.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct RawKey {
-    /// The row's `file_path`.
+    /// The row's `file_path`, as its index in the block's string table.
     pub file: u32,
-    /// The row's `kernel_commit`.
+    /// The row's `kernel_commit`, as its index in the block's string table.
     pub commit: u32,
-    /// The row's `func_name`.
+    /// The row's `func_name`, as its index in the block's string table.
     pub func: u32,
-    /// The row's `manager`.
+    /// The row's `manager`, as its index in the block's string table.
     pub manager: u32,
     /// The row's `sl`, a line of the file at that commit.
     pub sl: u32,
