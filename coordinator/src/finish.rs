@@ -138,8 +138,9 @@ impl<'a> Assembly<'a> {
                 let shown = path.display().to_string();
                 let mut file = AtomicFile::create(path).map_err(|e| out_err(&shown, e))?;
                 file.write_all(header).map_err(|e| out_err(&shown, e))?;
-                for p in parts {
-                    let mut s = store.get_stream(p).await?;
+                let mut streams = std::pin::pin!(store.get_streams(parts));
+                while let Some(s) = streams.next().await {
+                    let mut s = s?;
                     while let Some(chunk) = s.next().await {
                         file.write_all(&chunk?).map_err(|e| out_err(&shown, e))?;
                     }
@@ -165,10 +166,8 @@ impl<'a> Assembly<'a> {
         for dir in [keys::spill_prefix(self.job), keys::attempts(self.job)] {
             match self.store.list(&dir).await {
                 Ok(keys) => {
-                    for key in keys {
-                        if let Err(e) = self.store.delete(&key).await {
-                            warn!(key, error = %e, "cleanup: cannot delete");
-                        }
+                    if let Err(e) = self.store.delete_all(&keys).await {
+                        warn!(error = %e, "cleanup: cannot delete under {dir}");
                     }
                 }
                 Err(e) => warn!(error = %e, "cleanup: cannot list {dir}"),

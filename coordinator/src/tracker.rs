@@ -145,10 +145,23 @@ impl Tracker<'_> {
     /// Starts a phase: a task whose `.done` marker is in the store (a resumed job, or
     /// one whose coordinator restarted) is done already; every other one is published.
     pub(crate) async fn start_phase(&mut self, tasks: Vec<Task>) -> Result<(), JobError> {
+        // One listing of the phase's markers, not one request per task before its
+        // publication: on a bucket 20 ms away a phase of 1,000 tasks started 20 s late.
+        let dirs = match tasks.first().map(Task::task_ref) {
+            Some(TaskRef::Split(_)) => vec![keys::splits(self.job)],
+            Some(TaskRef::Merge(_)) => vec![keys::parts(self.job)],
+            None => Vec::new(),
+        };
+        let present = self.markers(&dirs).await?;
         for task in tasks {
             let t = task.task_ref();
             let mut state = TaskState::Pending;
-            if let Some(o) = self.load_output(t).await? {
+            let marked = present.contains(&keys::done(self.job, t));
+            if let Some(o) = if marked {
+                self.load_output(t).await?
+            } else {
+                None
+            } {
                 state.complete(o, 0);
                 self.progress.task_finished(&t);
             } else {
@@ -159,6 +172,16 @@ impl Tracker<'_> {
             self.insert(t, state);
         }
         Ok(())
+    }
+
+    /// The keys now in the store under `dirs` (the job's `splits/`, `parts/`): the
+    /// `.done` markers of its tasks, one listing a directory.
+    async fn markers(&self, dirs: &[String]) -> Result<HashSet<String>, JobError> {
+        let mut present = HashSet::new();
+        for dir in dirs {
+            present.extend(self.store.list(dir).await?);
+        }
+        Ok(present)
     }
 
     /// The output recorded by a task's `.done` marker, if it has one.
@@ -205,10 +228,9 @@ impl Tracker<'_> {
             return Ok(false);
         }
         let mut settled = false;
-        let mut present = HashSet::new();
-        for dir in [keys::splits(self.job), keys::parts(self.job)] {
-            present.extend(self.store.list(&dir).await?);
-        }
+        let present = self
+            .markers(&[keys::splits(self.job), keys::parts(self.job)])
+            .await?;
         for t in pending {
             if !present.contains(&keys::done(self.job, t)) {
                 continue;

@@ -13,9 +13,14 @@ pub fn endpoint() -> String {
 /// Writes the service-account file object_store's CI uses for an emulator: no OAuth,
 /// requests to `gcs_base_url`. Give its path as `GOOGLE_SERVICE_ACCOUNT`.
 pub fn credentials(dir: &Path) -> PathBuf {
+    credentials_at(dir, &endpoint())
+}
+
+/// [`credentials`] naming `base_url` (e.g. a relay in front of the emulator).
+pub fn credentials_at(dir: &Path, base_url: &str) -> PathBuf {
     let p = dir.join("gcs-emulator.json");
     let v = serde_json::json!({
-        "gcs_base_url": endpoint(),
+        "gcs_base_url": base_url,
         "disable_oauth": true,
         "client_email": "",
         "private_key": "",

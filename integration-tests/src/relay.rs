@@ -30,6 +30,11 @@ pub struct Relay {
 struct Http {
     latency_us: AtomicU64,
     requests: Mutex<BTreeMap<String, u64>>,
+    /// `Some((relay, upstream))`: a request's `Host: relay` header is forwarded as
+    /// `Host: upstream` (fake-gcs-server answers only for its own public host).
+    host: Mutex<Option<(String, String)>>,
+    /// Every request forwarded: when, and its request line.
+    timeline: Mutex<Vec<(std::time::Instant, String)>>,
 }
 
 /// The kind of a request of covmerge's store layout, from its request line:
@@ -37,15 +42,23 @@ struct Http {
 fn request_kind(line: &str) -> String {
     let mut it = line.split(' ');
     let method = it.next().unwrap_or("");
-    let target = it.next().unwrap_or("");
+    // GCS's XML API escapes `.` too (`x%2Edone`).
+    let target = it
+        .next()
+        .unwrap_or("")
+        .replace("%2F", "/")
+        .replace("%2f", "/")
+        .replace("%2E", ".")
+        .replace("%2e", ".");
+    let target = target.as_str();
     if target.contains("list-type=2") || (method == "GET" && target.contains("prefix=")) {
         return "LIST".into();
     }
-    let kind = if target.contains("%2Fspill%2F") || target.contains("/spill/") {
+    let kind = if target.contains("/spill/") {
         "spill"
     } else if target.contains(".done") {
         "marker"
-    } else if target.contains("/parts/") || target.contains("%2Fparts%2F") {
+    } else if target.contains("/parts/") {
         "part"
     } else if target.contains("attempts") {
         "attempt"
@@ -124,9 +137,21 @@ impl Relay {
             .store(latency.as_micros() as u64, Ordering::SeqCst);
     }
 
+    /// Forwards requests with the upstream's `Host` header instead of the relay's (a
+    /// server that routes by its public host, as fake-gcs-server's XML API does).
+    /// Not for signed requests (S3's signature covers the host).
+    pub fn rewrite_host(&self, upstream: &str) {
+        *self.http.host.lock().unwrap() = Some((self.addr.to_string(), upstream.to_string()));
+    }
+
     /// The HTTP requests forwarded so far, by method and kind (see `request_kind`).
     pub fn requests(&self) -> BTreeMap<String, u64> {
         self.http.requests.lock().unwrap().clone()
+    }
+
+    /// Every request forwarded so far: when, and its request line (in order).
+    pub fn timeline(&self) -> Vec<(std::time::Instant, String)> {
+        self.http.timeline.lock().unwrap().clone()
     }
 
     /// The relay's `host:port`.
@@ -177,13 +202,34 @@ fn pipe(mut from: TcpStream, mut to: TcpStream, http: Option<Arc<Http>>) {
                                 .unwrap()
                                 .entry(request_kind(&line))
                                 .or_insert(0) += 1;
+                            h.timeline
+                                .lock()
+                                .unwrap()
+                                .push((std::time::Instant::now(), line.to_string()));
                             let us = h.latency_us.load(Ordering::SeqCst);
                             if us > 0 {
                                 std::thread::sleep(Duration::from_micros(us));
                             }
                         }
                     }
-                    if to.write_all(&buf[..n]).is_err() {
+                    let rewritten = http.as_ref().and_then(|h| {
+                        let host = h.host.lock().unwrap();
+                        let (relay, upstream) = host.as_ref()?;
+                        let head = &buf[..n.min(8192)];
+                        let from = format!("\r\nHost: {relay}\r\n");
+                        let at = head
+                            .windows(from.len())
+                            .position(|w| w.eq_ignore_ascii_case(from.as_bytes()))?;
+                        let mut out = buf[..at].to_vec();
+                        out.extend_from_slice(format!("\r\nHost: {upstream}\r\n").as_bytes());
+                        out.extend_from_slice(&buf[at + from.len()..n]);
+                        Some(out)
+                    });
+                    let sent = match &rewritten {
+                        Some(b) => to.write_all(b),
+                        None => to.write_all(&buf[..n]),
+                    };
+                    if sent.is_err() {
                         break;
                     }
                 }

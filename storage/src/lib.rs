@@ -29,7 +29,7 @@ use location::{join_key, local_unreadable_reason, shown};
 
 use bytes::Bytes;
 use covmerge_proto::retry::{RetryPolicy, Retryable};
-use futures::TryStreamExt;
+use futures::{StreamExt, TryStreamExt};
 use object_store::{
     memory::InMemory, path::Path, GetOptions, ObjectStore, ObjectStoreExt, PutMode, PutOptions,
     PutPayload, UpdateVersion, WriteMultipart,
@@ -60,6 +60,11 @@ pub enum Atomicity {
 /// throttling, 5xx) before it fails: a storage outage of a few minutes costs time, not
 /// the task. Overridden with [`Store::with_retry_budget`] (`--store-outage-budget`).
 pub const DEFAULT_RETRY_BUDGET: Duration = Duration::from_secs(300);
+
+/// Objects whose requests [`Store::get_streams`] and [`Store::concat`] keep in flight
+/// ahead of the one being read: a result assembled from N parts on a bucket 20 ms
+/// away waits about one round trip, not N.
+pub const PARTS_AHEAD: usize = 8;
 
 /// object_store's own retry layer switched off: [`Store::retrying`] is the one layer
 /// that retries, so `--store-outage-budget` bounds an operation (object_store's
@@ -646,6 +651,48 @@ impl Store {
         .await
     }
 
+    /// Deletes `keys` with many requests in flight (S3: bulk `DeleteObjects` of up to
+    /// 1,000 keys a request; GCS: several deletes at once): cleaning up a job's
+    /// thousands of spill objects costs a few round trips, not one per object. A key
+    /// already gone is deleted; a key the bulk pass did not report deleted is deleted
+    /// again alone, with [`Store::delete`]'s retries.
+    pub async fn delete_all(&self, keys: &[String]) -> Result<(), StoreError> {
+        if keys.is_empty() {
+            return Ok(());
+        }
+        let paths = keys
+            .iter()
+            .map(|k| self.path(k))
+            .collect::<Result<Vec<_>, _>>()?;
+        let deleted: std::collections::HashSet<Path> = self
+            .inner
+            .delete_stream(futures::stream::iter(paths.clone().into_iter().map(Ok)).boxed())
+            .filter_map(|r| async move { r.ok() })
+            .collect()
+            .await;
+        for (key, path) in keys.iter().zip(&paths) {
+            if !deleted.contains(path) {
+                self.delete(key).await?;
+            }
+        }
+        Ok(())
+    }
+
+    /// The objects `keys`, each as a stream of chunks, in order, with the requests of
+    /// up to [`PARTS_AHEAD`] of them in flight ahead of the one being read: reading many
+    /// parts one after another costs about one round trip, not one per part. Bodies are
+    /// not read ahead (memory holds what the connections buffer).
+    pub fn get_streams<'a>(
+        &'a self,
+        keys: &'a [String],
+    ) -> impl futures::Stream<
+        Item = Result<futures::stream::BoxStream<'static, Result<Bytes, StoreError>>, StoreError>,
+    > + 'a {
+        futures::stream::iter(keys)
+            .map(move |k| self.get_stream(k))
+            .buffered(PARTS_AHEAD)
+    }
+
     /// Writes `head` followed by the objects `parts` of `src`, in order, as the single
     /// object `key`, streaming through a multipart upload: the object appears only when
     /// the upload completes, and memory holds a few chunks at a time. A transient
@@ -682,8 +729,11 @@ impl Store {
         let mut w = WriteMultipart::new_with_chunk_size(upload, 8 << 20);
         let mut total = head.len() as u64;
         w.put(head);
-        for (p, path) in parts.iter().zip(&sources) {
-            let r = src.inner.get(path).await;
+        let mut gets = futures::stream::iter(&sources)
+            .map(|path| src.inner.get(path))
+            .buffered(PARTS_AHEAD);
+        for p in parts {
+            let r = gets.next().await.expect("one request per part");
             let r = match r {
                 Ok(r) => r,
                 Err(e) => {

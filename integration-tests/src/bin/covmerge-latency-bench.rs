@@ -1,10 +1,12 @@
 //! The fleet against a distant bucket: one fleet job (a coordinator and `--workers`
-//! worker processes on RabbitMQ) on an S3 store reached through a relay that holds
+//! worker processes on RabbitMQ) on an S3 store (moto) or a GCS store
+//! (fake-gcs-server, `--store-kind gcs`) reached through a relay that holds
 //! each request for `--latency-ms` (0 and 20 by default), printing wall time, the store
 //! requests by method and kind, and whether every run's result is the same.
 //!
 //! Needs RabbitMQ (`--amqp`) and the S3 server of the tests (`deploy/dev/start-s3.sh`,
-//! `COVMERGE_TEST_S3_ENDPOINT`).
+//! `COVMERGE_TEST_S3_ENDPOINT`) or the GCS emulator (`deploy/dev/start-gcs.sh`,
+//! `COVMERGE_TEST_GCS_ENDPOINT`).
 //!
 //! ```sh
 //! cargo build --release --workspace
@@ -18,6 +20,7 @@ use std::time::{Duration, Instant};
 use clap::Parser;
 use covmerge_corpus::{generate, CorpusSpec};
 use covmerge_integration_tests::fleet::{bucket, fleet_cmd, s3_addr};
+use covmerge_integration_tests::gcs;
 use covmerge_integration_tests::measure::covmerge_beside_this_exe;
 use covmerge_integration_tests::relay::Relay;
 
@@ -31,6 +34,12 @@ struct Args {
     /// Latencies to run at, in milliseconds per request.
     #[arg(long, value_delimiter = ',', default_value = "0,20")]
     latency_ms: Vec<u64>,
+    /// The store behind the relay: `s3` (moto) or `gcs` (fake-gcs-server).
+    #[arg(long, default_value = "s3")]
+    store_kind: String,
+    /// `RUST_LOG` of the coordinator and workers (their logs go to this one's stderr).
+    #[arg(long, default_value = "warn")]
+    rust_log: String,
     /// Worker processes.
     #[arg(long, default_value_t = 2)]
     workers: usize,
@@ -64,10 +73,31 @@ fn main() {
     println!("|---|---|---|---|---|");
     let mut first: Option<Vec<u8>> = None;
     for &ms in &a.latency_ms {
-        let relay = Relay::start(&s3_addr());
+        let gcs_kind = match a.store_kind.as_str() {
+            "s3" => false,
+            "gcs" => true,
+            k => panic!("--store-kind {k}: s3 or gcs"),
+        };
+        let upstream = if gcs_kind {
+            gcs::endpoint()
+                .trim_start_matches("http://")
+                .trim_end_matches('/')
+                .to_string()
+        } else {
+            s3_addr()
+        };
+        let relay = Relay::start(&upstream);
         relay.set_latency(Duration::from_millis(ms));
+        if gcs_kind {
+            relay.rewrite_host(&upstream);
+        }
         let endpoint = format!("http://{}", relay.addr());
-        let store = format!("s3://{}/jobs", bucket("latency"));
+        let store = if gcs_kind {
+            format!("gs://{}/jobs", gcs::bucket("latency"))
+        } else {
+            format!("s3://{}/jobs", bucket("latency"))
+        };
+        let gcs_credentials = gcs::credentials_at(&a.dir, &endpoint);
         let cmd = |args: &[&str]| {
             let mut c = Command::new(&bin);
             let base = fleet_cmd(args);
@@ -77,7 +107,8 @@ fn main() {
                         .filter_map(|(k, v)| v.map(|v| (k.to_owned(), v.to_owned()))),
                 )
                 .env("AWS_ENDPOINT_URL", &endpoint)
-                .env("RUST_LOG", "warn")
+                .env("GOOGLE_SERVICE_ACCOUNT", &gcs_credentials)
+                .env("RUST_LOG", &a.rust_log)
                 .stdout(Stdio::null());
             c
         };
@@ -127,6 +158,14 @@ fn main() {
         for w in &mut workers {
             let _ = w.wait();
         }
+        let timeline = a.dir.join(format!("requests-{ms}.txt"));
+        let lines: Vec<String> = relay
+            .timeline()
+            .into_iter()
+            .map(|(t, line)| format!("{:9.3} {line}", t.duration_since(t0).as_secs_f64()))
+            .collect();
+        std::fs::write(&timeline, lines.join("\n")).expect("timeline");
+        eprintln!("requests in order: {}", timeline.display());
         let reqs = relay.requests();
         let total: u64 = reqs.values().sum();
         let kinds: Vec<String> = reqs.iter().map(|(k, n)| format!("{k} {n}")).collect();

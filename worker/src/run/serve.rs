@@ -221,9 +221,20 @@ pub async fn run_worker(
             attempt,
             status,
         };
+        // Only a task delivered again (after a worker died, handed it back or failed
+        // it) can have run before: only then is its marker looked for. A first
+        // delivery of a task that did run (a task republished while it ran, a
+        // forged copy) is done again, which is harmless (the same output under the
+        // same keys, or new spill objects the marker then names); looking first
+        // cost every task a round trip to the store.
+        let may_have_run = delivery.attempt > 1 || !delivery.refused_by.is_empty();
         let prepared = async {
             exec.admit(&task).await?;
-            exec.finished(&task).await
+            if may_have_run {
+                exec.finished(&task).await
+            } else {
+                Ok(None)
+            }
         };
         let result = match prepared.await {
             Ok(Some(status)) => {
@@ -232,10 +243,11 @@ pub async fn run_worker(
                 Ok(status)
             }
             Ok(None) => {
-                exec.record_attempt(&task).await;
                 let _in_flight = InFlight::start(kind);
                 let run = async {
-                    let r = exec.execute(&task).await;
+                    // The attempt's record is written while the task runs (a round
+                    // trip less per task on a distant store), and before its report.
+                    let ((), r) = tokio::join!(exec.record_attempt(&task), exec.execute(&task));
                     if let Ok(status) = &r {
                         count_rows(status);
                         metrics().task(kind, outcome::DONE);
