@@ -29,6 +29,8 @@ pub struct JobRequest {
     /// listed or its default manager name.
     pub go_managers: Vec<(String, String)>,
     pub go_commits: Vec<(String, String)>,
+    /// `--group NAME=GLOB`, in the order given.
+    pub groups: Vec<covmerge_proto::group::Group>,
 }
 
 /// Each input's manager and commit for Go coverage: overrides by input or default name,
@@ -188,6 +190,8 @@ pub async fn plan_job(req: &JobRequest) -> Result<JobSpec, JobError> {
             covmerge_proto::limits::MAX_GO_MODULES
         )));
     }
+    covmerge_proto::group::check_groups(&req.groups)
+        .map_err(|why| JobError::Plan(format!("--group: {why}")))?;
     let go = GoSpec {
         format: req.format,
         modules: req.go_modules.clone(),
@@ -217,6 +221,7 @@ pub async fn plan_job(req: &JobRequest) -> Result<JobSpec, JobError> {
         },
         go,
         splits: group_splits(&sizes),
+        groups: req.groups.clone(),
     })
 }
 
@@ -316,6 +321,7 @@ mod tests {
             },
             go: GoSpec::default(),
             splits: g,
+            groups: Vec::new(),
         };
         assert_eq!(spec.validate(), Ok(()));
         let ranges = spec.split_ranges();

@@ -395,9 +395,10 @@ impl Executor {
                     if t.source != spec.source
                         || t.base_commit != spec.base_commit
                         || t.file_path_prefix != spec.file_path_prefix
+                        || t.groups != spec.groups
                     {
                         return Err(format!(
-                            "its source, base commit or file path prefix is not that of job {}",
+                            "its source, base commit, file path prefix or groups are not those of job {}",
                             t.job
                         ));
                     }
@@ -620,6 +621,7 @@ impl Executor {
                 &source,
                 &this.cache,
                 t2.file_path_prefix.as_bytes(),
+                &t2.groups,
             )
         })
         .await
