@@ -395,12 +395,14 @@ impl Executor {
                     if t.source != spec.source
                         || t.base_commit != spec.base_commit
                         || t.file_path_prefix != spec.file_path_prefix
-                        || t.groups != spec.groups
                     {
                         return Err(format!(
-                            "its source, base commit, file path prefix or groups are not those of job {}",
+                            "its source, base commit or file path prefix is not that of job {}",
                             t.job
                         ));
+                    }
+                    if t.groups != spec.groups {
+                        return Err(format!("its groups are not those of job {}", t.job));
                     }
                 }
             }
