@@ -146,6 +146,15 @@ pub(crate) struct JobArgs {
     /// projected onto the base like CSV rows.
     #[arg(long, value_name = "INPUT=COMMIT", value_parser = key_value)]
     pub go_commit: Vec<(String, String)>,
+    /// Per file, an extra record with Manager NAME whose hits per line are the sums
+    /// over the managers matching GLOB (`*` any run, `?` one character), instrumented
+    /// where any of them is (repeatable; NAME must not be a manager, nor `*`).
+    #[arg(long, value_name = "NAME=GLOB", value_parser = group)]
+    pub group: Vec<covmerge_proto::group::Group>,
+}
+
+fn group(s: &str) -> Result<covmerge_proto::group::Group, String> {
+    covmerge_proto::group::Group::parse(s)
 }
 
 fn input_format(s: &str) -> Result<InputFormat, String> {

@@ -372,6 +372,7 @@ fn merge_tasks(spec: &JobSpec, chunks: Vec<Vec<ChunkRef>>) -> Vec<Task> {
                 source: spec.source.clone(),
                 chunks: shard_chunks,
                 file_path_prefix: spec.file_path_prefix.clone(),
+                groups: spec.groups.clone(),
             })
         })
         .collect()
@@ -546,6 +547,7 @@ async fn manifest_of(
         shards: Vec::new(),
         failed: Vec::new(),
         dashboard_upload: None,
+        groups: spec.groups.clone(),
     };
     // Executions recorded by the workers: a delivery count misses executions that
     // overlapped (a stalled worker finishing after another one redid its shard).
@@ -691,6 +693,7 @@ mod tests {
             },
             go: Default::default(),
             splits: Vec::new(),
+            groups: Vec::new(),
         };
         let chunk = |len| ChunkRef {
             key: "jobs/j1/spill/00000/n/00000.cms".into(),

@@ -41,6 +41,8 @@ pub struct JobRequest {
     pub go_managers: Vec<(String, String)>,
     /// `--go-commit INPUT=COMMIT`, as `go_managers` names INPUT.
     pub go_commits: Vec<(String, String)>,
+    /// `--group NAME=GLOB`, in the order given.
+    pub groups: Vec<covmerge_proto::group::Group>,
 }
 
 /// Each input's manager and commit for Go coverage: overrides by input or default name,
@@ -200,6 +202,8 @@ pub async fn plan_job(req: &JobRequest) -> Result<JobSpec, JobError> {
             covmerge_proto::limits::MAX_GO_MODULES
         )));
     }
+    covmerge_proto::group::check_groups(&req.groups)
+        .map_err(|why| JobError::Plan(format!("--group: {why}")))?;
     let go = GoSpec {
         format: req.format,
         modules: req.go_modules.clone(),
@@ -229,6 +233,7 @@ pub async fn plan_job(req: &JobRequest) -> Result<JobSpec, JobError> {
         },
         go,
         splits: group_splits(&sizes),
+        groups: req.groups.clone(),
     })
 }
 
@@ -328,6 +333,7 @@ mod tests {
             },
             go: GoSpec::default(),
             splits: g,
+            groups: Vec::new(),
         };
         assert_eq!(spec.validate(), Ok(()));
         let ranges = spec.split_ranges();

@@ -33,6 +33,10 @@ pub struct JobSpec {
     /// per input.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub splits: Vec<u32>,
+    /// `--group NAME=GLOB` in the order given (absent when none: a job without groups
+    /// stores what it stored before).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub groups: Vec<crate::group::Group>,
 }
 
 impl JobSpec {
@@ -146,6 +150,7 @@ impl JobSpec {
             name("a Go manager", &g.manager, true)?;
             name("a Go commit", &g.commit, false)?;
         }
+        crate::group::check_groups(&self.groups)?;
         Ok(())
     }
 
@@ -212,6 +217,7 @@ impl JobSpec {
         if !self.go.inputs.is_empty() {
             cmp!("go inputs (--go-manager, --go-commit)", go.inputs);
         }
+        cmp!("groups (--group)", groups);
         None
     }
 }
@@ -345,6 +351,7 @@ mod tests {
             },
             go: GoSpec::default(),
             splits: Vec::new(),
+            groups: Vec::new(),
         }
     }
 
@@ -388,6 +395,33 @@ mod tests {
         let mut b = spec();
         b.header.namespace = "android".into();
         assert_eq!(a.first_difference(&b, true, true).unwrap().0, "namespace");
+    }
+
+    #[test]
+    fn resume_with_other_groups_is_refused() {
+        let a = spec();
+        let mut b = spec();
+        b.groups = vec![crate::group::Group::parse("gcc=*-gcc").unwrap()];
+        let (field, stored, asked) = a.first_difference(&b, true, true).unwrap();
+        assert_eq!(field, "groups (--group)");
+        assert_eq!(stored, "[]");
+        assert!(asked.contains("*-gcc"), "{asked}");
+        let mut c = b.clone();
+        c.groups[0].glob = "*-clang".into();
+        assert_eq!(
+            b.first_difference(&c, true, true).unwrap().0,
+            "groups (--group)"
+        );
+        assert_eq!(b.first_difference(&b.clone(), true, true), None);
+        // A job.json of before groups reads as a job without them, and a job without
+        // them is stored as before.
+        let json = serde_json::to_string(&a).unwrap();
+        assert!(!json.contains("groups"), "{json}");
+        let back: JobSpec = serde_json::from_str(&json).unwrap();
+        assert_eq!(back, a);
+        let mut d = spec();
+        d.groups = vec![b.groups[0].clone(), b.groups[0].clone()];
+        assert!(d.validate().unwrap_err().contains("given twice"));
     }
 
     #[test]

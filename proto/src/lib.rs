@@ -10,6 +10,8 @@
 
 /// Calendar dates (UTC) from Unix time, without a date crate.
 pub mod date;
+/// `--group NAME=GLOB`: records summing the managers a glob matches.
+pub mod group;
 /// Typed ids: jobs, shards, splits, attempts.
 pub mod ids;
 /// The job description every task carries.

@@ -30,3 +30,7 @@ pub const MAX_CHUNKS_PER_MERGE: usize = 100_000;
 /// Largest spill chunk a merge task may name. A merge holds one chunk in memory at a
 /// time; a split writes chunks of at most its memory budget (40 MiB by default).
 pub const MAX_CHUNK_BYTES: u64 = 1 << 30;
+
+/// Most `--group` rules a job (and each of its merge tasks) may carry: each costs a
+/// match against every manager of a shard and a record per file.
+pub const MAX_GROUPS: usize = 256;

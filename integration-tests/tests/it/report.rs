@@ -15,6 +15,8 @@ use covmerge_integration_tests::{covmerge, gunzip, merge_ok, root};
 use fantoccini::{Client, ClientBuilder, Locator};
 use serde_json::{json, Value};
 
+mod groups;
+
 const BASE: &str = "e052b7c4bab6e041517151cef3dc8c0f4b4a43d6";
 
 /// The `*` and per-manager records of one file, from a result.
@@ -523,6 +525,7 @@ async fn report_in_a_real_browser() {
         "{note}"
     );
 
+    groups::groups_view(&c, tmp.path()).await;
     diff_view(&c, tmp.path()).await;
     c.close().await.unwrap();
 }

@@ -60,6 +60,21 @@ window.covmerge = (function () {
     return [0, 0];
   }
 
+  // Lines only manager `col` covered (no group is a manager: meta.groups).
+  function uniq(r, col) {
+    if (r.u) for (const u of r.u) if (u[0] === col) return u[1];
+    return 0;
+  }
+
+  function isGroup(col) {
+    return !!S.meta.groups && S.meta.groups.some((g) => g[0] === col);
+  }
+
+  function uniqueMode() {
+    const b = document.getElementById("f-unique");
+    return !!b && b.checked;
+  }
+
   function ratio(i, c) {
     return i === 0 ? -1 : c / i;
   }
@@ -79,7 +94,9 @@ window.covmerge = (function () {
       case "l":
         return r.l;
       default: {
-        const c = mgr(r, Number(key.slice(1)));
+        const col = Number(key.slice(1));
+        if (uniqueMode()) return isGroup(col) ? -1 : uniq(r, col);
+        const c = mgr(r, col);
         return ratio(c[0], c[1]);
       }
     }
@@ -150,9 +167,22 @@ window.covmerge = (function () {
       tr.appendChild(el("td", "num gained", r.g > 0 ? "+" + r.g : ""));
       tr.appendChild(el("td", "num lost", r.l > 0 ? "−" + r.l : ""));
     }
+    const only = uniqueMode();
     for (let col = 0; col < nm; col++) {
       const c = mgr(r, col);
-      tr.appendChild(pctCell(c[0], c[1], c[0] > 0 ? c[1] + " / " + c[0] : ""));
+      const g = isGroup(col);
+      const u = uniq(r, col);
+      const title = c[0] > 0 ? c[1] + " / " + c[0] + (g ? "" : ", " + u + " unique") : "";
+      let td;
+      if (only) {
+        // Unique lines: a count per manager, nothing for groups.
+        td = el("td", "num uniq", g || u === 0 ? "" : String(u));
+        if (title) td.title = title;
+      } else {
+        td = pctCell(c[0], c[1], title);
+      }
+      if (g) td.classList.add("grp");
+      tr.appendChild(td);
     }
     return tr;
   }
@@ -252,7 +282,7 @@ window.covmerge = (function () {
         render();
       });
     }
-    for (const id of ["f-signal", "f-below", "f-below-pct"]) {
+    for (const id of ["f-signal", "f-below", "f-below-pct", "f-unique"]) {
       document.getElementById(id).addEventListener("input", render);
     }
     let timer = null;

@@ -12,6 +12,7 @@ use covmerge_source::FileVersion;
 use serde::Serialize;
 
 use crate::diff::{Counts, FileDiff, Totals};
+use crate::groups::Groups;
 use crate::read::{FileCov, Header};
 use crate::tree::{file_name, Dir, Summary, Tree};
 
@@ -50,6 +51,9 @@ pub(super) struct Row<'a> {
     pub name: &'a str,
     pub n: [u64; 2],
     pub m: Vec<[u64; 3]>,
+    /// `[[column, lines only that manager covered], ...]` for managers with such lines.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub u: Vec<[u64; 2]>,
     /// Directories: the lowest coverage of a file below, in %.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub lo: Option<f64>,
@@ -67,6 +71,13 @@ pub(super) fn dir_row(d: &Dir) -> Row<'_> {
         name: d.name(),
         n: pair(d.agg.star),
         m: sparse(d.agg.mgrs.iter().enumerate().map(|(i, c)| (i as u16, c))),
+        u: d.agg
+            .uniq
+            .iter()
+            .enumerate()
+            .filter(|(_, &n)| n > 0)
+            .map(|(i, &n)| [i as u64, n])
+            .collect(),
         lo: d.agg.min_ratio.map(|r| (r * 100.0 * 100.0).round() / 100.0),
         g: d.agg.gained,
         l: d.agg.lost,
@@ -81,6 +92,7 @@ pub(super) fn file_row(f: &Summary) -> Row<'_> {
         name: file_name(&f.path),
         n: pair(f.star),
         m: sparse(f.mgrs.iter().map(|(m, c)| (*m, c))),
+        u: f.uniq.iter().map(|&(m, n)| [m as u64, n]).collect(),
         lo: None,
         g: f.gained,
         l: f.lost,
@@ -108,6 +120,9 @@ struct DirData<'a> {
 struct Meta<'a> {
     header: &'a Header,
     managers: &'a [String],
+    /// `[[column, glob], ...]`: the columns that are groups (`merge --group`).
+    #[serde(skip_serializing_if = "<[_]>::is_empty")]
+    groups: &'a [(u16, String)],
     total: Row<'a>,
     files: usize,
     dirs: usize,
@@ -138,6 +153,7 @@ pub(super) fn write_tree(
     let meta = Meta {
         header,
         managers: &t.managers,
+        groups: &t.groups,
         total: dir_row(&t.dirs[0]),
         files: t.files.len(),
         dirs: t.dirs.len(),
@@ -175,6 +191,9 @@ struct Lines<'a> {
     m: &'a str,
     lines: &'a [u32],
     hits: &'a [u64],
+    /// A group's record (`merge --group`), not a manager's.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    g: bool,
 }
 
 #[derive(Serialize)]
@@ -191,6 +210,8 @@ struct FileData<'a> {
     text: Option<Vec<Cow<'a, str>>>,
     text_missing: Option<&'a str>,
     cov: Vec<Lines<'a>>,
+    /// `[[line, k], ...]`: lines covered by one manager only, `cov[k]` (groups aside).
+    only: Vec<(u32, u16)>,
     funcs: Vec<Func<'a>>,
     /// Against an older result: lines gained and lost (`null` without `--diff`).
     diff: Option<FileDiffData<'a>>,
@@ -211,6 +232,8 @@ pub(super) fn file_script(
     text: Result<Arc<FileVersion>, String>,
     diff: Option<&FileDiff>,
     diff_mode: bool,
+    unique: &[(u32, u16)],
+    groups: &Groups,
 ) -> Result<Vec<u8>> {
     let (lines, missing) = match &text {
         Ok(v) => (Some(v.lines().map(String::from_utf8_lossy).collect()), None),
@@ -220,11 +243,13 @@ pub(super) fn file_script(
         m: "*",
         lines: &f.star.lines,
         hits: &f.star.hits,
+        g: false,
     }];
     cov.extend(f.managers.iter().map(|(m, l)| Lines {
         m,
         lines: &l.lines,
         hits: &l.hits,
+        g: groups.is_group(m),
     }));
     let data = FileData {
         id,
@@ -232,6 +257,7 @@ pub(super) fn file_script(
         text: lines,
         text_missing: missing,
         cov,
+        only: unique.iter().map(|&(line, k)| (line, k + 1)).collect(),
         funcs: f
             .funcs
             .iter()

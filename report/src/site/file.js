@@ -57,12 +57,15 @@ window.covmerge = (function () {
     }
     const sel = document.getElementById("manager");
     F.cov.forEach(function (c, k) {
-      const o = el("option", "", c.m === "*" ? "* (all managers)" : c.m);
+      const o = el("option", "", c.m === "*" ? "* (all managers)" : c.g ? c.m + " (group)" : c.m);
       o.value = String(k);
       sel.appendChild(o);
     });
     sel.addEventListener("change", paint);
 
+    // Lines covered by one manager only (groups aside): its name.
+    const only = new Map();
+    for (const u of F.only || []) only.set(u[0], F.cov[u[1]].m);
     const star = F.cov[0];
     let n = F.text ? F.text.length : 0;
     if (star.lines.length) n = Math.max(n, star.lines[star.lines.length - 1]);
@@ -74,6 +77,13 @@ window.covmerge = (function () {
       tr.appendChild(el("td", "ln", String(i)));
       const hits = el("td", "hits");
       tr.appendChild(hits);
+      const who = only.get(i);
+      const o = el("td", "only", who === undefined ? "" : who);
+      if (who !== undefined) {
+        tr.dataset.only = who;
+        o.title = "covered by " + who + " only";
+      }
+      tr.appendChild(o);
       let mark = null;
       if (F.diff) {
         mark = el("td", "mark", gained.has(i) ? "+" : lost.has(i) ? "−" : "");

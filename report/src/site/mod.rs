@@ -28,6 +28,7 @@ use anyhow::{Context, Result};
 use covmerge_source::Source;
 
 use crate::diff::{check_same_base, FileDiff, OldSide};
+use crate::groups::{unique_lines, Groups};
 use crate::read::{self, FileCov, Files};
 use crate::tree::{Managers, Summary, Tree};
 
@@ -48,6 +49,9 @@ pub struct Options {
     pub diff: Option<String>,
     /// Threads that write file pages (default: the cores).
     pub threads: Option<usize>,
+    /// The result's manifest: names its groups (`merge --group`), which are then
+    /// shown as group columns and never count as managers for unique lines.
+    pub manifest: Option<String>,
 }
 
 /// What was generated.
@@ -59,6 +63,8 @@ pub struct Stats {
     pub dirs: u64,
     /// Managers with a column.
     pub managers: u64,
+    /// Group columns (`merge --group`, named by the manifest).
+    pub groups: u64,
     /// Files whose source text was not found (or could not be read).
     pub sources_missing: u64,
     /// Files whose path is not canonical: kept with their numbers, their text never
@@ -112,6 +118,8 @@ struct Job {
     id: u32,
     file: FileCov,
     diff: Option<FileDiff>,
+    /// Lines covered by one manager only, with its index in the file's managers.
+    unique: Vec<(u32, u16)>,
 }
 
 /// What the page writers share.
@@ -120,6 +128,7 @@ struct Shared {
     commit: String,
     source: Option<Arc<dyn Source>>,
     diff: bool,
+    groups: Groups,
     bytes: std::sync::atomic::AtomicU64,
     missing: std::sync::atomic::AtomicU64,
     error: Mutex<Option<anyhow::Error>>,
@@ -137,6 +146,10 @@ fn run(
     };
     let mut files = Files::open(&opts.result, rt, grouped)?;
     let header = files.header().clone();
+    let groups = match &opts.manifest {
+        Some(m) => Groups::from_manifest(m, &header, rt)?,
+        None => Groups::default(),
+    };
     if let Some(o) = &old {
         check_same_base(
             opts.diff.as_deref().unwrap_or_default(),
@@ -150,6 +163,7 @@ fn run(
         commit: header.commit.clone(),
         source,
         diff: old.is_some(),
+        groups: groups.clone(),
         bytes: Default::default(),
         missing: Default::default(),
         error: Mutex::new(None),
@@ -178,10 +192,15 @@ fn run(
                 if let Some(d) = &diff {
                     dtotals.add(d);
                 }
-                summaries.push(Summary::of(id, &f, &mut managers, diff.as_ref())?);
-                if shared.error.lock().unwrap().is_some()
-                    || tx.send(Job { id, file: f, diff }).is_err()
-                {
+                let unique = unique_lines(&f, &groups);
+                summaries.push(Summary::of(id, &f, &mut managers, diff.as_ref(), &unique)?);
+                let job = Job {
+                    id,
+                    file: f,
+                    diff,
+                    unique,
+                };
+                if shared.error.lock().unwrap().is_some() || tx.send(job).is_err() {
                     break; // a writer failed: its error is reported below
                 }
             }
@@ -208,12 +227,13 @@ fn run(
         }
         diff = Some((opts.diff.clone().unwrap_or_default(), dtotals));
     }
-    let (names, remap) = managers.finish();
-    let tree = Tree::build(summaries, names, &remap);
+    let (names, remap) = managers.finish(&groups);
+    let tree = Tree::build(summaries, names, &remap, &groups);
     let written = data::write_tree(&opts.out, &header, &tree, diff.as_ref())?;
     let pages = pages::write_pages(&opts.out, &header, &tree, diff.as_ref())?;
     stats.dirs = tree.dirs.len() as u64;
-    stats.managers = tree.managers.len() as u64;
+    stats.groups = tree.groups.len() as u64;
+    stats.managers = tree.managers.len() as u64 - stats.groups;
     stats.sources_missing = shared.missing.load(std::sync::atomic::Ordering::Relaxed);
     stats.bytes = shared.bytes.load(std::sync::atomic::Ordering::Relaxed) + written + pages;
     stats.first_page = [
@@ -265,7 +285,15 @@ fn write_file_page(shared: &Shared, job: &Job) -> Result<()> {
     if text.is_err() {
         shared.missing.fetch_add(1, Relaxed);
     }
-    let bytes = data::file_script(job.id, &job.file, text, job.diff.as_ref(), shared.diff)?;
+    let bytes = data::file_script(
+        job.id,
+        &job.file,
+        text,
+        job.diff.as_ref(),
+        shared.diff,
+        &job.unique,
+        &shared.groups,
+    )?;
     let n = bytes.len() as u64;
     write(&shared.out, &data::script_path("f", job.id), &bytes)?;
     shared.bytes.fetch_add(n, Relaxed);

@@ -53,7 +53,7 @@ fn head(title: &str) -> Markup {
 }
 
 /// One tree row (the same as app.js's `rowEl`).
-fn row(r: &Row<'_>, managers: usize, diff: bool) -> Markup {
+fn row(r: &Row<'_>, t: &Tree, diff: bool) -> Markup {
     let dir = r.k == "d";
     html! {
         tr.row.dir[dir].file[!dir].del[r.del] data-id=(r.id) data-kind=(r.k) data-depth="0" {
@@ -74,12 +74,23 @@ fn row(r: &Row<'_>, managers: usize, diff: bool) -> Markup {
                 td.num.gained { @if r.g > 0 { "+" (r.g) } }
                 td.num.lost { @if r.l > 0 { "−" (r.l) } }
             }
-            @for col in 0..managers {
+            @for col in 0..t.managers.len() {
                 @let c = r.m.iter().find(|m| m[0] == col as u64).map_or([0, 0], |m| [m[1], m[2]]);
-                (pct_cell(c[0], c[1], (c[0] > 0).then(|| format!("{} / {}", c[1], c[0]))))
+                @let u = r.u.iter().find(|u| u[0] == col as u64).map_or(0, |u| u[1]);
+                @let group = is_group(t, col);
+                @let title = (c[0] > 0).then(|| if group {
+                    format!("{} / {}", c[1], c[0])
+                } else {
+                    format!("{} / {}, {u} unique", c[1], c[0])
+                });
+                td.pct.grp[group] style=[heat(c[0], c[1])] title=[title] { (pct_text(c[0], c[1])) }
             }
         }
     }
+}
+
+fn is_group(t: &Tree, col: usize) -> bool {
+    t.groups.iter().any(|g| g.0 as usize == col)
 }
 
 fn index(h: &Header, t: &Tree, diff: Option<&(String, Totals)>) -> Markup {
@@ -94,7 +105,9 @@ fn index(h: &Header, t: &Tree, diff: Option<&(String, Totals)>) -> Markup {
                     h1 { "Coverage of " code { (h.repo) } " at " code title=(h.commit) { (short(&h.commit)) } }
                     p.sub {
                         (h.namespace) " · up to " (h.date_to) " · " (h.duration) " days · "
-                        (t.managers.len()) " managers · " (t.files.len()) " files"
+                        (t.managers.len() - t.groups.len()) " managers · "
+                        @if !t.groups.is_empty() { (t.groups.len()) " groups · " }
+                        (t.files.len()) " files"
                     }
                 }
                 table.totals id="totals" {
@@ -118,6 +131,9 @@ fn index(h: &Header, t: &Tree, diff: Option<&(String, Totals)>) -> Markup {
                     label { input id="f-signal" type="checkbox"; " has signal" }
                     label { input id="f-below" type="checkbox"; " below " input id="f-below-pct" type="number" value="50" min="0" max="100" step="1"; " %" }
                     label { "path " input id="f-text" type="search" placeholder="e.g. fs/ext4" autocomplete="off"; }
+                    label title="per manager column: lines that manager covered and no other manager did (groups aside)" {
+                        input id="f-unique" type="checkbox"; " unique lines"
+                    }
                     @if diff.is_some() { button id="sort-drop" type="button" { "Coverage drop" } }
                     span id="status" {}
                 }
@@ -130,11 +146,15 @@ fn index(h: &Header, t: &Tree, diff: Option<&(String, Totals)>) -> Markup {
                             th data-sort="p" { "%" }
                             @if diff.is_some() { th data-sort="g" { "Gained" } th data-sort="l" { "Lost" } }
                             @for (col, m) in t.managers.iter().enumerate() {
-                                th.mgr data-sort={ "m" (col) } title=(m) { span { (m) } }
+                                @if let Some((_, glob)) = t.groups.iter().find(|g| g.0 as usize == col) {
+                                    th.mgr.grp data-sort={ "m" (col) } title={ "group " (m) " = " (glob) ": the sum of the managers matching " (glob) } { span { "Σ " (m) } }
+                                } @else {
+                                    th.mgr data-sort={ "m" (col) } title=(m) { span { (m) } }
+                                }
                             }
                         } }
                         tbody id="rows" {
-                            @for r in children(t, &t.dirs[0]) { (row(&r, t.managers.len(), diff.is_some())) }
+                            @for r in children(t, &t.dirs[0]) { (row(&r, t, diff.is_some())) }
                         }
                     }
                 }
@@ -166,7 +186,7 @@ fn file_page(h: &Header, diff: bool) -> Markup {
                 }
                 h2 { "Source at " code title=(h.commit) { (short(&h.commit)) } }
                 table.src id="src" {
-                    thead { tr { th { "Line" } th { "Hits" } @if diff { th { "Δ" } } th { "Source" } } }
+                    thead { tr { th { "Line" } th { "Hits" } th title="the one manager that covered the line, if only one did (groups aside)" { "Only" } @if diff { th { "Δ" } } th { "Source" } } }
                     tbody {}
                 }
                 script src="assets/file.js" {}

@@ -112,6 +112,10 @@ fn check_site(out: &Path, recs: &[Rec<'_>]) {
 }
 
 fn gen(result: &Path, out: &Path, diff: Option<&Path>) -> Stats {
+    gen_with(result, out, diff, None)
+}
+
+fn gen_with(result: &Path, out: &Path, diff: Option<&Path>, manifest: Option<&Path>) -> Stats {
     let rt = tokio::runtime::Runtime::new().unwrap();
     let opts = Options {
         result: result.display().to_string(),
@@ -119,6 +123,7 @@ fn gen(result: &Path, out: &Path, diff: Option<&Path>) -> Stats {
         out: out.to_path_buf(),
         diff: diff.map(|d| d.display().to_string()),
         threads: Some(2),
+        manifest: manifest.map(|m| m.display().to_string()),
     };
     let h = rt.handle().clone();
     rt.block_on(
@@ -201,6 +206,7 @@ fn diff_marks_deleted_files_and_totals() {
         out: tmp.path().join("site2"),
         diff: Some(other.display().to_string()),
         threads: None,
+        manifest: None,
     };
     let e = generate(&opts, rt.handle()).unwrap_err().to_string();
     assert!(
@@ -233,6 +239,7 @@ fn report_does_not_embed_files_outside_the_source() {
         out: tmp.path().join("site"),
         diff: None,
         threads: Some(2),
+        manifest: None,
     };
     let h = rt.handle().clone();
     let o = opts.clone();
@@ -272,4 +279,88 @@ fn report_does_not_embed_files_outside_the_source() {
             && problems[0].contains("`..`"),
         "{problems:?}"
     );
+}
+
+/// With the manifest naming `gcc` a group: its column comes after the managers' and
+/// is marked in meta.js, its record is marked on the file page, and it takes no line
+/// from a manager. Unique lines are counted per file and summed up the tree.
+#[test]
+fn groups_are_columns_of_their_own_and_not_managers_for_unique_lines() {
+    let tmp = tempfile::tempdir().unwrap();
+    let recs: &[Rec<'_>] = &[
+        ("fs/a.c", "*", &[1, 2, 3, 4], &[5, 3, 0, 2]),
+        ("fs/a.c", "a", &[1, 2, 3], &[5, 1, 0]),
+        ("fs/a.c", "b", &[2, 4], &[2, 2]),
+        ("fs/a.c", "gcc", &[1, 2, 3], &[5, 1, 0]),
+        ("fs/b.c", "*", &[1, 2], &[1, 1]),
+        ("fs/b.c", "b", &[1, 2], &[1, 1]),
+        ("fs/b.c", "gcc", &[1], &[0]),
+    ];
+    let result = tmp.path().join("r.jsonl");
+    write_result(&result, "c1", recs);
+    let manifest = tmp.path().join("m.json");
+    let m = |commit: &str| {
+        serde_json::json!({
+            "job": "j", "status": "complete", "base_repo": "r", "base_commit": commit,
+            "result": null, "inputs": [], "totals": covmerge_proto::Counts::default(),
+            "shards": [], "groups": [{"name": "gcc", "glob": "*-gcc"}],
+        })
+        .to_string()
+    };
+    std::fs::write(&manifest, m("c1")).unwrap();
+    let out = tmp.path().join("site");
+    gen_with(&result, &out, None, Some(&manifest));
+    let meta = script_arg(&out.join("data/meta.js"));
+    assert_eq!(meta["managers"], serde_json::json!(["a", "b", "gcc"]));
+    assert_eq!(meta["groups"], serde_json::json!([[2, "*-gcc"]]));
+    // fs/a.c: line 1 only a, line 4 only b (line 2 both); fs/b.c: lines 1, 2 only b.
+    assert_eq!(meta["total"]["u"], serde_json::json!([[0, 1], [1, 3]]));
+    let root = script_arg(&out.join(data::script_path("d", 0)));
+    let fs = &root["rows"][0];
+    let files = script_arg(&out.join(data::script_path("d", fs["id"].as_u64().unwrap() as u32)));
+    let a = files["rows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["name"] == "a.c")
+        .unwrap();
+    assert_eq!(a["u"], serde_json::json!([[0, 1], [1, 1]]));
+    let page = script_arg(&out.join(data::script_path("f", a["id"].as_u64().unwrap() as u32)));
+    assert_eq!(
+        page["only"],
+        serde_json::json!([[1, 1], [4, 2]]),
+        "cov[1] is a, cov[2] b"
+    );
+    let marked: Vec<(&str, bool)> = page["cov"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| (c["m"].as_str().unwrap(), c.get("g").is_some()))
+        .collect();
+    assert_eq!(
+        marked,
+        [("*", false), ("a", false), ("b", false), ("gcc", true)]
+    );
+
+    // Without the manifest `gcc` is a manager: sorted among them, and line 1 of a.c
+    // is no longer a's alone.
+    let bare = tmp.path().join("bare");
+    gen(&result, &bare, None);
+    let meta = script_arg(&bare.join("data/meta.js"));
+    assert!(meta.get("groups").is_none());
+    assert_eq!(meta["total"]["u"], serde_json::json!([[1, 3]]));
+
+    // A manifest of another base is refused, naming both commits.
+    std::fs::write(&manifest, m("c0")).unwrap();
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let opts = Options {
+        result: result.display().to_string(),
+        source: None,
+        out: tmp.path().join("site3"),
+        diff: None,
+        threads: None,
+        manifest: Some(manifest.display().to_string()),
+    };
+    let e = generate(&opts, rt.handle()).unwrap_err().to_string();
+    assert!(e.contains("base commit c0") && e.contains("on c1"), "{e}");
 }

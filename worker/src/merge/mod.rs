@@ -2,6 +2,7 @@
 //! (file, commit) group onto the base through a line diff, sum hits overall and per
 //! manager, pick function names, and encode the part.
 
+mod groups;
 mod shard;
 mod sums;
 

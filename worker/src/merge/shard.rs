@@ -8,6 +8,7 @@ use rustc_hash::FxHashMap;
 
 use std::sync::Arc;
 
+use super::groups::{GroupPlan, GroupSums};
 use super::sums::ManagerSums;
 use super::{LineMap, ProjectionCache};
 use crate::source::{FileVersion, Source, SourceError};
@@ -50,6 +51,9 @@ pub enum MergeError {
         /// The sum, in decimal.
         sum: String,
     },
+    /// A group's records would be taken for the manager's (contract §4).
+    #[error("--group {group}={glob}: {group:?} is also a manager of the input; a group's NAME must not be a manager's")]
+    GroupIsManager { group: String, glob: String },
 }
 
 /// A merged shard: its gzip-compressed JSON lines and what was counted.
@@ -247,18 +251,20 @@ pub fn merge_shard(
     source: &dyn Source,
     cache: &ProjectionCache,
 ) -> Result<MergedPart, MergeError> {
-    merge_shard_with_prefix(chunks, base_commit, source, cache, b"")
+    merge_shard_with_prefix(chunks, base_commit, source, cache, b"", &[])
 }
 
 /// [`merge_shard`] of the files whose path starts with `file_prefix` only: the rows of
 /// other files are counted in `rows_outside_prefix` and go no further (no source
-/// lookup, no output, not a file of the result).
+/// lookup, no output, not a file of the result). Each file gets a record per group of
+/// `groups` with a line, after its managers' (`--group`).
 pub fn merge_shard_with_prefix(
     chunks: impl Iterator<Item = Result<(String, Bytes), MergeError>>,
     base_commit: &[u8],
     source: &dyn Source,
     cache: &ProjectionCache,
     file_prefix: &[u8],
+    groups: &[covmerge_proto::group::Group],
 ) -> Result<MergedPart, MergeError> {
     // Each string once, in an arena, with a hash index of ids (not a boxed copy per
     // string in a vector and another as the map's key).
@@ -395,6 +401,7 @@ pub fn merge_shard_with_prefix(
         }
     }
     drop((held, last_map));
+    let plan = GroupPlan::new(groups, &managers, &strings)?;
 
     // Files in path order: the part's order is deterministic.
     let mut order: Vec<(u32, Box<FileAcc>)> = Vec::new();
@@ -420,6 +427,7 @@ pub fn merge_shard_with_prefix(
             strings.get(file),
             *acc,
             &managers,
+            &plan,
             &strings,
             &mut counts,
             &mut enc,
@@ -436,11 +444,13 @@ pub fn merge_shard_with_prefix(
     })
 }
 
-/// Writes one file's records: `*`, managers by name, functions by name.
+/// Writes one file's records: `*`, managers by name, groups as given, functions by
+/// name.
 fn write_file(
     path: &[u8],
     acc: FileAcc,
     managers: &[u32],
+    plan: &GroupPlan<'_>,
     strings: &StringTable,
     counts: &mut Counts,
     out: &mut impl Write,
@@ -488,8 +498,12 @@ fn write_file(
             .cmp(strings.get(managers[b as usize]))
     });
     let (mut pairs, mut m_lines, mut m_hits) = (Vec::new(), Vec::new(), Vec::new());
-    for m in by_name {
+    let mut group_sums = (!plan.is_empty()).then(|| GroupSums::new(plan, &lines));
+    for &m in &by_name {
         per_mgr.pairs(m, &order, &slot_lines, &mut pairs);
+        if let Some(g) = &mut group_sums {
+            g.add(m, &pairs);
+        }
         m_lines.clear();
         m_hits.clear();
         m_lines.extend(pairs.iter().map(|p| p.0));
@@ -502,6 +516,9 @@ fn write_file(
             &m_hits,
         )?;
         records += 1;
+    }
+    if let Some(g) = group_sums {
+        records += g.write(&per_mgr, &by_name, &order, &slot_lines, path, out)?;
     }
 
     // contract §3.5: the most frequent non-empty name; ties go to the smallest name.

@@ -403,6 +403,9 @@ impl Executor {
                             t.job
                         ));
                     }
+                    if t.groups != spec.groups {
+                        return Err(format!("its groups are not those of job {}", t.job));
+                    }
                 }
             }
             Ok(())
@@ -622,6 +625,7 @@ impl Executor {
                 &source,
                 &this.cache,
                 t2.file_path_prefix.as_bytes(),
+                &t2.groups,
             )
         })
         .await

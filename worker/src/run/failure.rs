@@ -55,6 +55,7 @@ impl From<MergeError> for Failure {
             // cannot be encoded: not the input's fault, and not curable by a retry.
             MergeError::Spill { .. } | MergeError::Encode(_) => FailureKind::Internal,
             MergeError::SumOverflow { .. } => FailureKind::BadInput,
+            MergeError::GroupIsManager { .. } => FailureKind::Config,
         };
         Failure::new(kind, e.to_string())
     }

@@ -219,6 +219,39 @@ fn forged_split_task_cannot_read_files_outside_its_job() {
             refused_go.contains("settings are not those of job"),
             "{refused_go}"
         );
+        // A merge task of the job with groups the job was not created with (its
+        // records would differ from the job's): refused before anything is read.
+        let forged_groups = Task::Merge(covmerge_proto::wire::MergeTask {
+            job: JobId::parse(&job).unwrap(),
+            shard: covmerge_proto::ShardId(0),
+            base_commit: s.corpus.base_commit.clone(),
+            source: s.source.clone(),
+            chunks: Vec::new(),
+            file_path_prefix: String::new(),
+            groups: vec![covmerge_proto::group::Group::parse("all=*").unwrap()],
+        });
+        q.publish_task(&job, wire::encode(&forged_groups).unwrap())
+            .await
+            .unwrap();
+        let (mut refused_groups, mut dead_groups) = (None, false);
+        while refused_groups.is_none() || !dead_groups {
+            match next_event(&q, &job).await {
+                Event::Report(b) => {
+                    let r: TaskReport = wire::decode(&b).unwrap();
+                    if let ReportStatus::Failed(f) = r.status {
+                        assert_eq!(f.kind, FailureKind::Refused, "{f}");
+                        refused_groups = Some(f.message);
+                    }
+                }
+                Event::DeadLetter { .. } => dead_groups = true,
+                Event::TasksLost => {}
+            }
+        }
+        let refused_groups = refused_groups.unwrap();
+        assert!(
+            refused_groups.contains("its groups are not those of job"),
+            "{refused_groups}"
+        );
         // The same task with a job id that escapes the job's prefix.
         #[derive(serde::Serialize)]
         struct Env<T> {

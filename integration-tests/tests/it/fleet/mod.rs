@@ -10,6 +10,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 mod forged;
+mod groups;
 mod kills;
 mod outages;
 
