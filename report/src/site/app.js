@@ -150,8 +150,10 @@ window.covmerge = (function () {
       tr.appendChild(el("td", "num gained", r.g > 0 ? "+" + r.g : ""));
       tr.appendChild(el("td", "num lost", r.l > 0 ? "−" + r.l : ""));
     }
+    const cells = new Array(nm);
+    for (const m of r.m) cells[m[0]] = [m[1], m[2]];
     for (let col = 0; col < nm; col++) {
-      const c = mgr(r, col);
+      const c = cells[col] || [0, 0];
       tr.appendChild(pctCell(c[0], c[1], c[0] > 0 ? c[1] + " / " + c[0] : ""));
     }
     return tr;

@@ -52,6 +52,16 @@ fn head(title: &str) -> Markup {
     }
 }
 
+/// A row's `[instrumented, covered]` for every manager column (one pass over its
+/// sparse list, not one search per column).
+fn dense(r: &Row<'_>, managers: usize) -> Vec<[u64; 2]> {
+    let mut v = vec![[0, 0]; managers];
+    for m in &r.m {
+        v[m[0] as usize] = [m[1], m[2]];
+    }
+    v
+}
+
 /// One tree row (the same as app.js's `rowEl`).
 fn row(r: &Row<'_>, managers: usize, diff: bool) -> Markup {
     let dir = r.k == "d";
@@ -74,18 +84,18 @@ fn row(r: &Row<'_>, managers: usize, diff: bool) -> Markup {
                 td.num.gained { @if r.g > 0 { "+" (r.g) } }
                 td.num.lost { @if r.l > 0 { "−" (r.l) } }
             }
-            @for col in 0..managers {
-                @let c = r.m.iter().find(|m| m[0] == col as u64).map_or([0, 0], |m| [m[1], m[2]]);
+            @for c in dense(r, managers) {
                 (pct_cell(c[0], c[1], (c[0] > 0).then(|| format!("{} / {}", c[1], c[0]))))
             }
         }
     }
 }
 
-fn index(h: &Header, t: &Tree, diff: Option<&(String, Totals)>) -> Markup {
+fn index(h: &Header, t: &Tree, diff: Option<&(String, Totals)>) -> Result<Markup> {
     let root = dir_row(&t.dirs[0]);
+    let top = children(t, &t.dirs[0])?;
     let title = format!("Coverage of {} at {}", h.repo, short(&h.commit));
-    html! {
+    Ok(html! {
         (DOCTYPE)
         html lang="en" {
             (head(&title))
@@ -94,7 +104,7 @@ fn index(h: &Header, t: &Tree, diff: Option<&(String, Totals)>) -> Markup {
                     h1 { "Coverage of " code { (h.repo) } " at " code title=(h.commit) { (short(&h.commit)) } }
                     p.sub {
                         (h.namespace) " · up to " (h.date_to) " · " (h.duration) " days · "
-                        (t.managers.len()) " managers · " (t.files.len()) " files"
+                        (t.managers.len()) " managers · " (t.files) " files"
                     }
                 }
                 table.totals id="totals" {
@@ -134,7 +144,7 @@ fn index(h: &Header, t: &Tree, diff: Option<&(String, Totals)>) -> Markup {
                             }
                         } }
                         tbody id="rows" {
-                            @for r in children(t, &t.dirs[0]) { (row(&r, t.managers.len(), diff.is_some())) }
+                            @for r in &top { (row(r, t.managers.len(), diff.is_some())) }
                         }
                     }
                 }
@@ -143,7 +153,7 @@ fn index(h: &Header, t: &Tree, diff: Option<&(String, Totals)>) -> Markup {
                 script src=(script_path("d", 0)) {}
             }
         }
-    }
+    })
 }
 
 fn file_page(h: &Header, diff: bool) -> Markup {
@@ -165,6 +175,11 @@ fn file_page(h: &Header, diff: bool) -> Markup {
                     tbody {}
                 }
                 h2 { "Source at " code title=(h.commit) { (short(&h.commit)) } }
+                div.controls id="pages" hidden {
+                    button id="prev" type="button" { "‹ previous" }
+                    " " span id="pageno" {} " "
+                    button id="next" type="button" { "next ›" }
+                }
                 table.src id="src" {
                     thead { tr { th { "Line" } th { "Hits" } @if diff { th { "Δ" } } th { "Source" } } }
                     tbody {}
@@ -183,7 +198,7 @@ pub(super) fn write_pages(
     diff: Option<&(String, Totals)>,
 ) -> Result<u64> {
     let files: [(&str, String); 5] = [
-        ("index.html", index(h, t, diff).into_string()),
+        ("index.html", index(h, t, diff)?.into_string()),
         ("file.html", file_page(h, diff.is_some()).into_string()),
         ("assets/app.js", APP_JS.to_string()),
         ("assets/file.js", FILE_JS.to_string()),
