@@ -143,7 +143,7 @@ pub(crate) async fn diff(a: DiffArgs) -> Result<()> {
         std::io::Seek::rewind(&mut spill)?;
         match &a.out {
             Some(p) => {
-                let write = || -> std::io::Result<()> {
+                let mut write = || -> std::io::Result<()> {
                     let mut f = covmerge_storage::local::OutputFile::create(p)?;
                     std::io::copy(&mut spill, &mut f)?;
                     f.commit()
