@@ -8,11 +8,13 @@
 
 use std::fmt;
 
+use covmerge_proto::memory::{format_bytes, parse_budget, MIN_BUDGET};
+
 /// The default budget of `report` and `diff`.
 pub const DEFAULT: u64 = 256 << 20;
 
 /// The smallest budget accepted: below it the shares are smaller than a kernel file.
-pub const MIN: u64 = 16 << 20;
+pub const MIN: u64 = MIN_BUDGET;
 
 /// A memory budget in bytes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -30,13 +32,9 @@ impl fmt::Display for Budget {
     }
 }
 
-/// `n` bytes as `N MiB` (or `N bytes` below 1 MiB or off a MiB boundary).
+/// `n` bytes for people (`64 MiB`, `1.5 GiB`), as proto's [`format_bytes`].
 pub fn mib(n: u64) -> String {
-    if n >= 1 << 20 && n.is_multiple_of(1 << 20) {
-        format!("{} MiB", n >> 20)
-    } else {
-        format!("{n} bytes")
-    }
+    format_bytes(n)
 }
 
 impl Budget {
@@ -73,34 +71,11 @@ impl Budget {
     }
 }
 
-/// Parses `BYTES`: a number with an optional suffix, `K`/`KiB`, `M`/`MiB`, `G`/`GiB`
-/// (powers of 1024) or `KB`, `MB`, `GB` (powers of 1000); at least [`MIN`].
+/// Parses `BYTES` with proto's `--memory-budget` parser (shared with `merge` and
+/// `worker`): a number with an optional unit, `K`/`KiB`, `M`/`MiB`, `G`/`GiB` (powers
+/// of 1024) or `KB`, `MB`, `GB` (powers of 1000); at least [`MIN`].
 pub fn parse(s: &str) -> Result<Budget, String> {
-    let t = s.trim();
-    let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
-    let (num, unit) = t.split_at(split);
-    let n: u64 = num
-        .parse()
-        .map_err(|_| format!("{s:?} is not a byte count (e.g. 256MiB, 1GiB, 500000000)"))?;
-    let mult: u64 = match unit.trim().to_ascii_lowercase().as_str() {
-        "" | "b" => 1,
-        "k" | "kib" => 1 << 10,
-        "m" | "mib" => 1 << 20,
-        "g" | "gib" => 1 << 30,
-        "t" | "tib" => 1 << 40,
-        "kb" => 1_000,
-        "mb" => 1_000_000,
-        "gb" => 1_000_000_000,
-        "tb" => 1_000_000_000_000,
-        u => return Err(format!("{s:?}: unknown unit {u:?} (B, KiB, MiB, GiB, KB, MB, GB)")),
-    };
-    let b = n
-        .checked_mul(mult)
-        .ok_or_else(|| format!("{s:?} is more bytes than fit in 64 bits"))?;
-    if b < MIN {
-        return Err(format!("{s:?} is less than the smallest budget, {}", mib(MIN)));
-    }
-    Ok(Budget(b))
+    parse_budget(s).map(Budget)
 }
 
 #[cfg(test)]
@@ -114,10 +89,10 @@ mod tests {
         assert_eq!(parse("1g"), Ok(Budget(1 << 30)));
         assert_eq!(parse("64 MB"), Ok(Budget(64_000_000)));
         assert_eq!(parse("33554432"), Ok(Budget(32 << 20)));
-        assert!(parse("1MiB").unwrap_err().contains("smallest budget, 16 MiB"));
+        assert!(parse("1MiB").unwrap_err().contains("smallest memory budget, 16 MiB"));
         assert!(parse("12 parsecs").unwrap_err().contains("unknown unit"));
-        assert!(parse("lots").unwrap_err().contains("not a byte count"));
-        assert!(parse("99999999999TiB").unwrap_err().contains("64 bits"));
+        assert!(parse("lots").unwrap_err().contains("no number"));
+        assert!(parse("99999999999TiB").unwrap_err().contains("too large"));
         assert_eq!(Budget::default().line_cap(), 64 << 20);
         assert_eq!(Budget::default().to_string(), "256 MiB");
     }

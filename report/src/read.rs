@@ -351,7 +351,7 @@ fn record_bytes(r: &Record) -> u64 {
 fn over_file_cap(path: &str, held: u64, budget: Budget) -> String {
     format!(
         "the records of {path} hold about {} in memory, over the share of one file (a quarter of --memory-budget {budget}): give a larger --memory-budget",
-        mib(held >> 20 << 20),
+        mib(held),
     )
 }
 
@@ -501,7 +501,7 @@ pub fn read_grouped(
                 &format!(
                     "the records of a file are not contiguous, so the result is grouped in memory, and it holds more than half of --memory-budget {} (about {} so far): write the result with each file's records together (as covmerge merge does) or give a larger --memory-budget",
                     budget,
-                    mib(held >> 20 << 20)
+                    mib(held)
                 ),
             ));
         }
