@@ -89,7 +89,9 @@ mod tests {
         assert_eq!(parse("1g"), Ok(Budget(1 << 30)));
         assert_eq!(parse("64 MB"), Ok(Budget(64_000_000)));
         assert_eq!(parse("33554432"), Ok(Budget(32 << 20)));
-        assert!(parse("1MiB").unwrap_err().contains("smallest memory budget, 16 MiB"));
+        assert!(parse("1MiB")
+            .unwrap_err()
+            .contains("smallest memory budget, 16 MiB"));
         assert!(parse("12 parsecs").unwrap_err().contains("unknown unit"));
         assert!(parse("lots").unwrap_err().contains("no number"));
         assert!(parse("99999999999TiB").unwrap_err().contains("too large"));

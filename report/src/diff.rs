@@ -219,7 +219,9 @@ impl OldWriter {
         for h in &l.hits {
             b.extend_from_slice(&h.to_le_bytes());
         }
-        self.w.write_all(&b).context("writing the older result's lines")?;
+        self.w
+            .write_all(&b)
+            .context("writing the older result's lines")?;
         self.held += 2 * path.len() as u64 + 64;
         if self.held > self.budget.old_side() {
             anyhow::bail!(

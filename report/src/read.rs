@@ -341,7 +341,9 @@ fn record_path(r: &Record) -> Option<&str> {
 /// About the bytes a record holds once added to its file.
 fn record_bytes(r: &Record) -> u64 {
     match (&r.mcr, &r.fl) {
-        (Some(m), _) => 72 + m.manager.len() as u64 + m.file_data.lines_instrumented.len() as u64 * 12,
+        (Some(m), _) => {
+            72 + m.manager.len() as u64 + m.file_data.lines_instrumented.len() as u64 * 12
+        }
         (_, Some(f)) => 48 + f.func_name.len() as u64 + f.lines.len() as u64 * 4,
         _ => 0,
     }

@@ -230,7 +230,9 @@ impl TreeBuilder {
         self.held += 8;
         self.files += 1;
         let rec = encode(s, d);
-        self.spill.write_all(&rec).context("writing the report's file rows")?;
+        self.spill
+            .write_all(&rec)
+            .context("writing the report's file rows")?;
         self.spilled += rec.len() as u64;
         let held = self.held + managers.bytes();
         if held > self.budget.tree() {
@@ -266,7 +268,11 @@ impl TreeBuilder {
             .map(|(id, &i)| {
                 let b = built[i as usize].take().unwrap();
                 let mut agg = b.agg;
-                agg.mgrs = b.mgrs.into_iter().map(|(m, c)| (remap[m as usize], c)).collect();
+                agg.mgrs = b
+                    .mgrs
+                    .into_iter()
+                    .map(|(m, c)| (remap[m as usize], c))
+                    .collect();
                 agg.mgrs.sort_unstable_by_key(|x| x.0);
                 Dir {
                     id: id as u32,

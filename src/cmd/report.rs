@@ -71,11 +71,7 @@ pub(crate) async fn report(a: ReportArgs) -> Result<()> {
         opts.out.join("index.html").display(),
         stats.elapsed.as_secs_f64()
     );
-    crate::outln!(
-        "{} files written, {} bytes",
-        stats.written,
-        stats.bytes
-    );
+    crate::outln!("{} files written, {} bytes", stats.written, stats.bytes);
     let parts: Vec<String> = stats
         .first_page
         .iter()

@@ -567,7 +567,11 @@ async fn paged_view(c: &Client, dir: &Path) {
     ]);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let group = std::fs::read_to_string(site.join("data/f/0/0.js")).unwrap();
-    assert_eq!(group.matches("covmerge.file(").count(), 2, "one group script");
+    assert_eq!(
+        group.matches("covmerge.file(").count(),
+        2,
+        "one group script"
+    );
     assert_eq!(std::fs::read_dir(site.join("data/t/0")).unwrap().count(), 3);
 
     let shown = || async {
@@ -590,7 +594,10 @@ async fn paged_view(c: &Client, dir: &Path) {
     let p1 = shown().await;
     assert_eq!(p1.len(), 10_000);
     assert_eq!(js(c, pageno).await, "lines 1–10000 (page 1 of 3)");
-    assert_eq!(p1[2], ("L3".into(), "cov".into(), "1".into(), "int tall_3;".into()));
+    assert_eq!(
+        p1[2],
+        ("L3".into(), "cov".into(), "1".into(), "int tall_3;".into())
+    );
     assert_eq!((p1[0].1.as_str(), p1[0].3.as_str()), ("ni", "int tall_1;"));
     js(c, "document.getElementById('next').click()").await;
     ready(c).await;
@@ -599,7 +606,12 @@ async fn paged_view(c: &Client, dir: &Path) {
     assert_eq!(p2[0].0, "L10001");
     assert_eq!(
         p2[2344],
-        ("L12345".into(), "unc".into(), "0".into(), "int tall_12345;".into())
+        (
+            "L12345".into(),
+            "unc".into(),
+            "0".into(),
+            "int tall_12345;".into()
+        )
     );
     // The function on page 3: its link loads that page.
     js(c, "document.querySelector('#funcs button').click()").await;
@@ -609,7 +621,12 @@ async fn paged_view(c: &Client, dir: &Path) {
     assert_eq!(p3.len(), 5_000);
     assert_eq!(
         p3[4_999],
-        ("L25000".into(), "cov".into(), "5".into(), "int tall_25000;".into())
+        (
+            "L25000".into(),
+            "cov".into(),
+            "5".into(),
+            "int tall_25000;".into()
+        )
     );
     assert_eq!(
         js(c, "return document.getElementById('fsum').textContent").await,

@@ -93,12 +93,23 @@ fn report_and_diff_of_more_than_65536_managers() {
     std::fs::write(&r, &t).unwrap();
     let site = tmp.path().join("site");
     let out = ok(
-        &["report", r.to_str().unwrap(), "--out", site.to_str().unwrap()],
+        &[
+            "report",
+            r.to_str().unwrap(),
+            "--out",
+            site.to_str().unwrap(),
+        ],
         LIMIT,
     );
-    assert!(out.contains("3 files, 4 directories, 70000 managers"), "{out}");
+    assert!(
+        out.contains("3 files, 4 directories, 70000 managers"),
+        "{out}"
+    );
     let meta = script_arg(&site.join("data/meta.js"));
-    assert_eq!(meta["managers"].as_array().unwrap().len(), managers as usize);
+    assert_eq!(
+        meta["managers"].as_array().unwrap().len(),
+        managers as usize
+    );
     assert_eq!(meta["managers"][69_999], "m69999");
     let root = script_arg(&site.join("data/d/0/0.js"));
     let m = root["rows"][0]["m"].as_array().unwrap();
@@ -116,8 +127,7 @@ fn report_and_diff_of_more_than_65536_managers() {
         LIMIT,
     );
     let last: serde_json::Value =
-        serde_json::from_str(std::fs::read_to_string(&d).unwrap().lines().last().unwrap())
-            .unwrap();
+        serde_json::from_str(std::fs::read_to_string(&d).unwrap().lines().last().unwrap()).unwrap();
     assert_eq!(last["totals"]["files_unchanged"], 3);
 }
 
@@ -137,7 +147,12 @@ fn report_of_many_files_writes_a_bounded_number_of_files() {
     std::fs::write(&r, &t).unwrap();
     let site = tmp.path().join("site");
     let out = ok(
-        &["report", r.to_str().unwrap(), "--out", site.to_str().unwrap()],
+        &[
+            "report",
+            r.to_str().unwrap(),
+            "--out",
+            site.to_str().unwrap(),
+        ],
         LIMIT,
     );
     assert!(out.contains("20000 files, 101 directories"), "{out}");
@@ -163,7 +178,9 @@ fn report_of_a_tall_source_file_writes_pages_not_one_script() {
     let lines = 300_000u32;
     let root = tmp.path().join("src/c1");
     std::fs::create_dir_all(&root).unwrap();
-    let text: String = (1..=lines).map(|i| format!("line {i} of tall.c\n")).collect();
+    let text: String = (1..=lines)
+        .map(|i| format!("line {i} of tall.c\n"))
+        .collect();
     std::fs::write(root.join("tall.c"), &text).unwrap();
     let mut t = header();
     mcr(&mut t, "*", "tall.c", &[1, 150_000, lines], &[1, 0, 7]);
@@ -190,7 +207,10 @@ fn report_of_a_tall_source_file_writes_pages_not_one_script() {
     assert_eq!(last["text"][9_999], "line 300000 of tall.c");
     let group = std::fs::read_to_string(site.join("data/f/0/0.js")).unwrap();
     assert!(group.len() < 4096, "the text is not in the file's record");
-    assert!(group.contains(r#""pages":30,"text_lines":300000"#), "{group}");
+    assert!(
+        group.contains(r#""pages":30,"text_lines":300000"#),
+        "{group}"
+    );
 }
 
 /// A record line of 6 MB under a 16 MiB budget (its line cap is 4 MiB): `report` and

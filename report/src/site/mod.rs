@@ -246,7 +246,10 @@ fn run(
                 if let Some(d) = &diff {
                     dtotals.add(d);
                 }
-                tree.add(&Summary::of(id, &f, &mut managers, diff.as_ref()), &managers)?;
+                tree.add(
+                    &Summary::of(id, &f, &mut managers, diff.as_ref()),
+                    &managers,
+                )?;
                 if job.files.is_empty() {
                     groups.push(id);
                 }
@@ -300,8 +303,7 @@ fn run(
     stats.sources_missing = shared.missing.load(std::sync::atomic::Ordering::Relaxed);
     stats.bytes = shared.bytes.load(std::sync::atomic::Ordering::Relaxed) + written + pages;
     // meta, groups, paths, each directory; index, file, 3 assets.
-    stats.written =
-        shared.written.load(std::sync::atomic::Ordering::Relaxed) + 3 + stats.dirs + 5;
+    stats.written = shared.written.load(std::sync::atomic::Ordering::Relaxed) + 3 + stats.dirs + 5;
     stats.first_page = [
         "index.html",
         "assets/app.js",
