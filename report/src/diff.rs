@@ -21,9 +21,11 @@
 
 use std::io::Write;
 
+use anyhow::Context;
 use rustc_hash::FxHashMap;
 use serde::Serialize;
 
+use crate::budget::Budget;
 use crate::read::{FileCov, Files, Header, LineHits};
 
 /// Instrumented and covered lines.
@@ -204,50 +206,140 @@ pub fn check_same_base(
     )
 }
 
-/// OLD's `*` lines per file, held in memory while NEW streams past.
+/// OLD's `*` lines per file while NEW streams past: the lines and hits go to an
+/// unnamed temporary file, only each path and where its lines are stay in memory
+/// (within half the budget), so memory grows with OLD's files, not its lines.
 pub struct OldSide {
     /// OLD's header line.
     pub header: Header,
-    files: FxHashMap<String, (usize, LineHits)>,
+    files: FxHashMap<String, (usize, u64)>,
+    spill: std::fs::File,
 }
 
-impl OldSide {
-    /// Reads OLD whole (only its `*` records are kept).
-    pub fn read(mut r: Files) -> anyhow::Result<OldSide> {
-        let mut files = FxHashMap::default();
-        while let Some(f) = r.next_file()? {
-            let n = files.len();
-            files.insert(f.path, (n, f.star));
-        }
-        Ok(OldSide {
-            header: r.header().clone(),
-            files,
+/// Writes OLD's files' `*` lines to a spill as they are read.
+struct OldWriter {
+    files: FxHashMap<String, (usize, u64)>,
+    w: std::io::BufWriter<std::fs::File>,
+    at: u64,
+    held: u64,
+    budget: Budget,
+}
+
+impl OldWriter {
+    fn new(budget: Budget) -> anyhow::Result<Self> {
+        let f = tempfile::tempfile().context("creating a temporary file for the older result")?;
+        Ok(OldWriter {
+            files: FxHashMap::default(),
+            w: std::io::BufWriter::with_capacity(1 << 20, f),
+            at: 0,
+            held: 0,
+            budget,
         })
     }
 
-    /// From files already read (tests, grouped results).
-    pub fn from_files(header: Header, list: Vec<FileCov>) -> OldSide {
-        let files = list
-            .into_iter()
-            .enumerate()
-            .map(|(i, f)| (f.path, (i, f.star)))
-            .collect();
-        OldSide { header, files }
+    fn add(&mut self, path: String, l: &LineHits) -> anyhow::Result<()> {
+        let n = l.lines.len();
+        let mut b = Vec::with_capacity(8 + n * 12);
+        b.extend_from_slice(&(n as u64).to_le_bytes());
+        for x in &l.lines {
+            b.extend_from_slice(&x.to_le_bytes());
+        }
+        for h in &l.hits {
+            b.extend_from_slice(&h.to_le_bytes());
+        }
+        self.w
+            .write_all(&b)
+            .context("writing the older result's lines")?;
+        self.held += 2 * path.len() as u64 + 64;
+        if self.held > self.budget.old_side() {
+            anyhow::bail!(
+                "the older result's {} files so far take about {} MiB of paths, over half of --memory-budget {}: files is the dimension; give a larger --memory-budget",
+                self.files.len(),
+                self.held >> 20,
+                self.budget
+            );
+        }
+        let i = self.files.len();
+        self.files.insert(path, (i, self.at));
+        self.at += b.len() as u64;
+        Ok(())
+    }
+
+    fn finish(self, header: Header) -> anyhow::Result<OldSide> {
+        let spill = self
+            .w
+            .into_inner()
+            .map_err(|e| e.into_error())
+            .context("writing the older result's lines")?;
+        Ok(OldSide {
+            header,
+            files: self.files,
+            spill,
+        })
+    }
+}
+
+impl OldSide {
+    /// Reads OLD whole (only its `*` records are kept, on disk).
+    pub fn read(mut r: Files, budget: Budget) -> anyhow::Result<OldSide> {
+        let mut w = OldWriter::new(budget)?;
+        while let Some(f) = r.next_file()? {
+            w.add(f.path, &f.star)?;
+        }
+        w.finish(r.header().clone())
+    }
+
+    /// From files already read (tests).
+    pub fn from_files(header: Header, list: Vec<FileCov>) -> anyhow::Result<OldSide> {
+        let mut w = OldWriter::new(Budget::default())?;
+        for f in list {
+            w.add(f.path, &f.star)?;
+        }
+        w.finish(header)
+    }
+
+    fn lines_at(&self, at: u64) -> anyhow::Result<LineHits> {
+        use std::os::unix::fs::FileExt;
+        let what = "reading the older result's lines";
+        let mut n = [0u8; 8];
+        self.spill.read_exact_at(&mut n, at).context(what)?;
+        let n = u64::from_le_bytes(n) as usize;
+        let mut b = vec![0u8; n * 12];
+        self.spill.read_exact_at(&mut b, at + 8).context(what)?;
+        let (l, h) = b.split_at(n * 4);
+        Ok(LineHits {
+            lines: l
+                .chunks_exact(4)
+                .map(|c| u32::from_le_bytes(c.try_into().unwrap()))
+                .collect(),
+            hits: h
+                .chunks_exact(8)
+                .map(|c| u64::from_le_bytes(c.try_into().unwrap()))
+                .collect(),
+        })
     }
 
     /// Compares NEW's file with OLD's, taking OLD's out.
-    pub fn take(&mut self, new: &FileCov) -> FileDiff {
-        let old = self.files.remove(&new.path).map(|(_, l)| l);
-        diff_file(&new.path, old.as_ref(), Some(&new.star))
+    pub fn take(&mut self, new: &FileCov) -> anyhow::Result<FileDiff> {
+        let old = match self.files.remove(&new.path) {
+            Some((_, at)) => Some(self.lines_at(at)?),
+            None => None,
+        };
+        Ok(diff_file(&new.path, old.as_ref(), Some(&new.star)))
     }
 
-    /// What is left once NEW is read: the deleted files, in OLD's order.
-    pub fn deleted(self) -> Vec<FileDiff> {
-        let mut rest: Vec<(String, (usize, LineHits))> = self.files.into_iter().collect();
-        rest.sort_by_key(|(_, (i, _))| *i);
-        rest.iter()
-            .map(|(p, (_, l))| diff_file(p, Some(l), None))
-            .collect()
+    /// What is left once NEW is read: the deleted files, in OLD's order, one at a time.
+    pub fn deleted(self, mut f: impl FnMut(FileDiff) -> anyhow::Result<()>) -> anyhow::Result<()> {
+        let mut rest: Vec<(usize, u64, String)> = Vec::with_capacity(self.files.len());
+        for (p, (i, at)) in &self.files {
+            rest.push((*i, *at, p.clone()));
+        }
+        rest.sort_unstable_by_key(|r| r.0);
+        for (_, at, p) in rest {
+            let l = self.lines_at(at)?;
+            f(diff_file(&p, Some(&l), None))?;
+        }
+        Ok(())
     }
 }
 
@@ -300,11 +392,9 @@ pub fn write_jsonl(
         Ok(())
     };
     while let Some(f) = new.next_file()? {
-        emit(&old.take(&f), out)?;
+        emit(&old.take(&f)?, out)?;
     }
-    for d in old.deleted() {
-        emit(&d, out)?;
-    }
+    old.deleted(|d| emit(&d, out))?;
     #[derive(Serialize)]
     struct Last<'a> {
         totals: &'a Totals,

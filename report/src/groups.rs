@@ -68,7 +68,7 @@ impl Groups {
 
 /// The lines of `f` covered by exactly one manager (groups aside), ascending, each
 /// with that manager's index in [`FileCov::managers`].
-pub fn unique_lines(f: &FileCov, groups: &Groups) -> Vec<(u32, u16)> {
+pub fn unique_lines(f: &FileCov, groups: &Groups) -> Vec<(u32, u32)> {
     const NONE: u32 = u32::MAX;
     const MANY: u32 = u32::MAX - 1;
     // Per line of the `*` record: the one manager that covered it, or none, or many.
@@ -97,7 +97,7 @@ pub fn unique_lines(f: &FileCov, groups: &Groups) -> Vec<(u32, u16)> {
         .iter()
         .zip(&owner)
         .filter(|(_, &o)| o < MANY)
-        .map(|(&line, &o)| (line, o as u16))
+        .map(|(&line, &o)| (line, o))
         .collect()
 }
 

@@ -20,6 +20,8 @@ use std::io::{BufRead, BufReader};
 use rustc_hash::{FxHashMap, FxHashSet};
 use serde::Deserialize;
 
+use crate::budget::{mib, Budget};
+
 /// Line 1 of a result (Go `coveragedb.HistoryRecord`).
 #[derive(Debug, Clone, Default, Deserialize, serde::Serialize)]
 #[serde(rename_all = "PascalCase")]
@@ -86,6 +88,24 @@ pub struct FileCov {
 }
 
 impl FileCov {
+    /// About the bytes this file holds in memory (its arrays, names and vectors).
+    pub fn bytes(&self) -> u64 {
+        let lh = |l: &LineHits| 48 + l.lines.len() as u64 * 12;
+        self.path.len() as u64
+            + 160
+            + lh(&self.star)
+            + self
+                .managers
+                .iter()
+                .map(|(m, l)| 24 + m.len() as u64 + lh(l))
+                .sum::<u64>()
+            + self
+                .funcs
+                .iter()
+                .map(|(f, l)| 48 + f.len() as u64 + l.len() as u64 * 4)
+                .sum::<u64>()
+    }
+
     /// A file of result `result` first seen on `line`; a path that is not canonical is
     /// marked and warned about.
     fn new(result: &str, line: u64, path: &str) -> FileCov {
@@ -172,11 +192,6 @@ struct Record {
     fl: Option<Fl>,
 }
 
-/// The longest record line `report` and `diff` read: an MCR record of a file with 3
-/// million instrumented lines is ~60 MiB. Past it the result is refused naming the
-/// line, so a huge or endless line (`/dev/zero`) costs at most this much memory.
-pub const MAX_RESULT_LINE: usize = 64 << 20;
-
 /// A result opened for reading file by file.
 pub struct ResultReader {
     name: String,
@@ -187,23 +202,43 @@ pub struct ResultReader {
     /// The record read past the end of the previous file.
     pending: Option<(u64, Record)>,
     done: FxHashSet<String>,
+    budget: Budget,
 }
 
 /// Opens a result: a local path or an object-store URL, gzip or plain. Store objects
 /// are streamed by a task on `rt`; call `next_file` from a blocking thread.
-pub fn open(spec: &str, rt: &tokio::runtime::Handle) -> Result<ResultReader, ReadError> {
+pub fn open(
+    spec: &str,
+    rt: &tokio::runtime::Handle,
+    budget: Budget,
+) -> Result<ResultReader, ReadError> {
     use covmerge_input::{open_input, Inflate};
     let raw = open_input(spec, rt, Inflate::Pipelined).map_err(|e| ReadError::Open {
         result: spec.to_string(),
         message: e.to_string(),
     })?;
-    ResultReader::new(spec, Box::new(BufReader::with_capacity(1 << 20, raw)))
+    ResultReader::with_budget(
+        spec,
+        Box::new(BufReader::with_capacity(1 << 20, raw)),
+        budget,
+    )
 }
 
 impl ResultReader {
-    /// Reads the header line of `input`, named `name` in errors.
+    /// Reads the header line of `input`, named `name` in errors, within the default
+    /// budget.
     pub fn new(name: &str, input: Box<dyn BufRead + Send>) -> Result<Self, ReadError> {
+        Self::with_budget(name, input, Budget::default())
+    }
+
+    /// Reads the header line of `input`; lines and files are capped by `budget`.
+    pub fn with_budget(
+        name: &str,
+        input: Box<dyn BufRead + Send>,
+        budget: Budget,
+    ) -> Result<Self, ReadError> {
         let mut r = ResultReader {
+            budget,
             name: name.to_string(),
             input,
             line: 0,
@@ -239,25 +274,27 @@ impl ResultReader {
     }
 
     /// Reads the next non-empty line into `buf`; false at the end. A line longer than
-    /// [`MAX_RESULT_LINE`] is refused as soon as the cap is passed, never held whole.
+    /// the budget's line cap is refused as soon as the cap is passed, never held whole.
     fn read_line(&mut self) -> Result<bool, ReadError> {
         use std::io::Read;
+        let cap = self.budget.line_cap();
         loop {
             self.buf.clear();
             let n = (&mut self.input)
-                .take(MAX_RESULT_LINE as u64 + 1)
+                .take(cap as u64 + 1)
                 .read_line(&mut self.buf)
                 .map_err(|e| self.bad(self.line + 1, &format!("reading: {e}")))?;
             if n == 0 {
                 return Ok(false);
             }
-            if n > MAX_RESULT_LINE {
+            if n > cap {
                 return Err(self.bad(
                     self.line + 1,
                     &format!(
-                        "a line longer than {} MiB, the cap on a result record (a file of about {} M instrumented lines): not a covmerge result",
-                        MAX_RESULT_LINE >> 20,
-                        MAX_RESULT_LINE / 20 / 1_000_000
+                        "a line longer than {}, the cap on a result record (a quarter of --memory-budget {}; a file of about {:.1} M instrumented lines): not a covmerge result, or one that needs a larger --memory-budget",
+                        mib(cap as u64),
+                        self.budget,
+                        cap as f64 / 20e6
                     ),
                 ));
             }
@@ -284,6 +321,7 @@ impl ResultReader {
     pub fn next_file(&mut self) -> Result<Option<FileCov>, ReadError> {
         let mut file: Option<FileCov> = None;
         let mut seen = FxHashSet::default();
+        let mut held = 0u64;
         while let Some((line, rec)) = self.next_record()? {
             let path = record_path(&rec).ok_or_else(|| {
                 self.bad(line, "a record needs exactly one of MCR and FL non-null")
@@ -303,6 +341,10 @@ impl ResultReader {
                 _ => {}
             }
             let f = file.get_or_insert_with(|| FileCov::new(&self.name, line, path));
+            held += record_bytes(&rec);
+            if held > self.budget.file_cap() {
+                return Err(self.bad(line, &over_file_cap(&f.path, held, self.budget)));
+            }
             add_record(f, rec, &mut seen, 0).map_err(|m| self.bad(line, &m))?;
         }
         if let Some(f) = &mut file {
@@ -319,6 +361,25 @@ fn record_path(r: &Record) -> Option<&str> {
         (None, Some(f)) => Some(&f.file_path),
         _ => None,
     }
+}
+
+/// About the bytes a record holds once added to its file.
+fn record_bytes(r: &Record) -> u64 {
+    match (&r.mcr, &r.fl) {
+        (Some(m), _) => {
+            72 + m.manager.len() as u64 + m.file_data.lines_instrumented.len() as u64 * 12
+        }
+        (_, Some(f)) => 48 + f.func_name.len() as u64 + f.lines.len() as u64 * 4,
+        _ => 0,
+    }
+}
+
+/// Why a file whose records hold more than the budget's share of one file is refused.
+fn over_file_cap(path: &str, held: u64, budget: Budget) -> String {
+    format!(
+        "the records of {path} hold about {} in memory, over the share of one file (a quarter of --memory-budget {budget}): give a larger --memory-budget",
+        mib(held),
+    )
 }
 
 /// Adds a checked record to its file (number `file` in `seen`, the (file, manager)
@@ -398,16 +459,17 @@ impl Files {
         spec: &str,
         rt: &tokio::runtime::Handle,
         grouped: bool,
+        budget: Budget,
     ) -> Result<Files, ReadError> {
         Ok(if grouped {
-            let (header, files) = read_grouped(spec, rt)?;
+            let (header, files) = read_grouped(spec, rt, budget)?;
             Files::Grouped {
                 name: spec.to_string(),
                 header,
                 files: files.into_iter(),
             }
         } else {
-            Files::Stream(Box::new(open(spec, rt)?))
+            Files::Stream(Box::new(open(spec, rt, budget)?))
         })
     }
 
@@ -446,12 +508,14 @@ pub fn is_not_contiguous(e: &anyhow::Error) -> bool {
 
 /// Reads a whole result into memory, grouping records of a file wherever they are,
 /// files in order of first appearance. For results that [`ResultReader::next_file`]
-/// refuses as not contiguous.
+/// refuses as not contiguous; one that holds more than half the budget is refused.
 pub fn read_grouped(
     spec: &str,
     rt: &tokio::runtime::Handle,
+    budget: Budget,
 ) -> Result<(Header, Vec<FileCov>), ReadError> {
-    let mut r = open(spec, rt)?;
+    let mut r = open(spec, rt, budget)?;
+    let mut held = 0u64;
     let mut files: Vec<FileCov> = Vec::new();
     let mut index: FxHashMap<String, usize> = FxHashMap::default();
     let mut seen = FxHashSet::default();
@@ -463,7 +527,18 @@ pub fn read_grouped(
             files.push(FileCov::new(&r.name, line, &path));
             files.len() - 1
         });
+        held += record_bytes(&rec) + 48;
         add_record(&mut files[i], rec, &mut seen, i).map_err(|m| r.bad(line, &m))?;
+        if held > budget.0 / 2 {
+            return Err(r.bad(
+                line,
+                &format!(
+                    "the records of a file are not contiguous, so the result is grouped in memory, and it holds more than half of --memory-budget {} (about {} so far): write the result with each file's records together (as covmerge merge does) or give a larger --memory-budget",
+                    budget,
+                    mib(held)
+                ),
+            ));
+        }
     }
     for f in &mut files {
         f.managers.sort_by(|a, b| a.0.cmp(&b.0));
@@ -517,7 +592,9 @@ mod tests {
         let mut r = ResultReader::new("zero", Box::new(BufReader::new(endless))).unwrap();
         let e = r.next_file().unwrap_err().to_string();
         assert!(
-            e.contains("result zero, line 2") && e.contains("64 MiB"),
+            e.contains("result zero, line 2")
+                && e.contains("64 MiB")
+                && e.contains("--memory-budget 256 MiB"),
             "{e}"
         );
         // An endless header line too.

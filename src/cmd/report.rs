@@ -7,6 +7,7 @@ use std::path::PathBuf;
 use anyhow::{Context, Result};
 use clap::Args;
 use covmerge_proto::output::totals_line;
+use covmerge_report::budget::{self, Budget};
 use covmerge_report::read::{is_not_contiguous, Files};
 
 #[derive(Args, Debug)]
@@ -31,6 +32,10 @@ pub(crate) struct ReportArgs {
     /// unique lines. Without it every record is a manager's.
     #[arg(long, value_name = "FILE")]
     pub manifest: Option<String>,
+    /// Memory the report may hold (e.g. 256MiB, 1GiB); the longest result line read is
+    /// a quarter of it.
+    #[arg(long, value_name = "BYTES", default_value = "256MiB", value_parser = budget::parse)]
+    pub memory_budget: Budget,
 }
 
 #[derive(Args, Debug)]
@@ -43,6 +48,10 @@ pub(crate) struct DiffArgs {
     /// printed).
     #[arg(long)]
     pub out: Option<PathBuf>,
+    /// Memory the diff may hold (e.g. 256MiB, 1GiB); the longest result line read is
+    /// a quarter of it.
+    #[arg(long, value_name = "BYTES", default_value = "256MiB", value_parser = budget::parse)]
+    pub memory_budget: Budget,
 }
 
 pub(crate) async fn report(a: ReportArgs) -> Result<()> {
@@ -53,6 +62,7 @@ pub(crate) async fn report(a: ReportArgs) -> Result<()> {
         diff: a.diff,
         threads: a.threads,
         manifest: a.manifest,
+        budget: a.memory_budget,
     };
     let rt = tokio::runtime::Handle::current();
     let o = opts.clone();
@@ -71,6 +81,7 @@ pub(crate) async fn report(a: ReportArgs) -> Result<()> {
         opts.out.join("index.html").display(),
         stats.elapsed.as_secs_f64()
     );
+    crate::outln!("{} files written, {} bytes", stats.written, stats.bytes);
     let parts: Vec<String> = stats
         .first_page
         .iter()
@@ -116,29 +127,38 @@ pub(crate) async fn diff(a: DiffArgs) -> Result<()> {
     check_diff_out(&a)?;
     let rt = tokio::runtime::Handle::current();
     let (totals, out) = tokio::task::spawn_blocking(move || -> Result<_> {
-        let old = covmerge_report::site::read_old(&a.old, &rt)?;
-        // Buffered: a result written with a file's records apart is read again grouped.
-        let mut buf = Vec::new();
-        let mut new = Files::open(&a.new, &rt, false)?;
+        let b = a.memory_budget;
+        let old = covmerge_report::site::read_old(&a.old, &rt, b)?;
+        // Into an unnamed temporary file, not memory: a result written with a file's
+        // records apart is read again grouped, and the output can be large.
+        let spill = tempfile::tempfile().context("creating a temporary file for the diff")?;
+        let mut buf = std::io::BufWriter::new(spill);
+        let mut new = Files::open(&a.new, &rt, false, b)?;
         let t = match covmerge_report::diff::write_jsonl(&a.old, old, &mut new, &mut buf) {
             Err(e) if is_not_contiguous(&e) => {
-                buf.clear();
-                let old = covmerge_report::site::read_old(&a.old, &rt)?;
-                let mut new = Files::open(&a.new, &rt, true)?;
+                buf.flush()?;
+                buf.get_mut().set_len(0)?;
+                std::io::Seek::rewind(buf.get_mut())?;
+                let old = covmerge_report::site::read_old(&a.old, &rt, b)?;
+                let mut new = Files::open(&a.new, &rt, true, b)?;
                 covmerge_report::diff::write_jsonl(&a.old, old, &mut new, &mut buf)?
             }
             r => r?,
         };
+        let mut spill = buf.into_inner().map_err(|e| e.into_error())?;
+        std::io::Seek::rewind(&mut spill)?;
         match &a.out {
             Some(p) => {
-                let write = || -> std::io::Result<()> {
+                let mut write = || -> std::io::Result<()> {
                     let mut f = covmerge_storage::local::OutputFile::create(p)?;
-                    f.write_all(&buf)?;
+                    std::io::copy(&mut spill, &mut f)?;
                     f.commit()
                 };
                 write().with_context(|| format!("writing {}", p.display()))?
             }
-            None => std::io::stdout().lock().write_all(&buf)?,
+            None => {
+                std::io::copy(&mut spill, &mut std::io::stdout().lock())?;
+            }
         }
         Ok((t, a.out))
     })

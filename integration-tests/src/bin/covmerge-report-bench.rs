@@ -8,6 +8,11 @@
 //! cargo build --release -p covmerge -p covmerge-integration-tests
 //! target/release/covmerge-report-bench --dir /tmp/rb [--files 80000 --managers 50 --lines 120]
 //! ```
+//!
+//! With `--shapes`, it runs instead every shape that grows one dimension of a result, at
+//! 1× and 2× (`--scale` multiplies both): many files, many managers (report and diff),
+//! a tall source file, one long record line (report and diff), printing wall time,
+//! peak RSS and the files written for each.
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -38,6 +43,12 @@ struct Args {
     /// The covmerge binary (default: next to this one).
     #[arg(long)]
     covmerge: Option<PathBuf>,
+    /// Run the shapes of one growing dimension each, at 1× and 2×.
+    #[arg(long)]
+    shapes: bool,
+    /// Multiplies every shape's size.
+    #[arg(long, default_value_t = 1.0)]
+    scale: f64,
 }
 
 /// xorshift64*: deterministic, no dependency.
@@ -196,9 +207,142 @@ fn du(p: &Path) -> (u64, u64) {
     (bytes, files)
 }
 
+const HEAD: &str = r#"{"Session":"","Time":"0001-01-01T00:00:00Z","Namespace":"upstream","Repo":"git://bench/linux","Commit":"base","Duration":30,"DateTo":"2024-04-30","TotalRows":0}"#;
+
+/// Writes a plain result: `f(w)` writes its records after the header.
+fn plain_result(p: &Path, f: impl FnOnce(&mut std::io::BufWriter<std::fs::File>)) {
+    let mut w = std::io::BufWriter::new(std::fs::File::create(p).unwrap());
+    writeln!(w, "{HEAD}").unwrap();
+    f(&mut w);
+    w.flush().unwrap();
+}
+
+/// One shape at size `n`: writes its inputs under `dir`, returns the covmerge
+/// arguments (`{out}` stands for the output directory or file).
+fn shape(name: &str, n: usize, dir: &Path) -> Vec<String> {
+    let r = dir.join(format!("{name}-{n}.jsonl"));
+    let rs = r.display().to_string();
+    let site = "{out}".to_string();
+    match name {
+        // n files in directories of 16, 3 managers each.
+        "files" => {
+            plain_result(&r, |w| {
+                for f in 0..n {
+                    let p = format!("d{}/s{}/file{f}.c", f / 4096, f / 16);
+                    mcr(w, "*", &p, &[(1, 3), (2, 0), (5, 1)]);
+                    for m in 0..3 {
+                        mcr(w, &format!("m{}", (f + m) % 50), &p, &[(1, 1)]);
+                    }
+                }
+            });
+            vec!["report".into(), rs, "--out".into(), site]
+        }
+        // n managers over 3 files (report, and diff of the result with itself).
+        "managers-report" | "managers-diff" => {
+            plain_result(&r, |w| {
+                for f in 0..3 {
+                    let p = format!("dir{f}/f.c");
+                    mcr(w, "*", &p, &[(1, n as u64), (2, 0)]);
+                    for m in 0..n {
+                        mcr(w, &format!("m{m:06}"), &p, &[(1, 1)]);
+                    }
+                }
+            });
+            if name == "managers-report" {
+                vec!["report".into(), rs, "--out".into(), site]
+            } else {
+                vec!["diff".into(), rs.clone(), rs, "--out".into(), site]
+            }
+        }
+        // One source file of n lines, three of them instrumented.
+        "tall-source" => {
+            let src = dir.join(format!("tall-src-{n}"));
+            let f = src.join("base/tall.c");
+            if !f.exists() {
+                std::fs::create_dir_all(f.parent().unwrap()).unwrap();
+                let mut w = std::io::BufWriter::new(std::fs::File::create(&f).unwrap());
+                for l in 1..=n {
+                    writeln!(w, "\tret = do_something_{l}(dev, flags & 0x{l:x});").unwrap();
+                }
+                w.flush().unwrap();
+            }
+            let n = n as u32;
+            plain_result(&r, |w| mcr(w, "*", "tall.c", &[(1, 1), (n / 2, 0), (n, 9)]));
+            vec![
+                "report".into(),
+                rs,
+                "--source".into(),
+                format!("dir:{}", src.display()),
+                "--out".into(),
+                site,
+            ]
+        }
+        // One file of n instrumented lines: one record line of about 20 bytes a line.
+        "long-line-report" | "long-line-diff" => {
+            plain_result(&r, |w| {
+                let ls: Vec<(u32, u64)> = (1..=n as u32).map(|l| (l, l as u64 * 1000)).collect();
+                mcr(w, "*", "long.c", &ls);
+            });
+            if name == "long-line-report" {
+                vec!["report".into(), rs, "--out".into(), site]
+            } else {
+                vec!["diff".into(), rs.clone(), rs, "--out".into(), site]
+            }
+        }
+        _ => unreachable!(),
+    }
+}
+
+/// Every shape at 1× and 2×: wall time, peak RSS and files written.
+fn shapes(a: &Args, bin: &Path) {
+    let sizes: &[(&str, usize)] = &[
+        ("files", 100_000),
+        ("managers-report", 60_000),
+        ("managers-diff", 60_000),
+        ("tall-source", 1_000_000),
+        ("long-line-report", 1_000_000),
+        ("long-line-diff", 1_000_000),
+    ];
+    println!("shape              size  wall_s  peak_rss_mb  files_written  bytes_written");
+    for &(name, base) in sizes {
+        let mut walls = Vec::new();
+        for k in [1, 2] {
+            let n = (base as f64 * a.scale) as usize * k;
+            let args = shape(name, n, &a.dir);
+            let out = a.dir.join(format!("out-{name}"));
+            let _ = std::fs::remove_dir_all(&out);
+            let _ = std::fs::remove_file(&out);
+            let args: Vec<String> = args
+                .into_iter()
+                .map(|x| x.replace("{out}", &out.display().to_string()))
+                .collect();
+            let mut cmd = Command::new(bin);
+            cmd.args(&args).stdout(std::process::Stdio::null());
+            let u = measure(&mut cmd);
+            let (bytes, files) = if out.is_dir() {
+                du(&out)
+            } else {
+                (std::fs::metadata(&out).map_or(0, |m| m.len()), 1)
+            };
+            walls.push(u.wall);
+            println!(
+                "{name:<16} {n:>8} {:>7.2} {:>12.0} {files:>14} {bytes:>14}",
+                u.wall,
+                u.max_rss_kb as f64 / 1024.0
+            );
+        }
+        println!("{name:<16} 2x/1x wall {:.2}", walls[1] / walls[0]);
+    }
+}
+
 fn main() {
     let a = Args::parse();
     let bin = a.covmerge.clone().unwrap_or_else(covmerge_beside_this_exe);
+    if a.shapes {
+        std::fs::create_dir_all(&a.dir).unwrap();
+        shapes(&a, &bin);
+        return;
+    }
     std::fs::create_dir_all(&a.dir).unwrap();
     let tag = format!(
         "{}f-{}m-{}l-{}k",

@@ -34,6 +34,8 @@ mod output_format;
 mod property;
 /// `covmerge report` and `covmerge diff`, checked in headless Chromium.
 mod report;
+/// `report` and `diff` within their memory budget, under a limit set on the child.
+mod report_memory;
 /// Store requests of a fleet job, counted through a relay.
 mod requests;
 /// Every rule of contract §3 on the project's own fixture.

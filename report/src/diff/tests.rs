@@ -1,6 +1,7 @@
 //! `diff` on hand-made pairs of results.
 
 use super::*;
+use crate::budget::Budget;
 use crate::read::{Files, ResultReader};
 
 fn result(commit: &str, files: &[(&str, &[(u32, u64)])]) -> Files {
@@ -28,7 +29,7 @@ fn result(commit: &str, files: &[(&str, &[(u32, u64)])]) -> Files {
 
 fn run(old: Files, mut new: Files) -> (Totals, Vec<serde_json::Value>) {
     let name = old.name().to_string();
-    let old = OldSide::read(old).unwrap();
+    let old = OldSide::read(old, Budget::default()).unwrap();
     let mut out = Vec::new();
     let t = write_jsonl(&name, old, &mut new, &mut out).unwrap();
     let lines = String::from_utf8(out)
@@ -168,7 +169,7 @@ fn files_added_deleted_and_renamed() {
 
 #[test]
 fn different_bases_are_refused_with_the_way_out() {
-    let old = OldSide::read(result("aaa111", &[("a.c", &[(1, 1)])])).unwrap();
+    let old = OldSide::read(result("aaa111", &[("a.c", &[(1, 1)])]), Budget::default()).unwrap();
     let mut new = result("bbb222", &[("a.c", &[(1, 1)])]);
     let e = write_jsonl("march.jsonl.gz", old, &mut new, &mut Vec::new())
         .unwrap_err()

@@ -168,10 +168,15 @@ window.covmerge = (function () {
       tr.appendChild(el("td", "num lost", r.l > 0 ? "−" + r.l : ""));
     }
     const only = uniqueMode();
+    // One pass over the row's sparse lists, not one search per column.
+    const cells = new Array(nm);
+    for (const m of r.m) cells[m[0]] = [m[1], m[2]];
+    const uniqs = new Array(nm);
+    if (r.u) for (const u of r.u) uniqs[u[0]] = u[1];
     for (let col = 0; col < nm; col++) {
-      const c = mgr(r, col);
+      const c = cells[col] || [0, 0];
       const g = isGroup(col);
-      const u = uniq(r, col);
+      const u = uniqs[col] || 0;
       const title = c[0] > 0 ? c[1] + " / " + c[0] + (g ? "" : ", " + u + " unique") : "";
       let td;
       if (only) {

@@ -5,7 +5,9 @@
 //! - `file.html#ID`: one page for every file, filled from the file's data script;
 //! - `assets/`: the script and style sheet (embedded in the binary, no CDN);
 //! - `data/meta.js`: header, managers, totals; `data/d/B/ID.js`: one directory's
-//!   children; `data/f/B/ID.js`: one file's lines, hits and source text (B = ID/1000);
+//!   children (B = ID/1000); `data/f/B/G.js`: the lines, hits and source text of the
+//!   files of group G (up to 64 files; `data/groups.js` gives each group's first file
+//!   id); `data/t/ID/P.js`: page P of a source text over 10,000 lines;
 //!   `data/paths.js`: every path, loaded only when the path filter is used.
 //!
 //! Data files are scripts calling `covmerge.meta/dir/file/paths(...)` with JSON, not
@@ -13,24 +15,27 @@
 //! first page loads index.html, the assets, meta.js and the root's directory script;
 //! everything else is loaded when a directory is expanded or a file opened.
 //!
-//! Files stream from the result into a pool of threads that read the source and write
-//! each file's script; only a [`Summary`] per file stays in memory.
+//! Files stream from the result, in groups, into a pool of threads that read the
+//! source and write each group's script; the files read but not yet written are held
+//! within the budget's share ([`Budget::in_flight`]). Each file's numbers go to the
+//! [`TreeBuilder`], which keeps only directory sums in memory.
 
 mod data;
 mod pages;
 
 use std::path::{Path, PathBuf};
 use std::sync::mpsc::{sync_channel, Receiver};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
 use covmerge_source::Source;
 
+use crate::budget::Budget;
 use crate::diff::{check_same_base, FileDiff, OldSide};
 use crate::groups::{unique_lines, Groups};
 use crate::read::{self, FileCov, Files};
-use crate::tree::{Managers, Summary, Tree};
+use crate::tree::{Managers, Summary, TreeBuilder};
 
 pub(crate) const APP_JS: &str = include_str!("app.js");
 pub(crate) const FILE_JS: &str = include_str!("file.js");
@@ -52,6 +57,8 @@ pub struct Options {
     /// The result's manifest: names its groups (`merge --group`), which are then
     /// shown as group columns and never count as managers for unique lines.
     pub manifest: Option<String>,
+    /// The memory budget (`--memory-budget`).
+    pub budget: Budget,
 }
 
 /// What was generated.
@@ -72,6 +79,8 @@ pub struct Stats {
     pub bad_paths: u64,
     /// Bytes written in all.
     pub bytes: u64,
+    /// Files written in all (pages, scripts, assets).
+    pub written: u64,
     /// The first page and everything it loads up front, with their sizes.
     pub first_page: Vec<(String, u64)>,
     /// Wall time of the generation.
@@ -98,7 +107,11 @@ pub fn generate(opts: &Options, rt: &tokio::runtime::Handle) -> Result<Stats> {
     // covmerge writes each file's records together; a result written otherwise is read
     // again, grouped in memory.
     let mut stats = match run(opts, rt, false, source.clone()) {
-        Err(e) if read::is_not_contiguous(&e) => run(opts, rt, true, source)?,
+        Err(e) if read::is_not_contiguous(&e) => {
+            // Pages of the streamed attempt are rewritten; its stray text pages go.
+            let _ = std::fs::remove_dir_all(opts.out.join("data/t"));
+            run(opts, rt, true, source)?
+        }
         r => r?,
     };
     stats.elapsed = t0.elapsed();
@@ -106,20 +119,52 @@ pub fn generate(opts: &Options, rt: &tokio::runtime::Handle) -> Result<Stats> {
 }
 
 /// Reads the older result of a diff, grouping it if it is not contiguous.
-pub fn read_old(spec: &str, rt: &tokio::runtime::Handle) -> Result<OldSide> {
-    match OldSide::read(Files::open(spec, rt, false)?) {
-        Err(e) if read::is_not_contiguous(&e) => OldSide::read(Files::open(spec, rt, true)?),
+pub fn read_old(spec: &str, rt: &tokio::runtime::Handle, budget: Budget) -> Result<OldSide> {
+    match OldSide::read(Files::open(spec, rt, false, budget)?, budget) {
+        Err(e) if read::is_not_contiguous(&e) => {
+            OldSide::read(Files::open(spec, rt, true, budget)?, budget)
+        }
         r => r,
     }
 }
 
-/// One file page to write.
+/// One group of files to write, and the bytes they hold.
 struct Job {
+    group: u32,
+    files: Vec<FileJob>,
+    bytes: u64,
+}
+
+/// One file to write.
+struct FileJob {
     id: u32,
     file: FileCov,
     diff: Option<FileDiff>,
     /// Lines covered by one manager only, with its index in the file's managers.
-    unique: Vec<(u32, u16)>,
+    unique: Vec<(u32, u32)>,
+}
+
+/// The bytes of files read but not yet written, held within a share of the budget:
+/// the reader waits while a group would pass it (unless nothing is in flight).
+struct Flight {
+    held: Mutex<u64>,
+    freed: Condvar,
+    cap: u64,
+}
+
+impl Flight {
+    fn acquire(&self, n: u64) {
+        let mut h = self.held.lock().unwrap();
+        while *h > 0 && *h + n > self.cap {
+            h = self.freed.wait(h).unwrap();
+        }
+        *h += n;
+    }
+
+    fn release(&self, n: u64) {
+        *self.held.lock().unwrap() -= n;
+        self.freed.notify_all();
+    }
 }
 
 /// What the page writers share.
@@ -129,7 +174,10 @@ struct Shared {
     source: Option<Arc<dyn Source>>,
     diff: bool,
     groups: Groups,
+    budget: Budget,
+    flight: Flight,
     bytes: std::sync::atomic::AtomicU64,
+    written: std::sync::atomic::AtomicU64,
     missing: std::sync::atomic::AtomicU64,
     error: Mutex<Option<anyhow::Error>>,
 }
@@ -141,10 +189,10 @@ fn run(
     source: Option<Arc<dyn Source>>,
 ) -> Result<Stats> {
     let mut old = match &opts.diff {
-        Some(d) => Some(read_old(d, rt)?),
+        Some(d) => Some(read_old(d, rt, opts.budget)?),
         None => None,
     };
-    let mut files = Files::open(&opts.result, rt, grouped)?;
+    let mut files = Files::open(&opts.result, rt, grouped, opts.budget)?;
     let header = files.header().clone();
     let groups = match &opts.manifest {
         Some(m) => Groups::from_manifest(m, &header, rt)?,
@@ -164,7 +212,14 @@ fn run(
         source,
         diff: old.is_some(),
         groups: groups.clone(),
+        budget: opts.budget,
+        flight: Flight {
+            held: Mutex::new(0),
+            freed: Condvar::new(),
+            cap: opts.budget.in_flight(),
+        },
         bytes: Default::default(),
+        written: Default::default(),
         missing: Default::default(),
         error: Mutex::new(None),
     });
@@ -173,10 +228,13 @@ fn run(
             .map(|n| n.get())
             .unwrap_or(2)
     });
-    let (tx, rx) = sync_channel::<Job>(256);
+    let (tx, rx) = sync_channel::<Job>(threads.max(1));
     let rx = Arc::new(Mutex::new(rx));
-    let mut summaries = Vec::new();
+    let mut n_files = 0u32;
+    // The first file id of each group script.
+    let mut firsts: Vec<u32> = Vec::new();
     let mut managers = Managers::default();
+    let mut tree = TreeBuilder::new(&opts.out, opts.budget)?;
     let mut dtotals = crate::diff::Totals::default();
     let mut bad_paths = 0;
     let read_result = std::thread::scope(|s| -> Result<()> {
@@ -185,24 +243,66 @@ fn run(
             s.spawn(move || page_writer(&rx, &shared));
         }
         let r = (|| -> Result<()> {
+            let mut job = Job {
+                group: 0,
+                files: Vec::new(),
+                bytes: 0,
+            };
+            let send = |job: &mut Job| -> bool {
+                let full = std::mem::replace(
+                    job,
+                    Job {
+                        group: job.group + 1,
+                        files: Vec::new(),
+                        bytes: 0,
+                    },
+                );
+                shared.flight.acquire(full.bytes);
+                let n = full.bytes;
+                if shared.error.lock().unwrap().is_some() || tx.send(full).is_err() {
+                    shared.flight.release(n);
+                    return false; // a writer failed: its error is reported below
+                }
+                true
+            };
             while let Some(f) = files.next_file()? {
-                let id = summaries.len() as u32;
+                let id = n_files;
+                n_files += 1;
                 bad_paths += u64::from(f.path_problem.is_some());
-                let diff = old.as_mut().map(|o| o.take(&f));
+                let diff = old.as_mut().map(|o| o.take(&f)).transpose()?;
                 if let Some(d) = &diff {
                     dtotals.add(d);
                 }
                 let unique = unique_lines(&f, &groups);
-                summaries.push(Summary::of(id, &f, &mut managers, diff.as_ref(), &unique)?);
-                let job = Job {
+                tree.add(
+                    &Summary::of(id, &f, &mut managers, diff.as_ref(), &unique),
+                    &managers,
+                )?;
+                if job.files.is_empty() {
+                    firsts.push(id);
+                }
+                job.bytes += f.bytes()
+                    + diff.as_ref().map_or(0, |d| {
+                        4 * (d.gained.len()
+                            + d.lost.len()
+                            + d.instrumented_added.len()
+                            + d.instrumented_removed.len()) as u64
+                    })
+                    + 8 * unique.len() as u64;
+                job.files.push(FileJob {
                     id,
                     file: f,
                     diff,
                     unique,
-                };
-                if shared.error.lock().unwrap().is_some() || tx.send(job).is_err() {
-                    break; // a writer failed: its error is reported below
+                });
+                if (job.files.len() >= data::GROUP_FILES || job.bytes >= data::GROUP_BYTES)
+                    && !send(&mut job)
+                {
+                    return Ok(());
                 }
+            }
+            if !job.files.is_empty() {
+                send(&mut job);
             }
             Ok(())
         })();
@@ -214,28 +314,31 @@ fn run(
         return Err(e);
     }
     let mut stats = Stats {
-        files: summaries.len() as u64,
+        files: n_files as u64,
         bad_paths,
         ..Stats::default()
     };
     let mut diff = None;
     if let Some(o) = old {
-        for d in o.deleted() {
+        o.deleted(|d| {
             dtotals.add(&d);
-            let id = summaries.len() as u32;
-            summaries.push(Summary::deleted(id, &d));
-        }
+            let id = n_files;
+            n_files += 1;
+            tree.add(&Summary::deleted(id, &d), &managers)
+        })?;
         diff = Some((opts.diff.clone().unwrap_or_default(), dtotals));
     }
     let (names, remap) = managers.finish(&groups);
-    let tree = Tree::build(summaries, names, &remap, &groups);
-    let written = data::write_tree(&opts.out, &header, &tree, diff.as_ref())?;
+    let tree = tree.build(names, &remap, &groups)?;
+    let written = data::write_tree(&opts.out, &header, &tree, diff.as_ref(), &firsts)?;
     let pages = pages::write_pages(&opts.out, &header, &tree, diff.as_ref())?;
     stats.dirs = tree.dirs.len() as u64;
     stats.groups = tree.groups.len() as u64;
     stats.managers = tree.managers.len() as u64 - stats.groups;
     stats.sources_missing = shared.missing.load(std::sync::atomic::Ordering::Relaxed);
     stats.bytes = shared.bytes.load(std::sync::atomic::Ordering::Relaxed) + written + pages;
+    // meta, groups, paths, each directory; index, file, 3 assets.
+    stats.written = shared.written.load(std::sync::atomic::Ordering::Relaxed) + 3 + stats.dirs + 5;
     stats.first_page = [
         "index.html",
         "assets/app.js",
@@ -259,44 +362,71 @@ fn page_writer(rx: &Mutex<Receiver<Job>>, shared: &Shared) {
             Ok(j) => j,
             Err(_) => return,
         };
-        if shared.error.lock().unwrap().is_some() {
-            continue; // drain: the reader stops at the next send
+        if shared.error.lock().unwrap().is_none() {
+            if let Err(e) = write_group(shared, &job) {
+                shared.error.lock().unwrap().get_or_insert(e);
+            }
         }
-        if let Err(e) = write_file_page(shared, &job) {
-            shared.error.lock().unwrap().get_or_insert(e);
-        }
+        // Drained after an error too: the reader stops at the next send.
+        let n = job.bytes;
+        drop(job);
+        shared.flight.release(n);
     }
 }
 
-fn write_file_page(shared: &Shared, job: &Job) -> Result<()> {
-    use std::sync::atomic::Ordering::Relaxed;
-    let text = match (&shared.source, &job.file.path_problem) {
-        (_, Some(_)) => Err(
-            "not a canonical path relative to the source root: not read from the source"
-                .to_string(),
-        ),
-        (None, None) => Err("no --source given".to_string()),
-        (Some(src), None) => match src.get(shared.commit.as_bytes(), job.file.path.as_bytes()) {
-            Ok(Some(v)) => Ok(v),
-            Ok(None) => Err(format!("not found at {} in the source", shared.commit)),
-            Err(e) => Err(e.to_string()),
-        },
+/// The source text of a file, or why the page shows none.
+fn text_of(shared: &Shared, f: &FileCov) -> Result<Arc<covmerge_source::FileVersion>, String> {
+    let src = match (&shared.source, &f.path_problem) {
+        (_, Some(_)) => {
+            return Err(
+                "not a canonical path relative to the source root: not read from the source"
+                    .to_string(),
+            )
+        }
+        (None, None) => return Err("no --source given".to_string()),
+        (Some(src), None) => src,
     };
-    if text.is_err() {
-        shared.missing.fetch_add(1, Relaxed);
+    match src.get(shared.commit.as_bytes(), f.path.as_bytes()) {
+        Ok(Some(v)) if v.data.len() as u64 > shared.budget.text() => Err(format!(
+            "the text is {} MiB, over the largest shown (a quarter of --memory-budget {})",
+            v.data.len() >> 20,
+            shared.budget
+        )),
+        Ok(Some(v)) => Ok(v),
+        Ok(None) => Err(format!("not found at {} in the source", shared.commit)),
+        Err(e) => Err(e.to_string()),
     }
-    let bytes = data::file_script(
-        job.id,
-        &job.file,
-        text,
-        job.diff.as_ref(),
-        shared.diff,
-        &job.unique,
-        &shared.groups,
-    )?;
-    let n = bytes.len() as u64;
-    write(&shared.out, &data::script_path("f", job.id), &bytes)?;
-    shared.bytes.fetch_add(n, Relaxed);
+}
+
+/// Writes a group's script, file by file, and the text pages of its tall files.
+fn write_group(shared: &Shared, job: &Job) -> Result<()> {
+    use std::sync::atomic::Ordering::Relaxed;
+    let rel = data::script_path("f", job.group);
+    let p = shared.out.join(&rel);
+    std::fs::create_dir_all(p.parent().unwrap())
+        .with_context(|| format!("creating {}", p.parent().unwrap().display()))?;
+    let f = std::fs::File::create(&p).with_context(|| format!("writing {}", p.display()))?;
+    let mut w = std::io::BufWriter::with_capacity(1 << 16, f);
+    let mut pages = 0;
+    for fj in &job.files {
+        let text = text_of(shared, &fj.file);
+        if text.is_err() {
+            shared.missing.fetch_add(1, Relaxed);
+        }
+        let (paged, n) =
+            data::file_script(&mut w, &shared.out, fj, text, shared.diff, &shared.groups)
+                .with_context(|| format!("writing {}", p.display()))?;
+        shared.bytes.fetch_add(paged, Relaxed);
+        pages += n;
+    }
+    let f = w
+        .into_inner()
+        .map_err(|e| e.into_error())
+        .with_context(|| format!("writing {}", p.display()))?;
+    shared
+        .bytes
+        .fetch_add(f.metadata().map_or(0, |m| m.len()), Relaxed);
+    shared.written.fetch_add(1 + pages, Relaxed);
     Ok(())
 }
 

@@ -52,6 +52,19 @@ fn head(title: &str) -> Markup {
     }
 }
 
+/// A row's `[instrumented, covered, unique]` for every manager column (one pass over
+/// its sparse lists, not one search per column).
+fn dense(r: &Row<'_>, managers: usize) -> Vec<[u64; 3]> {
+    let mut v = vec![[0, 0, 0]; managers];
+    for m in &r.m {
+        v[m[0] as usize] = [m[1], m[2], 0];
+    }
+    for u in &r.u {
+        v[u[0] as usize][2] = u[1];
+    }
+    v
+}
+
 /// One tree row (the same as app.js's `rowEl`).
 fn row(r: &Row<'_>, t: &Tree, diff: bool) -> Markup {
     let dir = r.k == "d";
@@ -74,14 +87,12 @@ fn row(r: &Row<'_>, t: &Tree, diff: bool) -> Markup {
                 td.num.gained { @if r.g > 0 { "+" (r.g) } }
                 td.num.lost { @if r.l > 0 { "−" (r.l) } }
             }
-            @for col in 0..t.managers.len() {
-                @let c = r.m.iter().find(|m| m[0] == col as u64).map_or([0, 0], |m| [m[1], m[2]]);
-                @let u = r.u.iter().find(|u| u[0] == col as u64).map_or(0, |u| u[1]);
+            @for (col, c) in dense(r, t.managers.len()).into_iter().enumerate() {
                 @let group = is_group(t, col);
                 @let title = (c[0] > 0).then(|| if group {
                     format!("{} / {}", c[1], c[0])
                 } else {
-                    format!("{} / {}, {u} unique", c[1], c[0])
+                    format!("{} / {}, {} unique", c[1], c[0], c[2])
                 });
                 td.pct.grp[group] style=[heat(c[0], c[1])] title=[title] { (pct_text(c[0], c[1])) }
             }
@@ -93,10 +104,11 @@ fn is_group(t: &Tree, col: usize) -> bool {
     t.groups.iter().any(|g| g.0 as usize == col)
 }
 
-fn index(h: &Header, t: &Tree, diff: Option<&(String, Totals)>) -> Markup {
+fn index(h: &Header, t: &Tree, diff: Option<&(String, Totals)>) -> Result<Markup> {
     let root = dir_row(&t.dirs[0]);
+    let top = children(t, &t.dirs[0])?;
     let title = format!("Coverage of {} at {}", h.repo, short(&h.commit));
-    html! {
+    Ok(html! {
         (DOCTYPE)
         html lang="en" {
             (head(&title))
@@ -107,7 +119,7 @@ fn index(h: &Header, t: &Tree, diff: Option<&(String, Totals)>) -> Markup {
                         (h.namespace) " · up to " (h.date_to) " · " (h.duration) " days · "
                         (t.managers.len() - t.groups.len()) " managers · "
                         @if !t.groups.is_empty() { (t.groups.len()) " groups · " }
-                        (t.files.len()) " files"
+                        (t.files) " files"
                     }
                 }
                 table.totals id="totals" {
@@ -154,7 +166,7 @@ fn index(h: &Header, t: &Tree, diff: Option<&(String, Totals)>) -> Markup {
                             }
                         } }
                         tbody id="rows" {
-                            @for r in children(t, &t.dirs[0]) { (row(&r, t, diff.is_some())) }
+                            @for r in &top { (row(r, t, diff.is_some())) }
                         }
                     }
                 }
@@ -163,7 +175,7 @@ fn index(h: &Header, t: &Tree, diff: Option<&(String, Totals)>) -> Markup {
                 script src=(script_path("d", 0)) {}
             }
         }
-    }
+    })
 }
 
 fn file_page(h: &Header, diff: bool) -> Markup {
@@ -185,6 +197,11 @@ fn file_page(h: &Header, diff: bool) -> Markup {
                     tbody {}
                 }
                 h2 { "Source at " code title=(h.commit) { (short(&h.commit)) } }
+                div.controls id="pages" hidden {
+                    button id="prev" type="button" { "‹ previous" }
+                    " " span id="pageno" {} " "
+                    button id="next" type="button" { "next ›" }
+                }
                 table.src id="src" {
                     thead { tr { th { "Line" } th { "Hits" } th title="the one manager that covered the line, if only one did (groups aside)" { "Only" } @if diff { th { "Δ" } } th { "Source" } } }
                     tbody {}
@@ -203,7 +220,7 @@ pub(super) fn write_pages(
     diff: Option<&(String, Totals)>,
 ) -> Result<u64> {
     let files: [(&str, String); 5] = [
-        ("index.html", index(h, t, diff).into_string()),
+        ("index.html", index(h, t, diff)?.into_string()),
         ("file.html", file_page(h, diff.is_some()).into_string()),
         ("assets/app.js", APP_JS.to_string()),
         ("assets/file.js", FILE_JS.to_string()),

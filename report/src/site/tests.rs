@@ -44,6 +44,25 @@ fn script_arg(p: &Path) -> Value {
     serde_json::from_str(&s[start..end]).unwrap()
 }
 
+/// The record of file `id` in its group script (found through data/groups.js).
+fn file_data(out: &Path, id: u64) -> Value {
+    let starts = script_arg(&out.join("data/groups.js"));
+    let g = starts
+        .as_array()
+        .unwrap()
+        .iter()
+        .rposition(|s| s.as_u64().unwrap() <= id)
+        .unwrap();
+    let s = std::fs::read_to_string(out.join(data::script_path("f", g as u32))).unwrap();
+    s.lines()
+        .map(|l| {
+            let l = l.strip_prefix("covmerge.file(").unwrap();
+            serde_json::from_str::<Value>(l.strip_suffix(");").unwrap()).unwrap()
+        })
+        .find(|v| v["id"] == id)
+        .unwrap()
+}
+
 const RECS: &[Rec<'static>] = &[
     ("fs/ext4/inode.c", "*", &[1, 2, 3, 4], &[5, 0, 1, 0]),
     ("fs/ext4/inode.c", "m2", &[1, 3], &[5, 0]),
@@ -124,6 +143,7 @@ fn gen_with(result: &Path, out: &Path, diff: Option<&Path>, manifest: Option<&Pa
         diff: diff.map(|d| d.display().to_string()),
         threads: Some(2),
         manifest: manifest.map(|m| m.display().to_string()),
+        budget: Budget::default(),
     };
     let h = rt.handle().clone();
     rt.block_on(
@@ -143,7 +163,7 @@ fn directory_numbers_are_the_results() {
     assert_eq!(s.sources_missing, 4);
     check_site(&out, RECS);
     assert!(s.first_page_bytes() > 0 && s.first_page.len() == 5);
-    let f = script_arg(&out.join(data::script_path("f", 0)));
+    let f = file_data(&out, 0);
     assert_eq!(f["path"], "fs/ext4/inode.c");
     assert_eq!(f["text"], Value::Null);
     assert_eq!(f["cov"][0]["hits"], serde_json::json!([5, 0, 1, 0]));
@@ -192,7 +212,7 @@ fn diff_marks_deleted_files_and_totals() {
         .find(|r| r["name"] == "mm")
         .unwrap();
     assert_eq!((mm["l"].as_u64(), mm["n"][0].as_u64()), (Some(2), Some(0)));
-    let f = script_arg(&out.join(data::script_path("f", 0)));
+    let f = file_data(&out, 0);
     assert_eq!(f["diff"]["gained"], serde_json::json!([3]));
     assert_eq!(f["diff"]["lost"], serde_json::json!([2]));
 
@@ -207,6 +227,7 @@ fn diff_marks_deleted_files_and_totals() {
         diff: Some(other.display().to_string()),
         threads: None,
         manifest: None,
+        budget: Budget::default(),
     };
     let e = generate(&opts, rt.handle()).unwrap_err().to_string();
     assert!(
@@ -240,6 +261,7 @@ fn report_does_not_embed_files_outside_the_source() {
         diff: None,
         threads: Some(2),
         manifest: None,
+        budget: Budget::default(),
     };
     let h = rt.handle().clone();
     let o = opts.clone();
@@ -325,7 +347,7 @@ fn groups_are_columns_of_their_own_and_not_managers_for_unique_lines() {
         .find(|r| r["name"] == "a.c")
         .unwrap();
     assert_eq!(a["u"], serde_json::json!([[0, 1], [1, 1]]));
-    let page = script_arg(&out.join(data::script_path("f", a["id"].as_u64().unwrap() as u32)));
+    let page = file_data(&out, a["id"].as_u64().unwrap());
     assert_eq!(
         page["only"],
         serde_json::json!([[1, 1], [4, 2]]),
@@ -360,6 +382,7 @@ fn groups_are_columns_of_their_own_and_not_managers_for_unique_lines() {
         diff: None,
         threads: None,
         manifest: Some(manifest.display().to_string()),
+        budget: Budget::default(),
     };
     let e = generate(&opts, rt.handle()).unwrap_err().to_string();
     assert!(e.contains("base commit c0") && e.contains("on c1"), "{e}");
