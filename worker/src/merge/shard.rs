@@ -53,7 +53,12 @@ pub enum MergeError {
     },
     /// A group's records would be taken for the manager's (contract §4).
     #[error("--group {group}={glob}: {group:?} is also a manager of the input; a group's NAME must not be a manager's")]
-    GroupIsManager { group: String, glob: String },
+    GroupIsManager {
+        /// The group's NAME, also a manager's.
+        group: String,
+        /// The group's GLOB.
+        glob: String,
+    },
 }
 
 /// A merged shard: its gzip-compressed JSON lines and what was counted.
