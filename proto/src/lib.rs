@@ -20,6 +20,9 @@ pub mod layout;
 pub mod limits;
 /// The manifest of contract §7 and the counters it totals.
 pub mod manifest;
+/// One memory budget per process, shared by named reservations; `--memory-budget`'s
+/// value parsed.
+pub mod memory;
 /// syzkaller's `coveragedb` JSON lines (contract §4), written without intermediate trees.
 pub mod output;
 /// The one rule for a file path: canonical, relative, one name per file.
