@@ -289,7 +289,7 @@ pub fn format_bytes(n: u64) -> String {
     for (unit, size) in UNITS {
         if n >= size {
             let tenths = (n as u128 * 10 / size as u128) as u64;
-            return if tenths % 10 == 0 {
+            return if tenths.is_multiple_of(10) {
                 format!("{} {unit}", tenths / 10)
             } else {
                 format!("{}.{} {unit}", tenths / 10, tenths % 10)
