@@ -5,7 +5,7 @@
 //! 101 indexes of 50,000 paths took 899 MB. Here each path and each blob id is held
 //! once for all commits, and a commit's index is a sorted vector of (path, blob)
 //! numbers: 8 bytes a path. Past the budget the least recently used indexes are
-//! dropped (read again when needed); when the shared tables alone outgrow half the
+//! dropped (read again when needed); when the shared tables alone outgrow 3/4 of the
 //! budget, everything is dropped and the tables start again. The most recent index
 //! is always kept, however large.
 
@@ -108,7 +108,7 @@ impl Indexes {
         if let Some(old) = self.commits.remove(commit) {
             self.commits_bytes -= Self::cost(commit, &old.0);
         }
-        if self.paths_bytes + self.blobs.len() * (BLOB_COST + 40) > self.budget / 2 {
+        if self.paths_bytes + self.blobs.len() * (BLOB_COST + 40) > self.budget / 4 * 3 {
             self.clear();
         }
         let index = text.map(|b| {

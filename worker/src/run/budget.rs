@@ -63,9 +63,9 @@ impl Shares {
             budget,
             sources,
             // A source's caches are within the sources' share: a few sources open at
-            // once (three `dir:` or `store:` ones at the default budget, one `git:`).
+            // once (three `dir:` ones at the default budget, two `store:` ones, one `git:`).
             source_cache: sources * 4 / 15,
-            store_indexes: sources / 6,
+            store_indexes: sources / 4,
             projection_cache,
             per_loop,
         })
