@@ -182,6 +182,10 @@ pub(crate) struct MergeArgs {
     /// Parallel task loops, 1 to 1024 (default: the number of cores).
     #[arg(long, value_parser = task_loops)]
     pub workers: Option<usize>,
+    /// Memory the job's caches and task loops share, e.g. 256MiB, 1GiB (at least
+    /// 16MiB). Past their shares they read again, flush earlier or hold less.
+    #[arg(long, value_name = "BYTES", default_value = "256MiB", value_parser = covmerge_proto::memory::parse_budget)]
+    pub memory_budget: u64,
 }
 
 #[derive(Args, Debug)]
@@ -267,6 +271,10 @@ pub(crate) struct WorkerArgs {
     /// one thread, for workers given one core.
     #[arg(long)]
     pub split_threads: Option<usize>,
+    /// Memory this worker's caches and task loops share, e.g. 384MiB, 1GiB (at least
+    /// 16MiB; the default fits a 512 MiB container limit).
+    #[arg(long, value_name = "BYTES", env = "COVMERGE_MEMORY_BUDGET", default_value = "384MiB", value_parser = covmerge_proto::memory::parse_budget)]
+    pub memory_budget: u64,
     /// Tasks in a row this worker may fail to run because of its own configuration
     /// (store refused or not the coordinators', source unreadable) before it exits
     /// non-zero to be replaced. Each such task goes back to another worker, and the

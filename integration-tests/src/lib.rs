@@ -16,6 +16,8 @@ pub mod measure;
 pub mod oracle;
 /// A TCP relay that cuts connections, for outages.
 pub mod relay;
+/// Inputs that grow one dimension other than rows (memory tests and bench).
+pub mod shapes;
 
 use std::collections::BTreeMap;
 use std::io::Read;

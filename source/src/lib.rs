@@ -13,6 +13,7 @@ mod cache;
 mod dir;
 mod git;
 mod store;
+mod store_index;
 
 /// Line maps: the lines of one version of a file projected onto another.
 pub mod project;
@@ -214,6 +215,12 @@ impl<'a> SourceSpec<'a> {
 
 /// Opens a source spec: `dir:ROOT`, `git:PATH`, or `store:URL`.
 pub fn open_source(spec: &str) -> Result<Arc<dyn Source>, SourceError> {
+    open_source_within(spec, store::DEFAULT_INDEX_BYTES)
+}
+
+/// [`open_source`], a `store:` source holding at most about `index_bytes` of commit
+/// indexes.
+pub fn open_source_within(spec: &str, index_bytes: usize) -> Result<Arc<dyn Source>, SourceError> {
     let bad = |reason: &str| SourceError::Spec {
         spec: spec.to_string(),
         reason: reason.to_string(),
@@ -228,7 +235,7 @@ pub fn open_source(spec: &str) -> Result<Arc<dyn Source>, SourceError> {
         SourceSpec::Git(path) => Ok(Arc::new(GitSource::open(path)?)),
         SourceSpec::Store(url) => {
             let store = covmerge_storage::Store::open(url).map_err(|e| bad(&e.to_string()))?;
-            Ok(Arc::new(StoreSource::new(store)))
+            Ok(Arc::new(StoreSource::with_index_budget(store, index_bytes)))
         }
     }
 }

@@ -14,31 +14,39 @@ use std::sync::{Arc, Mutex};
 
 use bytes::Bytes;
 use covmerge_storage::Store;
-use rustc_hash::FxHashMap;
+
+use crate::store_index::{Indexes, Lookup};
 
 use super::{
     plain_commit, plain_path, BlobId, FileVersion, GitSource, Source, SourceError,
     MAX_SOURCE_FILE_BYTES,
 };
 
-/// path → blob id of one commit.
-type PathIndex = FxHashMap<String, String>;
+/// Bytes of commit indexes a store source holds unless told otherwise
+/// ([`StoreSource::with_index_budget`]).
+pub(crate) const DEFAULT_INDEX_BYTES: usize = 32 << 20;
 
 /// Reads versions from a content-addressed snapshot in object storage.
 pub struct StoreSource {
     store: Store,
     rt: tokio::runtime::Handle,
-    /// commit → (path → blob id); `None` when the commit has no index.
-    indexes: Mutex<FxHashMap<String, Option<Arc<PathIndex>>>>,
+    /// The commit indexes read, within a byte budget.
+    indexes: Mutex<Indexes>,
 }
 
 impl StoreSource {
     /// Must be created inside a tokio runtime; `get` is called from blocking threads.
     pub fn new(store: Store) -> Self {
+        Self::with_index_budget(store, DEFAULT_INDEX_BYTES)
+    }
+
+    /// A source that holds at most about `bytes` of commit indexes (the most recently
+    /// used one always); past it indexes are read again when needed.
+    pub fn with_index_budget(store: Store, bytes: usize) -> Self {
         StoreSource {
             store,
             rt: tokio::runtime::Handle::current(),
-            indexes: Mutex::default(),
+            indexes: Mutex::new(Indexes::new(bytes)),
         }
     }
 
@@ -50,36 +58,51 @@ impl StoreSource {
         }
     }
 
-    fn index(&self, commit: &str) -> Result<Option<Arc<PathIndex>>, SourceError> {
-        if let Some(v) = self.indexes.lock().unwrap().get(commit) {
-            return Ok(v.clone());
-        }
+    /// Reads `commit`'s index (`None`: it has none) and holds it.
+    fn read_index(&self, commit: &str) -> Result<Option<Bytes>, SourceError> {
         let key = format!("commits/{commit}.idx");
         let raw = self
             .rt
             .block_on(self.store.get_opt(&key))
             .map_err(|e| self.io(key.clone(), e))?;
-        let parsed = raw.map(|b| {
-            let text = String::from_utf8_lossy(&b);
-            let map: FxHashMap<String, String> = text
-                .lines()
-                .filter_map(|l| l.split_once(' '))
-                .map(|(id, p)| (p.to_string(), id.to_string()))
-                .collect();
-            Arc::new(map)
-        });
-        self.indexes
-            .lock()
-            .unwrap()
-            .insert(commit.to_string(), parsed.clone());
-        Ok(parsed)
+        self.indexes.lock().unwrap().add(commit, raw.as_deref());
+        Ok(raw)
+    }
+
+    /// The blob id of `path` at `commit` (`None`: no such commit or path).
+    fn blob_id(&self, commit: &str, path: &str) -> Result<Option<Arc<str>>, SourceError> {
+        match self.indexes.lock().unwrap().lookup(commit, path) {
+            Lookup::Blob(id) => return Ok(Some(id)),
+            Lookup::NoCommit | Lookup::NoPath => return Ok(None),
+            Lookup::NotHeld => {}
+        }
+        let raw = self.read_index(commit)?;
+        match self.indexes.lock().unwrap().lookup(commit, path) {
+            Lookup::Blob(id) => return Ok(Some(id)),
+            Lookup::NoCommit | Lookup::NoPath => return Ok(None),
+            Lookup::NotHeld => {}
+        }
+        // Dropped at once for another thread's index: looked up in this read alone.
+        let mut alone = Indexes::new(usize::MAX);
+        alone.add(commit, raw.as_deref());
+        Ok(match alone.lookup(commit, path) {
+            Lookup::Blob(id) => Some(id),
+            _ => None,
+        })
+    }
+
+    fn has_index(&self, commit: &str) -> Result<bool, SourceError> {
+        if let Some(has) = self.indexes.lock().unwrap().has(commit) {
+            return Ok(has);
+        }
+        Ok(self.read_index(commit)?.is_some())
     }
 }
 
 impl StoreSource {
     /// Drops the commits found without an index (see [`Source::forget_absent`]).
     fn forget_absent_indexes(&self) {
-        self.indexes.lock().unwrap().retain(|_, v| v.is_some());
+        self.indexes.lock().unwrap().forget_absent();
     }
 
     /// The bytes of blob `key` (`what`: the commit and path it is read for), read as
@@ -131,7 +154,7 @@ impl Source for StoreSource {
         let Some(commit) = plain_commit(commit) else {
             return Ok(false);
         };
-        Ok(self.index(commit)?.is_some())
+        self.has_index(commit)
     }
 
     fn forget_absent(&self) {
@@ -145,10 +168,7 @@ impl Source for StoreSource {
         let Some(path) = plain_path(path) else {
             return Ok(None);
         };
-        let Some(idx) = self.index(commit)? else {
-            return Ok(None);
-        };
-        let Some(id) = idx.get(path) else {
+        let Some(id) = self.blob_id(commit, path)? else {
             return Ok(None);
         };
         let key = format!("blobs/{id}");

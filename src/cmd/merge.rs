@@ -32,7 +32,12 @@ pub(crate) async fn run(m: MergeArgs) -> Result<()> {
         lease: None,
     };
     // Split tasks run `workers` at a time: they share one budget, and the cores.
-    let cfg = WorkerConfig::default().shared_by(workers, spec.split_ranges().len());
+    let cfg = WorkerConfig {
+        memory_budget: usize::try_from(m.memory_budget).unwrap_or(usize::MAX),
+        ..WorkerConfig::default()
+    }
+    .shared_by(workers, spec.split_ranges().len())
+    .map_err(anyhow::Error::msg)?;
     // The result or the manifest on standard output: the summary goes to stderr.
     let on_stdout = |o: &str| covmerge_storage::local::same_location(o, "-");
     let to_stderr = m.out.as_deref().is_some_and(on_stdout)

@@ -22,9 +22,11 @@ pub(crate) async fn run(w: WorkerArgs) -> Result<()> {
         source: w.source.clone(),
         grace: Duration::from_secs(w.grace),
         max_config_failures: Some(w.max_config_failures),
+        memory_budget: usize::try_from(w.memory_budget).unwrap_or(usize::MAX),
         ..WorkerConfig::default()
     }
-    .shared_by(w.concurrency, w.concurrency);
+    .shared_by(w.concurrency, w.concurrency)
+    .map_err(anyhow::Error::msg)?;
     if let Some(t) = w.split_threads {
         cfg.split_threads = t.max(1);
     }

@@ -1,5 +1,6 @@
 //! Memory shapes: inputs that grow a dimension other than rows (managers, distinct
-//! paths, lines per file, base file size, commits of one file). Each shape is merged
+//! paths, lines per file, base file size, commits of one file, commits of a `store:`
+//! snapshot, lines of two versions of one file, function names on one line). Each shape is merged
 //! at 1× and 2× its size; one row per run with rows, wall, CPU, peak RSS, and the
 //! time and RSS at 2× over 1×, so that a dimension that grows memory or time faster
 //! than linearly shows.
@@ -15,6 +16,7 @@ use std::process::Command;
 
 use clap::Parser;
 use covmerge_integration_tests::measure::{covmerge_beside_this_exe, measure, Usage};
+use covmerge_integration_tests::shapes::{store_snapshot, HDR};
 
 #[derive(Parser, Debug)]
 struct Args {
@@ -35,11 +37,10 @@ struct Args {
     extra: Vec<String>,
 }
 
-const HDR: &str = "kernel_repo,kernel_commit,file_path,func_name,manager,sl,hit_count\n";
-
-/// One generated case: a `dir:` source root and an input.
+/// One generated case: a source, its base commit and an input.
 struct Case {
-    src: PathBuf,
+    source: String,
+    base: String,
     input: PathBuf,
     rows: u64,
 }
@@ -133,11 +134,51 @@ fn generate(name: &str, n: usize, dir: &Path) -> Case {
                 }
             }
         }
+        // n commits of a `store:` snapshot of 20,000 paths, 4 rows each.
+        "store-indexes" => {
+            let (source, csv) = store_snapshot(&dir.join("store"), n, 20_000);
+            let input = dir.join("in.csv");
+            std::fs::write(&input, csv).unwrap();
+            return Case {
+                source,
+                base: "c0".into(),
+                input,
+                rows: 4 * n as u64,
+            };
+        }
+        // Two versions of an n-line file, every 100th line changed; a row every
+        // 1,000 lines of the newer one.
+        "long-file" => {
+            write_source(&src, "base", "a.c", n, 8);
+            write_source(&src, "c1", "a.c", n, 8);
+            let p = src.join("c1").join("a.c");
+            let mut text = std::fs::read(&p).unwrap();
+            for l in (0..n).step_by(100) {
+                text[l * 9] = b'y';
+            }
+            std::fs::write(&p, text).unwrap();
+            for l in (1..=n).step_by(1_000) {
+                row(&mut t, "c1", "a.c", "m", l, 1);
+            }
+        }
+        // n distinct function names on one line of one file.
+        "func-names" => {
+            write_source(&src, "base", "a.c", 10, 8);
+            for f in 0..n {
+                writeln!(t, "r,base,a.c,function_name_number_{f},m,5,1").unwrap();
+                rows += 1;
+            }
+        }
         other => panic!("unknown shape {other}"),
     }
     let input = dir.join("in.csv");
     std::fs::write(&input, t).unwrap();
-    Case { src, input, rows }
+    Case {
+        source: format!("dir:{}", src.display()),
+        base: "base".into(),
+        input,
+        rows,
+    }
 }
 
 const SHAPES: &[(&str, usize)] = &[
@@ -146,6 +187,9 @@ const SHAPES: &[(&str, usize)] = &[
     ("paths", 500_000),
     ("base-files", 1_000),
     ("commits", 500),
+    ("store-indexes", 50),
+    ("long-file", 2_500_000),
+    ("func-names", 500_000),
 ];
 
 fn main() {
@@ -164,21 +208,15 @@ fn main() {
             let case = generate(name, n, &dir);
             let out = dir.join("out.jsonl.gz");
             let mut cmd = Command::new(&bin);
-            cmd.args([
-                "merge",
-                "--quiet",
-                "--base-repo",
-                "r",
-                "--base-commit",
-                "base",
-            ])
-            .arg("--source")
-            .arg(format!("dir:{}", case.src.display()))
-            .arg("--input")
-            .arg(&case.input)
-            .arg("--out")
-            .arg(&out)
-            .args(&a.extra);
+            cmd.args(["merge", "--quiet", "--base-repo", "r", "--base-commit"])
+                .arg(&case.base)
+                .arg("--source")
+                .arg(&case.source)
+                .arg("--input")
+                .arg(&case.input)
+                .arg("--out")
+                .arg(&out)
+                .args(&a.extra);
             let u = measure(&mut cmd);
             let ratio = |f: &dyn Fn(&Usage) -> f64| {
                 first

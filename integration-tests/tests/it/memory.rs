@@ -7,6 +7,7 @@ use std::os::unix::process::CommandExt;
 use std::path::Path;
 use std::process::{Command, Output};
 
+use covmerge_integration_tests::shapes::store_snapshot;
 use covmerge_integration_tests::{bin, canon};
 
 use crate::bad_input::HDR;
@@ -164,4 +165,134 @@ fn a_row_at_the_end_of_long_files_held_a_slot_per_base_line() {
             3
         );
     }
+}
+
+/// Runs `covmerge merge` on `src` and `input` with `extra` flags under a data limit
+/// of `limit` bytes; returns the result in canonical form (asserting success).
+fn merge_with(
+    src: &str,
+    input: &Path,
+    out: &Path,
+    extra: &[&str],
+    limit: u64,
+) -> serde_json::Value {
+    let mut args = merge_args(src, input.to_str().unwrap(), out.to_str().unwrap());
+    args.extend_from_slice(extra);
+    let o = merge_limited(&args, limit);
+    assert!(
+        o.status.success(),
+        "{extra:?} under a {} MiB data limit: {}",
+        limit >> 20,
+        String::from_utf8_lossy(&o.stderr)
+    );
+    canon(out)
+}
+
+/// 60 commits of a `store:` snapshot of 20,000 paths: each commit's index was held
+/// whole, as a map of strings, for as long as the source was open (101 indexes of
+/// 50,000 paths: 899 MB). Now the indexes share their paths and blob ids, and are
+/// held within the store source's share of the budget.
+#[test]
+fn store_commit_indexes_were_each_held_whole_as_strings() {
+    let tmp = tempfile::tempdir().unwrap();
+    let commits = 60;
+    let base = tmp.path().join("store");
+    let (src, csv) = store_snapshot(&base, commits, 20_000);
+    let input = tmp.path().join("in.csv");
+    std::fs::write(&input, csv).unwrap();
+    let out = tmp.path().join("out.jsonl.gz");
+    let mut args = merge_args(&src, input.to_str().unwrap(), out.to_str().unwrap());
+    args[5] = "c0";
+    let o = merge_limited(&args, STORE_LIMIT);
+    assert!(
+        o.status.success(),
+        "under a {} MiB data limit: {}",
+        STORE_LIMIT >> 20,
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let got = canon(&out);
+    let files = got["files"].as_object().unwrap();
+    // 4 rows per commit on paths that mostly differ; each projected onto c0.
+    assert!(files.len() > 100, "{} files", files.len());
+    // The last commit's first row: a path no other commit's row touches.
+    let p = (commits - 1) * 7;
+    let last = format!("drivers/sub{}/part{}/file_{p}.c", p % 50, p % 500);
+    assert_eq!(
+        got["files"][&last]["managers"]["m"][(1 + (commits - 1) % 20).to_string()],
+        1,
+        "{last}: the last commit's row, looked up in its index"
+    );
+}
+
+/// The data limit of the `store:` test: the old merge of its 60 indexes needed more
+/// (its peak RSS was 191 MB at 50).
+const STORE_LIMIT: u64 = 160 << 20;
+
+/// Base texts, line maps and chunks fetched ahead were fixed budgets (64 + 64 + 32 MiB
+/// per shard merge) whatever the memory. With `--memory-budget` they are shares of it:
+/// 400 base files of 120 KB merge within a data limit near the budget, with the same
+/// result as without it.
+#[test]
+fn a_small_memory_budget_is_honoured_with_the_same_result() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (files, lines) = (400, 3_000);
+    let root = tmp.path().join("src/c1");
+    std::fs::create_dir_all(&root).unwrap();
+    let text: String = (0..lines)
+        .map(|i| format!("{:<39}\n", format!("int x{i};")))
+        .collect();
+    let mut t = String::from(HDR);
+    for f in 0..files {
+        std::fs::write(root.join(format!("f{f}.c")), &text).unwrap();
+        for l in 0..10 {
+            t.push_str(&format!("r,c1,f{f}.c,fn,m,{},1\n", 1 + l * 300));
+        }
+    }
+    let src = format!("dir:{}", tmp.path().join("src").display());
+    let input = tmp.path().join("in.csv");
+    std::fs::write(&input, t).unwrap();
+    let wide = merge_with(&src, &input, &tmp.path().join("a.jsonl.gz"), &[], LIMIT);
+    let small = merge_with(
+        &src,
+        &input,
+        &tmp.path().join("b.jsonl.gz"),
+        &["--memory-budget", "24MiB", "--workers", "1"],
+        BUDGET_LIMIT,
+    );
+    assert_eq!(wide, small);
+    assert_eq!(small["files"].as_object().unwrap().len(), files);
+}
+
+/// The data limit of the budget test: 24 MiB of budget, plus the process's fixed
+/// costs (code, thread stacks, the runtime), which no reservation counts.
+const BUDGET_LIMIT: u64 = 96 << 20;
+
+#[test]
+fn a_memory_budget_too_small_for_its_task_loops_is_refused_naming_the_flags() {
+    let tmp = tempfile::tempdir().unwrap();
+    let src = source(tmp.path(), 1, 10);
+    let input = tmp.path().join("in.csv");
+    std::fs::write(&input, format!("{HDR}r,c1,f0.c,f,m,1,1\n")).unwrap();
+    let out = tmp.path().join("out.jsonl.gz");
+    let args = merge_args(&src, input.to_str().unwrap(), out.to_str().unwrap());
+    let run = |extra: &[&str]| {
+        let mut a = args.clone();
+        a.extend_from_slice(extra);
+        merge_limited(&a, LIMIT)
+    };
+    let o = run(&["--memory-budget", "1MiB"]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        !o.status.success() && err.contains("--memory-budget") && err.contains("16 MiB"),
+        "{err}"
+    );
+    let o = run(&["--memory-budget", "lots"]);
+    assert!(String::from_utf8_lossy(&o.stderr).contains("not a byte size"));
+    let o = run(&["--memory-budget", "16MiB", "--workers", "64"]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        !o.status.success() && err.contains("--memory-budget") && err.contains("--workers"),
+        "{err}"
+    );
+    assert!(!out.exists(), "refused before any work");
 }

@@ -9,4 +9,4 @@ mod sums;
 pub use covmerge_source::project::{
     line_map, line_map_lines, LineMap, ProjectionCache, MAX_DIFF_CELLS,
 };
-pub use shard::{merge_shard, merge_shard_with_prefix, MergeError, MergedPart};
+pub use shard::{merge_shard, merge_shard_with_prefix, HeldBudget, MergeError, MergedPart};

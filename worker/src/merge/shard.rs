@@ -169,18 +169,32 @@ impl FileAcc {
     }
 }
 
-/// Bytes of base texts a shard merge holds between uses; past it they are dropped
-/// and read again from the source (which has its own cache) when needed.
-const HELD_BASES_BYTES: usize = 64 << 20;
-/// Bytes of line maps a shard merge holds between uses; past it they are dropped and
-/// looked up again in the worker's [`ProjectionCache`] (or recomputed).
-const HELD_MAPS_BYTES: usize = 64 << 20;
+/// What a shard merge may hold between uses, in bytes.
+#[derive(Debug, Clone, Copy)]
+pub struct HeldBudget {
+    /// Base texts; past it they are dropped and read again from the source (which
+    /// has its own cache) when needed.
+    pub bases: usize,
+    /// Line maps; past it they are dropped and looked up again in the worker's
+    /// [`ProjectionCache`] (or recomputed).
+    pub maps: usize,
+}
+
+impl Default for HeldBudget {
+    fn default() -> Self {
+        HeldBudget {
+            bases: 64 << 20,
+            maps: 64 << 20,
+        }
+    }
+}
 
 /// What a shard merge keeps to avoid asking twice — base texts and line maps — each
 /// within a byte budget, so that many files or many commits of one file cost time
 /// (a second read, a second diff), not memory without bound.
 #[derive(Default)]
 struct Held {
+    budget: HeldBudget,
     bases: FxHashMap<u32, Arc<FileVersion>>,
     bases_bytes: usize,
     maps: FxHashMap<(u32, u32), Option<Arc<LineMap>>>,
@@ -193,7 +207,7 @@ struct Held {
 impl Held {
     fn hold_base(&mut self, file: u32, base: Arc<FileVersion>) {
         let bytes = base.data.len() + 64;
-        if self.bases_bytes + bytes > HELD_BASES_BYTES {
+        if self.bases_bytes + bytes > self.budget.bases {
             self.bases.clear();
             self.bases_bytes = 0;
         }
@@ -207,7 +221,7 @@ impl Held {
 
     fn hold_map(&mut self, file: u32, commit: u32, map: Option<Arc<LineMap>>) {
         let bytes = map.as_ref().map_or(0, |m| m.bytes()) + 32;
-        if self.maps_bytes + bytes > HELD_MAPS_BYTES {
+        if self.maps_bytes + bytes > self.budget.maps {
             self.maps.clear();
             self.maps_bytes = 0;
         }
@@ -256,13 +270,22 @@ pub fn merge_shard(
     source: &dyn Source,
     cache: &ProjectionCache,
 ) -> Result<MergedPart, MergeError> {
-    merge_shard_with_prefix(chunks, base_commit, source, cache, b"", &[])
+    merge_shard_with_prefix(
+        chunks,
+        base_commit,
+        source,
+        cache,
+        b"",
+        &[],
+        HeldBudget::default(),
+    )
 }
 
 /// [`merge_shard`] of the files whose path starts with `file_prefix` only: the rows of
 /// other files are counted in `rows_outside_prefix` and go no further (no source
 /// lookup, no output, not a file of the result). Each file gets a record per group of
-/// `groups` with a line, after its managers' (`--group`).
+/// `groups` with a line, after its managers' (`--group`). Base texts and line maps are
+/// held within `held`.
 pub fn merge_shard_with_prefix(
     chunks: impl Iterator<Item = Result<(String, Bytes), MergeError>>,
     base_commit: &[u8],
@@ -270,6 +293,7 @@ pub fn merge_shard_with_prefix(
     cache: &ProjectionCache,
     file_prefix: &[u8],
     groups: &[covmerge_proto::group::Group],
+    held: HeldBudget,
 ) -> Result<MergedPart, MergeError> {
     // Each string once, in an arena, with a hash index of ids (not a boxed copy per
     // string in a vector and another as the map's key).
@@ -278,7 +302,10 @@ pub fn merge_shard_with_prefix(
     // String ids are dense, so this is a vector, not a hash lookup per entry.
     let mut file_slot: Vec<u32> = Vec::new();
     let mut files: Vec<(u32, FileState)> = Vec::new();
-    let mut held = Held::default();
+    let mut held = Held {
+        budget: held,
+        ..Held::default()
+    };
     // The (file, commit) of the last entry and its line map.
     let mut last_map: ((u32, u32), Option<Arc<LineMap>>) = ((u32::MAX, u32::MAX), None);
     let mut counts = Counts::default();

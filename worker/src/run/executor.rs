@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use covmerge_proto::job::InputFormat;
+use covmerge_proto::memory::{MemoryPool, MemoryReservation};
 use covmerge_proto::wire::{
     self, Failure, MergeOutcome, MergeTask, ReportStatus, SplitOutcome, SplitTask, Task,
 };
@@ -17,13 +18,14 @@ use covmerge_telemetry::metrics;
 use sha2::Digest;
 use tracing::{info, instrument, warn};
 
+use super::budget::{reserve_task, Shares, TaskShare};
 use super::cancel::*;
 use super::failure::*;
 use super::keys;
 use super::prefetch::Prefetch;
 use super::spill_writer::SpillWriter;
-use crate::merge::{merge_shard_with_prefix, ProjectionCache};
-use crate::source::{open_source, CachedSource, Source};
+use crate::merge::{merge_shard_with_prefix, HeldBudget, ProjectionCache};
+use crate::source::{open_source_within, CachedSource, Source};
 use crate::split::go::{split_go, GoSource};
 use crate::split::{split_input, Flush, SplitError, SplitSettings, BAD_ROW_SAMPLES};
 use crate::thread::run_on_thread;
@@ -74,17 +76,13 @@ fn open_as(
 pub struct WorkerConfig {
     /// The worker's own source; overrides the one named in merge tasks.
     pub source: Option<String>,
-    /// Memory the split builders may hold before flushing chunks.
-    pub split_budget: usize,
+    /// `--memory-budget`: the bytes every reservation of this process stays within.
+    pub memory_budget: usize,
+    /// The budget's division among the process's caches and its task loops
+    /// ([`WorkerConfig::shared_by`]).
+    pub shares: Shares,
     /// Parse threads per split; 1 also inflates on that thread (one-core workers).
     pub split_threads: usize,
-    /// Bytes of file versions to cache.
-    pub source_cache: usize,
-    /// Bytes of line maps to cache.
-    pub projection_cache: usize,
-    /// Estimated bytes of open sources to keep ([`source_cost`]); past it the least
-    /// recently used are closed (the most recent one always stays open).
-    pub sources_budget: usize,
     /// After SIGTERM: how long the current task may still run before it is handed back.
     pub grace: Duration,
     /// Without a task for this long, the worker drops its cached sources, line maps
@@ -123,38 +121,34 @@ pub fn new_worker_id() -> String {
 }
 
 impl WorkerConfig {
-    /// This configuration for `loops` task loops of one process: the split budget is
-    /// shared between them, and the parse threads between the `at_once` splits that
-    /// can run at the same time (at most `loops`; fewer when a job has fewer splits,
-    /// whose idle cores then parse). With as many splits as cores, each split inflates
-    /// and parses on its own thread: no hand-offs, one set of tables per core
+    /// This configuration for `loops` task loops of one process: the memory budget is
+    /// divided among the caches and the loops ([`Shares::of`]; refused when a loop's
+    /// share would be too small), and the parse threads among the `at_once` splits
+    /// that can run at the same time (at most `loops`; fewer when a job has fewer
+    /// splits, whose idle cores then parse). With as many splits as cores, each split
+    /// inflates and parses on its own thread: no hand-offs, one set of tables per core
     /// (BENCHMARKS.md: 12-15 % less CPU than two parse threads per split).
-    pub fn shared_by(self, loops: usize, at_once: usize) -> Self {
+    pub fn shared_by(self, loops: usize, at_once: usize) -> Result<Self, String> {
         let loops = loops.max(1);
         let at_once = at_once.clamp(1, loops);
-        WorkerConfig {
-            split_budget: self.split_budget / loops,
+        Ok(WorkerConfig {
+            shares: Shares::of(self.memory_budget, loops)?,
             split_threads: (self.split_threads / at_once).max(1),
             ..self
-        }
+        })
     }
 }
 
 impl Default for WorkerConfig {
     fn default() -> Self {
+        let memory_budget = covmerge_proto::memory::DEFAULT_MERGE_BUDGET as usize;
         WorkerConfig {
             source: None,
-            // A file's rows all land in one shard, so the versions and line maps a merge
-            // needs are those of its own few files: small caches suffice, and every
-            // byte here counts toward the 256 MB peak at 2 merges in parallel.
-            split_budget: 40 << 20,
+            memory_budget,
+            shares: Shares::of(memory_budget, 1).expect("the default budget fits one loop"),
             split_threads: std::thread::available_parallelism()
                 .map(|n| n.get())
                 .unwrap_or(2),
-            source_cache: 24 << 20,
-            projection_cache: 8 << 20,
-            // One repository, or a few `dir:`/`store:` sources.
-            sources_budget: 192 << 20,
             grace: Duration::from_secs(25),
             idle_release: Duration::from_secs(20),
             worker_id: new_worker_id(),
@@ -173,6 +167,10 @@ pub struct Executor {
     /// Specs of the jobs seen lately, to check tasks against.
     specs: Mutex<HashMap<JobId, Arc<JobSpec>>>,
     cache: ProjectionCache,
+    /// The accountant of `--memory-budget`: the process-wide shares are reserved when
+    /// the executor is made, each task's when it starts.
+    pool: Arc<MemoryPool>,
+    _process_shares: [MemoryReservation; 2],
     /// Rows read and shards merged by this executor's tasks so far, for a progress display.
     pub progress: Arc<Progress>,
     /// Tasks handed back in a row because of this worker's configuration.
@@ -189,14 +187,16 @@ const SPEC_CACHE: usize = 64;
 pub const GIT_SOURCE_COST: usize = 160 << 20;
 
 /// The estimated memory of a source once used: its version cache's budget, plus
-/// [`GIT_SOURCE_COST`] for a repository.
-pub fn source_cost(spec: &str, version_cache: usize) -> usize {
+/// [`GIT_SOURCE_COST`] for a repository, or its commit indexes' budget for a store.
+pub fn source_cost(spec: &str, shares: &Shares) -> usize {
     let extra = if spec.starts_with("git:") {
         GIT_SOURCE_COST
+    } else if spec.starts_with("store:") {
+        shares.store_indexes + (1 << 20)
     } else {
         1 << 20
     };
-    version_cache + extra
+    shares.source_cache + extra
 }
 
 /// A worker's open sources, least recently used first out, bounded by their
@@ -251,13 +251,26 @@ fn trim_heap() {
 impl Executor {
     /// An executor writing to `store`, sized by `cfg`.
     pub fn new(store: Store, cfg: WorkerConfig) -> Self {
-        let cache = ProjectionCache::new(cfg.projection_cache);
+        let cache = ProjectionCache::new(cfg.shares.projection_cache);
+        let pool = MemoryPool::new(cfg.memory_budget);
+        let reserve = |name: &'static str, bytes: usize| {
+            let mut r = pool.reservation(name);
+            // The shares are divided from this budget: they fit.
+            let _ = r.grow_up_to(bytes, 0);
+            r
+        };
+        let process_shares = [
+            reserve("open sources", cfg.shares.sources),
+            reserve("line map cache", cfg.shares.projection_cache),
+        ];
         Executor {
             store,
             cfg,
             sources: Mutex::default(),
             specs: Mutex::default(),
             cache,
+            pool,
+            _process_shares: process_shares,
             progress: Arc::default(),
             config_failures: AtomicU32::new(0),
         }
@@ -281,14 +294,15 @@ impl Executor {
         if let Some(s) = self.sources.lock().unwrap().get(spec) {
             return Ok(s);
         }
-        let inner = open_source(spec).map_err(Failure::config)?;
-        let s: Arc<dyn Source> = Arc::new(CachedSource::new(inner, self.cfg.source_cache));
-        let cost = source_cost(spec, self.cfg.source_cache);
+        let inner =
+            open_source_within(spec, self.cfg.shares.store_indexes).map_err(Failure::config)?;
+        let s: Arc<dyn Source> = Arc::new(CachedSource::new(inner, self.cfg.shares.source_cache));
+        let cost = source_cost(spec, &self.cfg.shares);
         let evicted =
             self.sources
                 .lock()
                 .unwrap()
-                .insert(spec, s.clone(), cost, self.cfg.sources_budget);
+                .insert(spec, s.clone(), cost, self.cfg.shares.sources);
         if evicted > 0 {
             info!(
                 evicted,
@@ -464,7 +478,10 @@ impl Executor {
         let t2 = t.clone();
         let rt = tokio::runtime::Handle::current();
         let name = format!("split {}", t.split);
+        let share = reserve_task(&self.pool, name.clone(), self.cfg.shares.per_loop);
         let outcome = run_on_thread(&name, move |cancel| -> Result<SplitOutcome, TaskError> {
+            // Flushes earlier when the task got less than its loop's share.
+            let budget = TaskShare::of(share.size()).split.max(64 << 10);
             // A one-thread split inflates on its own thread too: nothing to overlap with.
             let inflate = if this.cfg.split_threads <= 1 {
                 crate::input::Inflate::Inline
@@ -503,10 +520,10 @@ impl Executor {
             let settings = SplitSettings {
                 shards: t2.shards,
                 max_bad_rows: t2.max_bad_rows,
-                memory_budget: this.cfg.split_budget,
+                memory_budget: budget,
                 threads: this.cfg.split_threads,
             };
-            let spills = SpillWriter::new(&write, this.cfg.split_budget);
+            let spills = SpillWriter::new(&write, budget);
             let emit = |flush: Flush| spills.add(flush);
             // Abandoned (handed back after the grace period): the next read fails.
             let cancelable = |inner| CancelRead {
@@ -609,11 +626,20 @@ impl Executor {
         let t2 = t.clone();
         let rt = tokio::runtime::Handle::current();
         let name = format!("merge {}", t.shard);
+        let share = reserve_task(&self.pool, name.clone(), self.cfg.shares.per_loop);
         let part = run_on_thread(&name, move |cancel| {
+            // Within what the task got: less than its share means fewer chunks fetched
+            // ahead and more base texts and line maps read again.
+            let use_of = TaskShare::of(share.size());
             // Fetched several at a time ahead of the merge: one round trip per chunk,
             // one after the other, was most of a merge's time on a distant store.
-            let chunks =
-                Prefetch::start(&rt, this.store.clone(), t2.chunks.clone(), cancel.clone());
+            let chunks = Prefetch::start(
+                &rt,
+                this.store.clone(),
+                t2.chunks.clone(),
+                use_of.prefetch,
+                cancel.clone(),
+            );
             // Checked before each file version: an abandoned merge stops between files.
             let source = CancelSource {
                 inner: source,
@@ -626,6 +652,10 @@ impl Executor {
                 &this.cache,
                 t2.file_path_prefix.as_bytes(),
                 &t2.groups,
+                HeldBudget {
+                    bases: use_of.held_bases,
+                    maps: use_of.held_maps,
+                },
             )
         })
         .await

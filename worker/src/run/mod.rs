@@ -14,11 +14,13 @@
 //! report may have been lost). A report that cannot be published hands the task back
 //! instead of acknowledging it, so the redelivery reports it.
 //!
+//! - [`budget`]: how `--memory-budget` is divided among caches and task loops.
 //! - [`executor`]: admitting a task, running a split or a merge, writing its outputs.
 //! - [`failure`]: every error of a task classified once into a typed `Failure`.
 //! - [`cancel`]: how a handed-back task's thread stops reading and waiting.
 //! - [`serve`]: the loop over deliveries: report, acknowledge, retry with backoff.
 
+pub mod budget;
 mod cancel;
 pub mod executor;
 pub mod failure;
