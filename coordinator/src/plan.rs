@@ -94,10 +94,18 @@ fn estimate_rows(bytes: u64, gz: bool) -> u64 {
     }
 }
 
+/// The most shards a job gets by default. Every spill object holds a chunk of every
+/// shard, and each chunk is a request of its shard's merge: a quarter's 10 G rows at
+/// [`ROWS_PER_SHARD`] made 4,096 shards, 2 KiB chunks and 4·10^7 chunk reads. Past
+/// 256 shards (4 each for 64 workers) more shards add requests, not parallelism;
+/// `--shards` still goes to [`covmerge_proto::limits`]'s maximum.
+pub const MAX_DEFAULT_SHARDS: u32 = 256;
+
 /// The default shard count for inputs of these sizes.
 pub fn default_shards(sizes: &[(u64, bool)]) -> u32 {
     let rows: u64 = sizes.iter().map(|&(b, gz)| estimate_rows(b, gz)).sum();
-    rows.div_ceil(ROWS_PER_SHARD).clamp(1, 4096) as u32
+    rows.div_ceil(ROWS_PER_SHARD)
+        .clamp(1, u64::from(MAX_DEFAULT_SHARDS)) as u32
 }
 
 /// Today's date (UTC) as YYYY-MM-DD.
@@ -347,7 +355,9 @@ mod tests {
     fn shard_count_follows_input_size() {
         assert_eq!(default_shards(&[(1000, false)]), 1);
         assert_eq!(default_shards(&[(54_000_000, true)]), 11);
-        assert_eq!(default_shards(&[(u64::MAX / 2, false)]), 4096);
+        assert_eq!(default_shards(&[(u64::MAX / 2, false)]), MAX_DEFAULT_SHARDS);
+        // A quarter: 4,000 exports of 250 MB.
+        assert_eq!(default_shards(&[(250_000_000, true); 4000]), 256);
     }
 
     #[test]

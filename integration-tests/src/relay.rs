@@ -35,6 +35,8 @@ struct Http {
     host: Mutex<Option<(String, String)>>,
     /// Every request forwarded: when, and its request line.
     timeline: Mutex<Vec<(std::time::Instant, String)>>,
+    /// Bytes forwarded to the upstream (requests and their bodies) and back (replies).
+    bytes: [AtomicU64; 2],
 }
 
 /// The kind of a request of covmerge's store layout, from its request line:
@@ -116,7 +118,7 @@ impl Relay {
                     server.try_clone().unwrap(),
                     Some(h.clone()),
                 );
-                pipe(server, client, None);
+                pipe_counted(server, client, None, Some(h.clone()));
             }
         });
         Relay {
@@ -154,6 +156,14 @@ impl Relay {
         self.http.timeline.lock().unwrap().clone()
     }
 
+    /// Bytes forwarded so far: (to the upstream, back from it), headers included.
+    pub fn bytes(&self) -> (u64, u64) {
+        (
+            self.http.bytes[0].load(Ordering::Relaxed),
+            self.http.bytes[1].load(Ordering::Relaxed),
+        )
+    }
+
     /// The relay's `host:port`.
     pub fn addr(&self) -> String {
         self.addr.to_string()
@@ -182,13 +192,29 @@ impl Drop for Relay {
 
 /// Copies `from` to `to` on a thread until either side closes. With `http`, a read
 /// that starts with an HTTP request line is counted and held for the latency first.
-fn pipe(mut from: TcpStream, mut to: TcpStream, http: Option<Arc<Http>>) {
+fn pipe(from: TcpStream, to: TcpStream, http: Option<Arc<Http>>) {
+    let up = http.clone();
+    pipe_counted(from, to, http, up)
+}
+
+/// [`pipe`], adding the bytes copied to `counted`'s count of bytes up (with `http`)
+/// or down (without).
+fn pipe_counted(
+    mut from: TcpStream,
+    mut to: TcpStream,
+    http: Option<Arc<Http>>,
+    counted: Option<Arc<Http>>,
+) {
+    let direction = usize::from(http.is_none());
     std::thread::spawn(move || {
         let mut buf = [0u8; 64 * 1024];
         loop {
             match from.read(&mut buf) {
                 Ok(0) | Err(_) => break,
                 Ok(n) => {
+                    if let Some(c) = &counted {
+                        c.bytes[direction].fetch_add(n as u64, Ordering::Relaxed);
+                    }
                     if let Some(h) = &http {
                         let head = &buf[..n.min(2048)];
                         let line = head.split(|&b| b == b'\r').next().unwrap_or(&[]);

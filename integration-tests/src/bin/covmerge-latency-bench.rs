@@ -69,8 +69,10 @@ fn main() {
         corpus.rows,
         corpus.inputs.len()
     );
-    println!("| latency ms | wall s | requests | by kind | result |");
-    println!("|---|---|---|---|---|");
+    println!(
+        "| latency ms | wall s | requests | MB up / down | KB per request | by kind | result |"
+    );
+    println!("|---|---|---|---|---|---|---|");
     let mut first: Option<Vec<u8>> = None;
     for &ms in &a.latency_ms {
         let gcs_kind = match a.store_kind.as_str() {
@@ -177,8 +179,12 @@ fn main() {
             Some(f) if *f == covmerge_integration_tests::gunzip(&out) => "identical",
             Some(_) => "DIFFERENT",
         };
+        let (up, down) = relay.bytes();
         println!(
-            "| {ms} | {wall:.2} | {total} | {} | {same} |",
+            "| {ms} | {wall:.2} | {total} | {:.1} / {:.1} | {:.1} | {} | {same} |",
+            up as f64 / 1e6,
+            down as f64 / 1e6,
+            (up + down) as f64 / 1e3 / total.max(1) as f64,
             kinds.join(", ")
         );
     }
