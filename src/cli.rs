@@ -183,9 +183,10 @@ pub(crate) struct MergeArgs {
     #[arg(long, value_parser = task_loops)]
     pub workers: Option<usize>,
     /// Memory the job's caches and task loops share, e.g. 256MiB, 1GiB (at least
-    /// 16MiB). Past their shares they read again, flush earlier or hold less.
-    #[arg(long, value_name = "BYTES", default_value = "256MiB", value_parser = covmerge_proto::memory::parse_budget)]
-    pub memory_budget: u64,
+    /// 16MiB; default 256MiB, more when --workers asks for more task loops than it
+    /// holds at 4MiB each). Past their shares they read again, flush earlier or hold less.
+    #[arg(long, value_name = "BYTES", value_parser = covmerge_proto::memory::parse_budget)]
+    pub memory_budget: Option<u64>,
 }
 
 #[derive(Args, Debug)]
@@ -272,9 +273,10 @@ pub(crate) struct WorkerArgs {
     #[arg(long)]
     pub split_threads: Option<usize>,
     /// Memory this worker's caches and task loops share, e.g. 384MiB, 1GiB (at least
-    /// 16MiB; the default fits a 512 MiB container limit).
-    #[arg(long, value_name = "BYTES", env = "COVMERGE_MEMORY_BUDGET", default_value = "384MiB", value_parser = covmerge_proto::memory::parse_budget)]
-    pub memory_budget: u64,
+    /// 16MiB; default 384MiB, which fits a 512 MiB container limit, more when
+    /// --concurrency asks for more task loops than it holds at 4MiB each).
+    #[arg(long, value_name = "BYTES", env = "COVMERGE_MEMORY_BUDGET", value_parser = covmerge_proto::memory::parse_budget)]
+    pub memory_budget: Option<u64>,
     /// Tasks in a row this worker may fail to run because of its own configuration
     /// (store refused or not the coordinators', source unreadable) before it exits
     /// non-zero to be replaced. Each such task goes back to another worker, and the

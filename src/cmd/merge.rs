@@ -4,6 +4,7 @@ use anyhow::Result;
 use covmerge_coordinator::finish::preflight_outputs;
 use covmerge_coordinator::{plan_job, JobOptions};
 use covmerge_proto::output::totals_line;
+use covmerge_worker::run::budget::Shares;
 use covmerge_worker::WorkerConfig;
 
 use super::job::{check_base, check_source, dashboard, request};
@@ -33,7 +34,11 @@ pub(crate) async fn run(m: MergeArgs) -> Result<()> {
     };
     // Split tasks run `workers` at a time: they share one budget, and the cores.
     let cfg = WorkerConfig {
-        memory_budget: usize::try_from(m.memory_budget).unwrap_or(usize::MAX),
+        memory_budget: Shares::budget_or_default(
+            m.memory_budget,
+            covmerge_proto::memory::DEFAULT_MERGE_BUDGET,
+            workers,
+        ),
         ..WorkerConfig::default()
     }
     .shared_by(workers, spec.split_ranges().len())

@@ -6,6 +6,7 @@ use std::time::Duration;
 use anyhow::{Context, Result};
 use covmerge_queue::Queue;
 use covmerge_storage::redact_url;
+use covmerge_worker::run::budget::Shares;
 use covmerge_worker::run::{serve::serve, Executor, WorkerConfig};
 use tracing::info;
 
@@ -22,7 +23,11 @@ pub(crate) async fn run(w: WorkerArgs) -> Result<()> {
         source: w.source.clone(),
         grace: Duration::from_secs(w.grace),
         max_config_failures: Some(w.max_config_failures),
-        memory_budget: usize::try_from(w.memory_budget).unwrap_or(usize::MAX),
+        memory_budget: Shares::budget_or_default(
+            w.memory_budget,
+            covmerge_proto::memory::DEFAULT_WORKER_BUDGET,
+            w.concurrency,
+        ),
         ..WorkerConfig::default()
     }
     .shared_by(w.concurrency, w.concurrency)

@@ -44,6 +44,26 @@ pub struct Shares {
 }
 
 impl Shares {
+    /// The smallest budget that gives each of `loops` task loops
+    /// [`MIN_LOOP_SHARE`] after the caches' shares: what a default budget grows to
+    /// when many task loops are asked for (`--workers 64` on a small machine).
+    pub fn least_budget(loops: usize) -> usize {
+        // The loops get what the sources (3/8) and the line maps (1/32) leave: 19/32.
+        (loops.max(1) * MIN_LOOP_SHARE).div_ceil(19) * 32 + (1 << 20)
+    }
+
+    /// `budget` if given, else `default` raised to [`Shares::least_budget`] for
+    /// `loops`: an explicit budget too small for its loops is refused by
+    /// [`Shares::of`], a default one grows.
+    pub fn budget_or_default(budget: Option<u64>, default: u64, loops: usize) -> usize {
+        match budget {
+            Some(b) => usize::try_from(b).unwrap_or(usize::MAX),
+            None => usize::try_from(default)
+                .unwrap_or(usize::MAX)
+                .max(Self::least_budget(loops)),
+        }
+    }
+
     /// Divides `budget` for `loops` task loops; refuses a budget that leaves a loop
     /// less than [`MIN_LOOP_SHARE`], naming both flags that help.
     pub fn of(budget: usize, loops: usize) -> Result<Shares, String> {
@@ -151,6 +171,20 @@ mod tests {
             "{e}"
         );
         assert!(Shares::of(16 << 20, 1).is_ok());
+    }
+
+    #[test]
+    fn a_default_budget_grows_to_fit_many_task_loops_an_explicit_one_does_not() {
+        for loops in [1, 2, 16, 64, 1024] {
+            let b = Shares::budget_or_default(None, 256 << 20, loops);
+            assert!(b >= 256 << 20);
+            let s = Shares::of(b, loops).unwrap();
+            assert!(s.per_loop >= MIN_LOOP_SHARE, "{loops}: {s:?}");
+        }
+        assert_eq!(Shares::budget_or_default(None, 256 << 20, 2), 256 << 20);
+        let explicit = Shares::budget_or_default(Some(256 << 20), 256 << 20, 64);
+        assert_eq!(explicit, 256 << 20);
+        assert!(Shares::of(explicit, 64).is_err());
     }
 
     #[test]
