@@ -19,6 +19,9 @@
 //! Output ([`write_jsonl`]): JSON lines, a `{"old":..,"new":..}` header, one `{"file":..}`
 //! line per file with a change, and a closing `{"totals":..}` line.
 
+pub mod across;
+pub mod categories;
+
 use std::io::Write;
 
 use rustc_hash::FxHashMap;
@@ -246,9 +249,20 @@ fn side<'a>(name: &'a str, h: &'a Header) -> Side<'a> {
 /// a change are counted, not written.
 pub fn write_jsonl(
     old_name: &str,
+    old: OldSide,
+    new: &mut Files,
+    out: &mut dyn Write,
+) -> anyhow::Result<Totals> {
+    write_jsonl_each(old_name, old, new, out, &mut |_| {})
+}
+
+/// [`write_jsonl`], calling `each` with every file's diff (written or not).
+pub fn write_jsonl_each(
+    old_name: &str,
     mut old: OldSide,
     new: &mut Files,
     out: &mut dyn Write,
+    each: &mut dyn FnMut(&FileDiff),
 ) -> anyhow::Result<Totals> {
     check_same_base(old_name, &old.header, new.name(), new.header())?;
     #[derive(Serialize)]
@@ -265,6 +279,7 @@ pub fn write_jsonl(
     let mut totals = Totals::default();
     let mut emit = |d: &FileDiff, out: &mut dyn Write| -> anyhow::Result<()> {
         totals.add(d);
+        each(d);
         if d.status != Status::Unchanged {
             serde_json::to_writer(&mut *out, d)?;
             out.write_all(b"\n")?;

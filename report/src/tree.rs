@@ -11,6 +11,7 @@ use std::collections::BTreeMap;
 use rustc_hash::FxHashMap;
 use serde::Serialize;
 
+use crate::diff::categories::CatCounts;
 use crate::diff::{Counts, FileDiff};
 use crate::read::FileCov;
 
@@ -61,6 +62,8 @@ pub struct Summary {
     pub lost: u64,
     /// Only in the older result of a diff: no page, no current coverage.
     pub deleted: bool,
+    /// Against an older result on another base: the lines per category.
+    pub cats: Option<CatCounts>,
 }
 
 impl Summary {
@@ -82,6 +85,7 @@ impl Summary {
             gained: d.map_or(0, |d| d.gained.len() as u64),
             lost: d.map_or(0, |d| d.lost.len() as u64),
             deleted: false,
+            cats: None,
         })
     }
 
@@ -108,6 +112,9 @@ pub struct Agg {
     pub gained: u64,
     pub lost: u64,
     pub files: u64,
+    /// Against an older result on another base: the lines per category.
+    #[serde(skip)]
+    pub cats: Option<CatCounts>,
 }
 
 impl Agg {
@@ -126,6 +133,9 @@ impl Agg {
         self.gained += s.gained;
         self.lost += s.lost;
         self.files += 1;
+        if let Some(c) = &s.cats {
+            self.cats.get_or_insert_with(CatCounts::default).add(c);
+        }
     }
 }
 

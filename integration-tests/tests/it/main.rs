@@ -4,6 +4,8 @@
 mod bad_input;
 /// Dashboard notification (contract §8).
 mod dashboard;
+/// `diff` across base commits: lcov's categories on a generated git history.
+mod changes;
 /// Logs, the dashboard's HTTP, snapshots, status and error messages.
 mod edges;
 /// Fleet mode against RabbitMQ and an S3 server, with injected faults.

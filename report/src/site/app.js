@@ -79,6 +79,8 @@ window.covmerge = (function () {
       case "l":
         return r.l;
       default: {
+        // kN: lines in category N (an older result on another base).
+        if (key[0] === "k") return r.c ? r.c[Number(key.slice(1))] : 0;
         const c = mgr(r, Number(key.slice(1)));
         return ratio(c[0], c[1]);
       }
@@ -149,6 +151,12 @@ window.covmerge = (function () {
     if (diff) {
       tr.appendChild(el("td", "num gained", r.g > 0 ? "+" + r.g : ""));
       tr.appendChild(el("td", "num lost", r.l > 0 ? "−" + r.l : ""));
+    }
+    if (S.meta.cats) {
+      for (let i = 0; i < 12; i++) {
+        const n = r.c ? r.c[i] : 0;
+        tr.appendChild(el("td", "num cat", n > 0 ? String(n) : ""));
+      }
     }
     for (let col = 0; col < nm; col++) {
       const c = mgr(r, col);

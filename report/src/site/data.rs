@@ -11,6 +11,8 @@ use anyhow::Result;
 use covmerge_source::FileVersion;
 use serde::Serialize;
 
+use crate::diff::across::CatTotals;
+use crate::diff::categories::{CatCounts, CatLines};
 use crate::diff::{Counts, FileDiff, Totals};
 use crate::read::{FileCov, Header};
 use crate::tree::{file_name, Dir, Summary, Tree};
@@ -58,6 +60,9 @@ pub(super) struct Row<'a> {
     /// Files only in the older result of a diff.
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub del: bool,
+    /// Against an older result on another base: lines per category, in lcov's order.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub c: Option<[u64; 12]>,
 }
 
 pub(super) fn dir_row(d: &Dir) -> Row<'_> {
@@ -71,6 +76,7 @@ pub(super) fn dir_row(d: &Dir) -> Row<'_> {
         g: d.agg.gained,
         l: d.agg.lost,
         del: false,
+        c: d.agg.cats.map(|c: CatCounts| c.0),
     }
 }
 
@@ -85,6 +91,7 @@ pub(super) fn file_row(f: &Summary) -> Row<'_> {
         g: f.gained,
         l: f.lost,
         del: f.deleted,
+        c: f.cats.map(|c| c.0),
     }
 }
 
@@ -113,6 +120,9 @@ struct Meta<'a> {
     dirs: usize,
     /// The older result and the totals of the diff.
     diff: Option<(&'a str, &'a Totals)>,
+    /// Against an older result on another base: its base and the category totals.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    cats: Option<(&'a str, &'a CatTotals)>,
 }
 
 #[derive(Serialize)]
@@ -129,6 +139,7 @@ pub(super) fn write_tree(
     header: &Header,
     t: &Tree,
     diff: Option<&(String, Totals)>,
+    cats: Option<&(String, CatTotals)>,
 ) -> Result<u64> {
     let mut bytes = 0;
     let mut put = |rel: &str, b: Vec<u8>| -> Result<()> {
@@ -142,6 +153,7 @@ pub(super) fn write_tree(
         files: t.files.len(),
         dirs: t.dirs.len(),
         diff: diff.map(|(n, t)| (n.as_str(), t)),
+        cats: cats.map(|(c, t)| (c.as_str(), t)),
     };
     put("data/meta.js", script("meta", &meta)?)?;
     for d in &t.dirs {
@@ -194,6 +206,10 @@ struct FileData<'a> {
     funcs: Vec<Func<'a>>,
     /// Against an older result: lines gained and lost (`null` without `--diff`).
     diff: Option<FileDiffData<'a>>,
+    /// Against an older result on another base: lines per category (NEW's line
+    /// numbers; OLD's for DCB and DUB).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    cats: Option<&'a CatLines>,
 }
 
 #[derive(Serialize)]
@@ -211,6 +227,7 @@ pub(super) fn file_script(
     text: Result<Arc<FileVersion>, String>,
     diff: Option<&FileDiff>,
     diff_mode: bool,
+    cats: Option<&CatLines>,
 ) -> Result<Vec<u8>> {
     let (lines, missing) = match &text {
         Ok(v) => (Some(v.lines().map(String::from_utf8_lossy).collect()), None),
@@ -243,6 +260,7 @@ pub(super) fn file_script(
             lost: &d.lost,
             old: d.old,
         }),
+        cats,
     };
     script("file", &data)
 }

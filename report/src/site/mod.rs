@@ -17,6 +17,7 @@
 //! each file's script; only a [`Summary`] per file stays in memory.
 
 mod data;
+mod older;
 mod pages;
 
 use std::path::{Path, PathBuf};
@@ -27,7 +28,8 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result};
 use covmerge_source::Source;
 
-use crate::diff::{check_same_base, FileDiff, OldSide};
+use crate::diff::categories::CatLines;
+use crate::diff::{FileDiff, OldSide};
 use crate::read::{self, FileCov, Files};
 use crate::tree::{Managers, Summary, Tree};
 
@@ -44,7 +46,8 @@ pub struct Options {
     pub source: Option<String>,
     /// The output directory (created if missing).
     pub out: PathBuf,
-    /// An older result on the same base: mark lines gained and lost.
+    /// An older result: mark lines gained and lost (on another base: lcov's categories,
+    /// which need `source`).
     pub diff: Option<String>,
     /// Threads that write file pages (default: the cores).
     pub threads: Option<usize>,
@@ -107,6 +110,8 @@ struct Job {
     id: u32,
     file: FileCov,
     diff: Option<FileDiff>,
+    /// On another base: the lines per category.
+    cats: Option<CatLines>,
 }
 
 /// What the page writers share.
@@ -126,20 +131,20 @@ fn run(
     grouped: bool,
     source: Option<Arc<dyn Source>>,
 ) -> Result<Stats> {
-    let mut old = match &opts.diff {
-        Some(d) => Some(read_old(d, rt)?),
-        None => None,
-    };
     let mut files = Files::open(&opts.result, rt, grouped)?;
     let header = files.header().clone();
-    if let Some(o) = &old {
-        check_same_base(
-            opts.diff.as_deref().unwrap_or_default(),
-            &o.header,
-            &opts.result,
+    let mut old = match &opts.diff {
+        Some(d) => Some(older::Older::open(
+            d,
+            rt,
             &header,
-        )?;
-    }
+            source.as_ref(),
+            opts.source.as_deref(),
+        )?),
+        None => None,
+    };
+    let mut ctotals = old.as_ref().and_then(older::totals_of);
+    let old_base = old.as_ref().map(|o| o.header().commit.clone());
     let shared = Arc::new(Shared {
         out: opts.out.clone(),
         commit: header.commit.clone(),
@@ -169,13 +174,32 @@ fn run(
             while let Some(f) = files.next_file()? {
                 let id = summaries.len() as u32;
                 bad_paths += u64::from(f.path_problem.is_some());
-                let diff = old.as_mut().map(|o| o.take(&f));
+                let (diff, cats) = match old.as_mut() {
+                    Some(o) => {
+                        let (d, c) = o.take(&f)?;
+                        (Some(d), c)
+                    }
+                    None => (None, None),
+                };
                 if let Some(d) = &diff {
                     dtotals.add(d);
                 }
-                summaries.push(Summary::of(id, &f, &mut managers, diff.as_ref())?);
+                let mut summary = Summary::of(id, &f, &mut managers, diff.as_ref())?;
+                if let (Some(c), Some(t)) = (&cats, &mut ctotals) {
+                    t.add(c);
+                    summary.cats = Some(c.categories);
+                }
+                summaries.push(summary);
+                let cats = cats.map(|c| c.lines);
                 if shared.error.lock().unwrap().is_some()
-                    || tx.send(Job { id, file: f, diff }).is_err()
+                    || tx
+                        .send(Job {
+                            id,
+                            file: f,
+                            diff,
+                            cats,
+                        })
+                        .is_err()
                 {
                     break; // a writer failed: its error is reported below
                 }
@@ -196,17 +220,23 @@ fn run(
     };
     let mut diff = None;
     if let Some(o) = old {
-        for d in o.deleted() {
+        o.rest(&mut |d, c| {
             dtotals.add(&d);
             let id = summaries.len() as u32;
-            summaries.push(Summary::deleted(id, &d));
-        }
+            let mut s = Summary::deleted(id, &d);
+            if let (Some(c), Some(t)) = (c, &mut ctotals) {
+                t.add(&c);
+                s.cats = Some(c.categories);
+            }
+            summaries.push(s);
+        })?;
         diff = Some((opts.diff.clone().unwrap_or_default(), dtotals));
     }
+    let cats = ctotals.map(|t| (old_base.unwrap_or_default(), t));
     let (names, remap) = managers.finish();
     let tree = Tree::build(summaries, names, &remap);
-    let written = data::write_tree(&opts.out, &header, &tree, diff.as_ref())?;
-    let pages = pages::write_pages(&opts.out, &header, &tree, diff.as_ref())?;
+    let written = data::write_tree(&opts.out, &header, &tree, diff.as_ref(), cats.as_ref())?;
+    let pages = pages::write_pages(&opts.out, &header, &tree, diff.as_ref(), cats.as_ref())?;
     stats.dirs = tree.dirs.len() as u64;
     stats.managers = tree.managers.len() as u64;
     stats.sources_missing = shared.missing.load(std::sync::atomic::Ordering::Relaxed);
@@ -260,7 +290,14 @@ fn write_file_page(shared: &Shared, job: &Job) -> Result<()> {
     if text.is_err() {
         shared.missing.fetch_add(1, Relaxed);
     }
-    let bytes = data::file_script(job.id, &job.file, text, job.diff.as_ref(), shared.diff)?;
+    let bytes = data::file_script(
+        job.id,
+        &job.file,
+        text,
+        job.diff.as_ref(),
+        shared.diff,
+        job.cats.as_ref(),
+    )?;
     let n = bytes.len() as u64;
     write(&shared.out, &data::script_path("f", job.id), &bytes)?;
     shared.bytes.fetch_add(n, Relaxed);

@@ -1,0 +1,93 @@
+//! The older result of `report --diff OLD`: on NEW's base, compared line by line
+//! ([`crate::diff`]); on another base, through lcov's categories
+//! ([`crate::diff::across`]), shown as gained (GBC + GIC + GNC) and lost (LBC + ECB)
+//! lines and as one column per category.
+
+use std::sync::Arc;
+
+use anyhow::Result;
+use covmerge_source::Source;
+
+use crate::diff::across::{Bases, CatTotals, FileCats, OldSpill};
+use crate::diff::{FileDiff, OldSide};
+use crate::read::{FileCov, Files, Header};
+
+pub(super) enum Older {
+    Same(OldSide),
+    Across { spill: OldSpill, bases: Bases },
+}
+
+impl Older {
+    /// Opens OLD (`spec`) against NEW's header.
+    pub(super) fn open(
+        spec: &str,
+        rt: &tokio::runtime::Handle,
+        new: &Header,
+        source: Option<&Arc<dyn Source>>,
+        source_spec: Option<&str>,
+    ) -> Result<Older> {
+        let old_commit = Files::open(spec, rt, false)?.header().commit.clone();
+        if old_commit == new.commit {
+            return Ok(Older::Same(super::read_old(spec, rt)?));
+        }
+        let (Some(source), Some(name)) = (source, source_spec) else {
+            anyhow::bail!(
+                "--diff {spec} is merged onto base commit {old_commit} but the result onto {}: \
+                 give --source SRC (dir:, git: or store:) holding both commits, so that their \
+                 lines can be matched through the line diff",
+                new.commit
+            );
+        };
+        covmerge_source::require_commit(source.as_ref(), name, &old_commit)?;
+        Ok(Older::Across {
+            spill: OldSpill::open(spec, rt)?,
+            bases: Bases {
+                source: source.clone(),
+                old_commit,
+                new_commit: new.commit.clone(),
+            },
+        })
+    }
+
+    pub(super) fn header(&self) -> &Header {
+        match self {
+            Older::Same(o) => &o.header,
+            Older::Across { spill, .. } => &spill.header,
+        }
+    }
+
+    /// NEW's file against OLD's, taking OLD's out.
+    pub(super) fn take(&mut self, f: &FileCov) -> Result<(FileDiff, Option<FileCats>)> {
+        Ok(match self {
+            Older::Same(o) => (o.take(f), None),
+            Older::Across { spill, bases } => {
+                let o = spill.take(&f.path)?;
+                let c = bases.file(&f.path, f.path_problem.is_none(), o.as_ref(), Some(&f.star))?;
+                (c.as_diff(), Some(c))
+            }
+        })
+    }
+
+    /// The files only OLD has, in OLD's order.
+    pub(super) fn rest(self, each: &mut dyn FnMut(FileDiff, Option<FileCats>)) -> Result<()> {
+        match self {
+            Older::Same(o) => o.deleted().into_iter().for_each(|d| each(d, None)),
+            Older::Across { mut spill, bases } => {
+                for (path, ok, o) in spill.rest_files()? {
+                    let c = bases.file(&path, ok, Some(&o?), None)?;
+                    each(c.as_diff(), Some(c));
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Category totals, when OLD is on another base.
+pub(super) fn totals_of(o: &Older) -> Option<CatTotals> {
+    matches!(o, Older::Across { .. }).then(CatTotals::default)
+}
+
+#[cfg(test)]
+#[path = "older_tests.rs"]
+mod tests;
