@@ -147,7 +147,11 @@ pub(crate) async fn diff(a: DiffArgs) -> Result<()> {
                 check(&mut reached, &d.file, &same_base_counts(d))
             };
             let t = match covmerge_report::diff::write_jsonl_each(
-                &a.old, old, &mut new, &mut spool.w, &mut each,
+                &a.old,
+                old,
+                &mut new,
+                &mut spool.w,
+                &mut each,
             ) {
                 Err(e) if is_not_contiguous(&e) => {
                     spool = Spool::new()?;
@@ -158,7 +162,11 @@ pub(crate) async fn diff(a: DiffArgs) -> Result<()> {
                         check(&mut reached, &d.file, &same_base_counts(d))
                     };
                     covmerge_report::diff::write_jsonl_each(
-                        &a.old, old, &mut new, &mut spool.w, &mut each,
+                        &a.old,
+                        old,
+                        &mut new,
+                        &mut spool.w,
+                        &mut each,
                     )?
                 }
                 r => r?,

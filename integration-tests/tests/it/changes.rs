@@ -125,7 +125,10 @@ fn categories_across_bases_on_a_git_history_hold_the_identities_and_agree_with_g
 
     let (ol, nl) = (star_lines(&old), star_lines(&new));
     let text = std::fs::read_to_string(&diff_out).unwrap();
-    let recs: Vec<Value> = text.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    let recs: Vec<Value> = text
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
     assert_eq!(recs[0]["old"]["commit"], old_base.as_str());
     assert_eq!(recs[0]["new"]["commit"], new_base.as_str());
     let written: BTreeMap<&str, &Value> = recs[1..recs.len() - 1]
@@ -137,7 +140,10 @@ fn categories_across_bases_on_a_git_history_hold_the_identities_and_agree_with_g
     let mut checked_against_git = 0;
     let mut seen = BTreeSet::new();
     for path in paths {
-        let (o, n) = (ol.get(path).unwrap_or(&empty), nl.get(path).unwrap_or(&empty));
+        let (o, n) = (
+            ol.get(path).unwrap_or(&empty),
+            nl.get(path).unwrap_or(&empty),
+        );
         let cov = |m: &BTreeMap<u32, u64>| m.values().filter(|&&h| h > 0).count() as u64;
         let Some(v) = written.get(path.as_str()) else {
             // Not written: every line CBC or UBC, so nothing moved in or out.
@@ -156,19 +162,35 @@ fn categories_across_bases_on_a_git_history_hold_the_identities_and_agree_with_g
             k("CBC") + k("LBC") + k("GBC") + k("UBC") + k("GIC") + k("UIC") + k("GNC") + k("UNC"),
             "{path} NEW instrumented"
         );
-        assert_eq!(cov(o), k("CBC") + k("LBC") + k("ECB") + k("DCB"), "{path} OLD covered");
-        assert_eq!(cov(n), k("CBC") + k("GBC") + k("GIC") + k("GNC"), "{path} NEW covered");
+        assert_eq!(
+            cov(o),
+            k("CBC") + k("LBC") + k("ECB") + k("DCB"),
+            "{path} OLD covered"
+        );
+        assert_eq!(
+            cov(n),
+            k("CBC") + k("GBC") + k("GIC") + k("GNC"),
+            "{path} NEW covered"
+        );
         assert_eq!(v["old"]["instrumented"], o.len() as u64, "{path}");
         assert_eq!(v["new"]["covered"], cov(n), "{path}");
         for (cat, c) in v["categories"].as_object().unwrap() {
-            assert_eq!(lines(v, cat).len() as u64, c.as_u64().unwrap(), "{path} {cat}");
+            assert_eq!(
+                lines(v, cat).len() as u64,
+                c.as_u64().unwrap(),
+                "{path} {cat}"
+            );
             seen.insert(cat.clone());
         }
         // Every line against the result it comes from.
         for l in lines(v, "DCB") {
             assert!(o[&l] > 0, "{path} DCB {l}");
         }
-        for l in lines(v, "GNC").iter().chain(&lines(v, "GIC")).chain(&lines(v, "GBC")) {
+        for l in lines(v, "GNC")
+            .iter()
+            .chain(&lines(v, "GIC"))
+            .chain(&lines(v, "GBC"))
+        {
             assert!(n[l] > 0, "{path} {l}");
         }
         for l in lines(v, "ECB").iter().chain(&lines(v, "EUB")) {
@@ -191,19 +213,21 @@ fn categories_across_bases_on_a_git_history_hold_the_identities_and_agree_with_g
             checked_against_git += 1;
         }
     }
-    assert!(checked_against_git >= 3, "{checked_against_git} changed files");
+    assert!(
+        checked_against_git >= 3,
+        "{checked_against_git} changed files"
+    );
     // The history makes every kind of change.
     for cat in ["LBC", "GBC", "GNC", "UNC", "DCB", "DUB"] {
         assert!(seen.contains(cat), "no {cat} in {seen:?}");
     }
     // The totals are the sums of the files (written or not).
     let t = &recs.last().unwrap()["totals"];
-    let old_cov: u64 = ol.values().map(|m| m.values().filter(|&&h| h > 0).count() as u64).sum();
-    assert_eq!(
-        t["old"]["covered"].as_u64().unwrap(),
-        old_cov,
-        "{t}"
-    );
+    let old_cov: u64 = ol
+        .values()
+        .map(|m| m.values().filter(|&&h| h > 0).count() as u64)
+        .sum();
+    assert_eq!(t["old"]["covered"].as_u64().unwrap(), old_cov, "{t}");
     let tk = |c: &str| t["categories"][c].as_u64().unwrap_or(0);
     assert_eq!(old_cov, tk("CBC") + tk("LBC") + tk("ECB") + tk("DCB"));
 
@@ -230,7 +254,10 @@ fn categories_across_bases_on_a_git_history_hold_the_identities_and_agree_with_g
     let o = run(args(&format!("DCB>={dcb}")));
     let err = String::from_utf8_lossy(&o.stderr);
     assert_eq!(o.status.code(), Some(3), "{err}");
-    assert!(err.contains(&format!("{file}: DCB {dcb} (>= {dcb})")), "{err}");
+    assert!(
+        err.contains(&format!("{file}: DCB {dcb} (>= {dcb})")),
+        "{err}"
+    );
     assert_eq!(
         std::fs::read_to_string(tmp.path().join("d2.jsonl")).unwrap(),
         text,

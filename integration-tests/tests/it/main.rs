@@ -2,10 +2,10 @@
 
 /// Bad input rules of contract §6.
 mod bad_input;
-/// Dashboard notification (contract §8).
-mod dashboard;
 /// `diff` across base commits: lcov's categories on a generated git history.
 mod changes;
+/// Dashboard notification (contract §8).
+mod dashboard;
 /// Logs, the dashboard's HTTP, snapshots, status and error messages.
 mod edges;
 /// Fleet mode against RabbitMQ and an S3 server, with injected faults.

@@ -170,7 +170,10 @@ impl FileCats {
     pub fn as_diff(&self) -> FileDiff {
         use super::categories::Category::*;
         let union = |cs: &[super::categories::Category]| {
-            let mut v: Vec<u32> = cs.iter().flat_map(|&c| self.lines.get(c).iter().copied()).collect();
+            let mut v: Vec<u32> = cs
+                .iter()
+                .flat_map(|&c| self.lines.get(c).iter().copied())
+                .collect();
             v.sort_unstable();
             v
         };
@@ -244,7 +247,8 @@ impl Bases {
         } else {
             (None, None)
         };
-        let unknown = !canonical || (old.is_some() && ov.is_none()) || (new.is_some() && nv.is_none());
+        let unknown =
+            !canonical || (old.is_some() && ov.is_none()) || (new.is_some() && nv.is_none());
         let map;
         let (text, rel) = match (&ov, &nv) {
             _ if unknown => (Text::Unknown, Relation::Disjoint),

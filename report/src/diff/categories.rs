@@ -254,7 +254,8 @@ pub fn classify(old: &LineHits, new: &LineHits, rel: Relation<'_>) -> CatLines {
 /// gained, lost, and instrumented added and removed.
 pub fn same_base_counts(d: &super::FileDiff) -> CatCounts {
     use Category::*;
-    let both = |a: &[u32], b: &[u32]| a.iter().filter(|l| b.binary_search(l).is_ok()).count() as u64;
+    let both =
+        |a: &[u32], b: &[u32]| a.iter().filter(|l| b.binary_search(l).is_ok()).count() as u64;
     let ecb = both(&d.lost, &d.instrumented_removed);
     let gic = both(&d.gained, &d.instrumented_added);
     let mut c = CatCounts::default();
@@ -265,12 +266,8 @@ pub fn same_base_counts(d: &super::FileDiff) -> CatCounts {
     c.0[Lbc as usize] = d.lost.len() as u64 - ecb;
     c.0[Gbc as usize] = d.gained.len() as u64 - gic;
     c.0[Cbc as usize] = d.old.covered - c.get(Lbc) - ecb;
-    c.0[Ubc as usize] = d.old.instrumented
-        - c.get(Cbc)
-        - c.get(Lbc)
-        - c.get(Gbc)
-        - ecb
-        - c.get(Eub);
+    c.0[Ubc as usize] =
+        d.old.instrumented - c.get(Cbc) - c.get(Lbc) - c.get(Gbc) - ecb - c.get(Eub);
     c
 }
 

@@ -24,11 +24,29 @@ fn bases() -> LineMap {
 }
 
 fn old() -> LineHits {
-    lh(&[(1, 5), (2, 3), (3, 0), (4, 1), (5, 0), (6, 2), (7, 0), (10, 0)])
+    lh(&[
+        (1, 5),
+        (2, 3),
+        (3, 0),
+        (4, 1),
+        (5, 0),
+        (6, 2),
+        (7, 0),
+        (10, 0),
+    ])
 }
 
 fn new() -> LineHits {
-    lh(&[(1, 7), (2, 0), (3, 2), (5, 1), (6, 0), (8, 3), (9, 0), (10, 0)])
+    lh(&[
+        (1, 7),
+        (2, 0),
+        (3, 2),
+        (5, 1),
+        (6, 0),
+        (8, 3),
+        (9, 0),
+        (10, 0),
+    ])
 }
 
 fn check_identities(c: &CatLines, old: &LineHits, new: &LineHits) {
@@ -128,7 +146,10 @@ fn fail_on_specs() {
             at_least: 50
         }
     );
-    assert_eq!(FailOn::parse(" dcb >= 3 ").unwrap().cat, Some(Category::Dcb));
+    assert_eq!(
+        FailOn::parse(" dcb >= 3 ").unwrap().cat,
+        Some(Category::Dcb)
+    );
     let lost = FailOn::parse("lost>=2").unwrap();
     assert_eq!(lost.cat, None);
     let c = classify(&old(), &new(), Relation::Map(&bases())).counts();

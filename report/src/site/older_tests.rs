@@ -46,7 +46,14 @@ fn categories_in_the_tree_totals_and_file_pages_across_bases() {
     // gone.c exists only at OLD's base.
     put("c1", "gone.c", "x\n");
     let (old, new) = (d.path().join("old.jsonl"), d.path().join("new.jsonl"));
-    write_result(&old, "c1", &[("fs/a.c", &[(1, 1), (2, 4), (3, 2), (4, 0)]), ("gone.c", &[(1, 9)])]);
+    write_result(
+        &old,
+        "c1",
+        &[
+            ("fs/a.c", &[(1, 1), (2, 4), (3, 2), (4, 0)]),
+            ("gone.c", &[(1, 9)]),
+        ],
+    );
     write_result(&new, "c2", &[("fs/a.c", &[(1, 3), (2, 0), (3, 1), (4, 0)])]);
     let out = d.path().join("site");
     let rt = tokio::runtime::Runtime::new().unwrap();
@@ -68,7 +75,10 @@ fn categories_in_the_tree_totals_and_file_pages_across_bases() {
     );
     // The root's row: categories in lcov's order; lost = LBC + ECB, gained = GNC.
     let root = &meta["total"];
-    assert_eq!(root["c"], serde_json::json!([1, 1, 0, 1, 0, 0, 0, 0, 1, 0, 2, 0]));
+    assert_eq!(
+        root["c"],
+        serde_json::json!([1, 1, 0, 1, 0, 0, 0, 0, 1, 0, 2, 0])
+    );
     assert_eq!((root["l"].as_u64(), root["g"].as_u64()), (Some(1), Some(1)));
     let f = script_arg(&out.join("data/f/0/0.js"));
     assert_eq!(f["path"], "fs/a.c");
@@ -78,7 +88,10 @@ fn categories_in_the_tree_totals_and_file_pages_across_bases() {
     );
     assert_eq!(f["diff"]["lost"], serde_json::json!([2]));
     let index = std::fs::read_to_string(out.join("index.html")).unwrap();
-    assert!(index.contains(r#"data-sort="k1""#) && index.contains("cat-totals"), "{index}");
+    assert!(
+        index.contains(r#"data-sort="k1""#) && index.contains("cat-totals"),
+        "{index}"
+    );
     // Without a source, two bases are refused saying what to give.
     let e = generate(
         &Options {
