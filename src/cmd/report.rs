@@ -21,7 +21,8 @@ pub(crate) struct ReportArgs {
     /// The directory to write the site to (created if missing).
     #[arg(long)]
     pub out: PathBuf,
-    /// An older result on the same base commit: mark lines gained and lost.
+    /// An older result: mark lines gained and lost (on another base commit: lcov's
+    /// categories, matched through the line diff; needs --source).
     #[arg(long, value_name = "OLD")]
     pub diff: Option<String>,
     /// Threads writing file pages (default: the cores).
