@@ -36,6 +36,7 @@ use crate::read::{self, Files, Header, LineHits};
 
 /// OLD's `*` records, spilled to a temporary file and indexed by path.
 pub struct OldSpill {
+    /// OLD's header line.
     pub header: Header,
     name: String,
     file: std::fs::File,
@@ -154,12 +155,19 @@ pub enum Text {
 /// One file's categories.
 #[derive(Debug, Clone, Serialize)]
 pub struct FileCats {
+    /// The file's path.
     pub file: String,
+    /// In both results, only in NEW (added) or only in OLD (deleted); changed unless every line is CBC or UBC.
     pub status: Status,
+    /// How its text changed between the bases.
     pub text: Text,
+    /// Instrumented and covered lines in OLD.
     pub old: Counts,
+    /// Instrumented and covered lines in NEW.
     pub new: Counts,
+    /// Lines per category.
     pub categories: CatCounts,
+    /// The lines of each category (NEW's line numbers; OLD's for DCB and DUB).
     pub lines: CatLines,
 }
 
@@ -193,17 +201,26 @@ impl FileCats {
 /// Sums over all files.
 #[derive(Debug, Clone, Default, Serialize)]
 pub struct CatTotals {
+    /// Files in both results whose coverage changed.
     pub files_changed: u64,
+    /// Files whose lines are all CBC or UBC.
     pub files_unchanged: u64,
+    /// Files only NEW has.
     pub files_added: u64,
+    /// Files only OLD has.
     pub files_deleted: u64,
+    /// Files a result has whose text the source lacks at its base.
     pub files_without_text: u64,
+    /// Instrumented and covered lines in OLD, over all files.
     pub old: Counts,
+    /// Instrumented and covered lines in NEW, over all files.
     pub new: Counts,
+    /// Lines per category, over all files.
     pub categories: CatCounts,
 }
 
 impl CatTotals {
+    /// Adds one file.
     pub fn add(&mut self, f: &FileCats) {
         match f.status {
             Status::Added => self.files_added += 1,
@@ -220,8 +237,11 @@ impl CatTotals {
 
 /// Reads files' texts at OLD's and NEW's bases.
 pub struct Bases {
+    /// Where the texts come from.
     pub source: Arc<dyn Source>,
+    /// OLD's base commit.
     pub old_commit: String,
+    /// NEW's base commit.
     pub new_commit: String,
 }
 

@@ -33,17 +33,29 @@ use crate::read::LineHits;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 #[repr(u8)]
 pub enum Category {
+    /// Unchanged, instrumented in both, covered in both.
     Cbc,
+    /// Unchanged, instrumented in both, covered in OLD only (lost).
     Lbc,
+    /// Unchanged, instrumented in both, covered in NEW only.
     Gbc,
+    /// Unchanged, instrumented in both, covered in neither.
     Ubc,
+    /// Unchanged, instrumented in OLD only, covered there (lost).
     Ecb,
+    /// Unchanged, instrumented in OLD only, not covered.
     Eub,
+    /// Unchanged, instrumented in NEW only, covered.
     Gic,
+    /// Unchanged, instrumented in NEW only, not covered.
     Uic,
+    /// New or changed in NEW, covered.
     Gnc,
+    /// New or changed in NEW, not covered.
     Unc,
+    /// Deleted from OLD, was covered.
     Dcb,
+    /// Deleted from OLD, was not covered.
     Dub,
 }
 
@@ -64,6 +76,7 @@ pub const ALL: [Category; 12] = [
 ];
 
 impl Category {
+    /// Its upper-case name, as lcov writes it.
     pub fn name(self) -> &'static str {
         [
             "CBC", "LBC", "GBC", "UBC", "ECB", "EUB", "GIC", "UIC", "GNC", "UNC", "DCB", "DUB",
@@ -98,10 +111,12 @@ pub enum Relation<'a> {
 pub struct CatLines(pub [Vec<u32>; 12]);
 
 impl CatLines {
+    /// The lines of category `c`.
     pub fn get(&self, c: Category) -> &[u32] {
         &self.0[c as usize]
     }
 
+    /// How many lines per category.
     pub fn counts(&self) -> CatCounts {
         CatCounts(std::array::from_fn(|i| self.0[i].len() as u64))
     }
@@ -131,10 +146,12 @@ impl Serialize for CatLines {
 pub struct CatCounts(pub [u64; 12]);
 
 impl CatCounts {
+    /// How many lines in category `c`.
     pub fn get(&self, c: Category) -> u64 {
         self.0[c as usize]
     }
 
+    /// Adds `o`'s counts.
     pub fn add(&mut self, o: &CatCounts) {
         for (a, b) in self.0.iter_mut().zip(o.0) {
             *a += b;
@@ -274,12 +291,14 @@ pub fn same_base_counts(d: &super::FileDiff) -> CatCounts {
 /// A `--fail-on` threshold: `CAT>=N` (or `lost>=N`, LBC + ECB).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct FailOn {
-    /// `None`: "lost".
+    /// The category (`None`: lost).
     pub cat: Option<Category>,
+    /// The threshold N.
     pub at_least: u64,
 }
 
 impl FailOn {
+    /// Parses `CAT>=N`; the error says what is wrong and what is expected.
     pub fn parse(spec: &str) -> Result<FailOn, String> {
         let bad = |why: &str| {
             format!(
@@ -307,6 +326,7 @@ impl FailOn {
         Ok(FailOn { cat, at_least })
     }
 
+    /// The category's name, or `lost`.
     pub fn name(&self) -> &'static str {
         self.cat.map_or("lost", |c| c.name())
     }
