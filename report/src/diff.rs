@@ -19,6 +19,9 @@
 //! Output ([`write_jsonl`]): JSON lines, a `{"old":..,"new":..}` header, one `{"file":..}`
 //! line per file with a change, and a closing `{"totals":..}` line.
 
+pub mod across;
+pub mod categories;
+
 use std::io::Write;
 
 use anyhow::Context;
@@ -212,13 +215,16 @@ pub fn check_same_base(
 pub struct OldSide {
     /// OLD's header line.
     pub header: Header,
-    files: FxHashMap<String, (usize, u64)>,
+    /// OLD's name as given (its path or URL).
+    pub name: String,
+    /// path -> (order in OLD, where its lines are, path is canonical).
+    files: FxHashMap<String, (usize, u64, bool)>,
     spill: std::fs::File,
 }
 
 /// Writes OLD's files' `*` lines to a spill as they are read.
 struct OldWriter {
-    files: FxHashMap<String, (usize, u64)>,
+    files: FxHashMap<String, (usize, u64, bool)>,
     w: std::io::BufWriter<std::fs::File>,
     at: u64,
     held: u64,
@@ -237,7 +243,7 @@ impl OldWriter {
         })
     }
 
-    fn add(&mut self, path: String, l: &LineHits) -> anyhow::Result<()> {
+    fn add(&mut self, path: String, canonical: bool, l: &LineHits) -> anyhow::Result<()> {
         let n = l.lines.len();
         let mut b = Vec::with_capacity(8 + n * 12);
         b.extend_from_slice(&(n as u64).to_le_bytes());
@@ -260,12 +266,12 @@ impl OldWriter {
             );
         }
         let i = self.files.len();
-        self.files.insert(path, (i, self.at));
+        self.files.insert(path, (i, self.at, canonical));
         self.at += b.len() as u64;
         Ok(())
     }
 
-    fn finish(self, header: Header) -> anyhow::Result<OldSide> {
+    fn finish(self, header: Header, name: String) -> anyhow::Result<OldSide> {
         let spill = self
             .w
             .into_inner()
@@ -273,6 +279,7 @@ impl OldWriter {
             .context("writing the older result's lines")?;
         Ok(OldSide {
             header,
+            name,
             files: self.files,
             spill,
         })
@@ -284,18 +291,20 @@ impl OldSide {
     pub fn read(mut r: Files, budget: Budget) -> anyhow::Result<OldSide> {
         let mut w = OldWriter::new(budget)?;
         while let Some(f) = r.next_file()? {
-            w.add(f.path, &f.star)?;
+            let canonical = f.path_problem.is_none();
+            w.add(f.path, canonical, &f.star)?;
         }
-        w.finish(r.header().clone())
+        w.finish(r.header().clone(), r.name().to_string())
     }
 
     /// From files already read (tests).
     pub fn from_files(header: Header, list: Vec<FileCov>) -> anyhow::Result<OldSide> {
         let mut w = OldWriter::new(Budget::default())?;
         for f in list {
-            w.add(f.path, &f.star)?;
+            let canonical = f.path_problem.is_none();
+            w.add(f.path, canonical, &f.star)?;
         }
-        w.finish(header)
+        w.finish(header, "OLD".to_string())
     }
 
     fn lines_at(&self, at: u64) -> anyhow::Result<LineHits> {
@@ -321,23 +330,37 @@ impl OldSide {
 
     /// Compares NEW's file with OLD's, taking OLD's out.
     pub fn take(&mut self, new: &FileCov) -> anyhow::Result<FileDiff> {
-        let old = match self.files.remove(&new.path) {
-            Some((_, at)) => Some(self.lines_at(at)?),
-            None => None,
-        };
+        let old = self.take_lines(&new.path)?;
         Ok(diff_file(&new.path, old.as_ref(), Some(&new.star)))
+    }
+
+    /// OLD's lines of `path`, taken out (`None`: OLD has no such file).
+    pub fn take_lines(&mut self, path: &str) -> anyhow::Result<Option<LineHits>> {
+        match self.files.remove(path) {
+            Some((_, at, _)) => Ok(Some(self.lines_at(at)?)),
+            None => Ok(None),
+        }
     }
 
     /// What is left once NEW is read: the deleted files, in OLD's order, one at a time.
     pub fn deleted(self, mut f: impl FnMut(FileDiff) -> anyhow::Result<()>) -> anyhow::Result<()> {
-        let mut rest: Vec<(usize, u64, String)> = Vec::with_capacity(self.files.len());
-        for (p, (i, at)) in &self.files {
-            rest.push((*i, *at, p.clone()));
+        self.rest(|p, _, l| f(diff_file(&p, Some(&l), None)))
+    }
+
+    /// The files not taken, in OLD's order, one at a time: (path, path is canonical,
+    /// its lines read back).
+    pub fn rest(
+        self,
+        mut f: impl FnMut(String, bool, LineHits) -> anyhow::Result<()>,
+    ) -> anyhow::Result<()> {
+        let mut rest: Vec<(usize, u64, bool, String)> = Vec::with_capacity(self.files.len());
+        for (p, (i, at, ok)) in &self.files {
+            rest.push((*i, *at, *ok, p.clone()));
         }
         rest.sort_unstable_by_key(|r| r.0);
-        for (_, at, p) in rest {
+        for (_, at, ok, p) in rest {
             let l = self.lines_at(at)?;
-            f(diff_file(&p, Some(&l), None))?;
+            f(p, ok, l)?;
         }
         Ok(())
     }
@@ -366,9 +389,20 @@ fn side<'a>(name: &'a str, h: &'a Header) -> Side<'a> {
 /// a change are counted, not written.
 pub fn write_jsonl(
     old_name: &str,
+    old: OldSide,
+    new: &mut Files,
+    out: &mut dyn Write,
+) -> anyhow::Result<Totals> {
+    write_jsonl_each(old_name, old, new, out, &mut |_| {})
+}
+
+/// [`write_jsonl`], calling `each` with every file's diff (written or not).
+pub fn write_jsonl_each(
+    old_name: &str,
     mut old: OldSide,
     new: &mut Files,
     out: &mut dyn Write,
+    each: &mut dyn FnMut(&FileDiff),
 ) -> anyhow::Result<Totals> {
     check_same_base(old_name, &old.header, new.name(), new.header())?;
     #[derive(Serialize)]
@@ -385,6 +419,7 @@ pub fn write_jsonl(
     let mut totals = Totals::default();
     let mut emit = |d: &FileDiff, out: &mut dyn Write| -> anyhow::Result<()> {
         totals.add(d);
+        each(d);
         if d.status != Status::Unchanged {
             serde_json::to_writer(&mut *out, d)?;
             out.write_all(b"\n")?;

@@ -21,6 +21,7 @@ use rustc_hash::FxHashMap;
 use serde::Serialize;
 
 use crate::budget::Budget;
+use crate::diff::categories::CatCounts;
 use crate::diff::{Counts, FileDiff};
 use crate::groups::Groups;
 use crate::read::FileCov;
@@ -89,6 +90,8 @@ pub struct Summary {
     pub lost: u64,
     /// Only in the older result of a diff: no page, no current coverage.
     pub deleted: bool,
+    /// Against an older result on another base: the lines per category.
+    pub cats: Option<CatCounts>,
 }
 
 impl Summary {
@@ -125,6 +128,7 @@ impl Summary {
             gained: d.map_or(0, |d| d.gained.len() as u64),
             lost: d.map_or(0, |d| d.lost.len() as u64),
             deleted: false,
+            cats: None,
         }
     }
 
@@ -159,6 +163,9 @@ pub struct Agg {
     pub lost: u64,
     /// Files below it.
     pub files: u64,
+    /// Against an older result on another base: the lines per category.
+    #[serde(skip)]
+    pub cats: Option<CatCounts>,
 }
 
 /// A directory: `""` is the root.
@@ -387,6 +394,9 @@ fn add_to(a: &mut Agg, s: &Summary) {
     a.gained += s.gained;
     a.lost += s.lost;
     a.files += 1;
+    if let Some(c) = &s.cats {
+        a.cats.get_or_insert_with(CatCounts::default).add(c);
+    }
 }
 
 /// A file row in the spill: its length, then the directory and the summary.
@@ -409,6 +419,15 @@ fn encode(s: &Summary, dir: u32) -> Vec<u8> {
     for (m, n) in &s.uniq {
         v.extend_from_slice(&m.to_le_bytes());
         v.extend_from_slice(&n.to_le_bytes());
+    }
+    match &s.cats {
+        Some(c) => {
+            v.push(1);
+            for n in c.0 {
+                v.extend_from_slice(&n.to_le_bytes());
+            }
+        }
+        None => v.push(0),
     }
     v.extend_from_slice(s.path.as_bytes());
     let n = (v.len() - 4) as u32;
@@ -459,6 +478,7 @@ fn decode(b: &[u8]) -> (u32, Summary) {
         .collect();
     let n = d.u32() as usize;
     let uniq = (0..n).map(|_| (d.u32(), d.u64())).collect();
+    let cats = (d.take::<1>()[0] != 0).then(|| CatCounts(std::array::from_fn(|_| d.u64())));
     let path = String::from_utf8_lossy(d.0).into_owned();
     let s = Summary {
         id,
@@ -469,6 +489,7 @@ fn decode(b: &[u8]) -> (u32, Summary) {
         gained,
         lost,
         deleted,
+        cats,
     };
     (dir, s)
 }

@@ -45,6 +45,11 @@ impl LineMap {
         self.map.get(sl as usize - 1).copied().filter(|&t| t != 0)
     }
 
+    /// How many lines the mapped version has (`project` answers for `1..=from_lines()`).
+    pub fn from_lines(&self) -> u32 {
+        self.map.len() as u32
+    }
+
     /// Bytes of the map to count against a cache's budget.
     pub fn bytes(&self) -> usize {
         self.map.len() * 4 + 64

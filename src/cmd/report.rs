@@ -8,6 +8,7 @@ use anyhow::{Context, Result};
 use clap::Args;
 use covmerge_proto::output::totals_line;
 use covmerge_report::budget::{self, Budget};
+use covmerge_report::diff::categories::{same_base_counts, CatCounts, FailOn};
 use covmerge_report::read::{is_not_contiguous, Files};
 
 #[derive(Args, Debug)]
@@ -21,7 +22,8 @@ pub(crate) struct ReportArgs {
     /// The directory to write the site to (created if missing).
     #[arg(long)]
     pub out: PathBuf,
-    /// An older result on the same base commit: mark lines gained and lost.
+    /// An older result: mark lines gained and lost (on another base commit: lcov's
+    /// categories, matched through the line diff; needs --source).
     #[arg(long, value_name = "OLD")]
     pub diff: Option<String>,
     /// Threads writing file pages (default: the cores).
@@ -42,7 +44,7 @@ pub(crate) struct ReportArgs {
 pub(crate) struct DiffArgs {
     /// The older result.
     pub old: String,
-    /// The newer result, on the same base commit.
+    /// The newer result (on another base commit: give --source).
     pub new: String,
     /// Write the JSON lines here instead of to standard output (then a summary is
     /// printed).
@@ -52,6 +54,19 @@ pub(crate) struct DiffArgs {
     /// a quarter of it.
     #[arg(long, value_name = "BYTES", default_value = "256MiB", value_parser = budget::parse)]
     pub memory_budget: Budget,
+    /// Where both bases' texts come from (dir:ROOT, git:PATH or store:URL): needed
+    /// when OLD and NEW are on different base commits, to match their lines.
+    #[arg(long)]
+    pub source: Option<String>,
+    /// Exit 3 when a file has at least N lines in category CAT (CBC, LBC, GBC, UBC,
+    /// ECB, EUB, GIC, UIC, GNC, UNC, DCB, DUB, or lost = LBC+ECB), naming the files on
+    /// standard error. Repeatable.
+    #[arg(long = "fail-on", value_name = "CAT>=N", value_parser = parse_fail_on)]
+    pub fail_on: Vec<FailOn>,
+}
+
+fn parse_fail_on(s: &str) -> Result<FailOn, String> {
+    FailOn::parse(s)
 }
 
 pub(crate) async fn report(a: ReportArgs) -> Result<()> {
@@ -123,71 +138,196 @@ fn check_diff_out(a: &DiffArgs) -> Result<()> {
     Ok(())
 }
 
+/// What `diff` found: the same-base totals or the categories across bases.
+enum Found {
+    Same(covmerge_report::diff::Totals),
+    Across(covmerge_report::diff::across::CatTotals),
+}
+
 pub(crate) async fn diff(a: DiffArgs) -> Result<()> {
     check_diff_out(&a)?;
     let rt = tokio::runtime::Handle::current();
-    let (totals, out) = tokio::task::spawn_blocking(move || -> Result<_> {
+    let (found, reached, out) = tokio::task::spawn_blocking(move || -> Result<_> {
         let b = a.memory_budget;
-        let old = covmerge_report::site::read_old(&a.old, &rt, b)?;
-        // Into an unnamed temporary file, not memory: a result written with a file's
-        // records apart is read again grouped, and the output can be large.
-        let spill = tempfile::tempfile().context("creating a temporary file for the diff")?;
-        let mut buf = std::io::BufWriter::new(spill);
-        let mut new = Files::open(&a.new, &rt, false, b)?;
-        let t = match covmerge_report::diff::write_jsonl(&a.old, old, &mut new, &mut buf) {
-            Err(e) if is_not_contiguous(&e) => {
-                buf.flush()?;
-                buf.get_mut().set_len(0)?;
-                std::io::Seek::rewind(buf.get_mut())?;
-                let old = covmerge_report::site::read_old(&a.old, &rt, b)?;
-                let mut new = Files::open(&a.new, &rt, true, b)?;
-                covmerge_report::diff::write_jsonl(&a.old, old, &mut new, &mut buf)?
+        let old_commit = Files::open(&a.old, &rt, false, b)?.header().commit.clone();
+        let new_commit = Files::open(&a.new, &rt, false, b)?.header().commit.clone();
+        // Files reaching a --fail-on threshold.
+        let mut reached: Vec<String> = Vec::new();
+        let fail_on = a.fail_on.clone();
+        let check = |reached: &mut Vec<String>, path: &str, c: &CatCounts| {
+            for f in &fail_on {
+                if let Some(n) = f.reached(c) {
+                    reached.push(format!("{path}: {} {n} (>= {})", f.name(), f.at_least));
+                }
             }
-            r => r?,
         };
-        let mut spill = buf.into_inner().map_err(|e| e.into_error())?;
-        std::io::Seek::rewind(&mut spill)?;
+        let mut spool = Spool::new()?;
+        let found = if old_commit == new_commit {
+            let old = covmerge_report::site::read_old(&a.old, &rt, b)?;
+            // A result written with a file's records apart is read again grouped.
+            let mut new = Files::open(&a.new, &rt, false, b)?;
+            let mut each = |d: &covmerge_report::diff::FileDiff| {
+                check(&mut reached, &d.file, &same_base_counts(d))
+            };
+            let t = match covmerge_report::diff::write_jsonl_each(
+                &a.old,
+                old,
+                &mut new,
+                &mut spool.w,
+                &mut each,
+            ) {
+                Err(e) if is_not_contiguous(&e) => {
+                    spool = Spool::new()?;
+                    reached.clear();
+                    let old = covmerge_report::site::read_old(&a.old, &rt, b)?;
+                    let mut new = Files::open(&a.new, &rt, true, b)?;
+                    let mut each = |d: &covmerge_report::diff::FileDiff| {
+                        check(&mut reached, &d.file, &same_base_counts(d))
+                    };
+                    covmerge_report::diff::write_jsonl_each(
+                        &a.old,
+                        old,
+                        &mut new,
+                        &mut spool.w,
+                        &mut each,
+                    )?
+                }
+                r => r?,
+            };
+            Found::Same(t)
+        } else {
+            use covmerge_report::diff::across::{self, Bases};
+            let Some(spec) = &a.source else {
+                anyhow::bail!(
+                    "{} is merged onto base commit {old_commit} but {} onto {new_commit}: give \
+                     --source SRC (dir:, git: or store:) holding both commits, so that their \
+                     lines can be matched through the line diff",
+                    a.old,
+                    a.new
+                );
+            };
+            let source = covmerge_source::open_source(spec)?;
+            for c in [&old_commit, &new_commit] {
+                covmerge_source::require_commit(source.as_ref(), spec, c)?;
+            }
+            let bases = Bases {
+                source,
+                old_commit,
+                new_commit,
+            };
+            let run = |grouped: bool, spool: &mut Spool, reached: &mut Vec<String>| {
+                let old = covmerge_report::site::read_old(&a.old, &rt, b)?;
+                let mut new = Files::open(&a.new, &rt, grouped, b)?;
+                let mut each = |f: &across::FileCats| check(reached, &f.file, &f.categories);
+                across::write_jsonl(&bases, old, &mut new, &mut spool.w, &mut each)
+            };
+            let t = match run(false, &mut spool, &mut reached) {
+                Err(e) if is_not_contiguous(&e) => {
+                    spool = Spool::new()?;
+                    reached.clear();
+                    run(true, &mut spool, &mut reached)?
+                }
+                r => r?,
+            };
+            Found::Across(t)
+        };
         match &a.out {
             Some(p) => {
                 let mut write = || -> std::io::Result<()> {
                     let mut f = covmerge_storage::local::OutputFile::create(p)?;
-                    std::io::copy(&mut spill, &mut f)?;
+                    spool.copy_to(&mut f)?;
                     f.commit()
                 };
                 write().with_context(|| format!("writing {}", p.display()))?
             }
-            None => {
-                std::io::copy(&mut spill, &mut std::io::stdout().lock())?;
-            }
+            None => spool.copy_to(&mut std::io::stdout().lock())?,
         }
-        Ok((t, a.out))
+        Ok((found, reached, a.out))
     })
     .await
     .context("diff thread")??;
     if let Some(p) = out {
-        crate::outln!(
-            "{}: {} files changed, {} added, {} deleted, {} unchanged",
-            p.display(),
-            totals.files_changed,
-            totals.files_added,
-            totals.files_deleted,
-            totals.files_unchanged
-        );
-        crate::outln!(
-            "lines gained {}, lost {}; instrumented +{} -{}",
-            totals.gained,
-            totals.lost,
-            totals.instrumented_added,
-            totals.instrumented_removed
-        );
-        crate::outln!(
-            "old {}",
-            totals_line(totals.old.instrumented, totals.old.covered)
-        );
-        crate::outln!(
-            "new {}",
-            totals_line(totals.new.instrumented, totals.new.covered)
-        );
+        match found {
+            Found::Same(totals) => {
+                crate::outln!(
+                    "{}: {} files changed, {} added, {} deleted, {} unchanged",
+                    p.display(),
+                    totals.files_changed,
+                    totals.files_added,
+                    totals.files_deleted,
+                    totals.files_unchanged
+                );
+                crate::outln!(
+                    "lines gained {}, lost {}; instrumented +{} -{}",
+                    totals.gained,
+                    totals.lost,
+                    totals.instrumented_added,
+                    totals.instrumented_removed
+                );
+                crate::outln!(
+                    "old {}",
+                    totals_line(totals.old.instrumented, totals.old.covered)
+                );
+                crate::outln!(
+                    "new {}",
+                    totals_line(totals.new.instrumented, totals.new.covered)
+                );
+            }
+            Found::Across(t) => {
+                crate::outln!(
+                    "{}: {} files changed, {} added, {} deleted, {} unchanged, {} without source text",
+                    p.display(),
+                    t.files_changed,
+                    t.files_added,
+                    t.files_deleted,
+                    t.files_unchanged,
+                    t.files_without_text
+                );
+                let cats: Vec<String> = covmerge_report::diff::categories::ALL
+                    .iter()
+                    .filter(|&&c| t.categories.get(c) > 0)
+                    .map(|&c| format!("{} {}", c.name(), t.categories.get(c)))
+                    .collect();
+                crate::outln!("lines: {}", cats.join(", "));
+                crate::outln!("old {}", totals_line(t.old.instrumented, t.old.covered));
+                crate::outln!("new {}", totals_line(t.new.instrumented, t.new.covered));
+            }
+        }
+    }
+    if !reached.is_empty() {
+        for r in &reached {
+            crate::log::err_line(&format!("covmerge: --fail-on reached: {r}"));
+        }
+        crate::log::err_line(&format!(
+            "covmerge: {} file threshold(s) reached: exit status 3",
+            reached.len()
+        ));
+        crate::log::finish(crate::log::FINISH_WAIT);
+        std::process::exit(3);
     }
     Ok(())
+}
+
+/// The diff's output, written to an unnamed temporary file first: a result read
+/// again grouped starts it over, and it may be far larger than memory should hold.
+struct Spool {
+    w: std::io::BufWriter<std::fs::File>,
+}
+
+impl Spool {
+    fn new() -> Result<Spool> {
+        let f = tempfile::tempfile().context("creating a temporary file for the diff")?;
+        Ok(Spool {
+            w: std::io::BufWriter::with_capacity(1 << 20, f),
+        })
+    }
+
+    fn copy_to(&mut self, out: &mut dyn Write) -> std::io::Result<()> {
+        use std::io::{Seek, SeekFrom};
+        self.w.flush()?;
+        let f = self.w.get_mut();
+        f.seek(SeekFrom::Start(0))?;
+        std::io::copy(f, out)?;
+        out.flush()
+    }
 }

@@ -2,6 +2,8 @@
 
 /// Bad input rules of contract §6.
 mod bad_input;
+/// `diff` across base commits: lcov's categories on a generated git history.
+mod changes;
 /// Every `contract §n` in the tree names a section of docs/contract.md.
 mod citations;
 /// Dashboard notification (contract §8).

@@ -94,6 +94,8 @@ window.covmerge = (function () {
       case "l":
         return r.l;
       default: {
+        // kN: lines in category N (an older result on another base).
+        if (key[0] === "k") return r.c ? r.c[Number(key.slice(1))] : 0;
         const col = Number(key.slice(1));
         if (uniqueMode()) return isGroup(col) ? -1 : uniq(r, col);
         const c = mgr(r, col);
@@ -166,6 +168,12 @@ window.covmerge = (function () {
     if (diff) {
       tr.appendChild(el("td", "num gained", r.g > 0 ? "+" + r.g : ""));
       tr.appendChild(el("td", "num lost", r.l > 0 ? "−" + r.l : ""));
+    }
+    if (S.meta.cats) {
+      for (let i = 0; i < 12; i++) {
+        const n = r.c ? r.c[i] : 0;
+        tr.appendChild(el("td", "num cat", n > 0 ? String(n) : ""));
+      }
     }
     const only = uniqueMode();
     // One pass over the row's sparse lists, not one search per column.

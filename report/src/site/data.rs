@@ -20,6 +20,8 @@ use anyhow::{Context, Result};
 use covmerge_source::FileVersion;
 use serde::Serialize;
 
+use crate::diff::across::CatTotals;
+use crate::diff::categories::{CatCounts, CatLines};
 use crate::diff::{Counts, Totals};
 use crate::groups::Groups;
 use crate::read::Header;
@@ -89,6 +91,9 @@ pub(super) struct Row<'a> {
     /// Files only in the older result of a diff.
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub del: bool,
+    /// Against an older result on another base: lines per category, in lcov's order.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub c: Option<[u64; 12]>,
 }
 
 pub(super) fn dir_row(d: &Dir) -> Row<'_> {
@@ -108,6 +113,7 @@ pub(super) fn dir_row(d: &Dir) -> Row<'_> {
         g: d.agg.gained,
         l: d.agg.lost,
         del: false,
+        c: d.agg.cats.map(|c: CatCounts| c.0),
     }
 }
 
@@ -123,6 +129,7 @@ pub(super) fn file_row<'a>(f: &Summary) -> Row<'a> {
         g: f.gained,
         l: f.lost,
         del: f.deleted,
+        c: f.cats.map(|c| c.0),
     }
 }
 
@@ -186,6 +193,9 @@ struct Meta<'a> {
     dirs: usize,
     /// The older result and the totals of the diff.
     diff: Option<(&'a str, &'a Totals)>,
+    /// Against an older result on another base: its base and the category totals.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    cats: Option<(&'a str, &'a CatTotals)>,
 }
 
 /// Writes meta.js, every directory's script, paths.js and groups.js (`groups`: the
@@ -195,6 +205,7 @@ pub(super) fn write_tree(
     header: &Header,
     t: &Tree,
     diff: Option<&(String, Totals)>,
+    cats: Option<&(String, CatTotals)>,
     groups: &[u32],
 ) -> Result<u64> {
     let mut bytes = 0;
@@ -210,6 +221,7 @@ pub(super) fn write_tree(
         files: t.files,
         dirs: t.dirs.len(),
         diff: diff.map(|(n, t)| (n.as_str(), t)),
+        cats: cats.map(|(c, t)| (c.as_str(), t)),
     };
     put("data/meta.js", script("meta", &meta)?)?;
     put("data/groups.js", script("groups", &groups)?)?;
@@ -280,6 +292,10 @@ struct FileData<'a> {
     funcs: Vec<Func<'a>>,
     /// Against an older result: lines gained and lost (`null` without `--diff`).
     diff: Option<FileDiffData<'a>>,
+    /// Against an older result on another base: lines per category (NEW's line
+    /// numbers; OLD's for DCB and DUB).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    cats: Option<&'a CatLines>,
 }
 
 #[derive(Serialize)]
@@ -308,6 +324,7 @@ pub(super) fn file_script(
     groups: &Groups,
 ) -> Result<(u64, u64)> {
     let (id, f, diff, unique) = (job.id, &job.file, job.diff.as_ref(), &job.unique);
+    let cats = job.cats.as_ref();
     let (mut lines, mut missing, mut pages, mut text_lines, mut paged) =
         (None, None, None, None, 0);
     match &text {
@@ -370,6 +387,7 @@ pub(super) fn file_script(
             lost: &d.lost,
             old: d.old,
         }),
+        cats,
     };
     script_to(w, "file", &data)?;
     Ok((paged, pages.unwrap_or(0) as u64))

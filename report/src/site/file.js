@@ -29,6 +29,8 @@ window.covmerge = (function () {
   function missing(why) {
     document.getElementById("path").textContent = why;
   }
+  let cat = new Map(); // line -> lcov category (an older result on another base)
+  const CATS = ["CBC", "LBC", "GBC", "UBC", "ECB", "EUB", "GIC", "UIC", "GNC", "UNC", "DCB", "DUB"];
 
   function el(tag, cls, text) {
     const e = document.createElement(tag);
@@ -76,6 +78,23 @@ window.covmerge = (function () {
       );
       gained = new Set(d.gained);
       lost = new Set(d.lost);
+    }
+    if (F.cats) {
+      // Lines at this base get their category; DCB and DUB are lines of the older
+      // base, gone from this one: listed in the note.
+      const parts = [];
+      for (const c of CATS) {
+        const ls = F.cats[c];
+        if (!ls) continue;
+        if (c === "DCB" || c === "DUB") parts.push(c + " " + ls.length + " (older lines " + ls.join(", ") + ")");
+        else {
+          parts.push(c + " " + ls.length);
+          for (const l of ls) cat.set(l, c);
+        }
+      }
+      const s = el("span", "catnote", " Categories: " + (parts.length ? parts.join(", ") : "none") + ".");
+      s.id = "cats";
+      note.appendChild(s);
     }
     const sel = document.getElementById("manager");
     F.cov.forEach(function (c, k) {
@@ -152,7 +171,12 @@ window.covmerge = (function () {
       }
       tr.appendChild(o);
       if (F.diff) {
-        tr.appendChild(el("td", "mark", gained.has(i) ? "+" : lost.has(i) ? "−" : ""));
+        const mark = el("td", "mark", gained.has(i) ? "+" : lost.has(i) ? "−" : "");
+        if (cat.has(i)) {
+          mark.textContent = cat.get(i);
+          tr.dataset.cat = cat.get(i);
+        }
+        tr.appendChild(mark);
         if (gained.has(i)) tr.dataset.diff = "gained";
         if (lost.has(i)) tr.dataset.diff = "lost";
       }

@@ -21,6 +21,7 @@
 //! [`TreeBuilder`], which keeps only directory sums in memory.
 
 mod data;
+mod older;
 mod pages;
 
 use std::path::{Path, PathBuf};
@@ -32,7 +33,8 @@ use anyhow::{Context, Result};
 use covmerge_source::Source;
 
 use crate::budget::Budget;
-use crate::diff::{check_same_base, FileDiff, OldSide};
+use crate::diff::categories::CatLines;
+use crate::diff::{FileDiff, OldSide};
 use crate::groups::{unique_lines, Groups};
 use crate::read::{self, FileCov, Files};
 use crate::tree::{Managers, Summary, TreeBuilder};
@@ -50,7 +52,8 @@ pub struct Options {
     pub source: Option<String>,
     /// The output directory (created if missing).
     pub out: PathBuf,
-    /// An older result on the same base: mark lines gained and lost.
+    /// An older result: mark lines gained and lost (on another base: lcov's categories,
+    /// which need `source`).
     pub diff: Option<String>,
     /// Threads that write file pages (default: the cores).
     pub threads: Option<usize>,
@@ -142,6 +145,8 @@ struct FileJob {
     diff: Option<FileDiff>,
     /// Lines covered by one manager only, with its index in the file's managers.
     unique: Vec<(u32, u32)>,
+    /// On another base: the lines per category.
+    cats: Option<CatLines>,
 }
 
 /// The bytes of files read but not yet written, held within a share of the budget:
@@ -188,24 +193,25 @@ fn run(
     grouped: bool,
     source: Option<Arc<dyn Source>>,
 ) -> Result<Stats> {
-    let mut old = match &opts.diff {
-        Some(d) => Some(read_old(d, rt, opts.budget)?),
-        None => None,
-    };
     let mut files = Files::open(&opts.result, rt, grouped, opts.budget)?;
     let header = files.header().clone();
     let groups = match &opts.manifest {
         Some(m) => Groups::from_manifest(m, &header, rt)?,
         None => Groups::default(),
     };
-    if let Some(o) = &old {
-        check_same_base(
-            opts.diff.as_deref().unwrap_or_default(),
-            &o.header,
-            &opts.result,
+    let mut old = match &opts.diff {
+        Some(d) => Some(older::Older::open(
+            d,
+            rt,
             &header,
-        )?;
-    }
+            source.as_ref(),
+            opts.source.as_deref(),
+            opts.budget,
+        )?),
+        None => None,
+    };
+    let mut ctotals = old.as_ref().and_then(older::totals_of);
+    let old_base = old.as_ref().map(|o| o.header().commit.clone());
     let shared = Arc::new(Shared {
         out: opts.out.clone(),
         commit: header.commit.clone(),
@@ -269,15 +275,24 @@ fn run(
                 let id = n_files;
                 n_files += 1;
                 bad_paths += u64::from(f.path_problem.is_some());
-                let diff = old.as_mut().map(|o| o.take(&f)).transpose()?;
+                let (diff, cats) = match old.as_mut() {
+                    Some(o) => {
+                        let (d, c) = o.take(&f)?;
+                        (Some(d), c)
+                    }
+                    None => (None, None),
+                };
                 if let Some(d) = &diff {
                     dtotals.add(d);
                 }
                 let unique = unique_lines(&f, &groups);
-                tree.add(
-                    &Summary::of(id, &f, &mut managers, diff.as_ref(), &unique),
-                    &managers,
-                )?;
+                let mut summary = Summary::of(id, &f, &mut managers, diff.as_ref(), &unique);
+                if let (Some(c), Some(t)) = (&cats, &mut ctotals) {
+                    t.add(c);
+                    summary.cats = Some(c.categories);
+                }
+                tree.add(&summary, &managers)?;
+                let cats = cats.map(|c| c.lines);
                 if job.files.is_empty() {
                     firsts.push(id);
                 }
@@ -288,12 +303,16 @@ fn run(
                             + d.instrumented_added.len()
                             + d.instrumented_removed.len()) as u64
                     })
-                    + 8 * unique.len() as u64;
+                    + 8 * unique.len() as u64
+                    + cats
+                        .as_ref()
+                        .map_or(0, |c| 4 * c.0.iter().map(|v| v.len() as u64).sum::<u64>());
                 job.files.push(FileJob {
                     id,
                     file: f,
                     diff,
                     unique,
+                    cats,
                 });
                 if (job.files.len() >= data::GROUP_FILES || job.bytes >= data::GROUP_BYTES)
                     && !send(&mut job)
@@ -320,18 +339,31 @@ fn run(
     };
     let mut diff = None;
     if let Some(o) = old {
-        o.deleted(|d| {
+        o.rest(&mut |d, c| {
             dtotals.add(&d);
             let id = n_files;
             n_files += 1;
-            tree.add(&Summary::deleted(id, &d), &managers)
+            let mut s = Summary::deleted(id, &d);
+            if let (Some(c), Some(t)) = (c, &mut ctotals) {
+                t.add(&c);
+                s.cats = Some(c.categories);
+            }
+            tree.add(&s, &managers)
         })?;
         diff = Some((opts.diff.clone().unwrap_or_default(), dtotals));
     }
+    let cats = ctotals.map(|t| (old_base.unwrap_or_default(), t));
     let (names, remap) = managers.finish(&groups);
     let tree = tree.build(names, &remap, &groups)?;
-    let written = data::write_tree(&opts.out, &header, &tree, diff.as_ref(), &firsts)?;
-    let pages = pages::write_pages(&opts.out, &header, &tree, diff.as_ref())?;
+    let written = data::write_tree(
+        &opts.out,
+        &header,
+        &tree,
+        diff.as_ref(),
+        cats.as_ref(),
+        &firsts,
+    )?;
+    let pages = pages::write_pages(&opts.out, &header, &tree, diff.as_ref(), cats.as_ref())?;
     stats.dirs = tree.dirs.len() as u64;
     stats.groups = tree.groups.len() as u64;
     stats.managers = tree.managers.len() as u64 - stats.groups;

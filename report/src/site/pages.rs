@@ -10,6 +10,8 @@ use maud::{html, Markup, DOCTYPE};
 
 use super::data::{children, dir_row, script_path, Row};
 use super::{APP_JS, FILE_JS, STYLE_CSS};
+use crate::diff::across::CatTotals;
+use crate::diff::categories::ALL;
 use crate::diff::Totals;
 use crate::read::Header;
 use crate::tree::Tree;
@@ -67,6 +69,7 @@ fn dense(r: &Row<'_>, managers: usize) -> Vec<[u64; 3]> {
 
 /// One tree row (the same as app.js's `rowEl`).
 fn row(r: &Row<'_>, t: &Tree, diff: bool) -> Markup {
+    let cats = r.c.unwrap_or_default();
     let dir = r.k == "d";
     html! {
         tr.row.dir[dir].file[!dir].del[r.del] data-id=(r.id) data-kind=(r.k) data-depth="0" {
@@ -87,6 +90,11 @@ fn row(r: &Row<'_>, t: &Tree, diff: bool) -> Markup {
                 td.num.gained { @if r.g > 0 { "+" (r.g) } }
                 td.num.lost { @if r.l > 0 { "−" (r.l) } }
             }
+            @if r.c.is_some() {
+                @for n in cats {
+                    td.num.cat { @if n > 0 { (n) } }
+                }
+            }
             @for (col, c) in dense(r, t.managers.len()).into_iter().enumerate() {
                 @let group = is_group(t, col);
                 @let title = (c[0] > 0).then(|| if group {
@@ -104,7 +112,39 @@ fn is_group(t: &Tree, col: usize) -> bool {
     t.groups.iter().any(|g| g.0 as usize == col)
 }
 
-fn index(h: &Header, t: &Tree, diff: Option<&(String, Totals)>) -> Result<Markup> {
+/// The category columns' headers (sorted by `k0`..`k11`).
+fn cat_heads() -> Markup {
+    html! {
+        @for (i, c) in ALL.iter().enumerate() {
+            th.cat data-sort={ "k" (i) } title=(cat_title(c.name())) { (c.name()) }
+        }
+    }
+}
+
+/// What a category means, for its column's title.
+fn cat_title(name: &str) -> &'static str {
+    match name {
+        "CBC" => "unchanged line, covered in both",
+        "LBC" => "unchanged line, covered before, not now (lost)",
+        "GBC" => "unchanged line, covered now, not before",
+        "UBC" => "unchanged line, instrumented in both, covered in neither",
+        "ECB" => "unchanged line no longer instrumented, was covered (lost)",
+        "EUB" => "unchanged line no longer instrumented, was not covered",
+        "GIC" => "unchanged line newly instrumented, covered",
+        "UIC" => "unchanged line newly instrumented, not covered",
+        "GNC" => "new or changed line, covered",
+        "UNC" => "new or changed line, not covered",
+        "DCB" => "deleted line, was covered",
+        _ => "deleted line, was not covered",
+    }
+}
+
+fn index(
+    h: &Header,
+    t: &Tree,
+    diff: Option<&(String, Totals)>,
+    cats: Option<&(String, CatTotals)>,
+) -> Result<Markup> {
     let root = dir_row(&t.dirs[0]);
     let top = children(t, &t.dirs[0])?;
     let title = format!("Coverage of {} at {}", h.repo, short(&h.commit));
@@ -136,8 +176,18 @@ fn index(h: &Header, t: &Tree, diff: Option<&(String, Totals)>) -> Result<Markup
                         }
                     }
                 }
-                @if let Some((old, _)) = diff {
+                @if let (Some((old, _)), None) = (diff, cats) {
                     p.sub { "Gained and lost lines against " code { (old) } " (same base commit)." }
+                }
+                @if let (Some((old, _)), Some((base, ct))) = (diff, cats) {
+                    p.sub {
+                        "Changes against " code { (old) } " on base " code title=(base) { (short(base)) }
+                        ", in lcov's categories: gained = GBC + GIC + GNC, lost = LBC + ECB."
+                    }
+                    table.totals.cats id="cat-totals" {
+                        tr { @for c in ALL { th title=(cat_title(c.name())) { (c.name()) } } }
+                        tr { @for c in ALL { td.num data-cat=(c.name()) { (ct.categories.get(c)) } } }
+                    }
                 }
                 div.controls {
                     label { input id="f-signal" type="checkbox"; " has signal" }
@@ -157,6 +207,7 @@ fn index(h: &Header, t: &Tree, diff: Option<&(String, Totals)>) -> Result<Markup
                             th data-sort="c" { "Covered" }
                             th data-sort="p" { "%" }
                             @if diff.is_some() { th data-sort="g" { "Gained" } th data-sort="l" { "Lost" } }
+                            @if cats.is_some() { (cat_heads()) }
                             @for (col, m) in t.managers.iter().enumerate() {
                                 @if let Some((_, glob)) = t.groups.iter().find(|g| g.0 as usize == col) {
                                     th.mgr.grp data-sort={ "m" (col) } title={ "group " (m) " = " (glob) ": the sum of the managers matching " (glob) } { span { "Σ " (m) } }
@@ -218,9 +269,10 @@ pub(super) fn write_pages(
     h: &Header,
     t: &Tree,
     diff: Option<&(String, Totals)>,
+    cats: Option<&(String, CatTotals)>,
 ) -> Result<u64> {
     let files: [(&str, String); 5] = [
-        ("index.html", index(h, t, diff)?.into_string()),
+        ("index.html", index(h, t, diff, cats)?.into_string()),
         ("file.html", file_page(h, diff.is_some()).into_string()),
         ("assets/app.js", APP_JS.to_string()),
         ("assets/file.js", FILE_JS.to_string()),

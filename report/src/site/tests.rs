@@ -216,7 +216,8 @@ fn diff_marks_deleted_files_and_totals() {
     assert_eq!(f["diff"]["gained"], serde_json::json!([3]));
     assert_eq!(f["diff"]["lost"], serde_json::json!([2]));
 
-    // A different base is refused before any page is written.
+    // A different base without a source to match lines through is refused before any
+    // page is written.
     let other = tmp.path().join("other.jsonl");
     write_result(&other, "c2", RECS);
     let rt = tokio::runtime::Runtime::new().unwrap();
@@ -231,7 +232,7 @@ fn diff_marks_deleted_files_and_totals() {
     };
     let e = generate(&opts, rt.handle()).unwrap_err().to_string();
     assert!(
-        e.contains("base commit c2 but") && e.contains("--base-commit c1"),
+        e.contains("base commit c2 but") && e.contains("give --source SRC"),
         "{e}"
     );
 }

@@ -1,0 +1,278 @@
+//! `covmerge diff` across base commits on a generated git history: two periods merged
+//! onto two bases, every file's categories checked against the results (contract §9's
+//! identities) and against `git diff --histogram`, and `--fail-on`'s exit status.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::Path;
+use std::process::Command;
+
+use covmerge_integration_tests::{covmerge, gunzip, merge_ok};
+use serde_json::Value;
+
+/// path -> line -> hits of the `*` records of a result.
+fn star_lines(path: &Path) -> BTreeMap<String, BTreeMap<u32, u64>> {
+    let text = String::from_utf8(gunzip(path)).unwrap();
+    let mut files = BTreeMap::new();
+    for l in text.lines().skip(1) {
+        let v: Value = serde_json::from_str(l).unwrap();
+        let m = &v["MCR"];
+        if m.is_object() && m["Manager"] == "*" {
+            let d = &m["FileData"];
+            let lines = d["LinesInstrumented"].as_array().unwrap();
+            let hits = d["HitCounts"].as_array().unwrap();
+            files.insert(
+                m["FilePath"].as_str().unwrap().to_string(),
+                lines
+                    .iter()
+                    .zip(hits)
+                    .map(|(l, h)| (l.as_u64().unwrap() as u32, h.as_u64().unwrap()))
+                    .collect(),
+            );
+        }
+    }
+    files
+}
+
+/// (removed OLD lines, added NEW lines) of `git diff --histogram` between two commits.
+fn git_hunks(git: &Path, old: &str, new: &str, path: &str) -> (BTreeSet<u32>, BTreeSet<u32>) {
+    let out = Command::new("git")
+        .arg("--git-dir")
+        .arg(git)
+        .args(["diff", "--histogram", "-U0", "--no-color", "--no-renames"])
+        .args([old, new, "--", path])
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let (mut rm, mut add) = (BTreeSet::new(), BTreeSet::new());
+    let range = |s: &str| -> (u32, u32) {
+        let (a, n) = s.split_once(',').unwrap_or((s, "1"));
+        (a.parse().unwrap(), n.parse().unwrap())
+    };
+    for l in String::from_utf8(out.stdout).unwrap().lines() {
+        if let Some(h) = l.strip_prefix("@@ -") {
+            let mut it = h.split(' ');
+            let (a, n) = range(it.next().unwrap());
+            let (b, m) = range(it.next().unwrap().trim_start_matches('+'));
+            rm.extend(a..a + n);
+            add.extend(b..b + m);
+        }
+    }
+    (rm, add)
+}
+
+fn count(v: &Value, cat: &str) -> u64 {
+    v["categories"][cat].as_u64().unwrap_or(0)
+}
+
+fn lines(v: &Value, cat: &str) -> Vec<u32> {
+    v["lines"][cat]
+        .as_array()
+        .map(|a| a.iter().map(|x| x.as_u64().unwrap() as u32).collect())
+        .unwrap_or_default()
+}
+
+#[test]
+fn categories_across_bases_on_a_git_history_hold_the_identities_and_agree_with_git() {
+    let tmp = tempfile::tempdir().unwrap();
+    let spec = covmerge_corpus::CorpusSpec {
+        seed: 27,
+        files: 40,
+        lines: 150,
+        commits: 8,
+        managers: 3,
+        manager_commit_share: 0.6,
+        parts: 2,
+        no_edge_cases: true,
+        ..covmerge_corpus::CorpusSpec::default()
+    };
+    let c = covmerge_corpus::generate(&spec, &tmp.path().join("corpus")).unwrap();
+    let git = c.git.clone().unwrap();
+    let src = format!("git:{}", git.display());
+    // Two periods (the two parts) merged onto two bases, commits apart.
+    let (old_base, new_base) = (&c.commits[3], &c.commits[7]);
+    let merge = |input: &Path, base: &str, out: &Path| {
+        merge_ok(&[
+            "--source",
+            &src,
+            "--base-repo",
+            &c.base_repo,
+            "--base-commit",
+            base,
+            "--date-to",
+            "2024-04-08",
+            "--input",
+            input.to_str().unwrap(),
+            "--out",
+            out.to_str().unwrap(),
+        ]);
+    };
+    let (old, new) = (tmp.path().join("old.gz"), tmp.path().join("new.gz"));
+    merge(&c.inputs[0], old_base, &old);
+    merge(&c.inputs[1], new_base, &new);
+    let diff_out = tmp.path().join("diff.jsonl");
+    let o = covmerge(&[
+        "diff",
+        old.to_str().unwrap(),
+        new.to_str().unwrap(),
+        "--source",
+        &src,
+        "--out",
+        diff_out.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let summary = String::from_utf8(o.stdout).unwrap();
+    assert!(summary.contains("without source text"), "{summary}");
+
+    let (ol, nl) = (star_lines(&old), star_lines(&new));
+    let text = std::fs::read_to_string(&diff_out).unwrap();
+    let recs: Vec<Value> = text
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(recs[0]["old"]["commit"], old_base.as_str());
+    assert_eq!(recs[0]["new"]["commit"], new_base.as_str());
+    let written: BTreeMap<&str, &Value> = recs[1..recs.len() - 1]
+        .iter()
+        .map(|v| (v["file"].as_str().unwrap(), v))
+        .collect();
+    let empty = BTreeMap::new();
+    let paths: BTreeSet<&String> = ol.keys().chain(nl.keys()).collect();
+    let mut checked_against_git = 0;
+    let mut seen = BTreeSet::new();
+    for path in paths {
+        let (o, n) = (
+            ol.get(path).unwrap_or(&empty),
+            nl.get(path).unwrap_or(&empty),
+        );
+        let cov = |m: &BTreeMap<u32, u64>| m.values().filter(|&&h| h > 0).count() as u64;
+        let Some(v) = written.get(path.as_str()) else {
+            // Not written: every line CBC or UBC, so nothing moved in or out.
+            assert_eq!((o.len(), cov(o)), (n.len(), cov(n)), "{path}");
+            continue;
+        };
+        let k = |c: &str| count(v, c);
+        // contract §9's identities, per file.
+        assert_eq!(
+            o.len() as u64,
+            k("CBC") + k("LBC") + k("GBC") + k("UBC") + k("ECB") + k("EUB") + k("DCB") + k("DUB"),
+            "{path} OLD instrumented"
+        );
+        assert_eq!(
+            n.len() as u64,
+            k("CBC") + k("LBC") + k("GBC") + k("UBC") + k("GIC") + k("UIC") + k("GNC") + k("UNC"),
+            "{path} NEW instrumented"
+        );
+        assert_eq!(
+            cov(o),
+            k("CBC") + k("LBC") + k("ECB") + k("DCB"),
+            "{path} OLD covered"
+        );
+        assert_eq!(
+            cov(n),
+            k("CBC") + k("GBC") + k("GIC") + k("GNC"),
+            "{path} NEW covered"
+        );
+        assert_eq!(v["old"]["instrumented"], o.len() as u64, "{path}");
+        assert_eq!(v["new"]["covered"], cov(n), "{path}");
+        for (cat, c) in v["categories"].as_object().unwrap() {
+            assert_eq!(
+                lines(v, cat).len() as u64,
+                c.as_u64().unwrap(),
+                "{path} {cat}"
+            );
+            seen.insert(cat.clone());
+        }
+        // Every line against the result it comes from.
+        for l in lines(v, "DCB") {
+            assert!(o[&l] > 0, "{path} DCB {l}");
+        }
+        for l in lines(v, "GNC")
+            .iter()
+            .chain(&lines(v, "GIC"))
+            .chain(&lines(v, "GBC"))
+        {
+            assert!(n[l] > 0, "{path} {l}");
+        }
+        for l in lines(v, "ECB").iter().chain(&lines(v, "EUB")) {
+            assert!(!n.contains_key(l), "{path} E.. {l} is instrumented in NEW");
+        }
+        // And against git's own histogram diff of the file between the bases.
+        if v["text"] == "changed" {
+            let (rm, add) = git_hunks(&git, old_base, new_base, path);
+            for l in lines(v, "DCB").iter().chain(&lines(v, "DUB")) {
+                assert!(rm.contains(l), "{path}: OLD line {l} is not removed by git");
+            }
+            for l in lines(v, "GNC").iter().chain(&lines(v, "UNC")) {
+                assert!(add.contains(l), "{path}: NEW line {l} is not added by git");
+            }
+            for cat in ["CBC", "LBC", "GBC", "UBC", "ECB", "EUB", "GIC", "UIC"] {
+                for l in lines(v, cat) {
+                    assert!(!add.contains(&l), "{path}: {cat} line {l} is added by git");
+                }
+            }
+            checked_against_git += 1;
+        }
+    }
+    assert!(
+        checked_against_git >= 3,
+        "{checked_against_git} changed files"
+    );
+    // The history makes every kind of change.
+    for cat in ["LBC", "GBC", "GNC", "UNC", "DCB", "DUB"] {
+        assert!(seen.contains(cat), "no {cat} in {seen:?}");
+    }
+    // The totals are the sums of the files (written or not).
+    let t = &recs.last().unwrap()["totals"];
+    let old_cov: u64 = ol
+        .values()
+        .map(|m| m.values().filter(|&&h| h > 0).count() as u64)
+        .sum();
+    assert_eq!(t["old"]["covered"].as_u64().unwrap(), old_cov, "{t}");
+    let tk = |c: &str| t["categories"][c].as_u64().unwrap_or(0);
+    assert_eq!(old_cov, tk("CBC") + tk("LBC") + tk("ECB") + tk("DCB"));
+
+    // --fail-on: reached names the file and exits 3; not reached exits 0.
+    let (file, dcb) = written
+        .iter()
+        .map(|(p, v)| (*p, count(v, "DCB")))
+        .max_by_key(|x| x.1)
+        .unwrap();
+    let args = |spec: &str| {
+        vec![
+            "diff".to_string(),
+            old.display().to_string(),
+            new.display().to_string(),
+            "--source".to_string(),
+            src.clone(),
+            "--out".to_string(),
+            tmp.path().join("d2.jsonl").display().to_string(),
+            "--fail-on".to_string(),
+            spec.to_string(),
+        ]
+    };
+    let run = |a: Vec<String>| covmerge(&a.iter().map(String::as_str).collect::<Vec<_>>());
+    let o = run(args(&format!("DCB>={dcb}")));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(3), "{err}");
+    assert!(
+        err.contains(&format!("{file}: DCB {dcb} (>= {dcb})")),
+        "{err}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(tmp.path().join("d2.jsonl")).unwrap(),
+        text,
+        "the output is written whatever --fail-on says"
+    );
+    let o = run(args(&format!("DCB>={}", dcb + 1)));
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let o = run(args("LBC=>3"));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(err.contains("--fail-on \"LBC=>3\": no `>=`"), "{err}");
+
+    // Without a source, two bases are refused saying what to give.
+    let o = covmerge(&["diff", old.to_str().unwrap(), new.to_str().unwrap()]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success());
+    assert!(err.contains("give --source SRC"), "{err}");
+}

@@ -1,0 +1,271 @@
+//! Coverage changes between two results on different base commits, in lcov's
+//! categories ([`super::categories`]), file by file.
+//!
+//! OLD's `*` records are held on disk by [`OldSide`] (only an index of paths stays in
+//! memory, within the memory budget); NEW streams past, and for each of its files
+//! OLD's record is read back, the file's text at both bases is asked of the source,
+//! and its lines classified. So one file's lines and texts are held at a time,
+//! whatever the size of the results. Files only OLD has come last, in OLD's order.
+//!
+//! Which text a file has at each base decides how its lines relate:
+//! - the same blob at both: every line unchanged;
+//! - both present: the line map of contract §3 (OLD's text onto NEW's);
+//! - absent at one base (a file added or deleted between them, or renamed: renames
+//!   are not followed, a renamed file is deleted under its old path and new under its
+//!   new one, for every kind of source): nothing in common, so OLD's lines are DCB/DUB
+//!   and NEW's GNC/UNC. A file only one result has is still compared with its text at
+//!   the other base: a file NEW no longer instruments at all but whose code stayed has
+//!   its lines in ECB/EUB, not DCB/DUB.
+//! - a file a result has but whose text the source lacks at that result's base (or
+//!   whose path is not canonical) is counted in `files_without_text`, named in a
+//!   warning, and treated as having nothing in common.
+
+use std::io::Write;
+use std::sync::Arc;
+
+use anyhow::Result;
+use covmerge_source::project::line_map;
+use covmerge_source::{FileVersion, Source};
+use serde::Serialize;
+
+use super::categories::{classify, CatCounts, CatLines, Relation};
+use super::{Counts, FileDiff, OldSide, Status};
+use crate::read::{Files, Header, LineHits};
+
+/// How a file's text changed between the bases.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Text {
+    /// The same blob at both bases.
+    Same,
+    /// Present at both, different.
+    Changed,
+    /// Absent at OLD's base.
+    Added,
+    /// Absent at NEW's base.
+    Deleted,
+    /// A result has the file but the source has no text for it there (or its path is
+    /// not canonical).
+    Unknown,
+}
+
+/// One file's categories.
+#[derive(Debug, Clone, Serialize)]
+pub struct FileCats {
+    /// The file's path.
+    pub file: String,
+    /// In both results, only in NEW (added) or only in OLD (deleted); changed unless every line is CBC or UBC.
+    pub status: Status,
+    /// How its text changed between the bases.
+    pub text: Text,
+    /// Instrumented and covered lines in OLD.
+    pub old: Counts,
+    /// Instrumented and covered lines in NEW.
+    pub new: Counts,
+    /// Lines per category.
+    pub categories: CatCounts,
+    /// The lines of each category (NEW's line numbers; OLD's for DCB and DUB).
+    pub lines: CatLines,
+}
+
+impl FileCats {
+    /// The same-base view of the report: *gained* GBC + GIC + GNC, *lost* LBC + ECB
+    /// (lines at NEW's base both), instrumented added GIC + UIC + GNC + UNC and
+    /// removed ECB + EUB (DCB and DUB are not at NEW's base).
+    pub fn as_diff(&self) -> FileDiff {
+        use super::categories::Category::*;
+        let union = |cs: &[super::categories::Category]| {
+            let mut v: Vec<u32> = cs
+                .iter()
+                .flat_map(|&c| self.lines.get(c).iter().copied())
+                .collect();
+            v.sort_unstable();
+            v
+        };
+        FileDiff {
+            file: self.file.clone(),
+            status: self.status,
+            old: self.old,
+            new: self.new,
+            gained: union(&[Gbc, Gic, Gnc]),
+            lost: union(&[Lbc, Ecb]),
+            instrumented_added: union(&[Gic, Uic, Gnc, Unc]),
+            instrumented_removed: union(&[Ecb, Eub]),
+        }
+    }
+}
+
+/// Sums over all files.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct CatTotals {
+    /// Files in both results whose coverage changed.
+    pub files_changed: u64,
+    /// Files whose lines are all CBC or UBC.
+    pub files_unchanged: u64,
+    /// Files only NEW has.
+    pub files_added: u64,
+    /// Files only OLD has.
+    pub files_deleted: u64,
+    /// Files a result has whose text the source lacks at its base.
+    pub files_without_text: u64,
+    /// Instrumented and covered lines in OLD, over all files.
+    pub old: Counts,
+    /// Instrumented and covered lines in NEW, over all files.
+    pub new: Counts,
+    /// Lines per category, over all files.
+    pub categories: CatCounts,
+}
+
+impl CatTotals {
+    /// Adds one file.
+    pub fn add(&mut self, f: &FileCats) {
+        match f.status {
+            Status::Added => self.files_added += 1,
+            Status::Deleted => self.files_deleted += 1,
+            Status::Changed => self.files_changed += 1,
+            Status::Unchanged => self.files_unchanged += 1,
+        }
+        self.files_without_text += u64::from(f.text == Text::Unknown);
+        self.old.add(f.old);
+        self.new.add(f.new);
+        self.categories.add(&f.categories);
+    }
+}
+
+/// Reads files' texts at OLD's and NEW's bases.
+pub struct Bases {
+    /// Where the texts come from.
+    pub source: Arc<dyn Source>,
+    /// OLD's base commit.
+    pub old_commit: String,
+    /// NEW's base commit.
+    pub new_commit: String,
+}
+
+impl Bases {
+    fn get(&self, commit: &str, path: &str) -> Result<Option<Arc<FileVersion>>> {
+        Ok(self.source.get(commit.as_bytes(), path.as_bytes())?)
+    }
+
+    /// Classifies one file: `old` / `new` are its `*` lines in each result (`None`:
+    /// that result has no such file); `canonical`: its path may be asked of the source.
+    pub fn file(
+        &self,
+        path: &str,
+        canonical: bool,
+        old: Option<&LineHits>,
+        new: Option<&LineHits>,
+    ) -> Result<FileCats> {
+        let (ov, nv) = if canonical {
+            (
+                self.get(&self.old_commit, path)?,
+                self.get(&self.new_commit, path)?,
+            )
+        } else {
+            (None, None)
+        };
+        let unknown =
+            !canonical || (old.is_some() && ov.is_none()) || (new.is_some() && nv.is_none());
+        let map;
+        let (text, rel) = match (&ov, &nv) {
+            _ if unknown => (Text::Unknown, Relation::Disjoint),
+            (Some(o), Some(n)) if o.id == n.id => (Text::Same, Relation::Same),
+            (Some(o), Some(n)) => {
+                map = line_map(o, n);
+                (Text::Changed, Relation::Map(&map))
+            }
+            (None, _) => (Text::Added, Relation::Disjoint),
+            (Some(_), None) => (Text::Deleted, Relation::Disjoint),
+        };
+        if text == Text::Unknown {
+            tracing::warn!(
+                "{path}: no source text at {} (the base of {}): its lines are compared as deleted and new",
+                if old.is_some() && ov.is_none() { &self.old_commit } else { &self.new_commit },
+                if old.is_some() && ov.is_none() { "OLD" } else { "NEW" },
+            );
+        }
+        let empty = LineHits::default();
+        let (o, n) = (old.unwrap_or(&empty), new.unwrap_or(&empty));
+        let lines = classify(o, n, rel);
+        let status = match (old, new) {
+            (None, _) => Status::Added,
+            (_, None) => Status::Deleted,
+            _ if lines.only_unchanged() => Status::Unchanged,
+            _ => Status::Changed,
+        };
+        Ok(FileCats {
+            file: path.to_string(),
+            status,
+            text,
+            old: Counts::of(o),
+            new: Counts::of(n),
+            categories: lines.counts(),
+            lines,
+        })
+    }
+}
+
+#[derive(Serialize)]
+struct Side<'a> {
+    result: &'a str,
+    commit: &'a str,
+    repo: &'a str,
+    date_to: &'a str,
+    duration: i64,
+}
+
+fn side<'a>(name: &'a str, h: &'a Header) -> Side<'a> {
+    Side {
+        result: name,
+        commit: &h.commit,
+        repo: &h.repo,
+        date_to: &h.date_to,
+        duration: h.duration,
+    }
+}
+
+/// `covmerge diff OLD NEW --source SRC` across bases: writes the JSON lines (a header,
+/// one `{"file":..}` line per file whose coverage changed, `{"totals":..}`), calls
+/// `each` with every file's categories (written or not) and returns the totals.
+pub fn write_jsonl(
+    bases: &Bases,
+    mut old: OldSide,
+    new: &mut Files,
+    out: &mut dyn Write,
+    each: &mut dyn FnMut(&FileCats),
+) -> Result<CatTotals> {
+    #[derive(Serialize)]
+    struct Head<'a> {
+        old: Side<'a>,
+        new: Side<'a>,
+    }
+    let head = Head {
+        old: side(&old.name, &old.header),
+        new: side(new.name(), new.header()),
+    };
+    serde_json::to_writer(&mut *out, &head)?;
+    out.write_all(b"\n")?;
+    let mut totals = CatTotals::default();
+    let mut emit = |f: &FileCats, out: &mut dyn Write| -> Result<()> {
+        totals.add(f);
+        each(f);
+        if f.status != Status::Unchanged {
+            serde_json::to_writer(&mut *out, f)?;
+            out.write_all(b"\n")?;
+        }
+        Ok(())
+    };
+    while let Some(f) = new.next_file()? {
+        let o = old.take_lines(&f.path)?;
+        let c = bases.file(&f.path, f.path_problem.is_none(), o.as_ref(), Some(&f.star))?;
+        emit(&c, out)?;
+    }
+    old.rest(|path, ok, o| emit(&bases.file(&path, ok, Some(&o), None)?, out))?;
+    #[derive(Serialize)]
+    struct Last<'a> {
+        totals: &'a CatTotals,
+    }
+    serde_json::to_writer(&mut *out, &Last { totals: &totals })?;
+    out.write_all(b"\n")?;
+    Ok(totals)
+}
