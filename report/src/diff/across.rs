@@ -29,8 +29,8 @@ use covmerge_source::{FileVersion, Source};
 use serde::Serialize;
 
 use super::categories::{classify, CatCounts, CatLines, Relation};
-use super::{Counts, FileDiff, OldSide, Status};
-use crate::read::{Files, Header, LineHits};
+use super::{side, Counts, FileDiff, OldSide, Side, Status};
+use crate::read::{Files, LineHits};
 
 /// How a file's text changed between the bases.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -202,25 +202,6 @@ impl Bases {
             categories: lines.counts(),
             lines,
         })
-    }
-}
-
-#[derive(Serialize)]
-struct Side<'a> {
-    result: &'a str,
-    commit: &'a str,
-    repo: &'a str,
-    date_to: &'a str,
-    duration: i64,
-}
-
-fn side<'a>(name: &'a str, h: &'a Header) -> Side<'a> {
-    Side {
-        result: name,
-        commit: &h.commit,
-        repo: &h.repo,
-        date_to: &h.date_to,
-        duration: h.duration,
     }
 }
 
