@@ -19,6 +19,8 @@ pub mod diff;
 pub mod groups;
 pub mod read;
 pub mod site;
+#[cfg(test)]
+mod test_results;
 pub mod tree;
 
 pub use site::{generate, Options, Stats};

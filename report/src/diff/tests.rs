@@ -5,19 +5,7 @@ use crate::budget::Budget;
 use crate::read::{Files, ResultReader};
 
 fn result(commit: &str, files: &[(&str, &[(u32, u64)])]) -> Files {
-    let mut s = format!(
-        r#"{{"Session":"","Time":"0001-01-01T00:00:00Z","Namespace":"upstream","Repo":"git://r","Commit":"{commit}","Duration":30,"DateTo":"2024-04-08","TotalRows":1}}"#
-    );
-    s.push('\n');
-    for (path, lines) in files {
-        let (l, h): (Vec<u32>, Vec<u64>) = lines.iter().copied().unzip();
-        let cov = h.iter().filter(|&&x| x > 0).count();
-        s += &format!(
-            r#"{{"MCR":{{"Manager":"*","FilePath":"{path}","FileData":{{"Instrumented":{},"Covered":{cov},"LinesInstrumented":{l:?},"HitCounts":{h:?}}}}},"FL":null}}"#,
-            l.len()
-        );
-        s.push('\n');
-    }
+    let s = crate::test_results::star_result(commit, files);
     Files::Stream(Box::new(
         ResultReader::new(
             &format!("{commit}.jsonl"),
