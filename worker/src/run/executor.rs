@@ -23,7 +23,7 @@ use super::cancel::*;
 use super::failure::*;
 use super::keys;
 use super::prefetch::Prefetch;
-use super::spill_writer::SpillWriter;
+use super::spill_writer::{SpillState, SpillWriter};
 use crate::merge::{merge_shard_with_prefix, HeldBudget, ProjectionCache};
 use crate::source::{open_source_within, CachedSource, Source};
 use crate::split::go::{split_go, GoSource};
@@ -523,48 +523,53 @@ impl Executor {
                 memory_budget: budget,
                 threads: this.cfg.split_threads,
             };
-            let spills = SpillWriter::new(&write, budget);
-            let emit = |flush: Flush| spills.add(flush);
-            // Abandoned (handed back after the grace period): the next read fails.
-            let cancelable = |inner| CancelRead {
-                inner,
-                cancel: cancel.clone(),
-            };
-            // The split's inputs one after another; their spills are written together.
-            let mut outcome = SplitOutcome::default();
-            for (input, go) in split_inputs(&t2) {
-                let settings = SplitSettings {
-                    max_bad_rows: t2.max_bad_rows.saturating_sub(outcome.counts.rows_bad),
-                    ..settings
+            // Spill objects are written on a thread of their own while the split reads on.
+            let state = SpillState::default();
+            let outcome = std::thread::scope(|scope| -> Result<SplitOutcome, TaskError> {
+                let spills = SpillWriter::start(scope, &state, &write, budget);
+                let emit = |flush: Flush| spills.add(flush);
+                // Abandoned (handed back after the grace period): the next read fails.
+                let cancelable = |inner| CancelRead {
+                    inner,
+                    cancel: cancel.clone(),
                 };
-                let one = match open_as(input, go.format, &rt, inflate)? {
-                    Opened::GoDir => split_go(
-                        input,
-                        GoSource::Dir(std::path::Path::new(input)),
-                        &go,
-                        settings,
-                        &emit,
-                    )?,
-                    Opened::GoText(r) => split_go(
-                        input,
-                        GoSource::Text(Box::new(std::io::BufReader::with_capacity(
-                            1 << 16,
-                            cancelable(r),
-                        ))),
-                        &go,
-                        settings,
-                        &emit,
-                    )?,
-                    Opened::Csv(r) => split_input(input, cancelable(r), settings, &emit)?,
-                };
-                outcome.counts.add(&one.counts);
-                let room = BAD_ROW_SAMPLES.saturating_sub(outcome.bad_rows.len());
-                outcome.bad_rows.extend(one.bad_rows.into_iter().take(room));
-                if outcome.counts.rows_bad > t2.max_bad_rows {
-                    break;
+                // The split's inputs one after another; their spills are written together.
+                let mut outcome = SplitOutcome::default();
+                for (input, go) in split_inputs(&t2) {
+                    let settings = SplitSettings {
+                        max_bad_rows: t2.max_bad_rows.saturating_sub(outcome.counts.rows_bad),
+                        ..settings
+                    };
+                    let one = match open_as(input, go.format, &rt, inflate)? {
+                        Opened::GoDir => split_go(
+                            input,
+                            GoSource::Dir(std::path::Path::new(input)),
+                            &go,
+                            settings,
+                            &emit,
+                        )?,
+                        Opened::GoText(r) => split_go(
+                            input,
+                            GoSource::Text(Box::new(std::io::BufReader::with_capacity(
+                                1 << 16,
+                                cancelable(r),
+                            ))),
+                            &go,
+                            settings,
+                            &emit,
+                        )?,
+                        Opened::Csv(r) => split_input(input, cancelable(r), settings, &emit)?,
+                    };
+                    outcome.counts.add(&one.counts);
+                    let room = BAD_ROW_SAMPLES.saturating_sub(outcome.bad_rows.len());
+                    outcome.bad_rows.extend(one.bad_rows.into_iter().take(room));
+                    if outcome.counts.rows_bad > t2.max_bad_rows {
+                        break;
+                    }
                 }
-            }
-            outcome.chunks = spills.finish()?;
+                outcome.chunks = spills.finish()?;
+                Ok(outcome)
+            })?;
             this.progress
                 .rows_read
                 .fetch_add(outcome.counts.rows_in, Ordering::Relaxed);

@@ -121,7 +121,12 @@ fn broker_outage_of_70s_no_longer_kills_the_job() {
     );
     relay.restore();
     let o = coord.join().unwrap();
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(
+        o.status.success(),
+        "coordinator:\n{}\nworker:\n{}",
+        String::from_utf8_lossy(&o.stderr),
+        w.log_text()
+    );
     assert_eq!(gunzip(&out), s.want);
     eprintln!(
         "job finished {:?} after a 70 s broker outage began",
