@@ -13,6 +13,13 @@
 //! starts a C-like definition (an identifier at column 0 followed by `(`).
 //! Everything is deterministic: the same repository and settings give the same bytes.
 //!
+//! A corpus may end at any commit (`head`, default `HEAD`), and its `variant` (0: the
+//! above) changes what is instrumented and who ran it: with variant V, the managers are
+//! `ci-history-vV-M`, ~10 % of lines (by a hash of V and the line's key) have their
+//! instrumentation flipped and ~30 % are never hit (cold), so that two periods of one history differ as two kernel
+//! configurations would (`covmerge-changes-check` needs lines instrumented in one period
+//! only).
+//!
 //! The git CLI reads the history (`rev-list`, `ls-tree`, `cat-file --batch`): the
 //! corpus does not depend on the code it benchmarks.
 
@@ -41,6 +48,41 @@ pub struct HistorySpec {
     pub parts: usize,
     /// File name endings that count as sources (`.c`, `.h`, `.rs`, ...).
     pub exts: Vec<String>,
+    /// The newest commit (the base): a revision git resolves (`HEAD`, a tag, a hash).
+    pub head: String,
+    /// 0: the instrumentation and managers above; otherwise ~10 % of lines flipped,
+    /// ~30 % cold and managers named `ci-history-vV-M`.
+    pub variant: u64,
+}
+
+impl HistorySpec {
+    /// `commits` commits of `repo` up to `HEAD`, variant 0, sources `exts`; the other
+    /// settings are to be set by the caller.
+    pub fn new(repo: PathBuf, commits: usize, exts: Vec<String>) -> Self {
+        HistorySpec {
+            repo,
+            commits,
+            managers: 4,
+            share: 0.3,
+            instrumented: 0.5,
+            parts: 1,
+            exts,
+            head: "HEAD".into(),
+            variant: 0,
+        }
+    }
+
+    /// Whether a line (keyed by path, text and occurrence in the file) is instrumented.
+    fn instruments(&self, path: &str, line: &[u8], occ: u32) -> bool {
+        let base = unit(h64((path, line, occ))) < self.instrumented;
+        let flip = self.variant != 0 && unit(h64((self.variant, path, line, occ))) < 0.1;
+        base != flip
+    }
+
+    /// Whether no session of this variant ever hits the line.
+    fn cold(&self, path: &str, line: &[u8], occ: u32) -> bool {
+        self.variant != 0 && unit(h64((self.variant, path, line, occ, "cold"))) < 0.3
+    }
 }
 
 /// A built corpus.
@@ -120,7 +162,7 @@ pub fn build(spec: &HistorySpec, out: &Path) -> HistoryCorpus {
         let mut c = git(&spec.repo);
         c.args(["rev-list", "--first-parent", "-n"])
             .arg(spec.commits.to_string())
-            .arg("HEAD");
+            .arg(&spec.head);
         c
     })
     .lines()
@@ -227,7 +269,10 @@ pub fn build(spec: &HistorySpec, out: &Path) -> HistoryCorpus {
     let mut buf = Vec::with_capacity(1 << 20);
     let n = commits.len();
     for m in 0..spec.managers {
-        let mgr = format!("ci-history-{m}");
+        let mgr = match spec.variant {
+            0 => format!("ci-history-{m}"),
+            v => format!("ci-history-v{v}-{m}"),
+        };
         for (ci, c) in commits.iter().enumerate() {
             let ran = (m == 0 && ci == n - 1) || unit(h64((m, ci, "session"))) < spec.share;
             if !ran {
@@ -247,11 +292,16 @@ pub fn build(spec: &HistorySpec, out: &Path) -> HistoryCorpus {
                     }
                     let occ = seen.entry(line).or_insert(0);
                     *occ += 1;
-                    if unit(h64((path, line, *occ))) >= spec.instrumented {
+                    if !spec.instruments(path, line, *occ) {
                         continue;
                     }
                     let r = h64((m, ci, path, i));
-                    let hits = if r % 10 < 4 { 0 } else { (r >> 8) % 5000 };
+                    let cold = spec.cold(path, line, *occ);
+                    let hits = if cold || r % 10 < 4 {
+                        0
+                    } else {
+                        (r >> 8) % 5000
+                    };
                     let func = String::from_utf8_lossy(func);
                     let func = if func.contains([',', '"']) { "" } else { &func };
                     writeln!(buf, "{REPO_URL},{c},{mgr},{path},{func},{},{hits}", i + 1).unwrap();

@@ -163,6 +163,8 @@ fn history_bench(a: &Args, repo: &Path, bin: &Path) {
         instrumented: 0.3,
         parts: 4,
         exts: a.history_exts.clone(),
+        head: "HEAD".into(),
+        variant: 0,
     };
     let t0 = Instant::now();
     let h = covmerge_integration_tests::history::build(&spec, &a.history_corpus);

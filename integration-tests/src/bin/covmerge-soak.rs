@@ -94,6 +94,8 @@ fn main() {
             instrumented: 0.5,
             parts: 1,
             exts: vec![".rs".into(), ".c".into(), ".h".into()],
+            head: "HEAD".into(),
+            variant: 0,
         },
         &a.dir.join("corpus"),
     );

@@ -54,3 +54,54 @@ fn fleet_with_groups_equals_embedded() {
     assert_eq!(names, ["kasan", "first", "none"]);
     assert_eq!(m["groups"][0]["glob"], "*kasan*");
 }
+
+/// `--resume` compares the groups with those the job was started with, as it does the
+/// other job flags: other groups, or none, are refused naming `--group`, before
+/// anything of the job is changed; the same groups resume it.
+#[test]
+fn resume_with_other_groups_is_refused() {
+    let _g = fleet::lock();
+    let s = setup(48, false);
+    let amqp = fleet::amqp();
+    let store_dir = s.tmp.path().join("store");
+    let store = file_store(&store_dir);
+    let out = s.tmp.path().join("groups.gz");
+    let _w = worker(s.tmp.path(), 72, &store, &[], &[]);
+    let started = ["--job", "groups-resume", "--group", "kasan=*kasan*"];
+    let mut a = s.coord_args(&amqp, &store, &out);
+    a.extend_from_slice(&started);
+    run_ok(&a, &[]);
+    let want = gunzip(&out);
+    let spec = store_dir.join("jobs/groups-resume/job.json");
+    let stored = std::fs::read(&spec).unwrap();
+
+    let out_b = s.tmp.path().join("groups-b.gz");
+    for other in [
+        &["--group", "kasan=*kmsan*"][..],
+        &["--group", "kasan=*kasan*", "--group", "first=*-0"][..],
+        &[][..],
+    ] {
+        let mut r = s.coord_args(&amqp, &store, &out_b);
+        r.extend_from_slice(&["--job", "groups-resume", "--resume"]);
+        r.extend_from_slice(other);
+        let o = coordinator_run(&r, &[], LONG);
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(!o.status.success(), "resumed with {other:?}");
+        assert!(
+            err.contains("job groups-resume was started with other settings: groups (--group)"),
+            "{other:?}: {err}"
+        );
+        assert!(
+            err.contains("*kasan*"),
+            "the stored groups are named: {err}"
+        );
+        assert!(!out_b.exists(), "no result with {other:?}");
+        assert_eq!(std::fs::read(&spec).unwrap(), stored, "job.json untouched");
+    }
+
+    let mut r = s.coord_args(&amqp, &store, &out_b);
+    r.extend_from_slice(&started);
+    r.push("--resume");
+    run_ok(&r, &[]);
+    assert_eq!(gunzip(&out_b), want, "the same groups resume the job");
+}
