@@ -77,10 +77,12 @@ impl Budget {
         covmerge_source::project::diff_limit(self.0)
     }
 
-    /// The largest source file read (an eighth, [`covmerge_source::max_file_bytes`]);
-    /// a larger one is refused naming it, its size and the flag.
+    /// The largest source file read: the largest text shown ([`Budget::text`], a
+    /// quarter; `report` holds one text at a time per page writer, a diff across bases
+    /// two, and caps their diff), at most [`covmerge_source::MAX_SOURCE_FILE_BYTES`]; a
+    /// larger one is refused naming it, its size and the flag.
     pub fn source_file(self) -> u64 {
-        covmerge_source::max_file_bytes(self.0)
+        self.text().min(covmerge_source::MAX_SOURCE_FILE_BYTES)
     }
 
     /// Opens `--source` `spec` reading files up to [`Budget::source_file`].

@@ -114,10 +114,10 @@ pub enum SourceError {
         /// What is wrong with it.
         message: String,
     },
-    /// A file over the source's limit ([`max_file_bytes`] of the memory budget): not
-    /// read, and no retry will read it.
+    /// A file over the source's limit (a share of the memory budget: the merge's is
+    /// [`max_file_bytes`]): not read, and no retry will read it.
     #[error(
-        "source {source_name}: {what} is {size} bytes, over the {} limit on a source file (an eighth of --memory-budget, at most {}: raise --memory-budget)",
+        "source {source_name}: {what} is {size} bytes, over the {} limit on a source file (a share of --memory-budget, at most {}: raise --memory-budget)",
         covmerge_proto::memory::format_bytes(*limit),
         covmerge_proto::memory::format_bytes(MAX_SOURCE_FILE_BYTES)
     )]
