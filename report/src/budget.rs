@@ -69,6 +69,33 @@ impl Budget {
     pub fn old_side(self) -> u64 {
         self.0 / 2
     }
+
+    /// A line diff across bases: both texts of a file and the diff's lines (a quarter,
+    /// [`covmerge_source::project::diff_limit`]); a pair over it is mapped by its
+    /// common prefix and suffix only, and said so (`"text":"capped"`).
+    pub fn line_diff(self) -> u64 {
+        covmerge_source::project::diff_limit(self.0)
+    }
+
+    /// The largest source file read: the largest text shown ([`Budget::text`], a
+    /// quarter; `report` holds one text at a time per page writer, a diff across bases
+    /// two, and caps their diff), at most [`covmerge_source::MAX_SOURCE_FILE_BYTES`]; a
+    /// larger one is refused naming it, its size and the flag.
+    pub fn source_file(self) -> u64 {
+        self.text().min(covmerge_source::MAX_SOURCE_FILE_BYTES)
+    }
+
+    /// Opens `--source` `spec` reading files up to [`Budget::source_file`].
+    pub fn open_source(
+        self,
+        spec: &str,
+    ) -> Result<std::sync::Arc<dyn covmerge_source::Source>, covmerge_source::SourceError> {
+        covmerge_source::open_source_within(
+            spec,
+            covmerge_source::DEFAULT_INDEX_BYTES,
+            self.source_file(),
+        )
+    }
 }
 
 /// Parses `BYTES` with proto's `--memory-budget` parser (shared with `merge` and

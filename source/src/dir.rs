@@ -10,7 +10,8 @@
 //!   directory names nothing, as in a git tree (a symlink is not a tree).
 //! - Only a regular file is read (checked with `fstat` on the opened descriptor, opened
 //!   `O_NONBLOCK`): a FIFO, socket, device or directory is absent, as git can hold none
-//!   of them. A regular file over [`super::MAX_SOURCE_FILE_BYTES`] is an error naming it.
+//!   of them. A regular file over the source's limit ([`super::max_file_bytes`] of the
+//!   memory budget) is an error naming it, before any byte is read.
 
 use std::ffi::CString;
 use std::io::Read;
@@ -24,6 +25,8 @@ use super::{plain_commit, plain_path, FileVersion, Source, SourceError, MAX_SOUR
 /// `dir:ROOT`: the file of commit C is `ROOT/C/<path>`.
 pub struct DirSource {
     root: PathBuf,
+    /// The largest file read.
+    max_file: u64,
 }
 
 /// What a path names in a commit's directory.
@@ -122,7 +125,16 @@ fn absent(e: &std::io::Error) -> bool {
 impl DirSource {
     /// A `dir:` source over `root`, which holds `<commit>/<path>` files.
     pub fn new(root: impl Into<PathBuf>) -> Self {
-        DirSource { root: root.into() }
+        DirSource {
+            root: root.into(),
+            max_file: MAX_SOURCE_FILE_BYTES,
+        }
+    }
+
+    /// The source refusing files over `bytes` (at most [`MAX_SOURCE_FILE_BYTES`]).
+    pub fn with_max_file_bytes(mut self, bytes: u64) -> Self {
+        self.max_file = bytes.min(MAX_SOURCE_FILE_BYTES);
+        self
     }
 
     fn io(&self, what: String, e: impl std::fmt::Display) -> SourceError {
@@ -207,22 +219,25 @@ impl Source for DirSource {
             Entry::Absent => return Ok(None),
             Entry::Link(target) => target,
             Entry::File(f, size) => {
-                if size > MAX_SOURCE_FILE_BYTES {
+                let max = self.max_file;
+                if size > max {
                     return Err(SourceError::TooLarge {
                         source_name: format!("dir:{}", self.root.display()),
                         what: what(),
                         size,
+                        limit: max,
                     });
                 }
-                let mut data = Vec::with_capacity(size.min(MAX_SOURCE_FILE_BYTES + 1) as usize);
-                f.take(MAX_SOURCE_FILE_BYTES + 1)
+                let mut data = Vec::with_capacity(size.min(max + 1) as usize);
+                f.take(max + 1)
                     .read_to_end(&mut data)
                     .map_err(|e| self.io(what(), e))?;
-                if data.len() as u64 > MAX_SOURCE_FILE_BYTES {
+                if data.len() as u64 > max {
                     return Err(SourceError::TooLarge {
                         source_name: format!("dir:{}", self.root.display()),
                         what: what(),
                         size: size.max(data.len() as u64),
+                        limit: max,
                     });
                 }
                 data
@@ -321,6 +336,27 @@ mod tests {
         let e = s.get(b"c", b"huge.c").unwrap_err();
         assert!(matches!(e, SourceError::TooLarge { .. }), "{e}");
         assert!(e.to_string().contains("c/huge.c"), "{e}");
+    }
+
+    /// Under a budget the limit is an eighth of it; the error names the file, its
+    /// size, the limit and the flag.
+    #[test]
+    fn dir_source_limit_derives_from_the_memory_budget() {
+        let (d, c) = root();
+        let limit = crate::max_file_bytes(16 << 20);
+        assert_eq!(limit, 2 << 20);
+        std::fs::write(c.join("fits.c"), vec![b'x'; limit as usize]).unwrap();
+        let f = std::fs::File::create(c.join("big.c")).unwrap();
+        f.set_len(limit + 1).unwrap();
+        let s = DirSource::new(d.path()).with_max_file_bytes(limit);
+        assert_eq!(
+            s.get(b"c", b"fits.c").unwrap().unwrap().data.len(),
+            limit as usize
+        );
+        let e = s.get(b"c", b"big.c").unwrap_err().to_string();
+        for want in ["c/big.c", "2097153 bytes", "2 MiB", "--memory-budget"] {
+            assert!(e.contains(want), "{want}: {e}");
+        }
     }
 
     #[test]

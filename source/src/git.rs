@@ -57,9 +57,17 @@ pub struct GitSource {
     /// Thread-local handles are cheap but not free (object caches): keep a few.
     pool: Mutex<Vec<gix::Repository>>,
     caches: Mutex<Caches>,
+    /// The largest blob read.
+    max_file: u64,
 }
 
 impl GitSource {
+    /// The source refusing blobs over `bytes` (at most [`MAX_SOURCE_FILE_BYTES`]).
+    pub fn with_max_file_bytes(mut self, bytes: u64) -> Self {
+        self.max_file = bytes.min(MAX_SOURCE_FILE_BYTES);
+        self
+    }
+
     /// Opens the git repository at `path` (a work tree or a bare repository).
     pub fn open(path: &str) -> Result<Self, SourceError> {
         let shared = gix::ThreadSafeRepository::open(path).map_err(|e| SourceError::Spec {
@@ -71,6 +79,7 @@ impl GitSource {
             shared,
             pool: Mutex::default(),
             caches: Mutex::default(),
+            max_file: MAX_SOURCE_FILE_BYTES,
         })
     }
 
@@ -278,11 +287,12 @@ impl GitSource {
             .find_header(oid)
             .map_err(|e| self.io(what(), e))?
             .size();
-        if size > MAX_SOURCE_FILE_BYTES {
+        if size > self.max_file {
             return Err(SourceError::TooLarge {
                 source_name: format!("git:{}", self.path),
                 what: what(),
                 size,
+                limit: self.max_file,
             });
         }
         let data = repo

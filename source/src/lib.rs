@@ -23,7 +23,7 @@ use std::sync::Arc;
 pub use cache::CachedSource;
 pub use dir::DirSource;
 pub use git::{all_paths, GitSource};
-pub use store::{export_commits, StoreSource};
+pub use store::{export_commits, StoreSource, DEFAULT_INDEX_BYTES};
 
 /// Git's blob id of some content: `sha1("blob <len>\0" + content)`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -114,10 +114,12 @@ pub enum SourceError {
         /// What is wrong with it.
         message: String,
     },
-    /// A file over [`MAX_SOURCE_FILE_BYTES`]: not read, and no retry will read it.
+    /// A file over the source's limit (a share of the memory budget: the merge's is
+    /// [`max_file_bytes`]): not read, and no retry will read it.
     #[error(
-        "source {source_name}: {what} is {size} bytes, over the {} MiB limit on a source file",
-        MAX_SOURCE_FILE_BYTES >> 20
+        "source {source_name}: {what} is {size} bytes, over the {} limit on a source file (a share of --memory-budget, at most {}: raise --memory-budget)",
+        covmerge_proto::memory::format_bytes(*limit),
+        covmerge_proto::memory::format_bytes(MAX_SOURCE_FILE_BYTES)
     )]
     TooLarge {
         /// The source, as displayed (its spec).
@@ -126,13 +128,23 @@ pub enum SourceError {
         what: String,
         /// Its size in bytes.
         size: u64,
+        /// The limit it is over, in bytes.
+        limit: u64,
     },
 }
 
-/// The largest file version a source reads (`dir:`, `git:` and `store:` alike): no
-/// kernel source file comes near it (the largest generated headers are tens of MiB),
-/// and a merge holds a file's versions whole in memory.
+/// The largest file version a source reads (`dir:`, `git:` and `store:` alike),
+/// whatever the memory budget: a merge holds a file's versions whole in memory.
 pub const MAX_SOURCE_FILE_BYTES: u64 = 256 << 20;
+
+/// The largest file version read under a memory budget of `budget` bytes: an eighth
+/// of it (two versions are a quarter, what a line diff may hold with its lines:
+/// [`project::diff_limit`]), at most [`MAX_SOURCE_FILE_BYTES`]. 32 MiB at the default
+/// budget of 256 MiB, 48 MiB at a worker's 384 MiB: the kernel's largest files (generated
+/// register headers) are under 20 MB.
+pub fn max_file_bytes(budget: u64) -> u64 {
+    (budget / 8).min(MAX_SOURCE_FILE_BYTES)
+}
 
 /// A provider of file versions. `Ok(None)`: that commit or that file does not exist.
 pub trait Source: Send + Sync {
@@ -213,14 +225,20 @@ impl<'a> SourceSpec<'a> {
     }
 }
 
-/// Opens a source spec: `dir:ROOT`, `git:PATH`, or `store:URL`.
+/// Opens a source spec: `dir:ROOT`, `git:PATH`, or `store:URL`, reading files up to
+/// [`MAX_SOURCE_FILE_BYTES`].
 pub fn open_source(spec: &str) -> Result<Arc<dyn Source>, SourceError> {
-    open_source_within(spec, store::DEFAULT_INDEX_BYTES)
+    open_source_within(spec, store::DEFAULT_INDEX_BYTES, MAX_SOURCE_FILE_BYTES)
 }
 
 /// [`open_source`], a `store:` source holding at most about `index_bytes` of commit
-/// indexes.
-pub fn open_source_within(spec: &str, index_bytes: usize) -> Result<Arc<dyn Source>, SourceError> {
+/// indexes, and every source refusing a file over `max_file` bytes
+/// ([`max_file_bytes`] of the memory budget) before reading it.
+pub fn open_source_within(
+    spec: &str,
+    index_bytes: usize,
+    max_file: u64,
+) -> Result<Arc<dyn Source>, SourceError> {
     let bad = |reason: &str| SourceError::Spec {
         spec: spec.to_string(),
         reason: reason.to_string(),
@@ -230,12 +248,16 @@ pub fn open_source_within(spec: &str, index_bytes: usize) -> Result<Arc<dyn Sour
             if !std::path::Path::new(root).is_dir() {
                 return Err(bad("not a directory"));
             }
-            Ok(Arc::new(DirSource::new(root)))
+            Ok(Arc::new(DirSource::new(root).with_max_file_bytes(max_file)))
         }
-        SourceSpec::Git(path) => Ok(Arc::new(GitSource::open(path)?)),
+        SourceSpec::Git(path) => Ok(Arc::new(
+            GitSource::open(path)?.with_max_file_bytes(max_file),
+        )),
         SourceSpec::Store(url) => {
             let store = covmerge_storage::Store::open(url).map_err(|e| bad(&e.to_string()))?;
-            Ok(Arc::new(StoreSource::with_index_budget(store, index_bytes)))
+            Ok(Arc::new(
+                StoreSource::with_index_budget(store, index_bytes).with_max_file_bytes(max_file),
+            ))
         }
     }
 }

@@ -24,7 +24,7 @@ use super::{
 
 /// Bytes of commit indexes a store source holds unless told otherwise
 /// ([`StoreSource::with_index_budget`]).
-pub(crate) const DEFAULT_INDEX_BYTES: usize = 32 << 20;
+pub const DEFAULT_INDEX_BYTES: usize = 32 << 20;
 
 /// Reads versions from a content-addressed snapshot in object storage.
 pub struct StoreSource {
@@ -32,6 +32,8 @@ pub struct StoreSource {
     rt: tokio::runtime::Handle,
     /// The commit indexes read, within a byte budget.
     indexes: Mutex<Indexes>,
+    /// The largest blob read.
+    max_file: u64,
 }
 
 impl StoreSource {
@@ -47,7 +49,14 @@ impl StoreSource {
             store,
             rt: tokio::runtime::Handle::current(),
             indexes: Mutex::new(Indexes::new(bytes)),
+            max_file: MAX_SOURCE_FILE_BYTES,
         }
+    }
+
+    /// The source refusing blobs over `bytes` (at most [`MAX_SOURCE_FILE_BYTES`]).
+    pub fn with_max_file_bytes(mut self, bytes: u64) -> Self {
+        self.max_file = bytes.min(MAX_SOURCE_FILE_BYTES);
+        self
     }
 
     fn io(&self, what: String, e: impl std::fmt::Display) -> SourceError {
@@ -106,7 +115,7 @@ impl StoreSource {
     }
 
     /// The bytes of blob `key` (`what`: the commit and path it is read for), read as
-    /// they stream: a blob over [`MAX_SOURCE_FILE_BYTES`] is refused before any byte
+    /// they stream: a blob over the source's limit is refused before any byte
     /// is read, and a stream that runs past the size the store gave is stopped there.
     async fn blob(&self, key: &str, what: &str) -> Result<Vec<u8>, SourceError> {
         use futures::StreamExt;
@@ -114,13 +123,14 @@ impl StoreSource {
             source_name: format!("store:{}", self.store),
             what: what.to_string(),
             size,
+            limit: self.max_file,
         };
         let (size, mut chunks) = self
             .store
             .get_stream_sized(key)
             .await
             .map_err(|e| self.io(key.to_string(), e))?;
-        if size > MAX_SOURCE_FILE_BYTES {
+        if size > self.max_file {
             return Err(too_large(size));
         }
         let mut data = Vec::with_capacity(size as usize);
@@ -128,7 +138,7 @@ impl StoreSource {
             let c = c.map_err(|e| self.io(key.to_string(), e))?;
             let len = (data.len() + c.len()) as u64;
             if len > size {
-                if len > MAX_SOURCE_FILE_BYTES {
+                if len > self.max_file {
                     return Err(too_large(len));
                 }
                 return Err(SourceError::Corrupt {

@@ -206,7 +206,7 @@ pub(crate) async fn diff(a: DiffArgs) -> Result<()> {
                     a.new
                 );
             };
-            let source = covmerge_source::open_source(spec)?;
+            let source = b.open_source(spec)?;
             for c in [&old_commit, &new_commit] {
                 covmerge_source::require_commit(source.as_ref(), spec, c)?;
             }
@@ -214,6 +214,7 @@ pub(crate) async fn diff(a: DiffArgs) -> Result<()> {
                 source,
                 old_commit,
                 new_commit,
+                diff_limit: b.line_diff(),
             };
             let run = |grouped: bool, spool: &mut Spool, reached: &mut Vec<String>| {
                 let old = covmerge_report::site::read_old(&a.old, &rt, b)?;
@@ -275,13 +276,21 @@ pub(crate) async fn diff(a: DiffArgs) -> Result<()> {
             }
             Found::Across(t) => {
                 crate::outln!(
-                    "{}: {} files changed, {} added, {} deleted, {} unchanged, {} without source text",
+                    "{}: {} files changed, {} added, {} deleted, {} unchanged, {} without source text{}",
                     p.display(),
                     t.files_changed,
                     t.files_added,
                     t.files_deleted,
                     t.files_unchanged,
-                    t.files_without_text
+                    t.files_without_text,
+                    if t.diffs_capped > 0 {
+                        format!(
+                            ", {} too large to diff (prefix and suffix only; raise --memory-budget)",
+                            t.diffs_capped
+                        )
+                    } else {
+                        String::new()
+                    }
                 );
                 let cats: Vec<String> = covmerge_report::diff::categories::ALL
                     .iter()

@@ -216,7 +216,7 @@ fn bench_merge_shard(c: &mut Criterion) {
     g.sample_size(20);
     g.bench_function("shard_20_files_10_commits_cold_cache", |b| {
         b.iter(|| {
-            let cache = ProjectionCache::new(64 << 20);
+            let cache = ProjectionCache::new(64 << 20, u64::MAX);
             let part = merge_shard(
                 std::iter::once(Ok(("c".to_string(), chunk.clone()))),
                 b"base",
@@ -227,7 +227,7 @@ fn bench_merge_shard(c: &mut Criterion) {
             black_box(part.records)
         })
     });
-    let warm = ProjectionCache::new(64 << 20);
+    let warm = ProjectionCache::new(64 << 20, u64::MAX);
     g.bench_function("shard_20_files_10_commits_warm_cache", |b| {
         b.iter(|| {
             let part = merge_shard(

@@ -296,3 +296,79 @@ fn a_memory_budget_too_small_for_its_task_loops_is_refused_naming_the_flags() {
     );
     assert!(!out.exists(), "refused before any work");
 }
+
+/// Two versions of a 3,000,000-line file (25 MB each), one line changed in the middle:
+/// the diff held both texts, 16 bytes a line of slices (past 10^12 line pairs) or
+/// imara-diff's interned lines and histogram, and a 4-byte map entry a line, whatever
+/// the budget. Now a pair whose estimate is over a quarter of `--memory-budget` is
+/// mapped by its common prefix and suffix, in one run each, counted in
+/// `diffs_capped`; the rows at the base commit map by identity, exactly.
+#[test]
+fn two_versions_of_a_long_file_were_diffed_whatever_the_budget() {
+    let tmp = tempfile::tempdir().unwrap();
+    let lines = 3_000_000;
+    // Line 1,500,001 (a row's line) differs.
+    let version = |changed: usize| -> String {
+        (0..lines)
+            .map(|i| {
+                if i == changed {
+                    format!("y{i}\n")
+                } else {
+                    format!("x{i}\n")
+                }
+            })
+            .collect()
+    };
+    let (text, changed) = (version(usize::MAX), version(1_500_000));
+    for (commit, t) in [("c1", text), ("c2", changed)] {
+        let d = tmp.path().join("src").join(commit);
+        std::fs::create_dir_all(&d).unwrap();
+        std::fs::write(d.join("big.c"), t).unwrap();
+    }
+    let src = format!("dir:{}", tmp.path().join("src").display());
+    let mut t = String::from(HDR);
+    for l in (1..=lines).step_by(1_000) {
+        t.push_str(&format!("r,c1,big.c,f,base,{l},1\n"));
+        t.push_str(&format!("r,c2,big.c,f,other,{l},2\n"));
+    }
+    t.push_str(&format!("r,c1,big.c,f,base,{lines},5\n"));
+    let input = tmp.path().join("in.csv");
+    std::fs::write(&input, t).unwrap();
+    let out = tmp.path().join("out.jsonl.gz");
+    let man = tmp.path().join("manifest.json");
+    let mut args = merge_args(&src, input.to_str().unwrap(), out.to_str().unwrap());
+    args.extend_from_slice(&["--manifest", man.to_str().unwrap(), "--workers", "1"]);
+    let o = merge_limited(&args, LONG_FILE_LIMIT);
+    assert!(
+        o.status.success(),
+        "under a {} MiB data limit: {}",
+        LONG_FILE_LIMIT >> 20,
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let totals = &covmerge_integration_tests::manifest(&man)["totals"];
+    assert_eq!(totals["diffs_capped"], 1, "{totals}");
+    let got = canon(&out);
+    let f = &got["files"]["big.c"]["managers"];
+    // At the base commit: every row, exactly.
+    let base = f["base"].as_object().unwrap();
+    assert_eq!(base.len(), lines / 1_000 + 1);
+    assert_eq!(f["base"]["1"], 1);
+    assert_eq!(f["base"][lines.to_string()], 5);
+    assert_eq!(f["base"]["1500001"], 1);
+    // The other version: its common prefix and suffix map, the line changed (all
+    // that lies between them here) does not.
+    let other = f["other"].as_object().unwrap();
+    assert_eq!(other.len(), lines / 1_000 - 1);
+    assert_eq!(totals["rows_lost"], 1);
+    assert_eq!(f["other"]["1"], 2);
+    assert_eq!(f["other"]["1499001"], 2);
+    assert_eq!(f["other"].get("1500001"), None);
+    assert_eq!(f["other"]["1501001"], 2);
+    assert_eq!(f["other"]["2999001"], 2);
+}
+
+/// The data limit of the long-file test: the texts (25 MB each, held by the source's
+/// cache and the merge) and the process's fixed costs; the exact diff of the pair
+/// (about 400 MB) or the vectors of the capped one (96 MB of line slices, 12 MB of
+/// map) do not fit.
+const LONG_FILE_LIMIT: u64 = 192 << 20;

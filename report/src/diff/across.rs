@@ -9,7 +9,9 @@
 //!
 //! Which text a file has at each base decides how its lines relate:
 //! - the same blob at both: every line unchanged;
-//! - both present: the line map of contract §3 (OLD's text onto NEW's);
+//! - both present: the line map of contract §3 (OLD's text onto NEW's); a pair whose
+//!   diff would hold more than its share of the memory budget is mapped by its common
+//!   prefix and suffix only (`"text":"capped"`, counted in `diffs_capped`, warned);
 //! - absent at one base (a file added or deleted between them, or renamed: renames
 //!   are not followed, a renamed file is deleted under its old path and new under its
 //!   new one, for every kind of source): nothing in common, so OLD's lines are DCB/DUB
@@ -24,7 +26,7 @@ use std::io::Write;
 use std::sync::Arc;
 
 use anyhow::Result;
-use covmerge_source::project::line_map;
+use covmerge_source::project::line_map_within;
 use covmerge_source::{FileVersion, Source};
 use serde::Serialize;
 
@@ -40,6 +42,9 @@ pub enum Text {
     Same,
     /// Present at both, different.
     Changed,
+    /// Present at both, different, and too large to diff within the memory budget:
+    /// only the common prefix and suffix of the texts are unchanged lines.
+    Capped,
     /// Absent at OLD's base.
     Added,
     /// Absent at NEW's base.
@@ -108,6 +113,9 @@ pub struct CatTotals {
     pub files_deleted: u64,
     /// Files a result has whose text the source lacks at its base.
     pub files_without_text: u64,
+    /// Files whose texts were too large to diff within the memory budget (mapped by
+    /// their common prefix and suffix only).
+    pub diffs_capped: u64,
     /// Instrumented and covered lines in OLD, over all files.
     pub old: Counts,
     /// Instrumented and covered lines in NEW, over all files.
@@ -126,6 +134,7 @@ impl CatTotals {
             Status::Unchanged => self.files_unchanged += 1,
         }
         self.files_without_text += u64::from(f.text == Text::Unknown);
+        self.diffs_capped += u64::from(f.text == Text::Capped);
         self.old.add(f.old);
         self.new.add(f.new);
         self.categories.add(&f.categories);
@@ -140,6 +149,8 @@ pub struct Bases {
     pub old_commit: String,
     /// NEW's base commit.
     pub new_commit: String,
+    /// The most one line diff may hold ([`crate::budget::Budget::line_diff`]).
+    pub diff_limit: u64,
 }
 
 impl Bases {
@@ -171,8 +182,17 @@ impl Bases {
             _ if unknown => (Text::Unknown, Relation::Disjoint),
             (Some(o), Some(n)) if o.id == n.id => (Text::Same, Relation::Same),
             (Some(o), Some(n)) => {
-                map = line_map(o, n);
-                (Text::Changed, Relation::Map(&map))
+                map = line_map_within(o, n, self.diff_limit);
+                if map.capped {
+                    tracing::warn!(
+                        "{path}: its texts at the two bases ({} and {} bytes) are too large to diff within a quarter of --memory-budget: only their common prefix and suffix are matched",
+                        o.data.len(),
+                        n.data.len()
+                    );
+                    (Text::Capped, Relation::Map(&map))
+                } else {
+                    (Text::Changed, Relation::Map(&map))
+                }
             }
             (None, _) => (Text::Added, Relation::Disjoint),
             (Some(_), None) => (Text::Deleted, Relation::Disjoint),
@@ -249,4 +269,48 @@ pub fn write_jsonl(
     serde_json::to_writer(&mut *out, &Last { totals: &totals })?;
     out.write_all(b"\n")?;
     Ok(totals)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A pair over the diff's limit is said to be capped and counted; its common
+    /// prefix and suffix still relate OLD's lines to NEW's, the lines between do not.
+    #[test]
+    fn a_pair_too_large_to_diff_is_capped_and_counted() {
+        let d = tempfile::tempdir().unwrap();
+        for (commit, text) in [("c1", "a\nb\nc\nd\ne\n"), ("c2", "a\nX\nb\nd\ne\n")] {
+            std::fs::create_dir_all(d.path().join(commit)).unwrap();
+            std::fs::write(d.path().join(commit).join("f.c"), text).unwrap();
+        }
+        let source: Arc<dyn Source> =
+            covmerge_source::open_source(&format!("dir:{}", d.path().display())).unwrap();
+        let lh = |v: &[(u32, u64)]| LineHits {
+            lines: v.iter().map(|x| x.0).collect(),
+            hits: v.iter().map(|x| x.1).collect(),
+        };
+        let (old, new) = (lh(&[(1, 1), (2, 1), (5, 1)]), lh(&[(1, 1), (3, 1), (5, 1)]));
+        let bases = |diff_limit| Bases {
+            source: source.clone(),
+            old_commit: "c1".into(),
+            new_commit: "c2".into(),
+            diff_limit,
+        };
+        let exact = bases(u64::MAX)
+            .file("f.c", true, Some(&old), Some(&new))
+            .unwrap();
+        let capped = bases(0).file("f.c", true, Some(&old), Some(&new)).unwrap();
+        assert_eq!((exact.text, capped.text), (Text::Changed, Text::Capped));
+        use super::super::categories::Category::*;
+        // Exact: b is unchanged (OLD 2 is NEW 3), so CBC. Capped: only a and e relate.
+        assert_eq!(exact.lines.get(Cbc), &[1, 3, 5]);
+        assert_eq!(capped.lines.get(Cbc), &[1, 5]);
+        assert_eq!(capped.lines.get(Dcb), &[2]);
+        assert_eq!(capped.lines.get(Gnc), &[3]);
+        let mut t = CatTotals::default();
+        t.add(&exact);
+        t.add(&capped);
+        assert_eq!(t.diffs_capped, 1);
+    }
 }

@@ -204,22 +204,6 @@ impl Serialize for CatCounts {
 /// in NEW) given how the texts relate.
 pub fn classify(old: &LineHits, new: &LineHits, rel: Relation<'_>) -> CatLines {
     use Category::*;
-    // NEW line -> the OLD line that maps to it (0: none), for Map.
-    let inverse: Vec<u32> = match rel {
-        Relation::Map(m) => {
-            let mut inv = Vec::new();
-            for l in 1..=m.from_lines() {
-                if let Some(t) = m.project(l) {
-                    if inv.len() <= t as usize {
-                        inv.resize(t as usize + 1, 0);
-                    }
-                    inv[t as usize] = l;
-                }
-            }
-            inv
-        }
-        _ => Vec::new(),
-    };
     let fwd = |l: u32| -> Option<u32> {
         match rel {
             Relation::Same => Some(l),
@@ -230,7 +214,9 @@ pub fn classify(old: &LineHits, new: &LineHits, rel: Relation<'_>) -> CatLines {
     let back = |l: u32| -> Option<u32> {
         match rel {
             Relation::Same => Some(l),
-            Relation::Map(_) => inverse.get(l as usize).copied().filter(|&o| o != 0),
+            // The map is its unchanged runs: looked up backward, not inverted into a
+            // vector over every line.
+            Relation::Map(m) => m.project_back(l),
             Relation::Disjoint => None,
         }
     };

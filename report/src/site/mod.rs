@@ -104,7 +104,7 @@ pub fn generate(opts: &Options, rt: &tokio::runtime::Handle) -> Result<Stats> {
     std::fs::create_dir_all(&opts.out)
         .with_context(|| format!("creating the report directory {}", opts.out.display()))?;
     let source = match &opts.source {
-        Some(s) => Some(covmerge_source::open_source(s)?),
+        Some(s) => Some(opts.budget.open_source(s)?),
         None => None,
     };
     // covmerge writes each file's records together; a result written otherwise is read

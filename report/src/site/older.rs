@@ -48,6 +48,7 @@ impl Older {
                 source: source.clone(),
                 old_commit,
                 new_commit: new.commit.clone(),
+                diff_limit: budget.line_diff(),
             },
         })
     }

@@ -2,7 +2,10 @@
 //! structures that grow with the input.
 //!
 //! The process-wide shares are the open sources (each with its version cache and, for
-//! a `store:` source, its commit indexes) and the cache of line maps. What is left
+//! a `store:` source, its commit indexes), the cache of line maps and the line diffs
+//! running (a quarter of the budget: each diff takes its estimate, both texts and its
+//! lines, and waits while others hold too much; a pair over the whole share is
+//! capped, so which pairs are capped depends on the budget alone). What is left
 //! goes to the task loops in equal shares; a loop runs one task at a time, so a share
 //! serves a split (its builders' tables, the flushes gathered for writing) or a merge
 //! (the chunks fetched ahead, the base texts and line maps it holds between uses, and
@@ -39,6 +42,10 @@ pub struct Shares {
     pub store_indexes: usize,
     /// The line maps cached across merges.
     pub projection_cache: usize,
+    /// The line diffs running together ([`covmerge_source::project::diff_limit`]).
+    pub diffs: usize,
+    /// The largest source file read ([`covmerge_source::max_file_bytes`]).
+    pub max_file: u64,
     /// Each task loop's share.
     pub per_loop: usize,
 }
@@ -48,8 +55,9 @@ impl Shares {
     /// [`MIN_LOOP_SHARE`] after the caches' shares: what a default budget grows to
     /// when many task loops are asked for (`--workers 64` on a small machine).
     pub fn least_budget(loops: usize) -> usize {
-        // The loops get what the sources (3/8) and the line maps (1/32) leave: 19/32.
-        (loops.max(1) * MIN_LOOP_SHARE).div_ceil(19) * 32 + (1 << 20)
+        // The loops get what the sources (3/8), the line maps (1/32) and the line
+        // diffs (1/4) leave: 11/32.
+        (loops.max(1) * MIN_LOOP_SHARE).div_ceil(11) * 32 + (1 << 20)
     }
 
     /// `budget` if given, else `default` raised to [`Shares::least_budget`] for
@@ -70,7 +78,8 @@ impl Shares {
         let loops = loops.max(1);
         let sources = budget / 8 * 3;
         let projection_cache = budget / 32;
-        let per_loop = (budget - sources - projection_cache) / loops;
+        let diffs = covmerge_source::project::diff_limit(budget as u64) as usize;
+        let per_loop = (budget - sources - projection_cache - diffs) / loops;
         if per_loop < MIN_LOOP_SHARE {
             return Err(format!(
                 "a memory budget of {} leaves {} to each of {loops} task loops, less than the {} one task needs: raise --memory-budget or run fewer task loops (--workers / --concurrency)",
@@ -87,6 +96,8 @@ impl Shares {
             source_cache: sources * 4 / 15,
             store_indexes: sources / 4,
             projection_cache,
+            diffs,
+            max_file: covmerge_source::max_file_bytes(budget as u64),
             per_loop,
         })
     }
@@ -154,7 +165,9 @@ mod tests {
                 let Ok(s) = Shares::of(budget, loops) else {
                     continue;
                 };
-                assert!(s.sources + s.projection_cache + s.per_loop * loops <= budget);
+                assert!(s.sources + s.projection_cache + s.diffs + s.per_loop * loops <= budget);
+                // Two files at the limit fit the diffs' share, with room for their lines.
+                assert!(2 * s.max_file <= s.diffs as u64);
                 assert!(s.source_cache + s.store_indexes < s.sources);
                 let t = TaskShare::of(s.per_loop);
                 assert!(t.split <= s.per_loop);

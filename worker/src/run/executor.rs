@@ -170,7 +170,7 @@ pub struct Executor {
     /// The accountant of `--memory-budget`: the process-wide shares are reserved when
     /// the executor is made, each task's when it starts.
     pool: Arc<MemoryPool>,
-    _process_shares: [MemoryReservation; 2],
+    _process_shares: [MemoryReservation; 3],
     /// Rows read and shards merged by this executor's tasks so far, for a progress display.
     pub progress: Arc<Progress>,
     /// Tasks handed back in a row because of this worker's configuration.
@@ -251,7 +251,7 @@ fn trim_heap() {
 impl Executor {
     /// An executor writing to `store`, sized by `cfg`.
     pub fn new(store: Store, cfg: WorkerConfig) -> Self {
-        let cache = ProjectionCache::new(cfg.shares.projection_cache);
+        let cache = ProjectionCache::new(cfg.shares.projection_cache, cfg.shares.diffs as u64);
         let pool = MemoryPool::new(cfg.memory_budget);
         let reserve = |name: &'static str, bytes: usize| {
             let mut r = pool.reservation(name);
@@ -262,6 +262,7 @@ impl Executor {
         let process_shares = [
             reserve("open sources", cfg.shares.sources),
             reserve("line map cache", cfg.shares.projection_cache),
+            reserve("line diffs", cfg.shares.diffs),
         ];
         Executor {
             store,
@@ -294,8 +295,12 @@ impl Executor {
         if let Some(s) = self.sources.lock().unwrap().get(spec) {
             return Ok(s);
         }
-        let inner =
-            open_source_within(spec, self.cfg.shares.store_indexes).map_err(Failure::config)?;
+        let inner = open_source_within(
+            spec,
+            self.cfg.shares.store_indexes,
+            self.cfg.shares.max_file,
+        )
+        .map_err(Failure::config)?;
         let s: Arc<dyn Source> = Arc::new(CachedSource::new(inner, self.cfg.shares.source_cache));
         let cost = source_cost(spec, &self.cfg.shares);
         let evicted =
