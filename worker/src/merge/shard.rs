@@ -290,7 +290,7 @@ struct Pass<'a> {
 enum Accumulated {
     /// Every file of its range accumulated, with the ranges cut off it on the way
     /// (in path order, after it) to merge afterwards.
-    All(Tables, Vec<PathRange>),
+    All(Box<Tables>, Vec<PathRange>),
     /// The tables outgrew the limit: the range is to be merged in these ranges
     /// instead, in this order (`true`: within the limit; `false`: one path alone).
     Over(Vec<(PathRange, bool)>),
@@ -558,12 +558,12 @@ impl Pass<'_> {
         }
         drop((held, last_map, file_slot));
         Ok(Accumulated::All(
-            Tables {
+            Box::new(Tables {
                 strings,
                 files,
                 managers,
                 counts,
-            },
+            }),
             later,
         ))
     }
@@ -590,10 +590,7 @@ fn settle(files: &mut [(u32, FileState)], file_slot: &[u32], file: u32, accs: us
 /// What a pass's tables hold besides its accumulators, in bytes (`file_slot` has a
 /// slot per string).
 fn tables_bytes(strings: &StringTable, files: &[(u32, FileState)], managers: &[u32]) -> usize {
-    strings.approx_bytes()
-        + strings.len() * 4
-        + files.len() * std::mem::size_of::<(u32, FileState)>()
-        + managers.len() * 8
+    strings.approx_bytes() + strings.len() * 4 + std::mem::size_of_val(files) + managers.len() * 8
 }
 
 /// Keeps the entries of `block` whose path is in `range`, and marks in `used` the
