@@ -218,7 +218,7 @@ fn bench_merge_shard(c: &mut Criterion) {
         b.iter(|| {
             let cache = ProjectionCache::new(64 << 20, u64::MAX);
             let part = merge_shard(
-                std::iter::once(Ok(("c".to_string(), chunk.clone()))),
+                || std::iter::once(Ok(("c".to_string(), chunk.clone()))),
                 b"base",
                 &src,
                 &cache,
@@ -231,7 +231,7 @@ fn bench_merge_shard(c: &mut Criterion) {
     g.bench_function("shard_20_files_10_commits_warm_cache", |b| {
         b.iter(|| {
             let part = merge_shard(
-                std::iter::once(Ok(("c".to_string(), chunk.clone()))),
+                || std::iter::once(Ok(("c".to_string(), chunk.clone()))),
                 b"base",
                 &src,
                 &warm,

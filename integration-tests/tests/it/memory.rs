@@ -372,3 +372,75 @@ fn two_versions_of_a_long_file_were_diffed_whatever_the_budget() {
 /// (about 400 MB) or the vectors of the capped one (96 MB of line slices, 12 MB of
 /// map) do not fit.
 const LONG_FILE_LIMIT: u64 = 192 << 20;
+
+/// 600,000 distinct paths in one shard (one row each; one path in 1,000 exists at the
+/// base). The shard's merge held every path it read, interned, with a tag or an
+/// accumulator each, whatever the budget: 230 MB peak at `--shards 1`, over this
+/// test's data limit. Now its tables stay within the merge's share of the budget and
+/// the shard is merged in passes over ranges of its paths: the same result and the
+/// same counts as sixteen shards that each fit.
+#[test]
+fn distinct_paths_of_one_shard_were_all_held_at_once() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (paths, every) = (600_000, 1_000);
+    let src = source(tmp.path(), 0, 0);
+    let root = tmp.path().join("src/c1");
+    let mut t = String::with_capacity(paths * 32);
+    t.push_str(HDR);
+    for p in 0..paths {
+        let path = format!("d{}/p{p}.c", p % 997);
+        if p % every == 0 {
+            std::fs::create_dir_all(root.join(format!("d{}", p % 997))).unwrap();
+            std::fs::write(root.join(&path), "int a;\nint b;\n").unwrap();
+        }
+        t.push_str(&format!(
+            "r,c1,{path},f{},m{},{},1\n",
+            p % 3,
+            p % 2,
+            1 + p % 2
+        ));
+    }
+    let input = tmp.path().join("in.csv");
+    std::fs::write(&input, t).unwrap();
+    let run = |name: &str, shards: &str, limit: u64| {
+        let (out, man) = (
+            tmp.path().join(name),
+            tmp.path().join(format!("{name}.json")),
+        );
+        let mut args = merge_args(&src, input.to_str().unwrap(), out.to_str().unwrap());
+        args.extend([
+            "--shards",
+            shards,
+            "--memory-budget",
+            "64MiB",
+            "--workers",
+            "1",
+        ]);
+        args.extend(["--manifest", man.to_str().unwrap()]);
+        let o = merge_limited(&args, limit);
+        assert!(
+            o.status.success(),
+            "--shards {shards} under a {} MiB data limit: {}",
+            limit >> 20,
+            String::from_utf8_lossy(&o.stderr)
+        );
+        (
+            canon(&out),
+            covmerge_integration_tests::manifest(&man)["totals"].clone(),
+        )
+    };
+    let (one, one_totals) = run("one.jsonl.gz", "1", PATHS_LIMIT);
+    let (many, many_totals) = run("many.jsonl.gz", "16", LIMIT);
+    assert_eq!(one, many);
+    assert_eq!(one_totals, many_totals);
+    assert_eq!(one["files"].as_object().unwrap().len(), paths / every);
+    assert_eq!(one_totals["files_deleted"], (paths - paths / every) as u64);
+    assert_eq!(one_totals["rows_deleted"], (paths - paths / every) as u64);
+    let last = (paths / every - 1) * every;
+    let f = &one["files"][format!("d{}/p{last}.c", last % 997)]["managers"];
+    assert_eq!(f[format!("m{}", last % 2)][(1 + last % 2).to_string()], 1);
+}
+
+/// The data limit of the distinct-paths test: main's merge of its one shard peaked at
+/// 230 MB (RSS) and failed under it; within a 64 MiB budget it takes 111 MB.
+const PATHS_LIMIT: u64 = 160 << 20;

@@ -2,7 +2,9 @@
 //! (file, commit) group onto the base through a line diff, sum hits overall and per
 //! manager, pick function names, and encode the part.
 
+mod acc;
 mod groups;
+mod passes;
 mod shard;
 mod sums;
 
@@ -10,3 +12,6 @@ pub use covmerge_source::project::{
     line_map, line_map_lines, LineMap, ProjectionCache, MAX_DIFF_CELLS,
 };
 pub use shard::{merge_shard, merge_shard_with_prefix, HeldBudget, MergeError, MergedPart};
+
+#[cfg(test)]
+mod tests;

@@ -8,8 +8,9 @@ use rustc_hash::FxHashMap;
 
 use std::sync::Arc;
 
+use super::acc::{FileAcc, FileState};
 use super::groups::{GroupPlan, GroupSums};
-use super::sums::ManagerSums;
+use super::passes::PathRange;
 use super::{LineMap, ProjectionCache};
 use crate::source::{FileVersion, Source, SourceError};
 
@@ -70,103 +71,9 @@ pub struct MergedPart {
     pub records: u64,
     /// What the merge counted (rows merged and lost, files, lines).
     pub counts: Counts,
-}
-
-/// Base lines the line-to-slot vector may span per slot, and at least.
-const SLOT_SPAN: usize = 8;
-const MIN_SLOT_SPAN: usize = 1 << 16;
-
-/// Where a file of the shard stands: a live one has its sums; one outside
-/// `--file-path-prefix` or absent at the base costs a tag, not an accumulator (a
-/// shard of 3 million distinct paths held one for each).
-enum FileState {
-    OutOfScope,
-    Deleted,
-    Live(Box<FileAcc>),
-}
-
-/// What one file of the shard accumulates: projected sums only, never raw rows, so a
-/// shard's memory is bounded by its output (lines × managers), however many rows or
-/// builds its files have.
-///
-/// Each projected line gets a *slot* the first time it is hit; the sums are vectors
-/// indexed by slot, so an entry costs one lookup in the small line-to-slot table (the
-/// file's instrumented lines) and then plain indexing, where a table keyed by
-/// (manager, line) was hit at random for every entry. The per-manager sums take
-/// memory in proportion to the (manager, line) pairs hit ([`ManagerSums`]), not lines
-/// × managers.
-struct FileAcc {
-    /// Per base line: its slot (`u32::MAX`: none yet). A vector, not a hash map: the
-    /// lines are those of the base version, and a lookup per entry was a tenth of the
-    /// merge (BENCHMARKS.md). It spans at most [`SLOT_SPAN`] lines per slot (and
-    /// [`MIN_SLOT_SPAN`]); lines past that go to `far`: one row at the end of each of
-    /// 200 files of a million lines held 4 bytes per line of them all.
-    slot_of: Vec<u32>,
-    far: FxHashMap<u32, u32>,
-    /// Per slot: its base line, the `*` sum, and the first function name seen there
-    /// with its row count (`u32::MAX`: none yet).
-    lines: Vec<u32>,
-    star: Vec<u64>,
-    name: Vec<(u32, u64)>,
-    /// (line, function) row counts of the names after a slot's first.
-    other_names: FxHashMap<(u32, u32), u64>,
-    /// Per manager (by the shard's manager index) and slot: its sum.
-    per_mgr: ManagerSums,
-}
-
-impl FileAcc {
-    fn new() -> Self {
-        FileAcc {
-            slot_of: Vec::new(),
-            far: FxHashMap::default(),
-            lines: Vec::new(),
-            star: Vec::new(),
-            name: Vec::new(),
-            other_names: FxHashMap::default(),
-            per_mgr: ManagerSums::default(),
-        }
-    }
-
-    /// Adds `hits` of `rows` rows of manager `mgr` (the shard's index) and function
-    /// `func` (`None`: the empty name) to base line `line`.
-    #[inline]
-    fn add(&mut self, line: u32, mgr: usize, func: Option<u32>, hits: u64, rows: u64) {
-        let at = line as usize;
-        // Once a line is in `far` the vector never grows again: a line is in one of
-        // the two, never both (it would get a second slot).
-        if at >= self.slot_of.len()
-            && self.far.is_empty()
-            && at < (SLOT_SPAN * (self.lines.len() + 1)).max(MIN_SLOT_SPAN)
-        {
-            self.slot_of.resize(at + 1, u32::MAX);
-        }
-        let next = self.lines.len() as u32;
-        let entry = match self.slot_of.get_mut(at) {
-            Some(s) => s,
-            None => self.far.entry(line).or_insert(u32::MAX),
-        };
-        let mut slot = *entry;
-        if slot == u32::MAX {
-            slot = next;
-            *entry = slot;
-            self.lines.push(line);
-            self.star.push(0);
-            self.name.push((u32::MAX, 0));
-        }
-        let slot = slot as usize;
-        self.star[slot] = self.star[slot].saturating_add(hits);
-        self.per_mgr.add(mgr as u32, slot as u32, hits);
-        if let Some(func) = func {
-            let first = &mut self.name[slot];
-            if first.0 == func {
-                first.1 += rows;
-            } else if first.0 == u32::MAX {
-                *first = (func, rows);
-            } else {
-                *self.other_names.entry((line, func)).or_insert(0) += rows;
-            }
-        }
-    }
+    /// Passes over the chunks: 1 unless the tables outgrew their share of the budget
+    /// (see [`HeldBudget::tables`]).
+    pub passes: u32,
 }
 
 /// What a shard merge may hold between uses, in bytes.
@@ -178,6 +85,11 @@ pub struct HeldBudget {
     /// Line maps; past it they are dropped and looked up again in the worker's
     /// [`ProjectionCache`] (or recomputed).
     pub maps: usize,
+    /// The merge's own tables: every string of a pass (paths, commits, names,
+    /// managers), each file's tag or accumulator. Past it the shard is merged in
+    /// passes over ranges of its paths, each pass reading the chunks again; a single
+    /// path whose accumulator outgrows it is merged alone, without a limit.
+    pub tables: usize,
 }
 
 impl Default for HeldBudget {
@@ -185,6 +97,7 @@ impl Default for HeldBudget {
         HeldBudget {
             bases: 64 << 20,
             maps: 64 << 20,
+            tables: 128 << 20,
         }
     }
 }
@@ -263,13 +176,17 @@ impl Held {
 }
 
 /// Merges one shard from its spill chunks (`(name, bytes)`, fetched lazily: one chunk
-/// is held at a time). Every entry is projected onto the base as soon as it is read.
-pub fn merge_shard(
-    chunks: impl Iterator<Item = Result<(String, Bytes), MergeError>>,
+/// is held at a time; `chunks` gives them from the first each time it is called).
+/// Every entry is projected onto the base as soon as it is read.
+pub fn merge_shard<I>(
+    chunks: impl FnMut() -> I,
     base_commit: &[u8],
     source: &dyn Source,
     cache: &ProjectionCache,
-) -> Result<MergedPart, MergeError> {
+) -> Result<MergedPart, MergeError>
+where
+    I: Iterator<Item = Result<(String, Bytes), MergeError>>,
+{
     merge_shard_with_prefix(
         chunks,
         base_commit,
@@ -285,166 +202,21 @@ pub fn merge_shard(
 /// other files are counted in `rows_outside_prefix` and go no further (no source
 /// lookup, no output, not a file of the result). Each file gets a record per group of
 /// `groups` with a line, after its managers' (`--group`). Base texts and line maps are
-/// held within `held`.
-pub fn merge_shard_with_prefix(
-    chunks: impl Iterator<Item = Result<(String, Bytes), MergeError>>,
+/// held within `held`, and the merge's own tables within `held.tables`: a shard whose
+/// tables outgrow it is merged in passes over ranges of its paths, each reading the
+/// chunks again (`passes.rs`); the part is the same, byte for byte.
+pub fn merge_shard_with_prefix<I>(
+    mut chunks: impl FnMut() -> I,
     base_commit: &[u8],
     source: &dyn Source,
     cache: &ProjectionCache,
     file_prefix: &[u8],
     groups: &[covmerge_proto::group::Group],
     held: HeldBudget,
-) -> Result<MergedPart, MergeError> {
-    // Each string once, in an arena, with a hash index of ids (not a boxed copy per
-    // string in a vector and another as the map's key).
-    let mut strings = StringTable::new();
-    // Per string id: the index of its file in `files` plus one (0: not a file yet).
-    // String ids are dense, so this is a vector, not a hash lookup per entry.
-    let mut file_slot: Vec<u32> = Vec::new();
-    let mut files: Vec<(u32, FileState)> = Vec::new();
-    let mut held = Held {
-        budget: held,
-        ..Held::default()
-    };
-    // The (file, commit) of the last entry and its line map.
-    let mut last_map: ((u32, u32), Option<Arc<LineMap>>) = ((u32::MAX, u32::MAX), None);
-    let mut counts = Counts::default();
-    let mut remap: Vec<u32> = Vec::new();
-    // Per block string: its id as a function name (`None` for the empty name, which
-    // is no name), so an entry does not look its name up to ask.
-    let mut func_of: Vec<Option<u32>> = Vec::new();
-    // Managers by string id: the shard's index of each (`u32::MAX`: not seen yet).
-    let mut mgr_slot: Vec<u32> = Vec::new();
-    let mut managers: Vec<u32> = Vec::new();
-    for chunk in chunks {
-        let (name, bytes) = chunk?;
-        let mut failed: Option<MergeError> = None;
-        spill::for_each_block(&bytes, |block| {
-            remap.clear();
-            remap.extend(block.strings.iter().map(|s| strings.intern(s)));
-            func_of.clear();
-            func_of.extend(
-                block
-                    .strings
-                    .iter()
-                    .zip(&remap)
-                    .map(|(s, &id)| (!s.is_empty()).then_some(id)),
-            );
-            if file_slot.len() < strings.len() {
-                file_slot.resize(strings.len(), 0);
-            }
-            for (k, v) in block.entries {
-                let (file, commit) = (remap[k.file as usize], remap[k.commit as usize]);
-                let slot = &mut file_slot[file as usize];
-                if *slot == 0 {
-                    // First entry of this file: is it in scope, and its base version.
-                    let acc = if strings.get(file).starts_with(file_prefix) {
-                        let base = match source.get(base_commit, strings.get(file)) {
-                            Ok(b) => b,
-                            Err(err) => {
-                                failed = Some(err.into());
-                                return Ok(());
-                            }
-                        };
-                        match base {
-                            Some(b) => {
-                                held.hold_base(file, b);
-                                FileState::Live(Box::new(FileAcc::new()))
-                            }
-                            None => FileState::Deleted,
-                        }
-                    } else {
-                        FileState::OutOfScope
-                    };
-                    files.push((file, acc));
-                    *slot = files.len() as u32;
-                }
-                let acc = match &mut files[*slot as usize - 1].1 {
-                    FileState::OutOfScope => {
-                        counts.rows_outside_prefix += v.rows;
-                        continue;
-                    }
-                    FileState::Deleted => {
-                        counts.rows_deleted += v.rows;
-                        continue;
-                    }
-                    FileState::Live(acc) => acc,
-                };
-                if k.sl == 0 {
-                    counts.rows_without_line += v.rows;
-                    continue;
-                }
-                // Blocks hold each (file, commit)'s entries together: one lookup per
-                // run of them.
-                if last_map.0 != (file, commit) {
-                    let map = match held.map(file, commit) {
-                        Some(m) => m,
-                        None => {
-                            let m = match held.compute_map(
-                                source,
-                                cache,
-                                base_commit,
-                                strings.get(file),
-                                strings.get(commit),
-                                file,
-                            ) {
-                                Ok(m) => m,
-                                Err(err) => {
-                                    failed = Some(err);
-                                    return Ok(());
-                                }
-                            };
-                            if m.as_ref().is_some_and(|m| m.capped)
-                                && held.capped.insert((file, commit))
-                            {
-                                counts.diffs_capped += 1;
-                            }
-                            held.hold_map(file, commit, m.clone());
-                            m
-                        }
-                    };
-                    last_map = ((file, commit), map);
-                }
-                let Some(line) = last_map.1.as_ref().and_then(|m| m.project(k.sl)) else {
-                    counts.rows_lost += v.rows;
-                    counts.hits_lost = counts.hits_lost.saturating_add(v.hits);
-                    continue;
-                };
-                counts.rows_merged += v.rows;
-                let mgr = remap[k.manager as usize];
-                if mgr_slot.len() <= mgr as usize {
-                    mgr_slot.resize(mgr as usize + 1, u32::MAX);
-                }
-                if mgr_slot[mgr as usize] == u32::MAX {
-                    mgr_slot[mgr as usize] = managers.len() as u32;
-                    managers.push(mgr);
-                }
-                let func = func_of[k.func as usize];
-                acc.add(line, mgr_slot[mgr as usize] as usize, func, v.hits, v.rows);
-            }
-            Ok(())
-        })
-        .map_err(|source| MergeError::Spill {
-            chunk: name.clone(),
-            source,
-        })?;
-        if let Some(e) = failed {
-            return Err(e);
-        }
-    }
-    drop((held, last_map));
-    let plan = GroupPlan::new(groups, &managers, &strings)?;
-
-    // Files in path order: the part's order is deterministic.
-    let mut order: Vec<(u32, Box<FileAcc>)> = Vec::new();
-    for (f, state) in files {
-        match state {
-            FileState::OutOfScope => {}
-            FileState::Deleted => counts.files_deleted += 1,
-            FileState::Live(acc) => order.push((f, acc)),
-        }
-    }
-    order.sort_by(|a, b| strings.get(a.0).cmp(strings.get(b.0)));
+) -> Result<MergedPart, MergeError>
+where
+    I: Iterator<Item = Result<(String, Bytes), MergeError>>,
+{
     // Records are written a few bytes at a time (a number, a comma): buffered, the
     // encoder gets them in large writes. Unbuffered, each small write was a deflate
     // call, and output gzip cost 6× the deflate itself (BENCHMARKS.md).
@@ -452,18 +224,37 @@ pub fn merge_shard_with_prefix(
         256 << 10,
         GzEncoder::new(Vec::new(), Compression::new(6)),
     );
-    let mut records = 0u64;
-    for (file, acc) in order {
-        counts.files += 1;
-        records += write_file(
-            strings.get(file),
-            *acc,
-            &managers,
-            &plan,
-            &strings,
-            &mut counts,
-            &mut enc,
-        )?;
+    let (mut counts, mut records, mut passes) = (Counts::default(), 0u64, 0u32);
+    // Ranges still to merge, the next one last; each one's part follows the previous
+    // one's, and the files of a part are in path order: the passes' outputs end to
+    // end are the one-pass output.
+    let mut todo = vec![(PathRange::all(), true)];
+    while let Some((range, bounded)) = todo.pop() {
+        passes += 1;
+        let pass = Pass {
+            base_commit,
+            source,
+            cache,
+            file_prefix,
+            held,
+            limit: bounded.then_some(held.tables),
+        };
+        match pass.accumulate(chunks(), range)? {
+            Accumulated::All(tables, later) => {
+                todo.extend(later.into_iter().rev().map(|r| (r, true)));
+                let (c, r) = tables.write(groups, &mut enc)?;
+                counts.add(&c);
+                records += r;
+            }
+            Accumulated::Over(ranges) => {
+                tracing::info!(
+                    ranges = ranges.len(),
+                    tables = held.tables,
+                    "a shard's tables outgrew their share of the memory budget: merging its paths in ranges, one pass each"
+                );
+                todo.extend(ranges.into_iter().rev());
+            }
+        }
     }
     let gz = enc
         .into_inner()
@@ -473,7 +264,404 @@ pub fn merge_shard_with_prefix(
         gz,
         records,
         counts,
+        passes,
     })
+}
+
+/// Bytes a file's path costs in the tables besides its text: its span, its entry in
+/// the string index, its slot and its place in the file list.
+const PER_FILE: usize = 72;
+
+/// The paths sampled from a pass that outgrew its share, to cut its range by.
+const SAMPLE: usize = 8192;
+
+/// What one pass over the chunks of a shard uses.
+struct Pass<'a> {
+    base_commit: &'a [u8],
+    source: &'a dyn Source,
+    cache: &'a ProjectionCache,
+    file_prefix: &'a [u8],
+    held: HeldBudget,
+    /// Bytes the tables may hold (`None`: a pass over one path, which cannot be cut).
+    limit: Option<usize>,
+}
+
+/// How a pass ended.
+enum Accumulated {
+    /// Every file of its range accumulated, with the ranges cut off it on the way
+    /// (in path order, after it) to merge afterwards.
+    All(Box<Tables>, Vec<PathRange>),
+    /// The tables outgrew the limit: the range is to be merged in these ranges
+    /// instead, in this order (`true`: within the limit; `false`: one path alone).
+    Over(Vec<(PathRange, bool)>),
+}
+
+/// A pass's tables: every string it interned, each file's tag or accumulator.
+struct Tables {
+    strings: StringTable,
+    files: Vec<(u32, FileState)>,
+    /// Managers by the shard's index: their string ids.
+    managers: Vec<u32>,
+    counts: Counts,
+}
+
+impl Pass<'_> {
+    /// Accumulates the files of `range` from `chunks`.
+    fn accumulate(
+        &self,
+        mut chunks: impl Iterator<Item = Result<(String, Bytes), MergeError>>,
+        mut range: PathRange,
+    ) -> Result<Accumulated, MergeError> {
+        let (source, base_commit, cache) = (self.source, self.base_commit, self.cache);
+        let mut limit = self.limit;
+        let mut later: Vec<PathRange> = Vec::new();
+        // Each string once, in an arena, with a hash index of ids (not a boxed copy per
+        // string in a vector and another as the map's key).
+        let mut strings = StringTable::new();
+        // Per string id: the index of its file in `files` plus one (0: not a file yet).
+        // String ids are dense, so this is a vector, not a hash lookup per entry.
+        let mut file_slot: Vec<u32> = Vec::new();
+        let mut files: Vec<(u32, FileState)> = Vec::new();
+        let mut held = Held {
+            budget: self.held,
+            ..Held::default()
+        };
+        // The (file, commit) of the last entry and its line map.
+        let mut last_map: ((u32, u32), Option<Arc<LineMap>>) = ((u32::MAX, u32::MAX), None);
+        let mut counts = Counts::default();
+        let mut remap: Vec<u32> = Vec::new();
+        // Per block string: its id as a function name (`None` for the empty name, which
+        // is no name), so an entry does not look its name up to ask.
+        let mut func_of: Vec<Option<u32>> = Vec::new();
+        // Managers by string id: the shard's index of each (`u32::MAX`: not seen yet).
+        let mut mgr_slot: Vec<u32> = Vec::new();
+        let mut managers: Vec<u32> = Vec::new();
+        // What the accumulators hold (as last counted), and the file of the last
+        // entry: an accumulator is counted again when its run of entries ends.
+        let mut accs = 0usize;
+        let mut last_file = u32::MAX;
+        // Per block string, in a pass over part of the paths: whether it is a path of
+        // the range (0: not asked yet, 1: yes, 2: no), and whether an entry kept uses it.
+        let (mut in_range, mut used): (Vec<u8>, Vec<bool>) = (Vec::new(), Vec::new());
+        let mut read = 0usize;
+        while let Some(chunk) = chunks.next() {
+            let (name, bytes) = chunk?;
+            read += 1;
+            let mut failed: Option<MergeError> = None;
+            let mut over_now = false;
+            spill::for_each_block(&bytes, |mut block| {
+                remap.clear();
+                if range.is_all() {
+                    remap.extend(block.strings.iter().map(|s| strings.intern(s)));
+                } else {
+                    // Only the entries of the range, and only the strings they use:
+                    // the other paths (and their names) are for other passes.
+                    keep_range(&mut block, &range, &mut in_range, &mut used);
+                    remap.extend(block.strings.iter().zip(&used).map(|(s, &u)| {
+                        if u {
+                            strings.intern(s)
+                        } else {
+                            u32::MAX
+                        }
+                    }));
+                }
+                func_of.clear();
+                func_of.extend(
+                    block
+                        .strings
+                        .iter()
+                        .zip(&remap)
+                        .map(|(s, &id)| (!s.is_empty()).then_some(id)),
+                );
+                if file_slot.len() < strings.len() {
+                    file_slot.resize(strings.len(), 0);
+                }
+                for (k, v) in block.entries {
+                    let (file, commit) = (remap[k.file as usize], remap[k.commit as usize]);
+                    if file != last_file {
+                        if limit.is_some() {
+                            accs = settle(&mut files, &file_slot, last_file, accs);
+                        }
+                        last_file = file;
+                    }
+                    let slot = &mut file_slot[file as usize];
+                    if *slot == 0 {
+                        // First entry of this file: is it in the pass's range (narrowed
+                        // within this block), in scope, and its base version.
+                        let path = strings.get(file);
+                        let acc = if !range.contains(path) {
+                            FileState::Skipped
+                        } else if path.starts_with(self.file_prefix) {
+                            let base = match source.get(base_commit, path) {
+                                Ok(b) => b,
+                                Err(err) => {
+                                    failed = Some(err.into());
+                                    return Ok(());
+                                }
+                            };
+                            match base {
+                                Some(b) => {
+                                    held.hold_base(file, b);
+                                    FileState::Live(Box::new(FileAcc::new()))
+                                }
+                                None => FileState::Deleted,
+                            }
+                        } else {
+                            FileState::OutOfScope
+                        };
+                        files.push((file, acc));
+                        *slot = files.len() as u32;
+                        // A new path: are the tables still within the limit? (Once a
+                        // path; with one path only, the pass may go on for it alone.)
+                        if limit.is_some_and(|max| {
+                            files.len() > 1
+                                && tables_bytes(&strings, &files, &managers) + accs > max
+                        }) {
+                            over_now = true;
+                            return Ok(());
+                        }
+                    }
+                    let acc = match &mut files[*slot as usize - 1].1 {
+                        FileState::OutOfScope => {
+                            counts.rows_outside_prefix += v.rows;
+                            continue;
+                        }
+                        FileState::Deleted => {
+                            counts.rows_deleted += v.rows;
+                            continue;
+                        }
+                        FileState::Skipped => continue,
+                        FileState::Live(acc) => acc,
+                    };
+                    if k.sl == 0 {
+                        counts.rows_without_line += v.rows;
+                        continue;
+                    }
+                    // Blocks hold each (file, commit)'s entries together: one lookup per
+                    // run of them.
+                    if last_map.0 != (file, commit) {
+                        let map = match held.map(file, commit) {
+                            Some(m) => m,
+                            None => {
+                                let m = match held.compute_map(
+                                    source,
+                                    cache,
+                                    base_commit,
+                                    strings.get(file),
+                                    strings.get(commit),
+                                    file,
+                                ) {
+                                    Ok(m) => m,
+                                    Err(err) => {
+                                        failed = Some(err);
+                                        return Ok(());
+                                    }
+                                };
+                                if m.as_ref().is_some_and(|m| m.capped)
+                                    && held.capped.insert((file, commit))
+                                {
+                                    counts.diffs_capped += 1;
+                                }
+                                held.hold_map(file, commit, m.clone());
+                                m
+                            }
+                        };
+                        last_map = ((file, commit), map);
+                    }
+                    let Some(line) = last_map.1.as_ref().and_then(|m| m.project(k.sl)) else {
+                        counts.rows_lost += v.rows;
+                        counts.hits_lost = counts.hits_lost.saturating_add(v.hits);
+                        continue;
+                    };
+                    counts.rows_merged += v.rows;
+                    let mgr = remap[k.manager as usize];
+                    if mgr_slot.len() <= mgr as usize {
+                        mgr_slot.resize(mgr as usize + 1, u32::MAX);
+                    }
+                    if mgr_slot[mgr as usize] == u32::MAX {
+                        mgr_slot[mgr as usize] = managers.len() as u32;
+                        managers.push(mgr);
+                    }
+                    let func = func_of[k.func as usize];
+                    acc.add(line, mgr_slot[mgr as usize] as usize, func, v.hits, v.rows);
+                }
+                Ok(())
+            })
+            .map_err(|source| MergeError::Spill {
+                chunk: name.clone(),
+                source,
+            })?;
+            if let Some(e) = failed {
+                return Err(e);
+            }
+            let Some(max) = limit else { continue };
+            // Checked at each new path and at the end of each chunk (accumulators and
+            // names grow within a chunk: one flush of a split, within the split's own
+            // share of the budget).
+            accs = settle(&mut files, &file_slot, last_file, accs);
+            let bytes = tables_bytes(&strings, &files, &managers) + accs;
+            if !over_now && bytes <= max {
+                continue;
+            }
+            // With a limit no file is skipped: the pass's files are all those seen.
+            let seen = files.len();
+            if seen > 1 {
+                let hint = chunks.size_hint();
+                let left = hint.1.unwrap_or(hint.0);
+                // The range's tables at the end, if its paths are spread like those
+                // read so far; each pass to hold at most 5/8 of the limit.
+                let whole = bytes as u128 * (read + left) as u128 / read as u128;
+                let parts = whole.div_ceil(max as u128 * 5 / 8).clamp(2, SAMPLE as u128);
+                let stride = seen.div_ceil(SAMPLE);
+                let sample = files
+                    .iter()
+                    .step_by(stride)
+                    .map(|(f, state)| {
+                        let path = strings.get(*f);
+                        let acc = match state {
+                            FileState::Live(a) => a.approx_bytes(),
+                            _ => 0,
+                        };
+                        (
+                            path.to_vec(),
+                            ((path.len() + PER_FILE + acc) * stride) as u64,
+                        )
+                    })
+                    .collect();
+                let ranges = range.split(sample, parts as usize);
+                return Ok(Accumulated::Over(
+                    ranges.into_iter().map(|r| (r, true)).collect(),
+                ));
+            }
+            // One path holds it all: no cut divides it, and it is merged alone without
+            // a limit. When no path of the range sorts before it, this pass goes on for
+            // it alone (the paths after it get passes of their own); else the paths
+            // before it must be written first: the pass starts again, in three.
+            let Some((f, _)) = files.first() else {
+                continue;
+            };
+            let path = strings.get(*f).to_vec();
+            let (below, above) = range.around(&path);
+            if !below.is_empty() {
+                let ranges = [
+                    (below, true),
+                    (PathRange::only(&path), false),
+                    (above, true),
+                ];
+                return Ok(Accumulated::Over(
+                    ranges.into_iter().filter(|r| !r.0.is_empty()).collect(),
+                ));
+            }
+            later.extend(Some(above).filter(|r| !r.is_empty()));
+            range = PathRange::only(&path);
+            limit = None;
+        }
+        drop((held, last_map, file_slot));
+        Ok(Accumulated::All(
+            Box::new(Tables {
+                strings,
+                files,
+                managers,
+                counts,
+            }),
+            later,
+        ))
+    }
+}
+
+/// Counts again what the accumulator of `file` (a string id; `u32::MAX`: none) holds
+/// into `accs`, the total of the pass's accumulators; returns the new total.
+fn settle(files: &mut [(u32, FileState)], file_slot: &[u32], file: u32, accs: usize) -> usize {
+    let Some(&slot) = file_slot.get(file as usize) else {
+        return accs;
+    };
+    if slot == 0 {
+        return accs;
+    }
+    let FileState::Live(acc) = &mut files[slot as usize - 1].1 else {
+        return accs;
+    };
+    let now = acc.approx_bytes();
+    let total = accs - acc.counted + now;
+    acc.counted = now;
+    total
+}
+
+/// What a pass's tables hold besides its accumulators, in bytes (`file_slot` has a
+/// slot per string).
+fn tables_bytes(strings: &StringTable, files: &[(u32, FileState)], managers: &[u32]) -> usize {
+    strings.approx_bytes() + strings.len() * 4 + std::mem::size_of_val(files) + managers.len() * 8
+}
+
+/// Keeps the entries of `block` whose path is in `range`, and marks in `used` the
+/// strings they use.
+fn keep_range(
+    block: &mut spill::Block<'_>,
+    range: &PathRange,
+    in_range: &mut Vec<u8>,
+    used: &mut Vec<bool>,
+) {
+    let n = block.strings.len();
+    in_range.clear();
+    in_range.resize(n, 0);
+    used.clear();
+    used.resize(n, false);
+    let strings = &block.strings;
+    block.entries.retain(|(k, _)| {
+        let f = k.file as usize;
+        if in_range[f] == 0 {
+            in_range[f] = if range.contains(strings[f]) { 1 } else { 2 };
+        }
+        let keep = in_range[f] == 1;
+        if keep {
+            for i in [k.file, k.commit, k.func, k.manager] {
+                used[i as usize] = true;
+            }
+        }
+        keep
+    });
+}
+
+impl Tables {
+    /// Writes the files of the pass in path order into `enc`; returns what was
+    /// counted and the records written.
+    fn write(
+        self,
+        groups: &[covmerge_proto::group::Group],
+        enc: &mut impl Write,
+    ) -> Result<(Counts, u64), MergeError> {
+        let Tables {
+            strings,
+            files,
+            managers,
+            mut counts,
+        } = self;
+        let plan = GroupPlan::new(groups, &managers, &strings)?;
+        // Files in path order: the part's order is deterministic.
+        let mut order: Vec<(u32, Box<FileAcc>)> = Vec::new();
+        for (f, state) in files {
+            match state {
+                FileState::OutOfScope | FileState::Skipped => {}
+                FileState::Deleted => counts.files_deleted += 1,
+                FileState::Live(acc) => order.push((f, acc)),
+            }
+        }
+        order.sort_by(|a, b| strings.get(a.0).cmp(strings.get(b.0)));
+        let mut records = 0u64;
+        for (file, acc) in order {
+            counts.files += 1;
+            records += write_file(
+                strings.get(file),
+                *acc,
+                &managers,
+                &plan,
+                &strings,
+                &mut counts,
+                enc,
+            )?;
+        }
+        Ok((counts, records))
+    }
 }
 
 /// Writes one file's records: `*`, managers by name, groups as given, functions by
@@ -583,44 +771,4 @@ fn write_file(
         i = end;
     }
     Ok(records)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// Lines past the vector's span go to a map; a line never gets two slots,
-    /// whichever order the lines come in.
-    #[test]
-    fn a_line_has_one_slot_whether_in_the_vector_or_far() {
-        for far_first in [true, false] {
-            let mut acc = FileAcc::new();
-            let hit = |acc: &mut FileAcc, l: u32| acc.add(l, 0, None, 1, 1);
-            if far_first {
-                hit(&mut acc, 5_000_000);
-            }
-            for l in 1..70_000u32 {
-                hit(&mut acc, l);
-            }
-            hit(&mut acc, 5_000_000);
-            for l in (1..70_000u32).rev() {
-                hit(&mut acc, l);
-            }
-            if far_first {
-                assert!(acc.slot_of.is_empty(), "no vector once a line is far");
-            } else {
-                assert!(acc.slot_of.len() >= 70_000 && acc.far.len() == 1);
-            }
-            let mut lines = acc.lines.clone();
-            lines.sort_unstable();
-            lines.dedup();
-            assert_eq!(lines.len(), acc.lines.len(), "a line with two slots");
-            assert_eq!(acc.lines.len(), 70_000);
-            let far_hits = if far_first { 2 } else { 1 };
-            for (s, &l) in acc.lines.iter().enumerate() {
-                let want = if l == 5_000_000 { far_hits } else { 2 };
-                assert_eq!(acc.star[s], want, "line {l}");
-            }
-        }
-    }
 }

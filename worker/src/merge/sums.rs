@@ -71,6 +71,8 @@ pub(super) struct ManagerSums {
     /// slot) and combined up to `compacted`.
     log: Vec<(u32, u32, u64)>,
     compacted: usize,
+    /// Bytes of the dense vectors' sums (their capacities), kept as they grow.
+    dense_bytes: usize,
 }
 
 impl ManagerSums {
@@ -78,7 +80,10 @@ impl ManagerSums {
     #[inline]
     pub(super) fn add(&mut self, mgr: u32, slot: u32, hits: u64) {
         if let Some(&d) = self.dense_of.get(&mgr) {
-            if self.dense[d as usize - 1].add(slot, hits) {
+            let dense = &mut self.dense[d as usize - 1];
+            let held = dense.sums.capacity();
+            if dense.add(slot, hits) {
+                self.dense_bytes += (dense.sums.capacity() - held) * 8;
                 return;
             }
         }
@@ -131,6 +136,15 @@ impl ManagerSums {
         }
         log.truncate(keep);
         self.compacted = keep;
+        self.dense_bytes = self.dense.iter().map(|d| d.sums.capacity() * 8).sum();
+    }
+
+    /// An estimate of the memory held, from capacities (constant time).
+    pub(super) fn approx_bytes(&self) -> usize {
+        self.dense_bytes
+            + self.dense.capacity() * std::mem::size_of::<Dense>()
+            + self.dense_of.capacity() * 9
+            + self.log.capacity() * std::mem::size_of::<(u32, u32, u64)>()
     }
 
     /// The managers (shard indexes) with at least one pair, and a reader of each one's
@@ -303,6 +317,13 @@ mod tests {
         }
         let dense_slots: usize = sums.dense.iter().map(|d| d.sums.len()).sum();
         assert!(dense_slots <= slots as usize, "{dense_slots} dense slots");
+        // What the merge counts against its tables' share: every slot and triple held.
+        let held = dense_slots * 8 + sums.log.len() * 16;
+        assert!(
+            (held..2 * held + (1 << 16)).contains(&sums.approx_bytes()),
+            "{} bytes counted for {held} held",
+            sums.approx_bytes()
+        );
         assert!(
             sums.log.len() <= 2 * 6_000 + LOG_SLACK,
             "{}",

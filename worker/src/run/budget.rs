@@ -114,19 +114,25 @@ pub struct TaskShare {
     pub held_bases: usize,
     /// A merge: line maps held between uses.
     pub held_maps: usize,
+    /// A merge: its own tables (strings, each file's tag or accumulator); past it
+    /// the shard is merged in passes over ranges of its paths.
+    pub tables: usize,
 }
 
 impl TaskShare {
     /// The uses of `bytes`. A split's builders count the capacity of their tables,
     /// which their flush briefly doubles: two fifths. A merge fetches a quarter ahead
     /// (at most 32 MiB), holds a quarter of base texts and an eighth of line maps;
-    /// the rest is its own tables.
+    /// the rest (at least 3/8) is its own tables.
     pub fn of(bytes: usize) -> TaskShare {
+        let prefetch = (bytes / 4).clamp(MIN_PREFETCH, MAX_PREFETCH);
+        let (held_bases, held_maps) = (bytes / 4, bytes / 8);
         TaskShare {
             split: bytes / 5 * 2,
-            prefetch: (bytes / 4).clamp(MIN_PREFETCH, MAX_PREFETCH),
-            held_bases: bytes / 4,
-            held_maps: bytes / 8,
+            prefetch,
+            held_bases,
+            held_maps,
+            tables: bytes.saturating_sub(prefetch + held_bases + held_maps),
         }
     }
 }
@@ -171,7 +177,8 @@ mod tests {
                 assert!(s.source_cache + s.store_indexes < s.sources);
                 let t = TaskShare::of(s.per_loop);
                 assert!(t.split <= s.per_loop);
-                assert!(t.prefetch + t.held_bases + t.held_maps <= s.per_loop);
+                assert!(t.prefetch + t.held_bases + t.held_maps + t.tables <= s.per_loop);
+                assert!(t.tables >= s.per_loop / 8 * 3, "{t:?}");
             }
         }
     }

@@ -643,13 +643,16 @@ impl Executor {
             let use_of = TaskShare::of(share.size());
             // Fetched several at a time ahead of the merge: one round trip per chunk,
             // one after the other, was most of a merge's time on a distant store.
-            let chunks = Prefetch::start(
-                &rt,
-                this.store.clone(),
-                t2.chunks.clone(),
-                use_of.prefetch,
-                cancel.clone(),
-            );
+            // Fetched again for each pass of a shard merged in passes.
+            let chunks = || {
+                Prefetch::start(
+                    &rt,
+                    this.store.clone(),
+                    t2.chunks.clone(),
+                    use_of.prefetch,
+                    cancel.clone(),
+                )
+            };
             // Checked before each file version: an abandoned merge stops between files.
             let source = CancelSource {
                 inner: source,
@@ -665,6 +668,7 @@ impl Executor {
                 HeldBudget {
                     bases: use_of.held_bases,
                     maps: use_of.held_maps,
+                    tables: use_of.tables,
                 },
             )
         })
@@ -685,6 +689,12 @@ impl Executor {
             .await
             .map_err(store_failure)?;
         metrics().bytes_written("part", len);
+        if part.passes > 1 {
+            info!(
+                passes = part.passes,
+                "the shard's tables outgrew the merge's share of the memory budget: merged in passes over ranges of its paths"
+            );
+        }
         covmerge_fault::pause_async("upload").await;
         let marker = wire::encode(&outcome).map_err(Failure::internal)?;
         self.store

@@ -38,6 +38,8 @@ type Fetched = (
 pub(super) struct Prefetch {
     rx: tokio::sync::mpsc::Receiver<Fetched>,
     task: tokio::task::JoinHandle<()>,
+    /// Chunks not yet handed over.
+    left: usize,
 }
 
 impl Prefetch {
@@ -52,6 +54,7 @@ impl Prefetch {
         cancel: Cancel,
     ) -> Prefetch {
         let (tx, rx) = tokio::sync::mpsc::channel::<Fetched>(REQUESTS);
+        let left = chunks.len();
         let task = rt.spawn(async move {
             let kib_budget = u32::try_from(ahead >> 10).unwrap_or(u32::MAX).max(1);
             let budget = Arc::new(Semaphore::new(kib_budget as usize));
@@ -103,7 +106,7 @@ impl Prefetch {
                 }
             }
         });
-        Prefetch { rx, task }
+        Prefetch { rx, task, left }
     }
 }
 
@@ -113,7 +116,13 @@ impl Iterator for Prefetch {
     /// Waits for the next chunk (called from the merge's own thread, not the
     /// runtime's). Its share of the budget is released as it is handed over.
     fn next(&mut self) -> Option<Self::Item> {
+        self.left = self.left.saturating_sub(1);
         self.rx.blocking_recv().map(|(r, _permit)| r)
+    }
+
+    /// The chunks not yet handed over (fewer if fetching fails or is abandoned).
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        (0, Some(self.left))
     }
 }
 
