@@ -51,7 +51,7 @@ fn merge(
     groups: &[Group],
     tables: usize,
 ) -> MergedPart {
-    let cache = ProjectionCache::new(8 << 20);
+    let cache = ProjectionCache::new(8 << 20, u64::MAX);
     let iter = || {
         chunks
             .iter()
