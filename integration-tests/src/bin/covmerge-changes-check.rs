@@ -1,4 +1,4 @@
-//! Checks `covmerge diff` across bases on a real git history (issue 27): two periods of
+//! Checks `covmerge diff` across bases on a real git history (the categories of contract §9): two periods of
 //! coverage on two base commits OLD and NEW of one repository, each a history corpus
 //! ([`covmerge_integration_tests::history`]) ending at its base, with its own managers
 //! and instrumentation (variants 1 and 2: lines instrumented in one period only, lines

@@ -277,7 +277,7 @@ fn categories_across_bases_on_a_git_history_hold_the_identities_and_agree_with_g
     assert!(err.contains("give --source SRC"), "{err}");
 }
 
-/// `covmerge-changes-check` (the real-history check of issue 27) on a generated git
+/// `covmerge-changes-check` (the real-history check of the categories) on a generated git
 /// history: two periods built, merged and diffed; the identities hold and the sampled
 /// files are compared with git.
 #[test]
