@@ -105,7 +105,9 @@ pub struct HistoryCorpus {
 /// The kernel repository named in the rows.
 pub const REPO_URL: &str = "git://example.invalid/history.git";
 
-fn git(repo: &Path) -> Command {
+/// `git` on the repository at `repo` (its `.git` if it has one, else `repo` itself:
+/// a bare repository).
+pub fn git(repo: &Path) -> Command {
     let mut c = Command::new("git");
     let dot_git = repo.join(".git");
     c.arg("--git-dir").arg(if dot_git.is_dir() {

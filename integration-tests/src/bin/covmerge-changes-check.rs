@@ -40,7 +40,7 @@ use std::process::Command;
 use std::time::Instant;
 
 use clap::Parser;
-use covmerge_integration_tests::history::{build, HistorySpec, REPO_URL};
+use covmerge_integration_tests::history::{build, git, HistorySpec, REPO_URL};
 use covmerge_integration_tests::measure::{covmerge_beside_this_exe, measure, Usage};
 use serde_json::Value;
 
@@ -79,17 +79,6 @@ struct Args {
 const CATS: [&str; 12] = [
     "CBC", "LBC", "GBC", "UBC", "ECB", "EUB", "GIC", "UIC", "GNC", "UNC", "DCB", "DUB",
 ];
-
-fn git(repo: &Path) -> Command {
-    let mut c = Command::new("git");
-    let dot_git = repo.join(".git");
-    c.arg("--git-dir").arg(if dot_git.is_dir() {
-        dot_git
-    } else {
-        repo.into()
-    });
-    c
-}
 
 fn output(mut c: Command) -> Vec<u8> {
     let o = c.output().expect("run git");
