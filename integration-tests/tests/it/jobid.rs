@@ -404,7 +404,16 @@ fn coordinator_whose_lease_was_taken_over_stops_without_publishing() {
     ]);
     let first = fleet::coordinator_spawn(&args);
     let lease = store_dir.join("jobs/taken-over/lease.json");
-    wait_for("the lease", LONG, || lease.exists());
+    // Taken over once held: after the coordinator's first heartbeat, not between its
+    // writing the lease and reading it back (then it is refused at the start, as a
+    // second coordinator is: the test failed once so under load).
+    wait_for("the lease's first heartbeat", LONG, || {
+        std::fs::read(&lease)
+            .ok()
+            .and_then(|b| serde_json::from_slice::<serde_json::Value>(&b).ok())
+            .and_then(|v| v["beats"].as_u64())
+            .is_some_and(|beats| beats >= 1)
+    });
     let now_ms = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .unwrap()
