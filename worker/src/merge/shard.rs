@@ -1011,7 +1011,8 @@ impl Tables {
 }
 
 /// Writes one file's records: `*`, managers by name, groups as given, functions by
-/// name.
+/// name (`names`: the best names of the file's other name passes).
+#[allow(clippy::too_many_arguments)]
 fn write_file(
     path: &[u8],
     acc: FileAcc,
