@@ -1,9 +1,10 @@
 //! Memory shapes: inputs that grow a dimension other than rows (managers, distinct
 //! paths, lines per file, base file size, commits of one file, commits of a `store:`
-//! snapshot, lines of two versions of one file, function names on one line). Each shape is merged
-//! at 1× and 2× its size; one row per run with rows, wall, CPU, peak RSS, and the
-//! time and RSS at 2× over 1×, so that a dimension that grows memory or time faster
-//! than linearly shows.
+//! snapshot, lines of two versions of one file, function names on one line, distinct
+//! paths in path order at a small budget). Each shape is merged at 1× and 2× its
+//! size; one row per run with rows, wall, CPU, peak RSS, the passes of the shards
+//! merged in more than one (from the merge's log), and the time and RSS at 2× over
+//! 1×, so that a dimension that grows memory or time faster than linearly shows.
 //!
 //! ```sh
 //! cargo build --release --workspace
@@ -161,6 +162,24 @@ fn generate(name: &str, n: usize, dir: &Path) -> Case {
                 row(&mut t, "c1", "a.c", "m", l, 1);
             }
         }
+        // n distinct paths in path order, one row each (deleted at the base), and one
+        // file that exists: run at a small budget (see `SHAPES`), so that the shard is
+        // merged in passes over ranges of its paths, each having seen only the first
+        // paths of its range when it outgrew its share.
+        "sorted-paths" => {
+            for p in 0..n {
+                row(
+                    &mut t,
+                    "base",
+                    &format!("d{:04}/p{p:08}.c", p / 1000),
+                    "m",
+                    1,
+                    1,
+                );
+            }
+            write_source(&src, "base", "keep.c", 10, 8);
+            row(&mut t, "base", "keep.c", "m", 1, 1);
+        }
         // n distinct function names on one line of one file.
         "func-names" => {
             write_source(&src, "base", "a.c", 10, 8);
@@ -181,23 +200,31 @@ fn generate(name: &str, n: usize, dir: &Path) -> Case {
     }
 }
 
-const SHAPES: &[(&str, usize)] = &[
-    ("last-line", 50_000),
-    ("managers", 20_000),
-    ("paths", 500_000),
-    ("base-files", 1_000),
-    ("commits", 500),
-    ("store-indexes", 50),
-    ("long-file", 2_500_000),
-    ("func-names", 500_000),
+/// Each shape, its size at `--scale 1`, and flags of its own for `merge`.
+const SHAPES: &[(&str, usize, &[&str])] = &[
+    ("last-line", 50_000, &[]),
+    ("managers", 20_000, &[]),
+    ("paths", 500_000, &[]),
+    ("base-files", 1_000, &[]),
+    ("commits", 500, &[]),
+    ("store-indexes", 50, &[]),
+    ("long-file", 2_500_000, &[]),
+    ("func-names", 500_000, &[]),
+    (
+        "sorted-paths",
+        200_000,
+        &["--memory-budget", "16MiB", "--workers", "1"],
+    ),
 ];
 
 fn main() {
     let a = Args::parse();
     let bin = a.covmerge.clone().unwrap_or_else(covmerge_beside_this_exe);
-    println!("| shape | size | rows | wall s | CPU s | peak RSS MB | wall 2×/1× | RSS 2×/1× |");
-    println!("|---|---|---|---|---|---|---|---|");
-    for &(name, base) in SHAPES {
+    println!(
+        "| shape | size | rows | wall s | CPU s | peak RSS MB | passes | wall 2×/1× | RSS 2×/1× |"
+    );
+    println!("|---|---|---|---|---|---|---|---|---|");
+    for &(name, base, flags) in SHAPES {
         if !a.shapes.is_empty() && !a.shapes.iter().any(|s| s == name) {
             continue;
         }
@@ -216,8 +243,14 @@ fn main() {
                 .arg(&case.input)
                 .arg("--out")
                 .arg(&out)
+                .args(flags)
                 .args(&a.extra);
+            // The worker logs the passes of a shard merged in more than one.
+            let log = dir.join("merge.log");
+            cmd.env("RUST_LOG", "warn,covmerge_worker=info")
+                .stderr(std::fs::File::create(&log).unwrap());
             let u = measure(&mut cmd);
+            let passes = passes_logged(&log);
             let ratio = |f: &dyn Fn(&Usage) -> f64| {
                 first
                     .as_ref()
@@ -225,7 +258,7 @@ fn main() {
                     .unwrap_or_default()
             };
             println!(
-                "| {name} | {n} | {} | {:.2} | {:.2} | {:.1} | {} | {} |",
+                "| {name} | {n} | {} | {:.2} | {:.2} | {:.1} | {passes} | {} | {} |",
                 case.rows,
                 u.wall,
                 u.cpu,
@@ -238,5 +271,33 @@ fn main() {
             }
             let _ = std::fs::remove_dir_all(&dir);
         }
+    }
+}
+
+/// The passes the merge's log in `log` reports over all shards merged in more than
+/// one (`-`: none).
+fn passes_logged(log: &Path) -> String {
+    let raw = std::fs::read_to_string(log).unwrap_or_default();
+    // Without the colours of the log's fields (`\x1b[...m`).
+    let mut text = String::with_capacity(raw.len());
+    let mut rest = raw.as_str();
+    while let Some(at) = rest.find('\x1b') {
+        text.push_str(&rest[..at]);
+        rest = &rest[at..];
+        rest = rest.find('m').map_or("", |m| &rest[m + 1..]);
+    }
+    text.push_str(rest);
+    let passes: Vec<u64> = text
+        .lines()
+        .filter_map(|l| {
+            let at = l.find("passes=")? + "passes=".len();
+            let digits: String = l[at..].chars().take_while(char::is_ascii_digit).collect();
+            digits.parse().ok()
+        })
+        .collect();
+    if passes.is_empty() {
+        "-".into()
+    } else {
+        passes.iter().sum::<u64>().to_string()
     }
 }

@@ -7,10 +7,19 @@
 //! file's).
 //!
 //! The ranges are cut from a sample of the paths a pass had seen when it went over,
-//! each weighted by what it held, into parts of about equal weight. A range that still
-//! goes over is cut again: each cut leaves out of each new range a path its parent
-//! held, so the cutting ends. A range whose one path goes over alone is merged
-//! without a limit (its output is that large).
+//! each weighted by what it held, into parts of about equal weight, estimated as if
+//! the paths seen were spread like all those of the range. With input sorted by path
+//! they were its first paths only: every range but the last holds a fraction of a
+//! share, and the last all the paths not seen. So after a pass, the ranges after it
+//! of the same cut are joined while, by what that pass held against what its paths
+//! held when cut, they hold at most 5/8 of the share together; the last range is
+//! estimated to hold what the others do not. A range that still goes over is cut
+//! again: each cut leaves out of each new range a path its parent held, so the
+//! cutting ends (a range cut from a joined one is not joined by another cut's
+//! estimate). A range whose one path goes over alone is merged without a limit (its
+//! output is that large), but for its function names, which may be many more than
+//! its lines: past the share they are counted in passes, each over the names of one
+//! hash bucket, keeping each line's best name across them.
 
 /// Paths `lo <= p < hi` in byte order (`None`: no bound on that side).
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
@@ -64,11 +73,24 @@ impl PathRange {
         )
     }
 
+    /// This range and `next`, which starts where this one ends, as one range.
+    pub(super) fn join(&self, next: &PathRange) -> Option<PathRange> {
+        (self.hi.is_some() && self.hi == next.lo).then(|| PathRange {
+            lo: self.lo.clone(),
+            hi: next.hi.clone(),
+        })
+    }
+
     /// Cuts the range into about `parts` ranges (at least two, in path order) of
     /// about equal weight by `sample`: paths of the range, each with the bytes it
     /// stands for. Each range leaves out a path of the sample. With fewer than two
-    /// distinct paths there is no cut: the range itself.
-    pub(super) fn split(&self, mut sample: Vec<(Vec<u8>, u64)>, parts: usize) -> Vec<PathRange> {
+    /// distinct paths there is no cut: the range itself. Each range comes with the
+    /// weight of the sample in it.
+    pub(super) fn split(
+        &self,
+        mut sample: Vec<(Vec<u8>, u64)>,
+        parts: usize,
+    ) -> Vec<(PathRange, u64)> {
         sample.sort_unstable_by(|a, b| a.0.cmp(&b.0));
         sample.dedup_by(|a, kept| {
             let same = a.0 == kept.0;
@@ -78,7 +100,8 @@ impl PathRange {
             same
         });
         if sample.len() < 2 {
-            return vec![self.clone()];
+            let w = sample.iter().map(|s| s.1).sum();
+            return vec![(self.clone(), w)];
         }
         let parts = parts.max(2) as u128;
         let total: u128 = sample.iter().map(|s| u128::from(s.1)).sum();
@@ -86,14 +109,14 @@ impl PathRange {
         // `k/parts` of the total, or when `i` alone weighs a part (it then starts a
         // range, and the next cut ends it); never before the first: each range leaves
         // a sampled path out.
-        let mut cuts: Vec<&[u8]> = Vec::new();
+        let mut cuts: Vec<(&[u8], u64)> = Vec::new();
         let (mut before, mut current, mut k) = (0u128, 0u128, 1u128);
         for (i, (path, w)) in sample.iter().enumerate() {
             let w = u128::from(*w);
             let due = k < parts && before * parts >= total * k;
             let heavy = current > 0 && w * parts >= total;
             if i > 0 && (due || heavy) {
-                cuts.push(path);
+                cuts.push((path, current as u64));
                 current = 0;
                 while k < parts && before * parts >= total * k {
                     k += 1;
@@ -104,21 +127,29 @@ impl PathRange {
         }
         if cuts.is_empty() {
             // The last path weighs more than the rest together: it alone.
-            cuts.push(&sample[sample.len() - 1].0);
+            let last = &sample[sample.len() - 1];
+            current = u128::from(last.1);
+            cuts.push((&last.0, (total - current) as u64));
         }
         let mut ranges = Vec::with_capacity(cuts.len() + 1);
         let mut lo = self.lo.clone();
-        for c in cuts {
-            ranges.push(PathRange {
-                lo,
-                hi: Some(c.to_vec()),
-            });
+        for (c, w) in cuts {
+            ranges.push((
+                PathRange {
+                    lo,
+                    hi: Some(c.to_vec()),
+                },
+                w,
+            ));
             lo = Some(c.to_vec());
         }
-        ranges.push(PathRange {
-            lo,
-            hi: self.hi.clone(),
-        });
+        ranges.push((
+            PathRange {
+                lo,
+                hi: self.hi.clone(),
+            },
+            current as u64,
+        ));
         ranges
     }
 }
@@ -139,6 +170,10 @@ mod tests {
         (0..n)
             .map(|i| format!("d{}/p{i}.c", i % 7).into_bytes())
             .collect()
+    }
+
+    fn unweighed(ranges: Vec<(PathRange, u64)>) -> Vec<PathRange> {
+        ranges.into_iter().map(|r| r.0).collect()
     }
 
     /// The ranges of a split cover the range's paths once each, in order.
@@ -162,7 +197,17 @@ mod tests {
     fn a_split_covers_its_range_once_in_parts_of_about_equal_weight() {
         let all = paths(10_000);
         let sample: Vec<(Vec<u8>, u64)> = all.iter().step_by(3).map(|p| (p.clone(), 3)).collect();
-        let ranges = PathRange::all().split(sample, 8);
+        let weighed = PathRange::all().split(sample.clone(), 8);
+        // Each range with the sample's weight in it.
+        for (r, w) in &weighed {
+            let want: u64 = sample
+                .iter()
+                .filter(|s| r.contains(&s.0))
+                .map(|s| s.1)
+                .sum();
+            assert_eq!(*w, want, "{r:?}");
+        }
+        let ranges = unweighed(weighed);
         assert_eq!(ranges.len(), 8);
         assert_partition(&PathRange::all(), &ranges, &all);
         for r in &ranges {
@@ -176,7 +221,7 @@ mod tests {
             .filter(|p| inner.contains(p))
             .map(|p| (p.clone(), 1))
             .collect();
-        let sub = inner.split(sample, 3);
+        let sub = unweighed(inner.split(sample, 3));
         assert_eq!(sub.len(), 3);
         assert_partition(&inner, &sub, &all);
     }
@@ -192,7 +237,7 @@ mod tests {
             .iter()
             .map(|p| (p.clone(), if *p == heavy { 1_000 } else { 1 }))
             .collect();
-        let ranges = PathRange::all().split(sample.clone(), 4);
+        let ranges = unweighed(PathRange::all().split(sample.clone(), 4));
         assert_partition(&PathRange::all(), &ranges, &all);
         let with_heavy = ranges.iter().find(|r| r.contains(&heavy)).unwrap();
         let n = all.iter().filter(|p| with_heavy.contains(p)).count();
@@ -206,7 +251,10 @@ mod tests {
             .iter()
             .map(|p| (p.clone(), if *p == last { 1_000 } else { 1 }))
             .collect();
-        let ranges = PathRange::all().split(sample, 2);
+        let weighed = PathRange::all().split(sample, 2);
+        assert_eq!(weighed[0].1, 99);
+        assert_eq!(weighed[1].1, 1_000);
+        let ranges = unweighed(weighed);
         assert_eq!(ranges.len(), 2);
         assert_partition(&PathRange::all(), &ranges, &all);
         assert_eq!(
@@ -223,7 +271,7 @@ mod tests {
         let r = PathRange::all();
         assert_eq!(
             r.split(vec![(b"a.c".to_vec(), 5), (b"a.c".to_vec(), 5)], 4),
-            vec![r.clone()]
+            vec![(r.clone(), 10)]
         );
         let (below, above) = r.around(b"m.c");
         let only = PathRange::only(b"m.c");

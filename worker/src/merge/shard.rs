@@ -88,7 +88,8 @@ pub struct HeldBudget {
     /// The merge's own tables: every string of a pass (paths, commits, names,
     /// managers), each file's tag or accumulator. Past it the shard is merged in
     /// passes over ranges of its paths, each pass reading the chunks again; a single
-    /// path whose accumulator outgrows it is merged alone, without a limit.
+    /// path whose accumulator outgrows it is merged alone, without a limit but for
+    /// its function names, counted in passes over parts of them past it.
     pub tables: usize,
 }
 
@@ -228,21 +229,64 @@ where
     // Ranges still to merge, the next one last; each one's part follows the previous
     // one's, and the files of a part are in path order: the passes' outputs end to
     // end are the one-pass output.
-    let mut todo = vec![(PathRange::all(), true)];
-    while let Some((range, bounded)) = todo.pop() {
+    let mut todo = vec![Todo::bounded(PathRange::all())];
+    // Cuts made so far, and what the last pass over a range of a cut (not its last)
+    // held at its end per byte its paths held when cut: about 1 when the pass that
+    // cut had seen all the rows of those paths (input sorted by path), more when it
+    // had seen part of them.
+    let (mut cuts, mut growth) = (0u32, None::<(u32, f64)>);
+    // The function names of the path of name passes (see `How::Alone`), best so far
+    // per line.
+    let mut names: Option<BestNames> = None;
+    while let Some(mut t) = todo.pop() {
+        let joined = coalesce(&mut t, &mut todo, growth, held.tables);
         passes += 1;
+        let (limit, bucket) = match t.how {
+            How::Bounded { .. } => (Some(held.tables), None),
+            How::Alone { k, j } => (None, (k > 1).then_some((k, j))),
+        };
         let pass = Pass {
             base_commit,
             source,
             cache,
             file_prefix,
             held,
-            limit: bounded.then_some(held.tables),
+            limit,
+            bucket,
         };
-        match pass.accumulate(chunks(), range)? {
-            Accumulated::All(tables, later) => {
-                todo.extend(later.into_iter().rev().map(|r| (r, true)));
-                let (c, r) = tables.write(groups, &mut enc)?;
+        match pass.accumulate(chunks(), t.range.clone())? {
+            Accumulated::All {
+                tables,
+                later,
+                bytes,
+            } => {
+                if let How::Bounded {
+                    seen,
+                    cut,
+                    tail: None,
+                    ..
+                } = t.how
+                {
+                    if seen > 0 && bytes > 0 {
+                        growth = Some((cut, bytes as f64 / seen as f64));
+                    }
+                }
+                todo.extend(later.into_iter().rev().map(Todo::bounded));
+                if let How::Alone { k, .. } = t.how {
+                    if k > 1 {
+                        let best = names.get_or_insert_with(BestNames::default);
+                        tables.best_names(best);
+                        let more = todo.last().is_some_and(|n| {
+                            matches!(n.how, How::Alone { k, .. } if k > 1) && n.range == t.range
+                        });
+                        if more {
+                            // The sums are the same in each name pass: written once,
+                            // after the last, with the best names of all.
+                            continue;
+                        }
+                    }
+                }
+                let (c, r) = tables.write(groups, names.take(), &mut enc)?;
                 counts.add(&c);
                 records += r;
             }
@@ -252,7 +296,41 @@ where
                     tables = held.tables,
                     "a shard's tables outgrew their share of the memory budget: merging its paths in ranges, one pass each"
                 );
-                todo.extend(ranges.into_iter().rev());
+                cuts += 1;
+                todo.extend(ranges.into_iter().rev().map(|mut r| {
+                    if let How::Bounded { cut, fresh, .. } = &mut r.how {
+                        *cut = cuts;
+                        // A range joined by estimate that still outgrew the share is
+                        // cut without joining by an earlier cut's estimate again, so
+                        // that cutting ends.
+                        *fresh = !joined;
+                    }
+                    r
+                }));
+            }
+            Accumulated::Names {
+                range,
+                parts,
+                later,
+            } => {
+                let (k, j) = match t.how {
+                    How::Alone { k, j } => (k, j),
+                    How::Bounded { .. } => (1, 0),
+                };
+                tracing::info!(
+                    parts = k * parts,
+                    tables = held.tables,
+                    "the function names of one path outgrew the tables' share of the memory budget: counting them in passes, each over the names of one hash bucket"
+                );
+                todo.extend(later.into_iter().rev().map(Todo::bounded));
+                // Bucket `j` of `k` is buckets `j + i k` of `k parts`.
+                todo.extend((0..parts).rev().map(|i| Todo {
+                    range: range.clone(),
+                    how: How::Alone {
+                        k: k * parts,
+                        j: j + i * k,
+                    },
+                }));
             }
         }
     }
@@ -275,6 +353,127 @@ const PER_FILE: usize = 72;
 /// The paths sampled from a pass that outgrew its share, to cut its range by.
 const SAMPLE: usize = 8192;
 
+/// Bytes a function name costs in the tables besides its text: its span, its entry
+/// in the string index, its slot.
+const NAME_BYTES: usize = 56;
+
+/// Name passes of one path at most: past it, its names are counted in one pass
+/// without a limit.
+const MAX_NAME_PASSES: u32 = 1 << 16;
+
+/// A range of paths still to merge, and how.
+struct Todo {
+    range: PathRange,
+    how: How,
+}
+
+/// How a range is merged.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum How {
+    /// With its tables within their share. A range cut from a sample (`seen > 0`):
+    /// the bytes its sampled paths held in the pass that cut it, and the cut's number;
+    /// for the last range of the cut, `tail`: the bytes the whole cut range was
+    /// estimated to hold, and those its sample held. `fresh`: it may be joined by the
+    /// estimate of another cut (not when cut from a range joined so).
+    Bounded {
+        seen: u64,
+        cut: u32,
+        tail: Option<(u64, u64)>,
+        fresh: bool,
+    },
+    /// One path whose tables alone outgrow the share: merged without a limit. When
+    /// its function names are what is large, they are counted in `k` passes, each
+    /// over the names whose hash is `j` modulo `k` (other names are absent for naming
+    /// only: the sums are the same in each), and the best name of each line is kept
+    /// across the passes.
+    Alone { k: u32, j: u32 },
+}
+
+impl Todo {
+    fn bounded(range: PathRange) -> Self {
+        Todo {
+            range,
+            how: How::Bounded {
+                seen: 0,
+                cut: 0,
+                tail: None,
+                fresh: false,
+            },
+        }
+    }
+}
+
+/// What a range cut from a sample is estimated to hold at the end of its pass, by
+/// `growth` (bytes at the end per byte seen when cut).
+fn estimate(seen: u64, tail: Option<(u64, u64)>, growth: f64) -> f64 {
+    let own = seen as f64 * growth;
+    match tail {
+        None => own,
+        // The last range of a cut holds what the others do not: with input sorted by
+        // path, every path after the last one the cutting pass had seen.
+        Some((whole, sampled)) => {
+            own.max(whole as f64 - sampled.saturating_sub(seen) as f64 * growth)
+        }
+    }
+}
+
+/// Joins to `t` the ranges after it of the same cut while they are estimated to hold
+/// together at most 5/8 of `limit`, by the growth of the last pass over a range of a
+/// cut. A cut's ranges are of about equal *estimated* weight, estimated as if the
+/// paths the cutting pass had seen were spread like all those of the range; with
+/// input sorted by path they were the first ones only, and all but the last range
+/// hold a fraction of a share each: joined, they take as many passes as the paths
+/// need. Returns whether any was joined.
+fn coalesce(t: &mut Todo, todo: &mut Vec<Todo>, growth: Option<(u32, f64)>, limit: usize) -> bool {
+    let How::Bounded {
+        mut seen,
+        cut,
+        mut tail,
+        fresh,
+    } = t.how
+    else {
+        return false;
+    };
+    let Some((of, g)) = growth else {
+        return false;
+    };
+    if seen == 0 || !(of == cut || fresh) {
+        return false;
+    }
+    let cap = limit as f64 * 5.0 / 8.0;
+    let mut joined = false;
+    while let Some(next) = todo.last() {
+        let How::Bounded {
+            seen: s,
+            cut: c,
+            tail: tl,
+            ..
+        } = next.how
+        else {
+            break;
+        };
+        if c != cut || s == 0 || tail.is_some() || estimate(seen + s, tl, g) > cap {
+            break;
+        }
+        let Some(r) = t.range.join(&next.range) else {
+            break;
+        };
+        t.range = r;
+        (seen, tail, joined) = (seen + s, tl, true);
+        todo.pop();
+    }
+    t.how = How::Bounded {
+        seen,
+        cut,
+        tail,
+        fresh,
+    };
+    joined
+}
+
+/// Per line, the best function name so far (contract §3.5): its row count and name.
+type BestNames = FxHashMap<u32, (u64, Vec<u8>)>;
+
 /// What one pass over the chunks of a shard uses.
 struct Pass<'a> {
     base_commit: &'a [u8],
@@ -284,16 +483,32 @@ struct Pass<'a> {
     held: HeldBudget,
     /// Bytes the tables may hold (`None`: a pass over one path, which cannot be cut).
     limit: Option<usize>,
+    /// The function names counted, `(k, j)`: those whose hash is `j` modulo `k`
+    /// (`None`: all).
+    bucket: Option<(u32, u32)>,
 }
 
 /// How a pass ended.
 enum Accumulated {
     /// Every file of its range accumulated, with the ranges cut off it on the way
-    /// (in path order, after it) to merge afterwards.
-    All(Box<Tables>, Vec<PathRange>),
+    /// (in path order, after it) to merge afterwards, and the bytes its tables held
+    /// at the end (0: not counted, in a pass without a limit).
+    All {
+        tables: Box<Tables>,
+        later: Vec<PathRange>,
+        bytes: usize,
+    },
     /// The tables outgrew the limit: the range is to be merged in these ranges
-    /// instead, in this order (`true`: within the limit; `false`: one path alone).
-    Over(Vec<(PathRange, bool)>),
+    /// instead, in this order.
+    Over(Vec<Todo>),
+    /// The function names of the one path of `range` outgrew the tables' share: its
+    /// names are to be counted in `parts` passes (each over part of those of this
+    /// pass), then the ranges `later`.
+    Names {
+        range: PathRange,
+        parts: u32,
+        later: Vec<PathRange>,
+    },
 }
 
 /// A pass's tables: every string it interned, each file's tag or accumulator.
@@ -341,8 +556,17 @@ impl Pass<'_> {
         let mut accs = 0usize;
         let mut last_file = u32::MAX;
         // Per block string, in a pass over part of the paths: whether it is a path of
-        // the range (0: not asked yet, 1: yes, 2: no), and whether an entry kept uses it.
+        // the range (0: not asked yet, 1: yes, 2: no), whether an entry kept uses it,
+        // and whether as a function name counted (0: not asked yet, 1: yes, 2: a name
+        // of another bucket).
         let (mut in_range, mut used): (Vec<u8>, Vec<bool>) = (Vec::new(), Vec::new());
+        let mut as_func: Vec<u8> = Vec::new();
+        // Bytes of the function names interned (in a pass over part of the paths), and
+        // whether they may cut a pass without a limit into name passes.
+        let mut name_bytes = 0usize;
+        let mut name_limit = Some(self.held.tables);
+        // The paths of the block being read when the pass went over.
+        let mut block_sample: Vec<(Vec<u8>, u64)> = Vec::new();
         let mut read = 0usize;
         while let Some(chunk) = chunks.next() {
             let (name, bytes) = chunk?;
@@ -351,12 +575,30 @@ impl Pass<'_> {
             let mut over_now = false;
             spill::for_each_block(&bytes, |mut block| {
                 remap.clear();
-                if range.is_all() {
+                func_of.clear();
+                if range.is_all() && self.bucket.is_none() {
                     remap.extend(block.strings.iter().map(|s| strings.intern(s)));
+                    func_of.extend(
+                        block
+                            .strings
+                            .iter()
+                            .zip(&remap)
+                            .map(|(s, &id)| (!s.is_empty()).then_some(id)),
+                    );
                 } else {
                     // Only the entries of the range, and only the strings they use:
-                    // the other paths (and their names) are for other passes.
-                    keep_range(&mut block, &range, &mut in_range, &mut used);
+                    // the other paths (and their names, and names of other buckets)
+                    // are for other passes.
+                    let bucket = self.bucket;
+                    keep_range(
+                        &mut block,
+                        &range,
+                        bucket,
+                        &mut in_range,
+                        &mut used,
+                        &mut as_func,
+                    );
+                    let before = strings.len();
                     remap.extend(block.strings.iter().zip(&used).map(|(s, &u)| {
                         if u {
                             strings.intern(s)
@@ -364,19 +606,18 @@ impl Pass<'_> {
                             u32::MAX
                         }
                     }));
+                    for ((s, &id), &f) in block.strings.iter().zip(&remap).zip(&as_func) {
+                        let counted = f == 1 && !s.is_empty();
+                        func_of.push(counted.then_some(id));
+                        if counted && id as usize >= before {
+                            name_bytes += s.len() + NAME_BYTES;
+                        }
+                    }
                 }
-                func_of.clear();
-                func_of.extend(
-                    block
-                        .strings
-                        .iter()
-                        .zip(&remap)
-                        .map(|(s, &id)| (!s.is_empty()).then_some(id)),
-                );
                 if file_slot.len() < strings.len() {
                     file_slot.resize(strings.len(), 0);
                 }
-                for (k, v) in block.entries {
+                for &(k, v) in &block.entries {
                     let (file, commit) = (remap[k.file as usize], remap[k.commit as usize]);
                     if file != last_file {
                         if limit.is_some() {
@@ -417,6 +658,20 @@ impl Pass<'_> {
                             files.len() > 1
                                 && tables_bytes(&strings, &files, &managers) + accs > max
                         }) {
+                            // The block's strings were interned before its entries were
+                            // read: its paths are part of what went over, though most
+                            // are not files of the pass yet. They are sampled too (a
+                            // block of paths in order held more than the share with
+                            // two files seen, and each cut then split off one path).
+                            let mut ids: Vec<u32> =
+                                block.entries.iter().map(|e| e.0.file).collect();
+                            ids.sort_unstable();
+                            ids.dedup();
+                            let stride = ids.len().div_ceil(SAMPLE).max(1);
+                            block_sample.extend(ids.iter().step_by(stride).map(|&i| {
+                                let path = block.strings[i as usize];
+                                (path.to_vec(), ((path.len() + PER_FILE) * stride) as u64)
+                            }));
                             over_now = true;
                             return Ok(());
                         }
@@ -494,7 +749,35 @@ impl Pass<'_> {
             if let Some(e) = failed {
                 return Err(e);
             }
-            let Some(max) = limit else { continue };
+            let Some(max) = limit else {
+                // A pass over one path, without a limit: its tables are as large as its
+                // output, but for the function names of its lines, which are counted
+                // (contract §3.5) and may be many more. Past the share, they are
+                // counted in passes, each over part of them.
+                let Some(share) = name_limit else { continue };
+                let others = match files.first() {
+                    Some((_, FileState::Live(acc))) => acc.other_names.capacity() * 17,
+                    _ => 0,
+                };
+                let held_names = name_bytes + others;
+                if held_names <= share {
+                    continue;
+                }
+                let hint = chunks.size_hint();
+                let left = hint.1.unwrap_or(hint.0);
+                let whole = held_names as u128 * (read + left) as u128 / read as u128;
+                let parts = whole.div_ceil(share as u128 * 5 / 8).clamp(2, 4096) as u32;
+                let k = self.bucket.map_or(1, |b| b.0);
+                if k.saturating_mul(parts) > MAX_NAME_PASSES {
+                    name_limit = None;
+                    continue;
+                }
+                return Ok(Accumulated::Names {
+                    range,
+                    parts,
+                    later,
+                });
+            };
             // Checked at each new path and at the end of each chunk (accumulators and
             // names grow within a chunk: one flush of a split, within the split's own
             // share of the budget).
@@ -513,10 +796,9 @@ impl Pass<'_> {
                 let whole = bytes as u128 * (read + left) as u128 / read as u128;
                 let parts = whole.div_ceil(max as u128 * 5 / 8).clamp(2, SAMPLE as u128);
                 let stride = seen.div_ceil(SAMPLE);
-                let sample = files
-                    .iter()
-                    .step_by(stride)
-                    .map(|(f, state)| {
+                let sample = std::mem::take(&mut block_sample)
+                    .into_iter()
+                    .chain(files.iter().step_by(stride).map(|(f, state)| {
                         let path = strings.get(*f);
                         let acc = match state {
                             FileState::Live(a) => a.approx_bytes(),
@@ -526,11 +808,26 @@ impl Pass<'_> {
                             path.to_vec(),
                             ((path.len() + PER_FILE + acc) * stride) as u64,
                         )
-                    })
+                    }))
                     .collect();
                 let ranges = range.split(sample, parts as usize);
+                let sampled: u64 = ranges.iter().map(|r| r.1).sum();
+                let n = ranges.len();
+                let whole = whole.min(u64::MAX as u128) as u64;
                 return Ok(Accumulated::Over(
-                    ranges.into_iter().map(|r| (r, true)).collect(),
+                    ranges
+                        .into_iter()
+                        .enumerate()
+                        .map(|(i, (range, seen))| Todo {
+                            range,
+                            how: How::Bounded {
+                                seen,
+                                cut: 0,
+                                tail: (i + 1 == n).then_some((whole, sampled)),
+                                fresh: true,
+                            },
+                        })
+                        .collect(),
                 ));
             }
             // One path holds it all: no cut divides it, and it is merged alone without
@@ -544,28 +841,38 @@ impl Pass<'_> {
             let (below, above) = range.around(&path);
             if !below.is_empty() {
                 let ranges = [
-                    (below, true),
-                    (PathRange::only(&path), false),
-                    (above, true),
+                    Todo::bounded(below),
+                    Todo {
+                        range: PathRange::only(&path),
+                        how: How::Alone { k: 1, j: 0 },
+                    },
+                    Todo::bounded(above),
                 ];
                 return Ok(Accumulated::Over(
-                    ranges.into_iter().filter(|r| !r.0.is_empty()).collect(),
+                    ranges.into_iter().filter(|r| !r.range.is_empty()).collect(),
                 ));
             }
             later.extend(Some(above).filter(|r| !r.is_empty()));
             range = PathRange::only(&path);
             limit = None;
         }
+        let bytes = if limit.is_some() {
+            accs = settle(&mut files, &file_slot, last_file, accs);
+            tables_bytes(&strings, &files, &managers) + accs
+        } else {
+            0
+        };
         drop((held, last_map, file_slot));
-        Ok(Accumulated::All(
-            Box::new(Tables {
+        Ok(Accumulated::All {
+            tables: Box::new(Tables {
                 strings,
                 files,
                 managers,
                 counts,
             }),
             later,
-        ))
+            bytes,
+        })
     }
 }
 
@@ -593,19 +900,25 @@ fn tables_bytes(strings: &StringTable, files: &[(u32, FileState)], managers: &[u
     strings.approx_bytes() + strings.len() * 4 + std::mem::size_of_val(files) + managers.len() * 8
 }
 
-/// Keeps the entries of `block` whose path is in `range`, and marks in `used` the
-/// strings they use.
+/// Keeps the entries of `block` whose path is in `range`, marks in `used` the
+/// strings they use, and in `as_func` (1) the function names they use of `bucket`
+/// (`(k, j)`: those whose hash is `j` modulo `k`; `None`: all). A name of another
+/// bucket is not used, as if absent: it names no line in this pass.
 fn keep_range(
     block: &mut spill::Block<'_>,
     range: &PathRange,
+    bucket: Option<(u32, u32)>,
     in_range: &mut Vec<u8>,
     used: &mut Vec<bool>,
+    as_func: &mut Vec<u8>,
 ) {
     let n = block.strings.len();
     in_range.clear();
     in_range.resize(n, 0);
     used.clear();
     used.resize(n, false);
+    as_func.clear();
+    as_func.resize(n, 0);
     let strings = &block.strings;
     block.entries.retain(|(k, _)| {
         let f = k.file as usize;
@@ -614,20 +927,52 @@ fn keep_range(
         }
         let keep = in_range[f] == 1;
         if keep {
-            for i in [k.file, k.commit, k.func, k.manager] {
+            for i in [k.file, k.commit, k.manager] {
                 used[i as usize] = true;
+            }
+            let func = k.func as usize;
+            if as_func[func] == 0 {
+                let counted = bucket.is_none_or(|(k, j)| name_bucket(strings[func], k) == j);
+                as_func[func] = if counted { 1 } else { 2 };
+            }
+            if as_func[func] == 1 {
+                used[func] = true;
             }
         }
         keep
     });
 }
 
+/// The bucket of function name `name` of `k`. Not the string index's hash modulo
+/// `k`: the names of one bucket would share its low bits, and collide in the index.
+pub(super) fn name_bucket(name: &[u8], k: u32) -> u32 {
+    // splitmix64's finalizer over the index's hash.
+    let mut z = spill::hash_bytes(name);
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^= z >> 31;
+    (z % u64::from(k)) as u32
+}
+
 impl Tables {
+    /// Adds the best function names of each line of the pass's file (a pass over one
+    /// path) to `best`.
+    fn best_names(&self, best: &mut BestNames) {
+        for (_, state) in &self.files {
+            if let FileState::Live(acc) = state {
+                let lines = line_names(&acc.lines, &acc.name, &acc.other_names, &self.strings);
+                add_names(best, lines, &self.strings);
+            }
+        }
+    }
+
     /// Writes the files of the pass in path order into `enc`; returns what was
-    /// counted and the records written.
+    /// counted and the records written. `names`: for a pass over one path counted
+    /// in name passes, the best names of the others.
     fn write(
         self,
         groups: &[covmerge_proto::group::Group],
+        mut names: Option<BestNames>,
         enc: &mut impl Write,
     ) -> Result<(Counts, u64), MergeError> {
         let Tables {
@@ -656,6 +1001,7 @@ impl Tables {
                 &managers,
                 &plan,
                 &strings,
+                names.take(),
                 &mut counts,
                 enc,
             )?;
@@ -665,13 +1011,15 @@ impl Tables {
 }
 
 /// Writes one file's records: `*`, managers by name, groups as given, functions by
-/// name.
+/// name (`names`: the best names of the file's other name passes).
+#[allow(clippy::too_many_arguments)]
 fn write_file(
     path: &[u8],
     acc: FileAcc,
     managers: &[u32],
     plan: &GroupPlan<'_>,
     strings: &StringTable,
+    names: Option<BestNames>,
     counts: &mut Counts,
     out: &mut impl Write,
 ) -> Result<u64, MergeError> {
@@ -741,34 +1089,82 @@ fn write_file(
         records += g.write(&per_mgr, &by_name, &order, &slot_lines, path, out)?;
     }
 
-    // contract §3.5: the most frequent non-empty name; ties go to the smallest name.
-    let mut best: FxHashMap<u32, (u64, u32)> = FxHashMap::default();
-    let firsts = slot_lines
-        .iter()
-        .zip(&name)
-        .filter(|(_, (func, _))| *func != u32::MAX)
-        .map(|(&line, &(func, n))| ((line, func), n));
-    for ((line, func), n) in firsts.chain(other_names) {
-        let e = best.entry(line).or_insert((n, func));
-        if n > e.0 || (n == e.0 && strings.get(func) < strings.get(e.1)) {
-            *e = (n, func);
+    let best = line_names(&slot_lines, &name, &other_names, strings);
+    drop(other_names);
+    // Functions by name, and the lines of each in order.
+    let all;
+    let mut owned: Vec<(&[u8], u32)> = match names {
+        None => best
+            .into_iter()
+            .map(|(line, (_, func))| (strings.get(func), line))
+            .collect(),
+        Some(mut names) => {
+            add_names(&mut names, best, strings);
+            all = names;
+            all.iter()
+                .map(|(&line, (_, f))| (f.as_slice(), line))
+                .collect()
         }
-    }
-    let mut owned: Vec<(u32, u32)> = best
-        .into_iter()
-        .map(|(line, (_, func))| (func, line))
-        .collect();
-    owned.sort_unstable_by(|(fa, la), (fb, lb)| {
-        strings.get(*fa).cmp(strings.get(*fb)).then(la.cmp(lb))
-    });
+    };
+    owned.sort_unstable();
     let mut i = 0;
     while i < owned.len() {
         let func = owned[i].0;
         let end = i + owned[i..].iter().take_while(|(f, _)| *f == func).count();
         let lines: Vec<u32> = owned[i..end].iter().map(|(_, l)| *l).collect();
-        output::write_fl(out, path, strings.get(func), &lines)?;
+        output::write_fl(out, path, func, &lines)?;
         records += 1;
         i = end;
     }
     Ok(records)
+}
+
+/// Whether a name counted `n` times beats `best` (count, name) on its line (contract
+/// §3.5): the most frequent non-empty name; ties go to the smallest name.
+#[inline]
+fn beats(n: u64, name: &[u8], best: (u64, &[u8])) -> bool {
+    n > best.0 || (n == best.0 && name < best.1)
+}
+
+/// Per line of a file, its best function name (row count, string id) of those
+/// counted: a slot's first name and the others.
+fn line_names(
+    slot_lines: &[u32],
+    name: &[(u32, u64)],
+    other_names: &FxHashMap<(u32, u32), u64>,
+    strings: &StringTable,
+) -> FxHashMap<u32, (u64, u32)> {
+    let mut best: FxHashMap<u32, (u64, u32)> = FxHashMap::default();
+    let firsts = slot_lines
+        .iter()
+        .zip(name)
+        .filter(|(_, (func, _))| *func != u32::MAX)
+        .map(|(&line, &(func, n))| ((line, func), n));
+    for ((line, func), n) in firsts.chain(other_names.iter().map(|(&k, &n)| (k, n))) {
+        let e = best.entry(line).or_insert((n, func));
+        if beats(n, strings.get(func), (e.0, strings.get(e.1))) {
+            *e = (n, func);
+        }
+    }
+    best
+}
+
+/// Adds the best names of one name pass (`lines`, by string id) to those of the
+/// others: each pass counts other names, so the best of all is the best of the
+/// passes' bests.
+fn add_names(best: &mut BestNames, lines: FxHashMap<u32, (u64, u32)>, strings: &StringTable) {
+    for (line, (n, func)) in lines {
+        let name = strings.get(func);
+        match best.entry(line) {
+            std::collections::hash_map::Entry::Occupied(mut e) => {
+                let b = e.get_mut();
+                if beats(n, name, (b.0, &b.1)) {
+                    *b = (n, name.to_vec());
+                }
+            }
+            std::collections::hash_map::Entry::Vacant(e) => {
+                e.insert((n, name.to_vec()));
+            }
+        }
+    }
 }

@@ -158,3 +158,129 @@ fn a_path_that_alone_outgrows_the_tables_is_merged_alone_between_the_others() {
         assert_eq!(one.counts.files, 3);
     }
 }
+
+/// Rows of `paths` paths of a few lines each, in path order or not.
+fn paths_csv(paths: usize, sorted: bool) -> String {
+    let mut csv = String::new();
+    for i in 0..paths {
+        // A permutation of the paths when not sorted.
+        let p = if sorted { i } else { (i * 7_919) % paths };
+        let path = format!("src/d{:03}/f{p:06}.c", p / 500);
+        for r in 0..(1 + p % 3) {
+            writeln!(csv, "r,c1,{path},f{},m{},{},1", r % 2, p % 2, 1 + r * 3).unwrap();
+        }
+    }
+    csv
+}
+
+/// With input sorted by path, a pass that outgrew the share had seen only the first
+/// paths of its range: it cut them into ranges a fraction of a share each, and the
+/// paths it had not seen into one range that outgrew the share again, cut again the
+/// same way (687 passes for 200,000 paths at a 16 MiB budget, 25 times the time of
+/// one pass). Now ranges that held less than estimated are joined: sorted input
+/// takes about as many passes as shuffled.
+#[test]
+fn paths_sorted_by_path_took_a_pass_per_fraction_of_a_share() {
+    let paths = 24_000;
+    let text = "int a;\nint b;\nint c;\nint d;\nint e;\nint f;\nint g;\n";
+    let mut files = HashMap::new();
+    for p in 0..paths {
+        files.insert(
+            (
+                b"c1".to_vec(),
+                format!("src/d{:03}/f{p:06}.c", p / 500).into_bytes(),
+            ),
+            Arc::new(FileVersion::new(text.as_bytes().to_vec())),
+        );
+    }
+    let src = MemSource(files);
+    let shuffled = chunks_of(&paths_csv(paths, false));
+    let sorted = chunks_of(&paths_csv(paths, true));
+    let small = 512 << 10;
+    let shuffled_passes = assert_same_in_passes(&shuffled, &src, "", &[], small);
+    let sorted_passes = assert_same_in_passes(&sorted, &src, "", &[], small);
+    // The same part either way.
+    let (a, b) = (
+        merge(&sorted, &src, "", &[], usize::MAX),
+        merge(&shuffled, &src, "", &[], usize::MAX),
+    );
+    assert!(a.gz == b.gz, "sorted and shuffled differ");
+    assert!(
+        sorted_passes <= shuffled_passes * 2,
+        "{sorted_passes} passes sorted, {shuffled_passes} shuffled"
+    );
+}
+
+/// Every distinct function name of a line was held at once, to count them (contract
+/// §3.5): one file is never cut into ranges, and a path over the share alone was
+/// merged without a limit. Now its names are counted in passes, each over the names
+/// of one hash bucket, and each line gets the best of the passes' bests: the same
+/// part, ties across buckets included.
+#[test]
+fn function_names_of_one_line_were_all_held_at_once() {
+    let text: String = (0..60).map(|i| format!("int x{i};\n")).collect();
+    let mut files = HashMap::new();
+    for path in ["a.c", "m.c", "z.c"] {
+        files.insert(
+            (b"c1".to_vec(), path.as_bytes().to_vec()),
+            Arc::new(FileVersion::new(text.clone().into_bytes())),
+        );
+    }
+    let src = MemSource(files);
+    let mut csv = String::new();
+    writeln!(csv, "r,c1,a.c,f,m,1,1").unwrap();
+    // Per line of m.c: two names tied at 3 rows (in buckets that differ for some
+    // lines whatever the number of buckets), and 400 distinct names of one row each;
+    // on every 7th line only these (a tie of 400), on every 11th also rows without a
+    // name.
+    let ties: Vec<(String, String)> = (1..=50)
+        .map(|l| (format!("tie_b_{l}"), format!("tie_a_{l}_x")))
+        .collect();
+    for round in 0..3 {
+        for (l, (a, b)) in ties.iter().enumerate() {
+            let l = l + 1;
+            if l % 11 == 0 {
+                writeln!(csv, "r,c1,m.c,,m{round},{l},1").unwrap();
+                continue;
+            }
+            if l % 7 == 0 {
+                continue;
+            }
+            writeln!(csv, "r,c1,m.c,{a},m{round},{l},1").unwrap();
+            writeln!(csv, "r,c1,m.c,{b},m{round},{l},2").unwrap();
+        }
+    }
+    for i in 0..20_000 {
+        let l = 1 + i % 50;
+        writeln!(csv, "r,c1,m.c,a_name_of_one_row_number_{i},m,{l},1").unwrap();
+    }
+    writeln!(csv, "r,c1,z.c,g,m,2,1").unwrap();
+    for k in 2..=64 {
+        let split = ties.iter().filter(|(a, b)| {
+            super::shard::name_bucket(a.as_bytes(), k) != super::shard::name_bucket(b.as_bytes(), k)
+        });
+        assert!(split.count() > 0, "no tie across buckets of {k}");
+    }
+    let chunks = chunks_of(&csv);
+    let one = merge(&chunks, &src, "", &[], usize::MAX);
+    // A share too small for m.c's names: m.c is merged alone, in name passes.
+    let many = merge(&chunks, &src, "", &[], 256 << 10);
+    assert!(many.passes > 4, "{} passes", many.passes);
+    assert_eq!(many.counts, one.counts);
+    assert_eq!(many.records, one.records);
+    assert!(many.gz == one.gz, "the parts differ");
+    let text = {
+        use std::io::Read;
+        let mut s = String::new();
+        flate2::read::GzDecoder::new(&one.gz[..])
+            .read_to_string(&mut s)
+            .unwrap();
+        s
+    };
+    // The smaller of two names tied on a line.
+    assert!(
+        text.contains("tie_a_1_x"),
+        "{}",
+        &text[..text.len().min(2_000)]
+    );
+}
