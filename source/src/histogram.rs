@@ -429,6 +429,8 @@ pub(crate) fn histogram_flags(
     // Regions left to diff (imara-diff recurses into the part before a run and loops
     // on the part after it; the regions are disjoint, so the order does not matter).
     let mut todo: Vec<[u32; 4]> = vec![[0, b.len() as u32, 0, a.len() as u32]];
+    // Regions imara-diff diffs by Myers (run once the index is dropped).
+    let mut fallbacks: Vec<[usize; 4]> = Vec::new();
     while let Some([b0, b1, a0, a1]) = todo.pop() {
         let (mut b0, b1, mut a0, a1) = (b0 as usize, b1 as usize, a0 as usize, a1 as usize);
         loop {
@@ -457,11 +459,16 @@ pub(crate) fn histogram_flags(
                     a0 = l.a + l.len;
                 }
                 None => {
-                    myers(&b[b0..b1], &a[a0..a1], &mut rm[b0..b1], &mut ad[a0..a1]);
+                    fallbacks.push([b0, b1, a0, a1]);
                     break;
                 }
             }
         }
+    }
+    // Myers's own memory is not held beside the index's.
+    drop(ix);
+    for [b0, b1, a0, a1] in fallbacks {
+        myers(&b[b0..b1], &a[a0..a1], &mut rm[b0..b1], &mut ad[a0..a1]);
     }
     (removed, added)
 }
