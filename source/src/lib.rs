@@ -12,6 +12,7 @@
 mod cache;
 mod dir;
 mod git;
+mod histogram;
 mod store;
 mod store_index;
 

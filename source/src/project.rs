@@ -12,6 +12,12 @@
 //! the generated corpora. A line maps to the base only
 //! inside an unchanged run; changed, deleted and out-of-range lines map to nothing.
 //!
+//! Pairs of 32,768 lines or more together are diffed by [`crate::histogram`], which
+//! gives imara-diff's histogram result flag for flag without its quadratic steps
+//! (imara-diff, as git, rescans the rest of the file after each common run it takes:
+//! a change every 100 lines of 500,000 took seconds); smaller pairs by imara-diff
+//! itself.
+//!
 //! Bounds: imara-diff's Myers fallback carries git's heuristics, so time stays near
 //! linear even when every line differs. Memory: a diff holds both texts and, per line
 //! of either, imara-diff's interned input, its histogram and its result
@@ -27,7 +33,7 @@ use std::sync::{Arc, Condvar, Mutex};
 use imara_diff::{Algorithm, Diff, InternedInput};
 use rustc_hash::FxHashMap;
 
-use crate::{BlobId, FileVersion};
+use crate::{histogram, BlobId, FileVersion};
 
 /// A pair with more than this many `from_lines × to_lines` is mapped by prefix and
 /// suffix only (10^12: two 1,000,000-line files).
@@ -36,8 +42,10 @@ pub const MAX_DIFF_CELLS: u64 = 1_000_000_000_000;
 /// Bytes a diff holds per line of either version, besides the texts: the interned
 /// lines (a token of 4 bytes a line, 16 bytes and a hash slot per distinct line),
 /// the histogram (12 bytes a distinct line, its occurrence lists), the result flags
-/// and the runs of the map. Measured peak, at most 47 bytes a line when every line is
-/// distinct (`tests/diff_memory.rs` checks the estimate against the allocator).
+/// and the runs of the map. Measured peak, at most 50 bytes a line when every line is
+/// distinct (pairs of 32,768 lines or more: [`crate::histogram`]'s index, then the
+/// `Diff` rebuilt from its flags; `tests/diff_memory.rs` checks the estimate against
+/// the allocator).
 pub const DIFF_BYTES_PER_LINE: u64 = 56;
 
 /// Bytes a diff holds whatever its size (buffers rounded up to a power of two).
@@ -288,9 +296,28 @@ pub fn line_map_lines(a: &[&[u8]], b: &[&[u8]]) -> LineMap {
     diff_map(&input)
 }
 
+/// Pairs with at least this many lines together are diffed by
+/// [`crate::histogram`] (imara-diff's histogram, result for result, without its
+/// quadratic steps), smaller ones by imara-diff itself (as fast there).
+const OWN_HISTOGRAM_FROM_LINES: usize = 1 << 15;
+
 /// The line map of an interned pair, by the histogram diff.
 fn diff_map(input: &InternedInput<&[u8]>) -> LineMap {
-    let mut diff = Diff::compute(Algorithm::Histogram, input);
+    diff_map_by(
+        input,
+        input.before.len() + input.after.len() >= OWN_HISTOGRAM_FROM_LINES,
+    )
+}
+
+/// [`diff_map`] by [`crate::histogram`] (`own`) or by imara-diff's histogram.
+fn diff_map_by(input: &InternedInput<&[u8]>, own: bool) -> LineMap {
+    let mut diff = if own {
+        let (removed, added) =
+            histogram::histogram_flags(&input.before, &input.after, input.interner.num_tokens());
+        histogram::diff_of_flags(removed, added)
+    } else {
+        Diff::compute(Algorithm::Histogram, input)
+    };
     diff.postprocess_lines(input);
     let (n, m) = (input.before.len() as u32, input.after.len() as u32);
     let mut runs: Vec<Run> = Vec::new();
@@ -431,6 +458,62 @@ mod tests {
                     line_map_lines(&la, &lb),
                     "{a:?} onto {b:?}"
                 );
+            }
+        }
+    }
+
+    /// Past [`OWN_HISTOGRAM_FROM_LINES`] the map is the one imara-diff's histogram
+    /// gives: evenly and unevenly spaced changes, moved blocks, repeated lines.
+    #[test]
+    fn large_pairs_map_as_imara_diff_maps_them() {
+        let n = OWN_HISTOGRAM_FROM_LINES / 2 + 100;
+        let base: Vec<String> = (0..n)
+            .map(|i| match i % 10 {
+                0 => "}".to_string(),
+                1 => String::new(),
+                _ => format!("line {i}"),
+            })
+            .collect();
+        let versions: [Vec<String>; 3] = [
+            base.iter()
+                .enumerate()
+                .map(|(i, l)| {
+                    if i % 100 == 0 {
+                        format!("changed {i}")
+                    } else {
+                        l.clone()
+                    }
+                })
+                .collect(),
+            base.iter()
+                .enumerate()
+                .filter(|(i, _)| (i * i) % 331 != 7)
+                .map(|(i, l)| {
+                    if (i * 7) % 263 == 0 {
+                        "}".to_string()
+                    } else {
+                        l.clone()
+                    }
+                })
+                .collect(),
+            base[n / 2..]
+                .iter()
+                .chain(&base[..n / 2])
+                .cloned()
+                .collect(),
+        ];
+        fn lines(v: &[String]) -> Vec<&[u8]> {
+            v.iter().map(|l| l.as_bytes()).collect()
+        }
+        for (k, v) in versions.iter().enumerate() {
+            for (a, b) in [(lines(&base), lines(v)), (lines(v), lines(&base))] {
+                let mut input: InternedInput<&[u8]> = InternedInput::default();
+                input.update_before(a.iter().copied());
+                input.update_after(b.iter().copied());
+                assert!(input.before.len() + input.after.len() >= OWN_HISTOGRAM_FROM_LINES);
+                let own = diff_map_by(&input, true);
+                assert_eq!(own, diff_map_by(&input, false), "version {k}");
+                assert_eq!(own, line_map_lines(&a, &b), "version {k}");
             }
         }
     }

@@ -1,10 +1,11 @@
 //! Memory shapes: inputs that grow a dimension other than rows (managers, distinct
 //! paths, lines per file, base file size, commits of one file, commits of a `store:`
-//! snapshot, lines of two versions of one file, function names on one line, distinct
-//! paths in path order at a small budget). Each shape is merged at 1× and 2× its
-//! size; one row per run with rows, wall, CPU, peak RSS, the passes of the shards
-//! merged in more than one (from the merge's log), and the time and RSS at 2× over
-//! 1×, so that a dimension that grows memory or time faster than linearly shows.
+//! snapshot, lines of two versions of one file (capped and diffed), function names
+//! on one line, distinct paths in path order at a small budget). Each shape is merged
+//! at 1× and 2× its size; one row per run with rows, wall, CPU, peak RSS, the passes
+//! of the shards merged in more than one (from the merge's log), and the time and RSS
+//! at 2× over 1×, so that a dimension that grows memory or time faster than linearly
+//! shows.
 //!
 //! ```sh
 //! cargo build --release --workspace
@@ -148,8 +149,11 @@ fn generate(name: &str, n: usize, dir: &Path) -> Case {
             };
         }
         // Two versions of an n-line file, every 100th line changed; a row every
-        // 1,000 lines of the newer one.
-        "long-file" => {
+        // 1,000 lines of the newer one. `long-file` is sized to be capped at the
+        // default budget, `long-file-diffed` to be diffed (every run of unchanged
+        // lines as long: the first is taken, the worst case of a histogram diff that
+        // rescans the rest of the file after each run it takes).
+        "long-file" | "long-file-diffed" => {
             write_source(&src, "base", "a.c", n, 8);
             write_source(&src, "c1", "a.c", n, 8);
             let p = src.join("c1").join("a.c");
@@ -158,7 +162,8 @@ fn generate(name: &str, n: usize, dir: &Path) -> Case {
                 text[l * 9] = b'y';
             }
             std::fs::write(&p, text).unwrap();
-            for l in (1..=n).step_by(1_000) {
+            // Line 2 on: the rows land on unchanged lines (every 100th from 1 changed).
+            for l in (2..=n).step_by(1_000) {
                 row(&mut t, "c1", "a.c", "m", l, 1);
             }
         }
@@ -209,6 +214,7 @@ const SHAPES: &[(&str, usize, &[&str])] = &[
     ("commits", 500, &[]),
     ("store-indexes", 50, &[]),
     ("long-file", 2_500_000, &[]),
+    ("long-file-diffed", 250_000, &[]),
     ("func-names", 500_000, &[]),
     (
         "sorted-paths",
