@@ -10,7 +10,7 @@ use std::sync::Arc;
 
 use super::acc::{FileAcc, FileState};
 use super::groups::{GroupPlan, GroupSums};
-use super::passes::PathRange;
+use super::passes::{coalesce, How, PathRange, Todo};
 use super::{LineMap, ProjectionCache};
 use crate::source::{FileVersion, Source, SourceError};
 
@@ -360,116 +360,6 @@ const NAME_BYTES: usize = 56;
 /// Name passes of one path at most: past it, its names are counted in one pass
 /// without a limit.
 const MAX_NAME_PASSES: u32 = 1 << 16;
-
-/// A range of paths still to merge, and how.
-struct Todo {
-    range: PathRange,
-    how: How,
-}
-
-/// How a range is merged.
-#[derive(Debug, Clone, Copy, PartialEq)]
-enum How {
-    /// With its tables within their share. A range cut from a sample (`seen > 0`):
-    /// the bytes its sampled paths held in the pass that cut it, and the cut's number;
-    /// for the last range of the cut, `tail`: the bytes the whole cut range was
-    /// estimated to hold, and those its sample held. `fresh`: it may be joined by the
-    /// estimate of another cut (not when cut from a range joined so).
-    Bounded {
-        seen: u64,
-        cut: u32,
-        tail: Option<(u64, u64)>,
-        fresh: bool,
-    },
-    /// One path whose tables alone outgrow the share: merged without a limit. When
-    /// its function names are what is large, they are counted in `k` passes, each
-    /// over the names whose hash is `j` modulo `k` (other names are absent for naming
-    /// only: the sums are the same in each), and the best name of each line is kept
-    /// across the passes.
-    Alone { k: u32, j: u32 },
-}
-
-impl Todo {
-    fn bounded(range: PathRange) -> Self {
-        Todo {
-            range,
-            how: How::Bounded {
-                seen: 0,
-                cut: 0,
-                tail: None,
-                fresh: false,
-            },
-        }
-    }
-}
-
-/// What a range cut from a sample is estimated to hold at the end of its pass, by
-/// `growth` (bytes at the end per byte seen when cut).
-fn estimate(seen: u64, tail: Option<(u64, u64)>, growth: f64) -> f64 {
-    let own = seen as f64 * growth;
-    match tail {
-        None => own,
-        // The last range of a cut holds what the others do not: with input sorted by
-        // path, every path after the last one the cutting pass had seen.
-        Some((whole, sampled)) => {
-            own.max(whole as f64 - sampled.saturating_sub(seen) as f64 * growth)
-        }
-    }
-}
-
-/// Joins to `t` the ranges after it of the same cut while they are estimated to hold
-/// together at most 5/8 of `limit`, by the growth of the last pass over a range of a
-/// cut. A cut's ranges are of about equal *estimated* weight, estimated as if the
-/// paths the cutting pass had seen were spread like all those of the range; with
-/// input sorted by path they were the first ones only, and all but the last range
-/// hold a fraction of a share each: joined, they take as many passes as the paths
-/// need. Returns whether any was joined.
-fn coalesce(t: &mut Todo, todo: &mut Vec<Todo>, growth: Option<(u32, f64)>, limit: usize) -> bool {
-    let How::Bounded {
-        mut seen,
-        cut,
-        mut tail,
-        fresh,
-    } = t.how
-    else {
-        return false;
-    };
-    let Some((of, g)) = growth else {
-        return false;
-    };
-    if seen == 0 || !(of == cut || fresh) {
-        return false;
-    }
-    let cap = limit as f64 * 5.0 / 8.0;
-    let mut joined = false;
-    while let Some(next) = todo.last() {
-        let How::Bounded {
-            seen: s,
-            cut: c,
-            tail: tl,
-            ..
-        } = next.how
-        else {
-            break;
-        };
-        if c != cut || s == 0 || tail.is_some() || estimate(seen + s, tl, g) > cap {
-            break;
-        }
-        let Some(r) = t.range.join(&next.range) else {
-            break;
-        };
-        t.range = r;
-        (seen, tail, joined) = (seen + s, tl, true);
-        todo.pop();
-    }
-    t.how = How::Bounded {
-        seen,
-        cut,
-        tail,
-        fresh,
-    };
-    joined
-}
 
 /// Per line, the best function name so far (contract §3.5): its row count and name.
 type BestNames = FxHashMap<u32, (u64, Vec<u8>)>;
