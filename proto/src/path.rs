@@ -48,7 +48,7 @@ pub enum PathError {
     #[error("holds a backslash")]
     Backslash,
     /// Longer than [`MAX_PATH_BYTES`].
-    #[error("longer than {MAX_PATH_BYTES} bytes")]
+    #[error("is longer than {MAX_PATH_BYTES} bytes")]
     TooLong,
     /// A segment longer than [`MAX_SEGMENT_BYTES`].
     #[error("has a segment longer than {MAX_SEGMENT_BYTES} bytes")]

@@ -211,17 +211,18 @@ impl std::fmt::Display for RowProblem {
                 write!(f, "expected {want} fields like the header, found {got}")
             }
             RowProblem::BadInteger { column, value } => {
-                write!(f, "column `{column}`: {value:?} is not an integer")
+                write!(f, "column `{column}`: {} is not an integer", Shown(value))
             }
             RowProblem::Negative { column, value } => {
-                write!(f, "column `{column}`: {value:?} is negative")
+                write!(f, "column `{column}`: {} is negative", Shown(value))
             }
             RowProblem::Overflow { column, value } => {
-                write!(f, "column `{column}`: {value:?} overflows a 64-bit count")
+                write!(f, "column `{column}`: {} overflows a 64-bit count", Shown(value))
             }
             RowProblem::NotUtf8 { column, value } => write!(
                 f,
-                "column `{column}`: {value} is not valid UTF-8 (names are kept exactly, never altered)"
+                "column `{column}`: {} is not valid UTF-8 (names are kept exactly, never altered)",
+                Shown(value).plain()
             ),
             RowProblem::TooLong { max } => write!(
                 f,
@@ -230,9 +231,48 @@ impl std::fmt::Display for RowProblem {
             ),
             RowProblem::BadPath { value, why } => write!(
                 f,
-                "column `file_path`: {value:?} is not a canonical path relative to the source root: it {why}"
+                "column `file_path`: {} is not a canonical path relative to the source root: it {why}",
+                Shown(value)
             ),
         }
+    }
+}
+
+/// A field's value in a message: quoted, and cut after [`SHOWN`] characters with its
+/// length, so that a 1 MiB field is not printed whole in each message (or twice).
+struct Shown<'a>(&'a str);
+
+/// The characters of a value a message shows.
+const SHOWN: usize = 200;
+
+impl Shown<'_> {
+    /// Unquoted (the value is already a lossy rendering).
+    fn plain(self) -> ShownPlain<'static> {
+        ShownPlain(cut(self.0))
+    }
+}
+
+struct ShownPlain<'a>(std::borrow::Cow<'a, str>);
+
+fn cut(v: &str) -> std::borrow::Cow<'static, str> {
+    match v.char_indices().nth(SHOWN) {
+        None => v.to_string().into(),
+        Some((at, _)) => format!("{}… ({} bytes in all)", &v[..at], v.len()).into(),
+    }
+}
+
+impl std::fmt::Display for Shown<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.0.char_indices().nth(SHOWN) {
+            None => write!(f, "{:?}", self.0),
+            Some((at, _)) => write!(f, "{:?}… ({} bytes in all)", &self.0[..at], self.0.len()),
+        }
+    }
+}
+
+impl std::fmt::Display for ShownPlain<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
     }
 }
 
@@ -773,3 +813,27 @@ fn read_err(name: &str, e: &csv::Error) -> InputError {
 
 #[cfg(test)]
 mod tests;
+
+#[cfg(test)]
+mod shown_tests {
+    use super::*;
+
+    #[test]
+    fn a_huge_field_was_printed_whole_in_its_message() {
+        let long = "d/".repeat(450_000) + "a.c";
+        let msg = RowProblem::BadPath {
+            value: long.clone(),
+            why: covmerge_proto::path::PathError::TooLong,
+        }
+        .to_string();
+        assert!(msg.len() < 600, "{} bytes", msg.len());
+        assert!(msg.contains(&format!("({} bytes in all)", long.len())), "{msg}");
+        assert!(msg.contains("it is longer than 4095 bytes"), "{msg}");
+        let short = RowProblem::BadInteger {
+            column: "sl",
+            value: "x1".into(),
+        }
+        .to_string();
+        assert_eq!(short, "column `sl`: \"x1\" is not an integer");
+    }
+}

@@ -167,6 +167,36 @@ fn a_header_without_newline_was_read_without_bound() {
 }
 
 #[test]
+fn rows_after_a_header_ended_by_a_bare_carriage_return_were_dropped_unseen() {
+    let c = Case::new();
+    let header = "kernel_repo,kernel_commit,file_path,func_name,manager,sl,hit_count";
+    // The rows up to the first newline went with the header, uncounted, exit 0.
+    for (name, text) in [
+        (
+            "cr.csv",
+            format!("{header}\rr,c1,a.c,f,m,1,1\nr,c1,a.c,f,m,2,1\n"),
+        ),
+        (
+            "cr-only.csv",
+            format!("{header}\rr,c1,a.c,f,m,1,1\rr,c1,a.c,f,m,2,1\r"),
+        ),
+    ] {
+        let input = c.write(name, &text);
+        let (ok, err) = c.merge(&[&input], &[]);
+        assert!(!ok, "{name}: merged");
+        assert!(err.contains(&format!("{name}:1")), "{err}");
+        assert!(err.contains("carriage return"), "{err}");
+        c.no_result();
+    }
+    // A CRLF header is a header.
+    let input = c.write("crlf.csv", &format!("{header}\r\nr,c1,a.c,f,m,1,1\r\n"));
+    let (ok, err) = c.merge(&[&input], &[]);
+    assert!(ok, "{err}");
+    let got = canon(&c.path("out.jsonl.gz"));
+    assert_eq!(got["files"]["a.c"]["managers"]["*"]["1"], 1);
+}
+
+#[test]
 fn shards_beyond_the_bound_aborted_on_a_huge_allocation() {
     let c = Case::new();
     let input = c.write("in.csv", &rows(10));

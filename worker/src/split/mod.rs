@@ -461,6 +461,25 @@ pub(crate) fn split_input_with<R: Read>(
             break buf.len();
         }
     };
+    // A carriage return ends a row for the CSV reader but not for the cutter, which
+    // cuts at newlines: a header ended by a bare `\r` took the rows after it up to
+    // the first newline with it, and they were dropped unseen, uncounted. Only a
+    // `\r\n` ending is a line end here.
+    let line = &buf[..header_end];
+    let body = line
+        .strip_suffix(b"\n")
+        .map_or(line, |l| l.strip_suffix(b"\r").unwrap_or(l));
+    if let Some(at) = memchr::memchr(b'\r', body) {
+        return Err(InputError::Read {
+            input: name.to_string(),
+            line: 1,
+            problem: format!(
+                "a carriage return at byte {} of the header row: rows end with a newline (\\n or \\r\\n), a bare \\r is not a line end",
+                at + 1
+            ),
+        }
+        .into());
+    }
     let header = RowReader::new(name, &buf[..header_end])?.header();
     buf.drain(..header_end);
     let shared = Shared {
