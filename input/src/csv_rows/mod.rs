@@ -827,7 +827,10 @@ mod shown_tests {
         }
         .to_string();
         assert!(msg.len() < 600, "{} bytes", msg.len());
-        assert!(msg.contains(&format!("({} bytes in all)", long.len())), "{msg}");
+        assert!(
+            msg.contains(&format!("({} bytes in all)", long.len())),
+            "{msg}"
+        );
         assert!(msg.contains("it is longer than 4095 bytes"), "{msg}");
         let short = RowProblem::BadInteger {
             column: "sl",
