@@ -395,6 +395,9 @@ fn add_record(
         if !fl.lines.windows(2).all(|w| w[0] < w[1]) {
             return Err(format!("FL {}: Lines not ascending", fl.func_name));
         }
+        if fl.lines.first() == Some(&0) {
+            return Err(format!("FL {}: line 0 (lines count from 1)", fl.func_name));
+        }
         f.funcs.push((fl.func_name, fl.lines));
         return Ok(());
     }
@@ -410,6 +413,12 @@ fn add_record(
     }
     if !d.lines_instrumented.windows(2).all(|w| w[0] < w[1]) {
         return Err(format!("{who}: LinesInstrumented not ascending"));
+    }
+    // Lines count from 1 (contract §4): a line 0 was shown as a line of the source.
+    if d.lines_instrumented.first() == Some(&0) {
+        return Err(format!(
+            "{who}: line 0 in LinesInstrumented (lines count from 1)"
+        ));
     }
     let lh = LineHits {
         lines: d.lines_instrumented,
@@ -659,5 +668,15 @@ mod tests {
             .unwrap()
             .to_string();
         assert!(e.starts_with("result x, line 1: not a header line"), "{e}");
+    }
+
+    #[test]
+    fn a_line_0_was_read_as_a_line_of_the_source() {
+        let zero = mcr("*", "a.c", &[0, 1], &[1, 1]);
+        let e = reader(&[zero]).next_file().unwrap_err().to_string();
+        assert!(
+            e.contains("line 2") && e.contains("line 0 in LinesInstrumented"),
+            "{e}"
+        );
     }
 }
