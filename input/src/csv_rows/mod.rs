@@ -202,6 +202,14 @@ pub enum RowProblem {
         /// The cap in bytes ([`MAX_ROW`] unless set lower).
         max: usize,
     },
+    /// A malformed record with a quoted field that runs over lines (an unclosed `"`
+    /// takes the lines up to the next `"`).
+    OverLines {
+        /// The lines the record took, its first included.
+        lines: u64,
+        /// What is wrong with it.
+        problem: Box<RowProblem>,
+    },
 }
 
 impl std::fmt::Display for RowProblem {
@@ -228,6 +236,10 @@ impl std::fmt::Display for RowProblem {
                 f,
                 "row longer than the {max} byte cap on a row ({} MiB)",
                 max >> 20
+            ),
+            RowProblem::OverLines { lines, problem } => write!(
+                f,
+                "{problem}: a quoted field runs over {lines} lines from this one, taking them into this row (an unclosed `\"`?)"
             ),
             RowProblem::BadPath { value, why } => write!(
                 f,
@@ -506,19 +518,21 @@ impl<R: Read> RowReader<R> {
                 continue; // blank line
             }
             if rec.as_slice().len() + rec.len() - 1 > self.max_row {
-                if !f(line, Err(RowProblem::TooLong { max: self.max_row })) {
+                let problem = over_lines(rec, RowProblem::TooLong { max: self.max_row });
+                if !f(line, Err(problem)) {
                     return Ok(());
                 }
                 continue;
             }
             if rec.len() != want {
-                if !f(
-                    line,
-                    Err(RowProblem::FieldCount {
+                let problem = over_lines(
+                    rec,
+                    RowProblem::FieldCount {
                         want,
                         got: rec.len(),
-                    }),
-                ) {
+                    },
+                );
+                if !f(line, Err(problem)) {
                     return Ok(());
                 }
                 continue;
@@ -531,6 +545,22 @@ impl<R: Read> RowReader<R> {
                 return Ok(());
             }
         }
+    }
+}
+
+/// `problem`, or, when the malformed record holds newlines (a quoted field that runs
+/// over lines), `problem` with the lines it took: an unclosed `"` takes every line up
+/// to the next `"` into the record, and its message said only that the fields were
+/// too few.
+fn over_lines(rec: &csv::ByteRecord, problem: RowProblem) -> RowProblem {
+    let text = rec.as_slice();
+    match memchr::memchr_iter(b'\n', text).count() {
+        0 => problem,
+        // A newline that ends the record's text ends its last line.
+        n => RowProblem::OverLines {
+            lines: (n + usize::from(!text.ends_with(b"\n"))) as u64,
+            problem: Box::new(problem),
+        },
     }
 }
 

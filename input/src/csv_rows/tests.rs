@@ -266,3 +266,26 @@ fn the_unquoted_fast_path_reads_exactly_what_csv_reads() {
         assert_eq!(got, want, "case {case}: {text:?}");
     }
 }
+
+#[test]
+fn an_unclosed_quote_took_the_rows_after_it_with_a_field_count_message() {
+    // The `"` before `c` is never closed: the record runs to the end of the input.
+    let t = format!("{H}1,m,3,5,r,\"c,a.c,f\n1,m,3,6,r,c,a.c,f\n1,m,3,7,r,c,a.c,f\n");
+    let got = rows(&t).unwrap();
+    assert_eq!(got.len(), 1, "{got:?}");
+    let (line, problem) = (got[0].0, got[0].1.clone().unwrap_err());
+    assert_eq!(line, 2);
+    let msg = problem.to_string();
+    assert!(
+        msg.starts_with("expected 8 fields like the header, found 6")
+            && msg.contains("runs over 3 lines")
+            && msg.contains("unclosed"),
+        "{msg}"
+    );
+    // A record on one line keeps its own message.
+    let got = rows(&format!("{H}1,m,3\n")).unwrap();
+    assert_eq!(
+        got[0].1.clone().unwrap_err(),
+        RowProblem::FieldCount { want: 8, got: 3 }
+    );
+}
