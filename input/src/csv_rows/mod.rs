@@ -518,8 +518,9 @@ impl<R: Read> RowReader<R> {
                 continue; // blank line
             }
             if rec.as_slice().len() + rec.len() - 1 > self.max_row {
-                let problem = over_lines(rec, RowProblem::TooLong { max: self.max_row });
-                if !f(line, Err(problem)) {
+                // Not decorated as `over_lines` does: the cutter finds most such rows
+                // as they stream by, without their lines, and says the same of them.
+                if !f(line, Err(RowProblem::TooLong { max: self.max_row })) {
                     return Ok(());
                 }
                 continue;
@@ -548,8 +549,8 @@ impl<R: Read> RowReader<R> {
     }
 }
 
-/// `problem`, or, when the malformed record holds newlines (a quoted field that runs
-/// over lines), `problem` with the lines it took: an unclosed `"` takes every line up
+/// `problem` (a wrong field count), or, when the malformed record holds newlines (a
+/// quoted field that runs over lines), `problem` with the lines it took: an unclosed `"` takes every line up
 /// to the next `"` into the record, and its message said only that the fields were
 /// too few.
 fn over_lines(rec: &csv::ByteRecord, problem: RowProblem) -> RowProblem {
