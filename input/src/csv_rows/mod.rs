@@ -219,18 +219,18 @@ impl std::fmt::Display for RowProblem {
                 write!(f, "expected {want} fields like the header, found {got}")
             }
             RowProblem::BadInteger { column, value } => {
-                write!(f, "column `{column}`: {} is not an integer", Shown(value))
+                write!(f, "column `{column}`: {} is not an integer", Shown::quoted(value))
             }
             RowProblem::Negative { column, value } => {
-                write!(f, "column `{column}`: {} is negative", Shown(value))
+                write!(f, "column `{column}`: {} is negative", Shown::quoted(value))
             }
             RowProblem::Overflow { column, value } => {
-                write!(f, "column `{column}`: {} overflows a 64-bit count", Shown(value))
+                write!(f, "column `{column}`: {} overflows a 64-bit count", Shown::quoted(value))
             }
             RowProblem::NotUtf8 { column, value } => write!(
                 f,
                 "column `{column}`: {} is not valid UTF-8 (names are kept exactly, never altered)",
-                Shown(value).plain()
+                Shown::plain(value)
             ),
             RowProblem::TooLong { max } => write!(
                 f,
@@ -244,47 +244,54 @@ impl std::fmt::Display for RowProblem {
             RowProblem::BadPath { value, why } => write!(
                 f,
                 "column `file_path`: {} is not a canonical path relative to the source root: it {why}",
-                Shown(value)
+                Shown::quoted(value)
             ),
         }
     }
 }
 
-/// A field's value in a message: quoted, and cut after [`SHOWN`] characters with its
-/// length, so that a 1 MiB field is not printed whole in each message (or twice).
-struct Shown<'a>(&'a str);
+/// A field's value in a message, cut after [`SHOWN`] characters with its length, so
+/// that a 1 MiB field is not printed whole in each message (or twice): quoted, or
+/// as it is (`plain`: a value already rendered lossily).
+struct Shown<'a> {
+    value: &'a str,
+    plain: bool,
+}
 
 /// The characters of a value a message shows.
 const SHOWN: usize = 200;
 
-impl Shown<'_> {
-    /// Unquoted (the value is already a lossy rendering).
-    fn plain(self) -> ShownPlain<'static> {
-        ShownPlain(cut(self.0))
+impl<'a> Shown<'a> {
+    /// Quoted.
+    fn quoted(value: &'a str) -> Self {
+        Shown {
+            value,
+            plain: false,
+        }
     }
-}
 
-struct ShownPlain<'a>(std::borrow::Cow<'a, str>);
-
-fn cut(v: &str) -> std::borrow::Cow<'static, str> {
-    match v.char_indices().nth(SHOWN) {
-        None => v.to_string().into(),
-        Some((at, _)) => format!("{}… ({} bytes in all)", &v[..at], v.len()).into(),
+    /// Unquoted (the value is already a lossy rendering).
+    fn plain(value: &'a str) -> Self {
+        Shown { value, plain: true }
     }
 }
 
 impl std::fmt::Display for Shown<'_> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self.0.char_indices().nth(SHOWN) {
-            None => write!(f, "{:?}", self.0),
-            Some((at, _)) => write!(f, "{:?}… ({} bytes in all)", &self.0[..at], self.0.len()),
+        let v = self.value;
+        let (head, cut) = match v.char_indices().nth(SHOWN) {
+            None => (v, false),
+            Some((at, _)) => (&v[..at], true),
+        };
+        if self.plain {
+            f.write_str(head)?;
+        } else {
+            write!(f, "{head:?}")?;
         }
-    }
-}
-
-impl std::fmt::Display for ShownPlain<'_> {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.0)
+        if cut {
+            write!(f, "… ({} bytes in all)", v.len())?;
+        }
+        Ok(())
     }
 }
 
