@@ -5,40 +5,13 @@
 //! paths went that far past the cache's share.
 //! A test binary of its own: the counting allocator sees every allocation of it.
 
-use std::alloc::{GlobalAlloc, Layout, System};
-use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
-use std::sync::{Arc, Mutex};
+use std::sync::atomic::Ordering::Relaxed;
+use std::sync::Arc;
+
+mod common;
+use common::{LIVE, ONE};
 
 use covmerge_source::{CachedSource, FileVersion, Source, SourceError};
-
-struct Counting;
-
-static LIVE: AtomicUsize = AtomicUsize::new(0);
-
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, l: Layout) -> *mut u8 {
-        LIVE.fetch_add(l.size(), Relaxed);
-        System.alloc(l)
-    }
-    unsafe fn dealloc(&self, p: *mut u8, l: Layout) {
-        LIVE.fetch_sub(l.size(), Relaxed);
-        System.dealloc(p, l)
-    }
-    unsafe fn realloc(&self, p: *mut u8, l: Layout, new: usize) -> *mut u8 {
-        if new > l.size() {
-            LIVE.fetch_add(new - l.size(), Relaxed);
-        } else {
-            LIVE.fetch_sub(l.size() - new, Relaxed);
-        }
-        System.realloc(p, l, new)
-    }
-}
-
-#[global_allocator]
-static A: Counting = Counting;
-
-/// One measurement at a time (the test harness runs tests on threads).
-static ONE: Mutex<()> = Mutex::new(());
 
 /// A source whose paths ending in `.h` are absent and the others a short text.
 struct Synthetic;

@@ -4,44 +4,13 @@
 //! kind (distinct lines, one line repeated, a few lines repeated, nothing in common).
 //! A test binary of its own: the counting allocator sees every allocation of it.
 
-use std::alloc::{GlobalAlloc, Layout, System};
-use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
-use std::sync::Mutex;
+use std::sync::atomic::Ordering::Relaxed;
+
+mod common;
+use common::{LIVE, ONE, PEAK};
 
 use covmerge_source::project::{diff_bytes, line_map_within};
 use covmerge_source::FileVersion;
-
-struct Counting;
-
-static LIVE: AtomicUsize = AtomicUsize::new(0);
-static PEAK: AtomicUsize = AtomicUsize::new(0);
-
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, l: Layout) -> *mut u8 {
-        let now = LIVE.fetch_add(l.size(), Relaxed) + l.size();
-        PEAK.fetch_max(now, Relaxed);
-        System.alloc(l)
-    }
-    unsafe fn dealloc(&self, p: *mut u8, l: Layout) {
-        LIVE.fetch_sub(l.size(), Relaxed);
-        System.dealloc(p, l)
-    }
-    unsafe fn realloc(&self, p: *mut u8, l: Layout, new: usize) -> *mut u8 {
-        if new > l.size() {
-            let now = LIVE.fetch_add(new - l.size(), Relaxed) + new - l.size();
-            PEAK.fetch_max(now, Relaxed);
-        } else {
-            LIVE.fetch_sub(l.size() - new, Relaxed);
-        }
-        System.realloc(p, l, new)
-    }
-}
-
-#[global_allocator]
-static A: Counting = Counting;
-
-/// One measurement at a time (the test harness runs tests on threads).
-static ONE: Mutex<()> = Mutex::new(());
 
 fn text(lines: impl Iterator<Item = String>) -> FileVersion {
     let mut t = String::new();
