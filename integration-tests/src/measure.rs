@@ -23,6 +23,16 @@ pub fn measure(cmd: &mut Command) -> Usage {
     // getrusage(RUSAGE_CHILDREN)'s peak RSS is the maximum over every child ever
     // reaped, so a later, smaller run would show an earlier one's peak: wait4 gives
     // this child's own usage (with that of the descendants it waited for).
+    //
+    // The child is forked, not vforked: a vforked child execs from this process's
+    // memory, and the kernel counts this process's peak RSS (a generated input of
+    // hundreds of MB) as the child's. Any `pre_exec` makes the standard library fork;
+    // a forked child starts with this process's current RSS, small once the input
+    // generated is dropped.
+    unsafe {
+        use std::os::unix::process::CommandExt;
+        cmd.pre_exec(|| Ok(()));
+    }
     let t0 = Instant::now();
     let child = cmd.spawn().expect("spawn");
     let mut status = 0;

@@ -767,6 +767,69 @@ impl Store {
 }
 
 impl Store {
+    /// Writes the first `len` bytes of the local `file` as the object `key`, streamed
+    /// through a multipart upload with the same atomicity as [`Store::concat`]:
+    /// memory holds a few 8 MiB chunks, not the object (a large merged part).
+    pub async fn put_file(
+        &self,
+        key: &str,
+        file: &std::fs::File,
+        len: u64,
+    ) -> Result<(), StoreError> {
+        self.retrying("put", key, || self.put_file_once(key, file, len))
+            .await
+    }
+
+    async fn put_file_once(
+        &self,
+        key: &str,
+        file: &std::fs::File,
+        len: u64,
+    ) -> Result<(), StoreError> {
+        use std::os::unix::fs::FileExt;
+        const CHUNK: usize = 8 << 20;
+        let upload = self
+            .inner
+            .put_multipart(&self.path(key)?)
+            .await
+            .map_err(|e| self.io("put_multipart", key, e))?;
+        let mut w = WriteMultipart::new_with_chunk_size(upload, CHUNK);
+        let mut at = 0u64;
+        while at < len {
+            if let Err(e) = w.wait_for_capacity(2).await {
+                w.abort().await.ok();
+                return Err(self.io("put_part", key, e));
+            }
+            let n = (len - at).min(CHUNK as u64) as usize;
+            let read = file.try_clone().map(|f| {
+                tokio::task::spawn_blocking(move || {
+                    let mut buf = vec![0u8; n];
+                    f.read_exact_at(&mut buf, at).map(|()| buf)
+                })
+            });
+            let read = match read {
+                Ok(task) => task.await.unwrap_or_else(|e| Err(std::io::Error::other(e))),
+                Err(e) => Err(e),
+            };
+            let buf = match read {
+                Ok(buf) => buf,
+                Err(e) => {
+                    w.abort().await.ok();
+                    let source = object_store::Error::Generic {
+                        store: "local file",
+                        source: Box::new(e),
+                    };
+                    return Err(self.io("read for put", key, source));
+                }
+            };
+            w.put(Bytes::from(buf));
+            at += n as u64;
+        }
+        // On failure `finish` has already aborted the upload.
+        w.finish().await.map_err(|e| self.io("complete", key, e))?;
+        Ok(())
+    }
+
     /// Copies `src_key` of `src` to `key` here, streamed, with the same atomicity as
     /// [`Store::concat`].
     pub async fn copy_from(

@@ -48,6 +48,29 @@ async fn put_get_list_concat_on_memory_and_file() {
     }
 }
 
+/// A large part is uploaded from its temporary file in chunks, the same bytes as a
+/// whole put, on every store kind the tests can reach here (S3 and GCS: the fleet's
+/// integration tests).
+#[tokio::test]
+async fn a_file_put_in_chunks_is_the_object_whole() {
+    use std::io::Write;
+    let dir = tempfile::tempdir().unwrap();
+    let url = format!("file://{}", dir.path().display());
+    // Past two chunks of 8 MiB, and not a multiple of one.
+    let data: Vec<u8> = (0..(17 << 20) + 12_345u32)
+        .map(|i| (i % 251) as u8)
+        .collect();
+    let mut f = tempfile::tempfile().unwrap();
+    f.write_all(&data).unwrap();
+    f.write_all(b"not part of the object").unwrap();
+    for store in [Store::open("memory:").unwrap(), Store::open(&url).unwrap()] {
+        store.put_file("big", &f, data.len() as u64).await.unwrap();
+        let got = store.get("big").await.unwrap();
+        assert_eq!(got.len(), data.len());
+        assert!(got[..] == data[..], "the bytes differ");
+    }
+}
+
 #[tokio::test]
 async fn ranges_of_an_object_and_ranges_past_its_end() {
     let dir = tempfile::tempdir().unwrap();

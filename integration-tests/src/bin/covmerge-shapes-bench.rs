@@ -1,7 +1,8 @@
 //! Memory shapes: inputs that grow a dimension other than rows (managers, distinct
 //! paths, lines per file, base file size, commits of one file, commits of a `store:`
 //! snapshot, lines of two versions of one file (capped and diffed), function names
-//! on one line, distinct paths in path order at a small budget). Each shape is merged
+//! on one line, distinct paths in path order at a small budget, managers of one
+//! long file). Each shape is merged
 //! at 1× and 2× its size; one row per run with rows, wall, CPU, peak RSS, the passes
 //! of the shards merged in more than one (from the merge's log), and the time and RSS
 //! at 2× over 1×, so that a dimension that grows memory or time faster than linearly
@@ -185,6 +186,24 @@ fn generate(name: &str, n: usize, dir: &Path) -> Case {
             write_source(&src, "base", "keep.c", 10, 8);
             row(&mut t, "base", "keep.c", "m", 1, 1);
         }
+        // One file of 100,000 lines, each hit by every one of n managers: the file's
+        // own records (its per-manager sums and its part) grow with n.
+        "file-managers" => {
+            let lines = 100_000;
+            write_source(&src, "base", "a.c", lines, 8);
+            for m in 0..n {
+                for l in 1..=lines {
+                    row(
+                        &mut t,
+                        "base",
+                        "a.c",
+                        &format!("manager-{m}"),
+                        l,
+                        1 + (l % 7) as u64,
+                    );
+                }
+            }
+        }
         // n distinct function names on one line of one file.
         "func-names" => {
             write_source(&src, "base", "a.c", 10, 8);
@@ -216,6 +235,7 @@ const SHAPES: &[(&str, usize, &[&str])] = &[
     ("long-file", 2_500_000, &[]),
     ("long-file-diffed", 250_000, &[]),
     ("func-names", 500_000, &[]),
+    ("file-managers", 40, &[]),
     (
         "sorted-paths",
         200_000,

@@ -504,3 +504,76 @@ fn function_names_of_one_line_were_all_held_at_once() {
 /// (177 MB peak RSS, failing under 144 MiB of data); within a 64 MiB budget the names
 /// take passes (86 MB, passing under 96 MiB).
 const NAMES_LIMIT: u64 = 128 << 20;
+
+/// One file of 100,000 lines, each hit by every one of 64 managers: a file whose
+/// accumulator outgrew the tables' share was merged alone, without a limit, holding
+/// every (manager, line) pair and its whole gzipped part in memory (500,000 lines × 40
+/// managers: 368 MB). Now its per-manager sums spill in sorted runs to a temporary
+/// file and its part goes to one past 8 MiB; the result is the same.
+#[test]
+fn lines_times_managers_of_one_file_were_all_held_at_once() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (lines, managers) = (100_000usize, 64usize);
+    let src = source(tmp.path(), 1, lines);
+    let input = tmp.path().join("in.csv.gz");
+    {
+        use std::io::Write;
+        let f = std::fs::File::create(&input).unwrap();
+        let mut gz =
+            flate2::write::GzEncoder::new(std::io::BufWriter::new(f), flate2::Compression::fast());
+        gz.write_all(HDR.as_bytes()).unwrap();
+        // Managers interleaved line by line: no manager's rows come together.
+        let mut row = String::new();
+        for l in 1..=lines {
+            for m in 0..managers {
+                row.clear();
+                row.push_str(&format!("r,c1,f0.c,fn,mgr-{m},{l},{}\n", 1 + (l + m) % 5));
+                gz.write_all(row.as_bytes()).unwrap();
+            }
+        }
+        gz.finish().unwrap();
+    }
+    let out = tmp.path().join("out.jsonl.gz");
+    let mut args = merge_args(&src, input.to_str().unwrap(), out.to_str().unwrap());
+    args.extend(["--memory-budget", "24MiB", "--workers", "1"]);
+    let o = merge_limited(&args, BUDGET_LIMIT);
+    assert!(
+        o.status.success(),
+        "under a {} MiB data limit: {}",
+        BUDGET_LIMIT >> 20,
+        String::from_utf8_lossy(&o.stderr)
+    );
+    // Record by record: the whole result as a JSON value would take gigabytes here.
+    use std::io::BufRead;
+    let r = std::io::BufReader::new(flate2::read::MultiGzDecoder::new(
+        std::fs::File::open(&out).unwrap(),
+    ));
+    let mut seen = Vec::new();
+    for line in r.lines().skip(1) {
+        let v: serde_json::Value = serde_json::from_str(&line.unwrap()).unwrap();
+        let Some(mcr) = v["MCR"].as_object() else {
+            continue;
+        };
+        let name = mcr["Manager"].as_str().unwrap().to_string();
+        let data = &mcr["FileData"];
+        let (ls, hs) = (
+            data["LinesInstrumented"].as_array().unwrap(),
+            data["HitCounts"].as_array().unwrap(),
+        );
+        assert_eq!(ls.len(), lines, "{name}: every line");
+        for (i, (l, h)) in ls.iter().zip(hs).enumerate() {
+            let l = l.as_u64().unwrap() as usize;
+            assert_eq!(l, i + 1, "{name}: lines in order");
+            let want: u64 = match name.strip_prefix("mgr-") {
+                Some(m) => 1 + (l + m.parse::<usize>().unwrap()) as u64 % 5,
+                None => (0..managers).map(|m| 1 + (l + m) as u64 % 5).sum(),
+            };
+            assert_eq!(h.as_u64().unwrap(), want, "{name} line {l}");
+        }
+        seen.push(name);
+    }
+    let mut want: Vec<String> = (0..managers).map(|m| format!("mgr-{m}")).collect();
+    want.sort();
+    want.insert(0, "*".into());
+    assert_eq!(seen, want, "`*`, then every manager by name");
+}

@@ -125,7 +125,9 @@ impl<'p, 'a> GroupSums<'p, 'a> {
                 spare.clear();
                 for &m in by_name {
                     if self.plan.groups_of(m).contains(&(g as u16)) {
-                        per_mgr.pairs(m, order, slot_lines, &mut pairs);
+                        per_mgr
+                            .pairs(m, order, slot_lines, &mut pairs)
+                            .map_err(MergeError::Scratch)?;
                         add_pairs(&mut spare, self.lines, &pairs);
                     }
                 }
@@ -215,7 +217,7 @@ mod tests {
         for &(m, s, h) in &hits {
             sums.add(m, s, h);
         }
-        let per_mgr = sums.finish();
+        let per_mgr = sums.finish().unwrap();
         let by_name: Vec<u32> = per_mgr.managers().to_vec();
         // What each group must hold: line -> sum over its managers' rows.
         let want = |g: &Group| -> Vec<(u32, u64)> {
@@ -231,7 +233,7 @@ mod tests {
             let mut g = GroupSums::with_cells(&plan, &lines, cells);
             let mut pairs = Vec::new();
             for &m in &by_name {
-                per_mgr.pairs(m, &order, &slot_lines, &mut pairs);
+                per_mgr.pairs(m, &order, &slot_lines, &mut pairs).unwrap();
                 g.add(m, &pairs);
             }
             let mut out = Vec::new();

@@ -4,6 +4,7 @@
 
 mod acc;
 mod groups;
+pub mod part;
 mod passes;
 mod shard;
 mod sums;

@@ -10,6 +10,7 @@ use std::sync::Arc;
 
 use super::acc::{FileAcc, FileState};
 use super::groups::{GroupPlan, GroupSums};
+use super::part::{PartBytes, PartWriter};
 use super::passes::{coalesce, How, PathRange, Todo};
 use super::{LineMap, ProjectionCache};
 use crate::source::{FileVersion, Source, SourceError};
@@ -42,6 +43,10 @@ pub enum MergeError {
     /// Writing the part failed.
     #[error("encoding the part: {0}")]
     Encode(#[from] std::io::Error),
+    /// The temporary file of a file's per-manager sums (spilled past the tables'
+    /// share) could not be created, written or read.
+    #[error("the temporary file of a file's per-manager sums: {0}")]
+    Scratch(std::io::Error),
     /// contract §6: the dashboard decodes `HitCounts` as Go's `[]int64`.
     #[error("{file} line {line}: the hits summed onto this line ({sum}) overflow Go's int64 (the dashboard's HitCounts); no result is written")]
     SumOverflow {
@@ -63,10 +68,11 @@ pub enum MergeError {
 }
 
 /// A merged shard: its gzip-compressed JSON lines and what was counted.
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 pub struct MergedPart {
-    /// The part's JSON lines, gzip-compressed.
-    pub gz: Vec<u8>,
+    /// The part's JSON lines, gzip-compressed: in memory, or in a temporary file
+    /// when large.
+    pub gz: PartBytes,
     /// JSON lines in the part.
     pub records: u64,
     /// What the merge counted (rows merged and lost, files, lines).
@@ -74,6 +80,9 @@ pub struct MergedPart {
     /// Passes over the chunks: 1 unless the tables outgrew their share of the budget
     /// (see [`HeldBudget::tables`]).
     pub passes: u32,
+    /// Runs of per-manager sums spilled to a temporary file, over the files merged
+    /// alone (0: none; see `sums.rs`).
+    pub sums_spilled: u32,
 }
 
 /// What a shard merge may hold between uses, in bytes.
@@ -223,9 +232,10 @@ where
     // call, and output gzip cost 6× the deflate itself (BENCHMARKS.md).
     let mut enc = std::io::BufWriter::with_capacity(
         256 << 10,
-        GzEncoder::new(Vec::new(), Compression::new(6)),
+        GzEncoder::new(PartWriter::default(), Compression::new(6)),
     );
     let (mut counts, mut records, mut passes) = (Counts::default(), 0u64, 0u32);
+    let mut sums_spilled = 0u32;
     // Ranges still to merge, the next one last; each one's part follows the previous
     // one's, and the files of a part are in path order: the passes' outputs end to
     // end are the one-pass output.
@@ -286,7 +296,7 @@ where
                         }
                     }
                 }
-                let (c, r) = tables.write(groups, names.take(), &mut enc)?;
+                let (c, r) = tables.write(groups, names.take(), &mut sums_spilled, &mut enc)?;
                 counts.add(&c);
                 records += r;
             }
@@ -337,12 +347,14 @@ where
     let gz = enc
         .into_inner()
         .map_err(|e| MergeError::Encode(e.into_error()))?
+        .finish()?
         .finish()?;
     Ok(MergedPart {
         gz,
         records,
         counts,
         passes,
+        sums_spilled,
     })
 }
 
@@ -533,7 +545,12 @@ impl Pass<'_> {
                             match base {
                                 Some(b) => {
                                     held.hold_base(file, b);
-                                    FileState::Live(Box::new(FileAcc::new()))
+                                    let mut acc = Box::new(FileAcc::new());
+                                    if limit.is_none() {
+                                        // Merged alone: its sums spill past their share.
+                                        acc.per_mgr.spill_past(self.held.tables / 2);
+                                    }
+                                    FileState::Live(acc)
                                 }
                                 None => FileState::Deleted,
                             }
@@ -745,6 +762,9 @@ impl Pass<'_> {
             later.extend(Some(above).filter(|r| !r.is_empty()));
             range = PathRange::only(&path);
             limit = None;
+            if let Some((_, FileState::Live(acc))) = files.first_mut() {
+                acc.per_mgr.spill_past(self.held.tables / 2);
+            }
         }
         let bytes = if limit.is_some() {
             accs = settle(&mut files, &file_slot, last_file, accs);
@@ -863,6 +883,7 @@ impl Tables {
         self,
         groups: &[covmerge_proto::group::Group],
         mut names: Option<BestNames>,
+        spilled: &mut u32,
         enc: &mut impl Write,
     ) -> Result<(Counts, u64), MergeError> {
         let Tables {
@@ -893,6 +914,7 @@ impl Tables {
                 &strings,
                 names.take(),
                 &mut counts,
+                spilled,
                 enc,
             )?;
         }
@@ -911,6 +933,7 @@ fn write_file(
     strings: &StringTable,
     names: Option<BestNames>,
     counts: &mut Counts,
+    spilled: &mut u32,
     out: &mut impl Write,
 ) -> Result<u64, MergeError> {
     let FileAcc {
@@ -948,7 +971,8 @@ fn write_file(
     records += 1;
 
     // Managers by name: those that hit a line of the file.
-    let per_mgr = per_mgr.finish();
+    let per_mgr = per_mgr.finish().map_err(MergeError::Scratch)?;
+    *spilled += per_mgr.runs_spilled() as u32;
     let mut by_name: Vec<u32> = per_mgr.managers().to_vec();
     by_name.sort_unstable_by(|&a, &b| {
         strings
@@ -958,7 +982,9 @@ fn write_file(
     let (mut pairs, mut m_lines, mut m_hits) = (Vec::new(), Vec::new(), Vec::new());
     let mut group_sums = (!plan.is_empty()).then(|| GroupSums::new(plan, &lines));
     for &m in &by_name {
-        per_mgr.pairs(m, &order, &slot_lines, &mut pairs);
+        per_mgr
+            .pairs(m, &order, &slot_lines, &mut pairs)
+            .map_err(MergeError::Scratch)?;
         if let Some(g) = &mut group_sums {
             g.add(m, &pairs);
         }

@@ -8,6 +8,16 @@
 //! spans more than [`SPAN`] slots per pair it holds: a manager that hit one line at the
 //! end of a 100,000-line file costs one triple, where a vector per manager spanning
 //! every slot up to the one it hit took 4.7 GB for 6,000 managers.
+//!
+//! A file merged alone (its pairs outgrew the tables' share) gets a limit
+//! ([`ManagerSums::spill_past`]): past it, what is held is written to a temporary
+//! file as a *run* of `(slot, sum)` pairs sorted by manager and slot, and memory starts
+//! again empty. Each manager's pairs are then summed over the runs when it is written,
+//! in memory proportional to the file's lines, not to its lines × managers (500,000
+//! lines × 40 managers held 368 MB).
+
+use std::io::{BufWriter, Write};
+use std::os::unix::fs::FileExt;
 
 use rustc_hash::FxHashMap;
 
@@ -22,6 +32,8 @@ const MIN_DENSE: usize = 16;
 const SPAN: usize = 4;
 /// The log is compacted when it has grown by its compacted length plus this.
 const LOG_SLACK: usize = 4096;
+/// Bytes a spilled pair takes: its slot and its sum.
+const PAIR_BYTES: u64 = 12;
 
 fn add_sum(sum: u64, hits: u64) -> u64 {
     if sum == ABSENT {
@@ -73,6 +85,23 @@ pub(super) struct ManagerSums {
     compacted: usize,
     /// Bytes of the dense vectors' sums (their capacities), kept as they grow.
     dense_bytes: usize,
+    /// The log's length at which it is compacted next.
+    next_compact: usize,
+    /// Bytes held past which what is held is spilled (0: never).
+    limit: usize,
+    /// The runs spilled so far.
+    spilled: Option<Box<Spilled>>,
+}
+
+/// Runs of pairs in a temporary file: each sorted by manager, then slot.
+struct Spilled {
+    file: BufWriter<std::fs::File>,
+    /// Pairs written to the file so far.
+    written: u64,
+    /// Per run, per manager (ascending): `(manager, first pair, end pair)`.
+    runs: Vec<Vec<(u32, u64, u64)>>,
+    /// The first error writing the file: reported by [`ManagerSums::finish`].
+    failed: Option<std::io::Error>,
 }
 
 impl ManagerSums {
@@ -83,14 +112,117 @@ impl ManagerSums {
             let dense = &mut self.dense[d as usize - 1];
             let held = dense.sums.capacity();
             if dense.add(slot, hits) {
-                self.dense_bytes += (dense.sums.capacity() - held) * 8;
+                let grown = dense.sums.capacity() - held;
+                if grown != 0 {
+                    self.dense_bytes += grown * 8;
+                    if self.limit != 0 && self.approx_bytes() > self.limit {
+                        self.compact();
+                        self.spill();
+                    }
+                }
                 return;
             }
         }
         self.log.push((mgr, slot, hits));
-        if self.log.len() >= 2 * self.compacted + LOG_SLACK {
+        if self.log.len() >= self.next_compact.max(LOG_SLACK) {
             self.compact();
+            if self.limit != 0 && self.approx_bytes() > self.limit {
+                self.spill();
+            }
         }
+    }
+
+    /// Spills what is held once it takes more than `limit` bytes (see the module's
+    /// documentation).
+    pub(super) fn spill_past(&mut self, limit: usize) {
+        self.limit = limit.max(1);
+        self.set_next_compact();
+    }
+
+    /// Runs spilled so far.
+    #[cfg(test)]
+    pub(super) fn runs(&self) -> usize {
+        self.spilled.as_ref().map_or(0, |s| s.runs.len())
+    }
+
+    fn set_next_compact(&mut self) {
+        let mut next = 2 * self.compacted + LOG_SLACK;
+        if self.limit != 0 {
+            // The log may not take the limit by itself before it is compacted.
+            let room = self.limit.saturating_sub(self.dense_bytes) / 16;
+            next = next.min(self.compacted + room.max(LOG_SLACK));
+        }
+        self.next_compact = next;
+    }
+
+    /// Writes every pair held as a run of the temporary file, and holds nothing.
+    fn spill(&mut self) {
+        let spilled = self.spilled.get_or_insert_with(|| {
+            let (file, failed) = match tempfile::tempfile() {
+                Ok(f) => (f, None),
+                // Reported by `finish`; the pairs written until then are lost with it.
+                Err(e) => (tempfile_placeholder(), Some(e)),
+            };
+            Box::new(Spilled {
+                file: BufWriter::with_capacity(256 << 10, file),
+                written: 0,
+                runs: Vec::new(),
+                failed,
+            })
+        });
+        let mut index = Vec::new();
+        let mut managers: Vec<u32> = self.dense.iter().map(|d| d.mgr).collect();
+        managers.extend(self.log.iter().map(|e| e.0));
+        managers.sort_unstable();
+        managers.dedup();
+        // The log is sorted by (manager, slot) after `compact`.
+        let mut at = 0;
+        let mut pairs: Vec<(u32, u64)> = Vec::new();
+        for mgr in managers {
+            pairs.clear();
+            if let Some(&d) = self.dense_of.get(&mgr) {
+                let sums = &self.dense[d as usize - 1].sums;
+                pairs.extend(
+                    sums.iter()
+                        .enumerate()
+                        .filter(|(_, &h)| h != ABSENT)
+                        .map(|(s, &h)| (s as u32, h)),
+                );
+            }
+            let end = at + self.log[at..].iter().take_while(|e| e.0 == mgr).count();
+            if end > at {
+                pairs.extend(self.log[at..end].iter().map(|e| (e.1, e.2)));
+                pairs.sort_unstable_by_key(|p| p.0);
+                pairs.dedup_by(|p, kept| {
+                    let same = p.0 == kept.0;
+                    if same {
+                        kept.1 = add_sum(kept.1, p.1);
+                    }
+                    same
+                });
+            }
+            at = end;
+            let start = spilled.written;
+            for &(s, h) in &pairs {
+                let mut rec = [0u8; PAIR_BYTES as usize];
+                rec[..4].copy_from_slice(&s.to_le_bytes());
+                rec[4..].copy_from_slice(&h.to_le_bytes());
+                if spilled.failed.is_none() {
+                    if let Err(e) = spilled.file.write_all(&rec) {
+                        spilled.failed = Some(e);
+                    }
+                }
+            }
+            spilled.written += pairs.len() as u64;
+            index.push((mgr, start, spilled.written));
+        }
+        spilled.runs.push(index);
+        self.dense = Vec::new();
+        self.dense_of = FxHashMap::default();
+        self.log = Vec::new();
+        self.compacted = 0;
+        self.dense_bytes = 0;
+        self.set_next_compact();
     }
 
     /// Sorts and combines the log, moves into dense vectors what they may hold, and
@@ -137,6 +269,7 @@ impl ManagerSums {
         log.truncate(keep);
         self.compacted = keep;
         self.dense_bytes = self.dense.iter().map(|d| d.sums.capacity() * 8).sum();
+        self.set_next_compact();
     }
 
     /// An estimate of the memory held, from capacities (constant time).
@@ -149,8 +282,18 @@ impl ManagerSums {
 
     /// The managers (shard indexes) with at least one pair, and a reader of each one's
     /// pairs.
-    pub(super) fn finish(mut self) -> FinishedSums {
+    pub(super) fn finish(mut self) -> std::io::Result<FinishedSums> {
         self.compact();
+        let spilled = match self.spilled.take() {
+            None => None,
+            Some(mut s) => {
+                if let Some(e) = s.failed.take() {
+                    return Err(e);
+                }
+                let file = s.file.into_inner().map_err(|e| e.into_error())?;
+                Some(Runs { file, runs: s.runs })
+            }
+        };
         let mut runs: Vec<(u32, usize, usize)> = Vec::new();
         let mut i = 0;
         while i < self.log.len() {
@@ -163,14 +306,70 @@ impl ManagerSums {
             .iter()
             .map(|r| r.0)
             .chain(self.dense.iter().map(|d| d.mgr))
+            .chain(
+                spilled
+                    .iter()
+                    .flat_map(|s| s.runs.iter().flatten().map(|r| r.0)),
+            )
             .collect();
         managers.sort_unstable();
         managers.dedup();
-        FinishedSums {
+        Ok(FinishedSums {
             sums: self,
             runs,
             managers,
+            spilled,
+        })
+    }
+}
+
+/// A file never written to: where a temporary file could not be created, the error
+/// is kept and nothing is written.
+fn tempfile_placeholder() -> std::fs::File {
+    std::fs::File::open("/dev/null").expect("/dev/null opens")
+}
+
+/// The spilled runs, once written.
+struct Runs {
+    file: std::fs::File,
+    /// Per run, per manager (ascending): `(manager, first pair, end pair)`.
+    runs: Vec<Vec<(u32, u64, u64)>>,
+}
+
+impl Runs {
+    /// Calls `f(slot, sum)` for every pair of manager `mgr` in every run.
+    fn each(&self, mgr: u32, mut f: impl FnMut(u32, u64)) -> std::io::Result<()> {
+        let mut buf = vec![0u8; 64 << 10];
+        let per = buf.len() as u64 / PAIR_BYTES;
+        for run in &self.runs {
+            let Ok(i) = run.binary_search_by_key(&mgr, |r| r.0) else {
+                continue;
+            };
+            let (_, mut at, end) = run[i];
+            while at < end {
+                let n = (end - at).min(per);
+                let b = &mut buf[..(n * PAIR_BYTES) as usize];
+                self.file.read_exact_at(b, at * PAIR_BYTES)?;
+                for rec in b.chunks_exact(PAIR_BYTES as usize) {
+                    let s = u32::from_le_bytes(rec[..4].try_into().expect("4 bytes"));
+                    let h = u64::from_le_bytes(rec[4..].try_into().expect("8 bytes"));
+                    f(s, h);
+                }
+                at += n;
+            }
         }
+        Ok(())
+    }
+
+    /// Pairs of manager `mgr` over all runs.
+    fn count(&self, mgr: u32) -> u64 {
+        self.runs
+            .iter()
+            .filter_map(|run| {
+                let i = run.binary_search_by_key(&mgr, |r| r.0).ok()?;
+                Some(run[i].2 - run[i].1)
+            })
+            .sum()
     }
 }
 
@@ -180,9 +379,16 @@ pub(super) struct FinishedSums {
     /// Per manager in the log: its range of the log.
     runs: Vec<(u32, usize, usize)>,
     managers: Vec<u32>,
+    /// What was spilled (see [`ManagerSums::spill_past`]).
+    spilled: Option<Runs>,
 }
 
 impl FinishedSums {
+    /// Runs spilled before the last hit.
+    pub(super) fn runs_spilled(&self) -> usize {
+        self.spilled.as_ref().map_or(0, |s| s.runs.len())
+    }
+
     /// The managers with at least one pair, by shard index.
     pub(super) fn managers(&self) -> &[u32] {
         &self.managers
@@ -196,8 +402,67 @@ impl FinishedSums {
         order: &[u32],
         slot_lines: &[u32],
         out: &mut Vec<(u32, u64)>,
-    ) {
+    ) -> std::io::Result<()> {
         out.clear();
+        if let Some(spilled) = &self.spilled {
+            return self.pairs_spilled(spilled, mgr, order, slot_lines, out);
+        }
+        self.pairs_held(mgr, order, slot_lines, out);
+        Ok(())
+    }
+
+    /// [`FinishedSums::pairs`] of sums partly spilled: summed over the runs and what
+    /// is held, by slot, in a vector over the file's slots when they are many, else
+    /// sorted.
+    fn pairs_spilled(
+        &self,
+        spilled: &Runs,
+        mgr: u32,
+        order: &[u32],
+        slot_lines: &[u32],
+        out: &mut Vec<(u32, u64)>,
+    ) -> std::io::Result<()> {
+        let mut held = Vec::new();
+        self.pairs_held(mgr, order, slot_lines, &mut held);
+        let many = spilled.count(mgr) + held.len() as u64;
+        if many.saturating_mul(4) < order.len() as u64 {
+            out.extend(held);
+            spilled.each(mgr, |s, h| out.push((slot_lines[s as usize], h)))?;
+            out.sort_unstable_by_key(|p| p.0);
+            out.dedup_by(|p, kept| {
+                let same = p.0 == kept.0;
+                if same {
+                    kept.1 = add_sum(kept.1, p.1);
+                }
+                same
+            });
+            return Ok(());
+        }
+        let mut by_slot = vec![ABSENT; slot_lines.len()];
+        let mut add = |s: u32, h: u64| {
+            let m = &mut by_slot[s as usize];
+            *m = add_sum(*m, h);
+        };
+        spilled.each(mgr, &mut add)?;
+        // What is held is by line: back to slots through the order.
+        let mut i = 0;
+        for (line, h) in held {
+            while slot_lines[order[i] as usize] != line {
+                i += 1;
+            }
+            add(order[i], h);
+        }
+        out.extend(
+            order
+                .iter()
+                .filter(|&&s| by_slot[s as usize] != ABSENT)
+                .map(|&s| (slot_lines[s as usize], by_slot[s as usize])),
+        );
+        Ok(())
+    }
+
+    /// [`FinishedSums::pairs`] of what is held in memory.
+    fn pairs_held(&self, mgr: u32, order: &[u32], slot_lines: &[u32], out: &mut Vec<(u32, u64)>) {
         let d = self.sums.dense_of.get(&mgr).copied().unwrap_or(0);
         let mut sorted = true;
         if d != 0 {
@@ -261,7 +526,15 @@ mod tests {
 
     /// Adds `hits`, checks every manager's pairs against a plain map.
     fn check(hits: &[(u32, u32, u64)], slots: u32) {
+        check_within(hits, slots, 0);
+    }
+
+    /// [`check`], spilling past `limit` bytes (0: never).
+    fn check_within(hits: &[(u32, u32, u64)], slots: u32, limit: usize) -> usize {
         let mut sums = ManagerSums::default();
+        if limit != 0 {
+            sums.spill_past(limit);
+        }
         let mut want: BTreeMap<u32, BTreeMap<u32, u64>> = BTreeMap::new();
         for &(m, s, h) in hits {
             sums.add(m, s, h);
@@ -271,15 +544,49 @@ mod tests {
         // Slots in reverse line order: slot s is line `slots - s`.
         let slot_lines: Vec<u32> = (0..slots).map(|s| slots - s).collect();
         let order: Vec<u32> = (0..slots).rev().collect();
-        let f = sums.finish();
+        let runs = sums.runs();
+        let f = sums.finish().unwrap();
         assert_eq!(f.managers(), want.keys().copied().collect::<Vec<_>>());
         let mut got = Vec::new();
         for (&m, w) in &want {
-            f.pairs(m, &order, &slot_lines, &mut got);
+            f.pairs(m, &order, &slot_lines, &mut got).unwrap();
             let mut w: Vec<(u32, u64)> = w.iter().map(|(&s, &h)| (slots - s, h)).collect();
             w.sort_unstable();
             assert_eq!(got, w, "manager {m}");
         }
+        runs
+    }
+
+    /// A file of many lines × many managers merged alone held every (manager, line)
+    /// pair at once (500,000 lines × 40 managers: 368 MB); past its limit the sums
+    /// spill runs to a temporary file, and every manager's pairs are the same.
+    #[test]
+    fn lines_times_managers_of_one_file_were_all_held_at_once() {
+        let mut r = Lcg(11);
+        for (managers, slots, n, limit) in [
+            (40u64, 20_000u64, 400_000, 256 << 10),
+            (3, 5_000, 60_000, 64 << 10),
+            (2_000, 400, 30_000, 32 << 10),
+            (40, 20_000, 60_000, 1),
+        ] {
+            let hits: Vec<(u32, u32, u64)> = (0..n)
+                .map(|_| (r.next(managers) as u32, r.next(slots) as u32, r.next(1000)))
+                .collect();
+            let runs = check_within(&hits, slots as u32, limit);
+            assert!(runs >= 2, "{runs} runs spilled within {limit} bytes");
+        }
+        // Held within the limit as they are added (the dense vectors' growth too).
+        let mut sums = ManagerSums::default();
+        sums.spill_past(1 << 20);
+        let mut most = 0;
+        for s in 0..200_000u32 {
+            for m in 0..8 {
+                sums.add(m, s, 1);
+            }
+            most = most.max(sums.approx_bytes());
+        }
+        assert!(most <= 2 << 20, "held {most} bytes within a 1 MiB limit");
+        assert!(sums.runs() >= 4, "{} runs", sums.runs());
     }
 
     #[test]
@@ -329,7 +636,7 @@ mod tests {
             "{}",
             sums.log.len()
         );
-        let f = sums.finish();
+        let f = sums.finish().unwrap();
         assert_eq!(f.managers().len(), 6_001);
         check(
             &(0..slots)

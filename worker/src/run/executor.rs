@@ -24,7 +24,8 @@ use super::failure::*;
 use super::keys;
 use super::prefetch::Prefetch;
 use super::spill_writer::{SpillState, SpillWriter};
-use crate::merge::{merge_shard_with_prefix, HeldBudget, ProjectionCache};
+use crate::merge::part::PartBytes;
+use crate::merge::{merge_shard_with_prefix, HeldBudget, MergeError, ProjectionCache};
 use crate::source::{open_source_within, CachedSource, Source};
 use crate::split::go::{split_go, GoSource};
 use crate::split::{split_input, Flush, SplitError, SplitSettings, BAD_ROW_SAMPLES};
@@ -675,20 +676,31 @@ impl Executor {
         .await
         .map_err(Failure::transient)??;
         let key = keys::part(&t.job, t.shard);
-        let sha = hex::encode(sha2::Sha256::digest(&part.gz));
+        let mut sha = sha2::Sha256::new();
+        part.gz
+            .for_each_piece(|p| sha.update(p))
+            .map_err(|e| Failure::from(MergeError::Scratch(e)))?;
+        let len = part.gz.len();
         let outcome = MergeOutcome {
             counts: part.counts,
             part: key.clone(),
             records: part.records,
-            bytes: part.gz.len() as u64,
-            sha256: sha,
+            bytes: len,
+            sha256: hex::encode(sha.finalize()),
         };
-        let len = part.gz.len() as u64;
-        self.store
-            .put(&key, Bytes::from(part.gz))
-            .await
-            .map_err(store_failure)?;
+        match part.gz {
+            PartBytes::Memory(v) => self.store.put(&key, Bytes::from(v)).await,
+            // A large part, from its temporary file.
+            PartBytes::File { file, len } => self.store.put_file(&key, &file, len).await,
+        }
+        .map_err(store_failure)?;
         metrics().bytes_written("part", len);
+        if part.sums_spilled > 0 {
+            info!(
+                runs = part.sums_spilled,
+                "a file's per-manager sums outgrew their share of the memory budget: spilled in sorted runs to a temporary file"
+            );
+        }
         if part.passes > 1 {
             info!(
                 passes = part.passes,

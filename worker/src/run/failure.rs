@@ -54,6 +54,9 @@ impl From<MergeError> for Failure {
             // A chunk this job's splits wrote that no longer decodes, or a part that
             // cannot be encoded: not the input's fault, and not curable by a retry.
             MergeError::Spill { .. } | MergeError::Encode(_) => FailureKind::Internal,
+            // This worker's temporary files (its disk full): another try, perhaps on
+            // another worker, may have room.
+            MergeError::Scratch(_) => FailureKind::Transient,
             MergeError::SumOverflow { .. } => FailureKind::BadInput,
             MergeError::GroupIsManager { .. } => FailureKind::Config,
         };
