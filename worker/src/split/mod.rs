@@ -175,7 +175,13 @@ impl ThreadStrings {
     /// The id of `s` in column `col`, and whether it passed the column's check.
     #[inline(always)]
     fn id(&mut self, col: usize, s: &[u8], shards: u32) -> (u32, bool) {
-        let (id, new) = self.index[col].intern(&mut self.table, s);
+        self.id_hashed(col, s, crate::spill::hash_bytes(s), shards)
+    }
+
+    /// [`ThreadStrings::id`] of `s` whose hash is `hash`.
+    #[inline(always)]
+    fn id_hashed(&mut self, col: usize, s: &[u8], hash: u64, shards: u32) -> (u32, bool) {
+        let (id, new) = self.index[col].intern_hashed(&mut self.table, s, hash);
         if new {
             debug_assert_eq!(id as usize, self.ok.len());
             let ok = if col == FILE {
@@ -320,13 +326,18 @@ fn parse_thread(
                     Ok(f) => f,
                     Err(problem) => return bad(pos, problem, &mut outcome),
                 };
+                // The function name's entry is loaded while the other columns are
+                // looked up: its index is the one read at random, out of cache.
+                let func_name = fields.get(c.func);
+                let func_hash = crate::spill::hash_bytes(func_name);
+                strings.index[FUNC].prefetch(func_hash);
                 let (file, ok_file) = strings.id(FILE, fields.get(c.file), n);
                 let (commit, ok_commit) = strings.id(COMMIT, fields.get(c.commit).trim_ascii(), n);
-                let (func, ok_func) = strings.id(FUNC, fields.get(c.func), n);
                 let (manager, ok_manager) = strings.id(MANAGER, fields.get(c.manager), n);
                 let ok_repo = strings.repo_ok(fields.get(c.repo));
                 let sl = parse_count_fast(fields.get(c.sl));
                 let hits = parse_count_fast(fields.get(c.hits));
+                let (func, ok_func) = strings.id_hashed(FUNC, func_name, func_hash, n);
                 let (sl, hits) = match (sl, hits) {
                     (Some(sl), Some(hits))
                         if ok_file && ok_commit && ok_func && ok_manager && ok_repo =>
