@@ -384,6 +384,58 @@ fn max_table(stretch: &[u32]) -> Vec<Vec<u32>> {
     table
 }
 
+/// Steps imara-diff's Myers may spend pruning a region before it diffs it, past
+/// which the region is not diffed (see [`prune_scan_steps`]): about 60 ms.
+const MAX_PRUNE_STEPS: u64 = 1 << 26;
+
+/// The steps imara-diff 0.2's Myers spends in its preprocessing of `before` against
+/// `after`: for each line very common in the other file (`sqrt(len)` times or more),
+/// `should_prune_common_line` scans back over the lines before it that are absent
+/// from the other file or very common there, down to the 100th line of the region
+/// (its window's start is `WINDOW_SIZE`, not `pos - WINDOW_SIZE`), so a long run of
+/// such lines costs the square of its length (80,000 lines, every other blank and the
+/// rest in one file only: 12 s). Counted here in linear time, the way it computes
+/// which lines are which.
+fn prune_scan_steps(before: &[Token], after: &[Token]) -> u64 {
+    // imara-diff's `util::sqrt`, its limit of "very common".
+    let sqrt = |n: usize| -> u32 { 1 << ((usize::BITS - n.leading_zeros()) / 2) };
+    let count = |file: &[Token]| {
+        let mut n: Vec<u32> = Vec::new();
+        for t in file {
+            let i = t.0 as usize;
+            if i >= n.len() {
+                n.resize(i + 1, 0);
+            }
+            n[i] += 1;
+        }
+        n
+    };
+    let (in_before, in_after) = (count(before), count(after));
+    // One file's lines against the other's counts: the scan's steps over them.
+    let steps = |file: &[Token], other: &[u32], limit: u32| -> u64 {
+        let limit = limit.min(1024);
+        let mut total = 0u64;
+        // Where the scan back from the current line stops: past the last line found
+        // a few times in the other file.
+        let mut last_some: Option<usize> = None;
+        for (pos, t) in file.iter().enumerate() {
+            let n = other.get(t.0 as usize).copied().unwrap_or(0);
+            if n == 0 {
+                continue;
+            }
+            if n < limit {
+                last_some = Some(pos);
+                continue;
+            }
+            let start = if pos > 100 { 100 } else { 0 };
+            let from = last_some.map_or(start, |s| (s + 1).max(start));
+            total += pos.saturating_sub(from) as u64;
+        }
+        total
+    };
+    steps(before, &in_after, sqrt(before.len())) + steps(after, &in_before, sqrt(after.len()))
+}
+
 /// imara-diff's Myers on `before` against `after` into the flags given (a region of
 /// the histogram with no common prefix or suffix, so imara-diff's stripping of them
 /// leaves it whole, as its histogram's fallback runs it).
@@ -400,11 +452,15 @@ fn myers(before: &[Token], after: &[Token], removed: &mut [bool], added: &mut [b
 
 /// The removed and added flags of imara-diff's `Diff::compute(Algorithm::Histogram)`
 /// of `before` against `after` (tokens below `num_tokens`).
+///
+/// A region imara-diff would give to Myers whose preprocessing would take more than
+/// [`MAX_PRUNE_STEPS`] is not diffed: its lines are all changed, and the third value
+/// is `true` (the map is capped, counted as `diffs_capped` is).
 pub(crate) fn histogram_flags(
     before: &[Token],
     after: &[Token],
     num_tokens: u32,
-) -> (Vec<bool>, Vec<bool>) {
+) -> (Vec<bool>, Vec<bool>, bool) {
     let mut removed = vec![false; before.len()];
     let mut added = vec![false; after.len()];
     let prefix = before.iter().zip(after).take_while(|(x, y)| x == y).count();
@@ -423,7 +479,7 @@ pub(crate) fn histogram_flags(
     if b.is_empty() || a.is_empty() {
         rm.fill(true);
         ad.fill(true);
-        return (removed, added);
+        return (removed, added, false);
     }
     let ix = Index::new(b, a, num_tokens);
     // Regions left to diff (imara-diff recurses into the part before a run and loops
@@ -467,10 +523,17 @@ pub(crate) fn histogram_flags(
     }
     // Myers's own memory is not held beside the index's.
     drop(ix);
+    let mut capped = false;
     for [b0, b1, a0, a1] in fallbacks {
+        if prune_scan_steps(&b[b0..b1], &a[a0..a1]) > MAX_PRUNE_STEPS {
+            rm[b0..b1].fill(true);
+            ad[a0..a1].fill(true);
+            capped = true;
+            continue;
+        }
         myers(&b[b0..b1], &a[a0..a1], &mut rm[b0..b1], &mut ad[a0..a1]);
     }
-    (removed, added)
+    (removed, added, capped)
 }
 
 /// An imara-diff `Diff` whose flags are `removed` and `added` (to post-process it):
@@ -526,7 +589,10 @@ mod tests {
     }
 
     fn ours(input: &InternedInput<u32>) -> (Vec<bool>, Vec<bool>) {
-        histogram_flags(&input.before, &input.after, input.interner.num_tokens())
+        let (r, a, capped) =
+            histogram_flags(&input.before, &input.after, input.interner.num_tokens());
+        assert!(!capped);
+        (r, a)
     }
 
     /// A xorshift generator: the pairs are the same at every run.
@@ -568,6 +634,89 @@ mod tests {
 
     /// The flags equal imara-diff's histogram on pairs of every kind: distinct lines,
     /// a few repeated lines, small alphabets (Myers fallbacks), runs of equal length.
+    /// imara-diff 0.2's preprocessing scan, step by step (its loops, counting).
+    fn scan_steps_by_walking(before: &[Token], after: &[Token]) -> u64 {
+        let sqrt = |n: usize| -> u32 { 1 << ((usize::BITS - n.leading_zeros()) / 2) };
+        let count = |f: &[Token], t: Token| f.iter().filter(|x| **x == t).count() as u32;
+        let mut total = 0;
+        for (file, other) in [(before, after), (after, before)] {
+            let limit = sqrt(file.len()).min(1024);
+            // 0: absent from the other file, 1: a few times, 2: very common.
+            let status: Vec<u8> = file
+                .iter()
+                .map(|&t| match count(other, t) {
+                    0 => 0,
+                    n if n >= limit => 2,
+                    _ => 1,
+                })
+                .collect();
+            for pos in 0..file.len() {
+                if status[pos] != 2 {
+                    continue;
+                }
+                let start = if pos > 100 { 100 } else { 0 };
+                for st in status[start..pos].iter().rev() {
+                    if *st == 1 {
+                        break;
+                    }
+                    total += 1;
+                }
+            }
+        }
+        total
+    }
+
+    #[test]
+    fn the_prune_scan_is_counted_as_imara_diff_walks_it() {
+        let mut r = Rng(99);
+        for round in 0..40 {
+            let n = 50 + r.below(1_500) as usize;
+            let kinds = 2 + round % 7;
+            let gen = |r: &mut Rng, side: u32| -> Vec<Token> {
+                (0..n)
+                    .map(|_| match r.below(kinds) {
+                        // Blank: very common on both sides.
+                        0 | 1 => Token(0),
+                        // A line of both files, a few times.
+                        2 => Token(1 + r.below(40) as u32),
+                        // A line of this file only.
+                        _ => Token(1_000 + side * 100_000 + r.below(50_000) as u32),
+                    })
+                    .collect()
+            };
+            let (b, a) = (gen(&mut r, 0), gen(&mut r, 1));
+            assert_eq!(
+                prune_scan_steps(&b, &a),
+                scan_steps_by_walking(&b, &a),
+                "round {round}"
+            );
+        }
+    }
+
+    /// A region of 80,000 lines, every other one blank and the rest in one file only:
+    /// imara-diff's Myers pruned it in 12 s (quadratic). It is capped now, in linear
+    /// time; at a tenth of the size it is still diffed, as imara-diff diffs it.
+    #[test]
+    fn frequent_and_one_sided_lines_took_the_myers_fallback_quadratic_time() {
+        let pair = |n: usize| {
+            let side = |tag: u32| -> Vec<u32> {
+                (0..n as u32)
+                    .map(|i| if i % 2 == 1 { 0 } else { tag + i })
+                    .collect()
+            };
+            input(&side(1_000_000), &side(3_000_000))
+        };
+        let big = pair(80_000);
+        let (r, a, capped) = histogram_flags(&big.before, &big.after, big.interner.num_tokens());
+        assert!(capped, "80,000 lines: capped");
+        // The region capped: its lines are changed (the blanks at its ends may be
+        // matched before it).
+        let changed = r.iter().filter(|&&x| x).count() + a.iter().filter(|&&x| x).count();
+        assert!(changed > 150_000, "{changed} lines changed");
+        let small = pair(8_000);
+        assert_eq!(ours(&small), imara(&small), "8,000 lines: diffed");
+    }
+
     #[test]
     fn flags_equal_imara_diff_histogram_on_generated_pairs() {
         let mut rng = Rng(0x9e37_79b9_7f4a_7c15);

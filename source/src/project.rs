@@ -311,9 +311,11 @@ fn diff_map(input: &InternedInput<&[u8]>) -> LineMap {
 
 /// [`diff_map`] by [`crate::histogram`] (`own`) or by imara-diff's histogram.
 fn diff_map_by(input: &InternedInput<&[u8]>, own: bool) -> LineMap {
+    let mut capped = false;
     let mut diff = if own {
-        let (removed, added) =
+        let (removed, added, over) =
             histogram::histogram_flags(&input.before, &input.after, input.interner.num_tokens());
+        capped = over;
         histogram::diff_of_flags(removed, added)
     } else {
         Diff::compute(Algorithm::Histogram, input)
@@ -349,7 +351,7 @@ fn diff_map_by(input: &InternedInput<&[u8]>, own: bool) -> LineMap {
     LineMap {
         runs,
         lines: n,
-        capped: false,
+        capped,
     }
 }
 
