@@ -385,8 +385,12 @@ fn max_table(stretch: &[u32]) -> Vec<Vec<u32>> {
 }
 
 /// Steps imara-diff's Myers may spend pruning a region before it diffs it, past
-/// which the region is not diffed (see [`prune_scan_steps`]): about 60 ms.
+/// which the region is diffed in pieces (see [`prune_scan_steps`]): ~60-90 ms.
 const MAX_PRUNE_STEPS: u64 = 1 << 26;
+
+/// Lines a side of a piece of a region diffed in pieces: pruning one takes at most
+/// about [`MAX_PRUNE_STEPS`].
+const PIECE_LINES: usize = 1 << 13;
 
 /// The steps imara-diff 0.2's Myers spends in its preprocessing of `before` against
 /// `after`: for each line very common in the other file (`sqrt(len)` times or more),
@@ -453,14 +457,16 @@ fn myers(before: &[Token], after: &[Token], removed: &mut [bool], added: &mut [b
 /// The removed and added flags of imara-diff's `Diff::compute(Algorithm::Histogram)`
 /// of `before` against `after` (tokens below `num_tokens`).
 ///
-/// A region imara-diff would give to Myers whose preprocessing would take more than
-/// [`MAX_PRUNE_STEPS`] is not diffed: its lines are all changed, and the third value
-/// is `true` (the map is capped, counted as `diffs_capped` is).
+/// But for one thing: a region imara-diff would give to Myers whose preprocessing
+/// would take more than [`MAX_PRUNE_STEPS`] is cut into as many pieces a side as make
+/// each at most [`PIECE_LINES`] lines, paired in order, and each pair is given to
+/// Myers: a valid diff (an unchanged line is the same text on both sides, in order),
+/// found in time linear in the region, where imara-diff's took its square.
 pub(crate) fn histogram_flags(
     before: &[Token],
     after: &[Token],
     num_tokens: u32,
-) -> (Vec<bool>, Vec<bool>, bool) {
+) -> (Vec<bool>, Vec<bool>) {
     let mut removed = vec![false; before.len()];
     let mut added = vec![false; after.len()];
     let prefix = before.iter().zip(after).take_while(|(x, y)| x == y).count();
@@ -479,7 +485,7 @@ pub(crate) fn histogram_flags(
     if b.is_empty() || a.is_empty() {
         rm.fill(true);
         ad.fill(true);
-        return (removed, added, false);
+        return (removed, added);
     }
     let ix = Index::new(b, a, num_tokens);
     // Regions left to diff (imara-diff recurses into the part before a run and loops
@@ -523,17 +529,30 @@ pub(crate) fn histogram_flags(
     }
     // Myers's own memory is not held beside the index's.
     drop(ix);
-    let mut capped = false;
     for [b0, b1, a0, a1] in fallbacks {
-        if prune_scan_steps(&b[b0..b1], &a[a0..a1]) > MAX_PRUNE_STEPS {
-            rm[b0..b1].fill(true);
-            ad[a0..a1].fill(true);
-            capped = true;
+        if prune_scan_steps(&b[b0..b1], &a[a0..a1]) <= MAX_PRUNE_STEPS {
+            myers(&b[b0..b1], &a[a0..a1], &mut rm[b0..b1], &mut ad[a0..a1]);
             continue;
         }
-        myers(&b[b0..b1], &a[a0..a1], &mut rm[b0..b1], &mut ad[a0..a1]);
+        let (nb, na) = (b1 - b0, a1 - a0);
+        let k = nb.max(na).div_ceil(PIECE_LINES);
+        for i in 0..k {
+            let (pb0, pb1) = (b0 + nb * i / k, b0 + nb * (i + 1) / k);
+            let (pa0, pa1) = (a0 + na * i / k, a0 + na * (i + 1) / k);
+            if pb0 == pb1 || pa0 == pa1 {
+                rm[pb0..pb1].fill(true);
+                ad[pa0..pa1].fill(true);
+                continue;
+            }
+            myers(
+                &b[pb0..pb1],
+                &a[pa0..pa1],
+                &mut rm[pb0..pb1],
+                &mut ad[pa0..pa1],
+            );
+        }
     }
-    (removed, added, capped)
+    (removed, added)
 }
 
 /// An imara-diff `Diff` whose flags are `removed` and `added` (to post-process it):
@@ -589,10 +608,7 @@ mod tests {
     }
 
     fn ours(input: &InternedInput<u32>) -> (Vec<bool>, Vec<bool>) {
-        let (r, a, capped) =
-            histogram_flags(&input.before, &input.after, input.interner.num_tokens());
-        assert!(!capped);
-        (r, a)
+        histogram_flags(&input.before, &input.after, input.interner.num_tokens())
     }
 
     /// A xorshift generator: the pairs are the same at every run.
@@ -694,8 +710,9 @@ mod tests {
     }
 
     /// A region of 80,000 lines, every other one blank and the rest in one file only:
-    /// imara-diff's Myers pruned it in 12 s (quadratic). It is capped now, in linear
-    /// time; at a tenth of the size it is still diffed, as imara-diff diffs it.
+    /// imara-diff's Myers pruned it in 12 s (quadratic). It is diffed in pieces now,
+    /// in linear time, a valid diff that keeps the blanks it can; at a tenth of the
+    /// size it is still diffed whole, as imara-diff diffs it.
     #[test]
     fn frequent_and_one_sided_lines_took_the_myers_fallback_quadratic_time() {
         let pair = |n: usize| {
@@ -707,12 +724,25 @@ mod tests {
             input(&side(1_000_000), &side(3_000_000))
         };
         let big = pair(80_000);
-        let (r, a, capped) = histogram_flags(&big.before, &big.after, big.interner.num_tokens());
-        assert!(capped, "80,000 lines: capped");
-        // The region capped: its lines are changed (the blanks at its ends may be
-        // matched before it).
-        let changed = r.iter().filter(|&&x| x).count() + a.iter().filter(|&&x| x).count();
-        assert!(changed > 150_000, "{changed} lines changed");
+        assert!(prune_scan_steps(&big.before, &big.after) > MAX_PRUNE_STEPS);
+        let (r, a) = ours(&big);
+        // Valid: the unchanged lines of both sides pair in order, with the same text.
+        let kept_b: Vec<Token> = big
+            .before
+            .iter()
+            .zip(&r)
+            .filter(|x| !*x.1)
+            .map(|x| *x.0)
+            .collect();
+        let kept_a: Vec<Token> = big
+            .after
+            .iter()
+            .zip(&a)
+            .filter(|x| !*x.1)
+            .map(|x| *x.0)
+            .collect();
+        assert_eq!(kept_b, kept_a);
+        assert!(kept_b.len() > 30_000, "{} blanks kept", kept_b.len());
         let small = pair(8_000);
         assert_eq!(ours(&small), imara(&small), "8,000 lines: diffed");
     }

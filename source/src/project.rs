@@ -311,11 +311,9 @@ fn diff_map(input: &InternedInput<&[u8]>) -> LineMap {
 
 /// [`diff_map`] by [`crate::histogram`] (`own`) or by imara-diff's histogram.
 fn diff_map_by(input: &InternedInput<&[u8]>, own: bool) -> LineMap {
-    let mut capped = false;
     let mut diff = if own {
-        let (removed, added, over) =
+        let (removed, added) =
             histogram::histogram_flags(&input.before, &input.after, input.interner.num_tokens());
-        capped = over;
         histogram::diff_of_flags(removed, added)
     } else {
         Diff::compute(Algorithm::Histogram, input)
@@ -351,7 +349,7 @@ fn diff_map_by(input: &InternedInput<&[u8]>, own: bool) -> LineMap {
     LineMap {
         runs,
         lines: n,
-        capped,
+        capped: false,
     }
 }
 
