@@ -108,7 +108,7 @@ impl<'p, 'a> GroupSums<'p, 'a> {
     /// (`by_name`, the file's managers) again. Returns the records written.
     pub(super) fn write(
         mut self,
-        per_mgr: &FinishedSums,
+        per_mgr: &mut FinishedSums,
         by_name: &[u32],
         order: &[u32],
         slot_lines: &[u32],
@@ -116,6 +116,10 @@ impl<'p, 'a> GroupSums<'p, 'a> {
         out: &mut impl Write,
     ) -> Result<u64, MergeError> {
         let (mut g_lines, mut g_hits, mut pairs) = (Vec::new(), Vec::new(), Vec::new());
+        // Members read again in the shard's order, not by name: the sums do not care,
+        // and spilled sums are read in that order (`runs.rs`), a read per many.
+        let mut by_index = by_name.to_vec();
+        by_index.sort_unstable();
         let mut spare = Vec::new();
         let mut records = 0;
         for (g, group) in self.plan.groups.iter().enumerate() {
@@ -123,7 +127,7 @@ impl<'p, 'a> GroupSums<'p, 'a> {
                 std::mem::take(&mut self.sums[g])
             } else {
                 spare.clear();
-                for &m in by_name {
+                for &m in &by_index {
                     if self.plan.groups_of(m).contains(&(g as u16)) {
                         per_mgr
                             .pairs(m, order, slot_lines, &mut pairs)
@@ -217,7 +221,7 @@ mod tests {
         for &(m, s, h) in &hits {
             sums.add(m, s, h);
         }
-        let per_mgr = sums.finish().unwrap();
+        let mut per_mgr = sums.finish().unwrap();
         let by_name: Vec<u32> = per_mgr.managers().to_vec();
         // What each group must hold: line -> sum over its managers' rows.
         let want = |g: &Group| -> Vec<(u32, u64)> {
@@ -238,7 +242,14 @@ mod tests {
             }
             let mut out = Vec::new();
             let n = g
-                .write(&per_mgr, &by_name, &order, &slot_lines, b"f.c", &mut out)
+                .write(
+                    &mut per_mgr,
+                    &by_name,
+                    &order,
+                    &slot_lines,
+                    b"f.c",
+                    &mut out,
+                )
                 .unwrap();
             let text = String::from_utf8(out).unwrap();
             let mut expected = Vec::new();

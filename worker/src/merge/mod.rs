@@ -6,6 +6,7 @@ mod acc;
 mod groups;
 pub mod part;
 mod passes;
+mod runs;
 mod shard;
 mod sums;
 

@@ -646,6 +646,13 @@ impl Pass<'_> {
                     }
                     let func = func_of[k.func as usize];
                     acc.add(line, mgr_slot[mgr as usize] as usize, func, v.hits, v.rows);
+                    if acc.per_mgr.is_full() {
+                        // Merged alone, past its share: the sums go to a run on disk.
+                        if let Err(e) = acc.per_mgr.spill() {
+                            failed = Some(MergeError::Scratch(e));
+                            return Ok(());
+                        }
+                    }
                 }
                 Ok(())
             })
@@ -971,7 +978,7 @@ fn write_file(
     records += 1;
 
     // Managers by name: those that hit a line of the file.
-    let per_mgr = per_mgr.finish().map_err(MergeError::Scratch)?;
+    let mut per_mgr = per_mgr.finish().map_err(MergeError::Scratch)?;
     *spilled += per_mgr.runs_spilled() as u32;
     let mut by_name: Vec<u32> = per_mgr.managers().to_vec();
     by_name.sort_unstable_by(|&a, &b| {
@@ -1002,7 +1009,7 @@ fn write_file(
         records += 1;
     }
     if let Some(g) = group_sums {
-        records += g.write(&per_mgr, &by_name, &order, &slot_lines, path, out)?;
+        records += g.write(&mut per_mgr, &by_name, &order, &slot_lines, path, out)?;
     }
 
     let best = line_names(&slot_lines, &name, &other_names, strings);
