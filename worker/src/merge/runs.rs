@@ -1,9 +1,10 @@
 //! Per-manager sums spilled to a temporary file ([`RunFile`]): *runs* of
-//! `(manager, slot, sum)` records, each sorted by manager index, then slot. Past
-//! [`MERGE_AT`] runs they are merged into one, repeated pairs summed, so the file
-//! grows with the distinct pairs, not with the rows; when the file is written they
-//! are merged into one run indexed by manager ([`RunReader`]), an entry per manager
-//! of the file, and each manager's records are read with one positioned read.
+//! `(manager, slot, sum)` records, each sorted by manager index, then slot, merged
+//! [`MERGE_AT`] at a time into runs of the next level (repeated pairs summed), so each
+//! record is rewritten once per level; when the runs merged away outweigh the live
+//! ones the file is written anew. When the file is written the runs are merged into
+//! one indexed by manager ([`RunReader`]), an entry per manager of the file, and each
+//! manager's records are read with one positioned read.
 
 use std::fs::File;
 use std::io::{self, BufWriter, Write};
@@ -41,12 +42,22 @@ fn decode(b: &[u8]) -> Rec {
 /// The runs written so far, in a temporary file.
 pub(super) struct RunFile {
     out: BufWriter<File>,
-    /// Records written.
+    /// Records written to the file, those of runs merged away included.
     written: u64,
-    /// Each run's records, `start..end`.
-    runs: Vec<(u64, u64)>,
-    /// Runs written, merged or not.
+    /// The runs not merged away, in the order written.
+    runs: Vec<Run>,
+    /// Records of runs merged away: past the live ones, the file is written anew.
+    dead: u64,
+    /// Runs spilled, merged or not.
     spills: usize,
+}
+
+/// A run: its records `start..end` and how many merges made it (0: spilled as is).
+#[derive(Clone, Copy)]
+struct Run {
+    start: u64,
+    end: u64,
+    level: u32,
 }
 
 impl RunFile {
@@ -55,23 +66,27 @@ impl RunFile {
             out: BufWriter::with_capacity(256 << 10, tempfile::tempfile()?),
             written: 0,
             runs: Vec::new(),
+            dead: 0,
             spills: 0,
         })
     }
 
-    /// Runs written, merged or not.
+    /// Runs spilled, merged or not.
     #[cfg(test)]
     pub(super) fn runs(&self) -> usize {
         self.spills
     }
 
-    /// Records in the file (runs merged: each pair once).
+    /// Records of the runs not merged away.
     #[cfg(test)]
     pub(super) fn records(&self) -> u64 {
-        self.written
+        self.runs.iter().map(|r| r.end - r.start).sum()
     }
 
-    /// Appends a run: `recs` sorted by manager, then slot, no pair twice.
+    /// Appends a run: `recs` sorted by manager, then slot, no pair twice. Runs are
+    /// merged as in a tiered LSM tree: [`MERGE_AT`] runs of one level become one of
+    /// the next, so each record is rewritten once per level (a logarithm of the
+    /// runs), and repeated pairs are summed as they meet.
     pub(super) fn write_run(&mut self, recs: impl Iterator<Item = Rec>) -> io::Result<()> {
         let start = self.written;
         let mut b = [0u8; RECORD];
@@ -80,68 +95,82 @@ impl RunFile {
             self.out.write_all(&b)?;
             self.written += 1;
         }
-        self.runs.push((start, self.written));
+        self.runs.push(Run {
+            start,
+            end: self.written,
+            level: 0,
+        });
         self.spills += 1;
-        if self.runs.len() >= MERGE_AT {
-            self.merge_all(|_, _| {})?;
+        loop {
+            let n = self.runs.len();
+            if n < MERGE_AT {
+                break;
+            }
+            let level = self.runs[n - 1].level;
+            if self.runs[n - MERGE_AT..].iter().any(|r| r.level != level) {
+                break;
+            }
+            let merged: Vec<Run> = self.runs.drain(n - MERGE_AT..).collect();
+            self.dead += merged.iter().map(|r| r.end - r.start).sum::<u64>();
+            self.out.flush()?;
+            let start = self.written;
+            // Read through another handle of the file while appending to it.
+            let file = self.out.get_ref().try_clone()?;
+            let end = merge_into(&file, &merged, &mut self.out, start, |_, _| {})?;
+            self.written = end;
+            self.runs.push(Run {
+                start,
+                end,
+                level: level + 1,
+            });
+        }
+        let live: u64 = self.runs.iter().map(|r| r.end - r.start).sum();
+        if self.dead > live.max(1 << 16) {
+            self.rewrite()?;
         }
         Ok(())
     }
 
-    /// Merges every run into one in a new file, summing repeated pairs; calls
-    /// `each(record, its index)` for every record written.
-    fn merge_all(&mut self, mut each: impl FnMut(Rec, u64)) -> io::Result<()> {
+    /// Writes the live runs to a new file, without the runs merged away.
+    fn rewrite(&mut self) -> io::Result<()> {
         self.out.flush()?;
         let mut into = RunFile::new()?;
-        {
-            let file = self.out.get_ref();
-            let mut cursors: Vec<Cursor> =
-                self.runs.iter().map(|&(s, e)| Cursor::new(s, e)).collect();
-            let mut b = [0u8; RECORD];
-            loop {
-                let mut best: Option<(u32, u32)> = None;
-                for c in &mut cursors {
-                    if let Some(r) = c.peek(file)? {
-                        if best.is_none_or(|b| (r.mgr, r.slot) < b) {
-                            best = Some((r.mgr, r.slot));
-                        }
-                    }
-                }
-                let Some((mgr, slot)) = best else { break };
-                let mut r = Rec { mgr, slot, sum: 0 };
-                for c in &mut cursors {
-                    if let Some(x) = c.peek(file)? {
-                        if (x.mgr, x.slot) == (mgr, slot) {
-                            r.sum = super::sums::add_sum(r.sum, x.sum);
-                            c.advance();
-                        }
-                    }
-                }
-                each(r, into.written);
+        let mut b = [0u8; RECORD];
+        for run in &self.runs {
+            let mut c = Cursor::new(run.start, run.end);
+            let start = into.written;
+            while let Some(r) = c.peek(self.out.get_ref())? {
                 encode(r, &mut b);
                 into.out.write_all(&b)?;
                 into.written += 1;
+                c.advance();
             }
+            into.runs.push(Run {
+                start,
+                end: into.written,
+                level: run.level,
+            });
         }
-        into.runs.push((0, into.written));
         into.spills = self.spills;
         *self = into;
         Ok(())
     }
 
-    /// The runs merged into one, to read a manager at a time.
+    /// The runs merged into one in a new file, to read a manager at a time.
     pub(super) fn finish(mut self) -> io::Result<RunReader> {
+        self.out.flush()?;
+        let into = tempfile::tempfile()?;
+        let mut out = BufWriter::with_capacity(256 << 10, into);
         // Per manager of the file: where its records start (they end where the next
         // manager's start).
         let mut index: Vec<(u32, u64)> = Vec::new();
-        self.merge_all(|r, at| {
+        let end = merge_into(self.out.get_ref(), &self.runs, &mut out, 0, |r, at| {
             if index.last().is_none_or(|l| l.0 != r.mgr) {
                 index.push((r.mgr, at));
             }
         })?;
-        self.out.flush()?;
-        let end = self.written;
-        let file = self.out.into_inner().map_err(|e| e.into_error())?;
+        out.flush()?;
+        let file = out.into_inner().map_err(|e| e.into_error())?;
         index.shrink_to_fit();
         Ok(RunReader {
             file,
@@ -152,6 +181,58 @@ impl RunFile {
             spills: self.spills,
         })
     }
+}
+
+/// Merges `runs` of `file` into `out` (whose next record is number `at`), summing
+/// repeated pairs; calls `each(record, its number)` for every record written;
+/// returns the number after the last.
+fn merge_into(
+    file: &File,
+    runs: &[Run],
+    out: &mut BufWriter<File>,
+    mut at: u64,
+    mut each: impl FnMut(Rec, u64),
+) -> io::Result<u64> {
+    use std::cmp::Reverse;
+    use std::collections::BinaryHeap;
+    let mut cursors: Vec<Cursor> = runs.iter().map(|r| Cursor::new(r.start, r.end)).collect();
+    let mut heap = BinaryHeap::with_capacity(cursors.len());
+    for (i, c) in cursors.iter_mut().enumerate() {
+        if let Some(r) = c.peek(file)? {
+            heap.push(Reverse((r.mgr, r.slot, i)));
+        }
+    }
+    let mut b = [0u8; RECORD];
+    let mut pending: Option<Rec> = None;
+    while let Some(Reverse((mgr, slot, i))) = heap.pop() {
+        let c = &mut cursors[i];
+        let r = c.peek(file)?.expect("a cursor in the heap has a record");
+        c.advance();
+        if let Some(r) = c.peek(file)? {
+            heap.push(Reverse((r.mgr, r.slot, i)));
+        }
+        match &mut pending {
+            Some(p) if (p.mgr, p.slot) == (mgr, slot) => {
+                p.sum = super::sums::add_sum(p.sum, r.sum);
+            }
+            _ => {
+                if let Some(p) = pending.take() {
+                    each(p, at);
+                    encode(p, &mut b);
+                    out.write_all(&b)?;
+                    at += 1;
+                }
+                pending = Some(r);
+            }
+        }
+    }
+    if let Some(p) = pending {
+        each(p, at);
+        encode(p, &mut b);
+        out.write_all(&b)?;
+        at += 1;
+    }
+    Ok(at)
 }
 
 /// A cursor over one run's records.
@@ -211,6 +292,12 @@ impl RunReader {
     /// Runs written, merged or not.
     pub(super) fn runs(&self) -> usize {
         self.spills
+    }
+
+    /// Records in the run.
+    #[cfg(test)]
+    pub(super) fn records(&self) -> u64 {
+        self.end
     }
 
     /// The managers with records, ascending.
