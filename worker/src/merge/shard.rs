@@ -57,6 +57,19 @@ pub enum MergeError {
         /// The sum, in decimal.
         sum: String,
     },
+    /// One file's distinct managers whose names would take the merge past its cap
+    /// (a file merged alone holds them all at once).
+    #[error("{file}: {managers} distinct managers whose names take {bytes} bytes in the merge's tables, over the {cap} bytes one file's manager names may take (twice the merge's share of --memory-budget, at least 64 MiB); no result is written: raise --memory-budget")]
+    ManagerNames {
+        /// The file, as a repository path.
+        file: String,
+        /// Its distinct managers so far.
+        managers: u64,
+        /// What their names and entries take, in bytes.
+        bytes: u64,
+        /// The cap, in bytes.
+        cap: u64,
+    },
     /// A group's records would be taken for the manager's (contract §4).
     #[error("--group {group}={glob}: {group:?} is also a manager of the input; a group's NAME must not be a manager's")]
     GroupIsManager {
@@ -100,6 +113,10 @@ pub struct HeldBudget {
     /// path whose accumulator outgrows it is merged alone, without a limit but for
     /// its function names, counted in passes over parts of them past it.
     pub tables: usize,
+    /// The names of one file's distinct managers, with 64 bytes each for their
+    /// entries: a file merged alone holds them all, and past this it fails naming
+    /// the file and the flag, before memory runs out.
+    pub manager_names: usize,
 }
 
 impl Default for HeldBudget {
@@ -108,6 +125,7 @@ impl Default for HeldBudget {
             bases: 64 << 20,
             maps: 64 << 20,
             tables: 128 << 20,
+            manager_names: 256 << 20,
         }
     }
 }
@@ -362,6 +380,10 @@ where
 /// the string index, its slot and its place in the file list.
 const PER_FILE: usize = 72;
 
+/// Bytes a manager costs in the tables besides its name: its span, its entry in the
+/// string index, its slots.
+const PER_MANAGER: usize = 64;
+
 /// The paths sampled from a pass that outgrew its share, to cut its range by.
 const SAMPLE: usize = 8192;
 
@@ -453,6 +475,8 @@ impl Pass<'_> {
         // Managers by string id: the shard's index of each (`u32::MAX`: not seen yet).
         let mut mgr_slot: Vec<u32> = Vec::new();
         let mut managers: Vec<u32> = Vec::new();
+        // Bytes of the managers' names and entries (checked in a pass over one path).
+        let mut manager_bytes = 0usize;
         // What the accumulators hold (as last counted), and the file of the last
         // entry: an accumulator is counted again when its run of entries ends.
         let mut accs = 0usize;
@@ -643,6 +667,16 @@ impl Pass<'_> {
                     if mgr_slot[mgr as usize] == u32::MAX {
                         mgr_slot[mgr as usize] = managers.len() as u32;
                         managers.push(mgr);
+                        manager_bytes += strings.get(mgr).len() + PER_MANAGER;
+                        if limit.is_none() && manager_bytes > self.held.manager_names {
+                            failed = Some(MergeError::ManagerNames {
+                                file: String::from_utf8_lossy(strings.get(file)).into_owned(),
+                                managers: managers.len() as u64,
+                                bytes: manager_bytes as u64,
+                                cap: self.held.manager_names as u64,
+                            });
+                            return Ok(());
+                        }
                     }
                     let func = func_of[k.func as usize];
                     acc.add(line, mgr_slot[mgr as usize] as usize, func, v.hits, v.rows);

@@ -670,6 +670,7 @@ impl Executor {
                     bases: use_of.held_bases,
                     maps: use_of.held_maps,
                     tables: use_of.tables,
+                    manager_names: (2 * use_of.tables).max(64 << 20),
                 },
             )
         })

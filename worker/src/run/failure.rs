@@ -58,6 +58,8 @@ impl From<MergeError> for Failure {
             // another worker, may have room.
             MergeError::Scratch(_) => FailureKind::Transient,
             MergeError::SumOverflow { .. } => FailureKind::BadInput,
+            // The same input and flags fail the same way on every worker.
+            MergeError::ManagerNames { .. } => FailureKind::BadInput,
             MergeError::GroupIsManager { .. } => FailureKind::Config,
         };
         Failure::new(kind, e.to_string())
