@@ -85,6 +85,20 @@ fn gcs_store_round_trips_and_streams_multi_chunk_uploads() {
                 .unwrap_err();
             assert!(matches!(err, StoreError::NotFound { .. }), "{err}");
             assert!(!store.exists("out/bad").await.unwrap());
+            // A large merged part, uploaded from its temporary file in chunks.
+            {
+                use std::io::Write;
+                let mut f = tempfile::tempfile().unwrap();
+                f.write_all(&want).unwrap();
+                f.write_all(b"past the part").unwrap();
+                store
+                    .put_file("parts/big", &f, want.len() as u64)
+                    .await
+                    .unwrap();
+                let got = store.get("parts/big").await.unwrap();
+                assert!(got[..] == want[..], "the part uploaded from a file differs");
+                store.delete("parts/big").await.unwrap();
+            }
             for k in &parts {
                 store.delete(k).await.unwrap();
             }
