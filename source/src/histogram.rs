@@ -727,20 +727,14 @@ mod tests {
         assert!(prune_scan_steps(&big.before, &big.after) > MAX_PRUNE_STEPS);
         let (r, a) = ours(&big);
         // Valid: the unchanged lines of both sides pair in order, with the same text.
-        let kept_b: Vec<Token> = big
-            .before
-            .iter()
-            .zip(&r)
-            .filter(|x| !*x.1)
-            .map(|x| *x.0)
-            .collect();
-        let kept_a: Vec<Token> = big
-            .after
-            .iter()
-            .zip(&a)
-            .filter(|x| !*x.1)
-            .map(|x| *x.0)
-            .collect();
+        let kept = |side: &[Token], changed: &[bool]| -> Vec<Token> {
+            side.iter()
+                .zip(changed)
+                .filter(|x| !*x.1)
+                .map(|x| *x.0)
+                .collect()
+        };
+        let (kept_b, kept_a) = (kept(&big.before, &r), kept(&big.after, &a));
         assert_eq!(kept_b, kept_a);
         assert!(kept_b.len() > 30_000, "{} blanks kept", kept_b.len());
         let small = pair(8_000);

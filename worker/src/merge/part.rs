@@ -2,7 +2,9 @@
 //! [`IN_MEMORY`], so that a shard whose part is large (one file of 500,000 lines × 40
 //! managers, 256 groups) does not hold it whole.
 
-use std::io::{self, Read, Seek, SeekFrom, Write};
+use std::io::{self, Seek, SeekFrom, Write};
+
+use sha2::{Digest, Sha256};
 
 /// Bytes a part is held in memory before it goes to a temporary file.
 pub const IN_MEMORY: usize = 8 << 20;
@@ -35,35 +37,17 @@ impl PartBytes {
         self.len() == 0
     }
 
-    /// Calls `f` on the part's bytes in order, a piece at a time (at most 1 MiB).
-    pub fn for_each_piece(&self, mut f: impl FnMut(&[u8])) -> io::Result<()> {
+    /// The whole part (for tests and comparisons).
+    pub fn to_vec(&self) -> io::Result<Vec<u8>> {
         match self {
-            PartBytes::Memory(v) => {
-                for piece in v.chunks(1 << 20) {
-                    f(piece);
-                }
-                Ok(())
-            }
+            PartBytes::Memory(v) => Ok(v.clone()),
             PartBytes::File { file, len } => {
                 use std::os::unix::fs::FileExt;
-                let mut buf = vec![0u8; 1 << 20];
-                let mut at = 0u64;
-                while at < *len {
-                    let n = (*len - at).min(buf.len() as u64) as usize;
-                    file.read_exact_at(&mut buf[..n], at)?;
-                    f(&buf[..n]);
-                    at += n as u64;
-                }
-                Ok(())
+                let mut v = vec![0u8; *len as usize];
+                file.read_exact_at(&mut v, 0)?;
+                Ok(v)
             }
         }
-    }
-
-    /// The whole part (for tests and small parts).
-    pub fn to_vec(&self) -> io::Result<Vec<u8>> {
-        let mut v = Vec::with_capacity(self.len() as usize);
-        self.for_each_piece(|p| v.extend_from_slice(p))?;
-        Ok(v)
     }
 }
 
@@ -78,12 +62,13 @@ impl PartialEq for PartBytes {
     }
 }
 
-/// Writes a part: into memory up to [`IN_MEMORY`] bytes, then into a temporary file.
-#[derive(Debug)]
+/// Writes a part: into memory up to [`IN_MEMORY`] bytes, then into a temporary file;
+/// its SHA-256 as it is written (the part is not read again to hash it).
 pub struct PartWriter {
     held: Vec<u8>,
     file: Option<(std::fs::File, u64)>,
     in_memory: usize,
+    sha: Sha256,
 }
 
 impl Default for PartWriter {
@@ -99,24 +84,28 @@ impl PartWriter {
             held: Vec::new(),
             file: None,
             in_memory,
+            sha: Sha256::new(),
         }
     }
 
-    /// What was written.
-    pub fn finish(self) -> io::Result<PartBytes> {
-        match self.file {
-            None => Ok(PartBytes::Memory(self.held)),
+    /// What was written, and its SHA-256.
+    pub fn finish(self) -> io::Result<(PartBytes, [u8; 32])> {
+        let sha = self.sha.finalize().into();
+        let bytes = match self.file {
+            None => PartBytes::Memory(self.held),
             Some((mut file, len)) => {
                 file.flush()?;
                 file.seek(SeekFrom::Start(0))?;
-                Ok(PartBytes::File { file, len })
+                PartBytes::File { file, len }
             }
-        }
+        };
+        Ok((bytes, sha))
     }
 }
 
 impl Write for PartWriter {
     fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        self.sha.update(buf);
         if self.file.is_none() && self.held.len() + buf.len() > self.in_memory {
             let mut file = tempfile::tempfile()?;
             file.write_all(&self.held)?;
@@ -144,18 +133,6 @@ impl Write for PartWriter {
     }
 }
 
-/// A reader over a part's bytes from its start (for a streamed upload).
-pub fn reader(part: &PartBytes) -> io::Result<Box<dyn Read + Send + '_>> {
-    match part {
-        PartBytes::Memory(v) => Ok(Box::new(&v[..])),
-        PartBytes::File { file, len } => {
-            let mut f = file.try_clone()?;
-            f.seek(SeekFrom::Start(0))?;
-            Ok(Box::new(f.take(*len)))
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -168,7 +145,7 @@ mod tests {
             for piece in data.chunks(777) {
                 w.write_all(piece).unwrap();
             }
-            let part = w.finish().unwrap();
+            let (part, sha) = w.finish().unwrap();
             assert_eq!(
                 matches!(part, PartBytes::File { .. }),
                 limit != usize::MAX,
@@ -176,9 +153,7 @@ mod tests {
             );
             assert_eq!(part.len(), data.len() as u64);
             assert_eq!(part.to_vec().unwrap(), data, "limit {limit}");
-            let mut back = Vec::new();
-            reader(&part).unwrap().read_to_end(&mut back).unwrap();
-            assert_eq!(back, data);
+            assert_eq!(sha, <[u8; 32]>::from(Sha256::digest(&data)));
         }
     }
 }

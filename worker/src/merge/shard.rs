@@ -86,6 +86,8 @@ pub struct MergedPart {
     /// The part's JSON lines, gzip-compressed: in memory, or in a temporary file
     /// when large.
     pub gz: PartBytes,
+    /// The SHA-256 of `gz`.
+    pub sha256: [u8; 32],
     /// JSON lines in the part.
     pub records: u64,
     /// What the merge counted (rows merged and lost, files, lines).
@@ -362,13 +364,14 @@ where
             }
         }
     }
-    let gz = enc
+    let (gz, sha256) = enc
         .into_inner()
         .map_err(|e| MergeError::Encode(e.into_error()))?
         .finish()?
         .finish()?;
     Ok(MergedPart {
         gz,
+        sha256,
         records,
         counts,
         passes,

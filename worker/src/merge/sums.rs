@@ -11,7 +11,7 @@
 //!
 //! A file merged alone (its pairs outgrew the tables' share) gets a limit
 //! ([`ManagerSums::spill_past`]): past it, what is held is written to a temporary
-//! file as a *run* sorted by manager name and slot (`runs.rs`), and memory starts
+//! file as a *run* sorted by manager and slot (`runs.rs`), and memory starts
 //! again empty. Each manager's pairs are then summed over the runs when it is written,
 //! in memory proportional to the file's lines, not to its lines × managers (500,000
 //! lines × 40 managers held 368 MB).
@@ -116,7 +116,7 @@ impl ManagerSums {
     }
 
     /// Whether what is held went over the limit of [`ManagerSums::spill_past`]: the
-    /// caller spills it ([`ManagerSums::spill`]), knowing the managers' names.
+    /// caller spills it ([`ManagerSums::spill`]) and reports a failure to write.
     #[inline]
     pub(super) fn is_full(&self) -> bool {
         self.full
@@ -129,7 +129,7 @@ impl ManagerSums {
         self.set_next_compact();
     }
 
-    /// Runs spilled so far (merged ones count once).
+    /// Runs spilled so far, merged or not.
     #[cfg(test)]
     pub(super) fn runs(&self) -> usize {
         self.spilled.as_ref().map_or(0, |s| s.runs())
@@ -156,16 +156,12 @@ impl ManagerSums {
         managers.extend(self.log.iter().map(|e| e.0));
         managers.sort_unstable();
         managers.dedup();
-        // Where each manager's entries start in the log (sorted by manager after
-        // `compact`).
-        let mut starts: FxHashMap<u32, usize> = FxHashMap::default();
-        for (i, e) in self.log.iter().enumerate() {
-            starts.entry(e.0).or_insert(i);
-        }
+        // The log is sorted by manager after `compact`: each manager's entries follow
+        // the previous one's.
         let (log, dense, dense_of) = (&self.log, &self.dense, &self.dense_of);
-        let mut pairs: Vec<(u32, u64)> = Vec::new();
+        let mut at = 0;
         let recs = managers.iter().flat_map(|&mgr| {
-            pairs.clear();
+            let mut pairs: Vec<(u32, u64)> = Vec::new();
             if let Some(&d) = dense_of.get(&mgr) {
                 let sums = &dense[d as usize - 1].sums;
                 pairs.extend(
@@ -175,19 +171,13 @@ impl ManagerSums {
                         .map(|(s, &h)| (s as u32, h)),
                 );
             }
-            if let Some(&at) = starts.get(&mgr) {
-                let end = at + log[at..].iter().take_while(|e| e.0 == mgr).count();
+            let end = at + log[at..].iter().take_while(|e| e.0 == mgr).count();
+            if end > at {
                 pairs.extend(log[at..end].iter().map(|e| (e.1, e.2)));
-                pairs.sort_unstable_by_key(|p| p.0);
-                pairs.dedup_by(|p, kept| {
-                    let same = p.0 == kept.0;
-                    if same {
-                        kept.1 = add_sum(kept.1, p.1);
-                    }
-                    same
-                });
+                combine(&mut pairs);
             }
-            std::mem::take(&mut pairs)
+            at = end;
+            pairs
                 .into_iter()
                 .map(move |(slot, sum)| Rec { mgr, slot, sum })
         });
@@ -378,18 +368,23 @@ impl FinishedSums {
             );
         }
         if !sorted {
-            out.sort_unstable_by_key(|p| p.0);
             // A slot may be in both the dense vector and the log (logged before the
             // vector could span it).
-            out.dedup_by(|p, kept| {
-                let same = p.0 == kept.0;
-                if same {
-                    kept.1 = add_sum(kept.1, p.1);
-                }
-                same
-            });
+            combine(out);
         }
     }
+}
+
+/// Sorts `pairs` by their first value and sums those that share it.
+fn combine(pairs: &mut Vec<(u32, u64)>) {
+    pairs.sort_unstable_by_key(|p| p.0);
+    pairs.dedup_by(|p, kept| {
+        let same = p.0 == kept.0;
+        if same {
+            kept.1 = add_sum(kept.1, p.1);
+        }
+        same
+    });
 }
 
 /// [`FinishedSums::pairs`] of spilled sums (one run, a slot once per manager): by

@@ -51,6 +51,21 @@ fn merge(
     groups: &[Group],
     tables: usize,
 ) -> MergedPart {
+    let held = HeldBudget {
+        tables,
+        ..HeldBudget::default()
+    };
+    try_merge(chunks, src, prefix, groups, held).unwrap()
+}
+
+/// [`merge`] within `held`, its error returned.
+fn try_merge(
+    chunks: &[Bytes],
+    src: &MemSource,
+    prefix: &str,
+    groups: &[Group],
+    held: HeldBudget,
+) -> Result<MergedPart, MergeError> {
     let cache = ProjectionCache::new(8 << 20, u64::MAX);
     let iter = || {
         chunks
@@ -58,11 +73,7 @@ fn merge(
             .enumerate()
             .map(|(i, c)| Ok::<_, MergeError>((format!("chunk {i}"), c.clone())))
     };
-    let held = HeldBudget {
-        tables,
-        ..HeldBudget::default()
-    };
-    merge_shard_with_prefix(iter, b"c1", src, &cache, prefix.as_bytes(), groups, held).unwrap()
+    merge_shard_with_prefix(iter, b"c1", src, &cache, prefix.as_bytes(), groups, held)
 }
 
 /// Asserts that merging within `small` takes passes and gives the one-pass part.
@@ -348,20 +359,13 @@ fn long_distinct_manager_names_of_one_file_were_held_without_a_bound() {
     }
     let src = MemSource(files);
     let chunks = chunks_of(&csv);
-    let cache = ProjectionCache::new(8 << 20, u64::MAX);
     let run = |manager_names: usize| {
-        let iter = || {
-            chunks
-                .iter()
-                .enumerate()
-                .map(|(i, c)| Ok::<_, MergeError>((format!("chunk {i}"), c.clone())))
-        };
         let held = HeldBudget {
             tables: 64 << 10,
             manager_names,
             ..HeldBudget::default()
         };
-        merge_shard_with_prefix(iter, b"c1", &src, &cache, b"", &[], held)
+        try_merge(&chunks, &src, "", &[], held)
     };
     let err = run(128 << 10).expect_err("over the cap");
     let msg = err.to_string();

@@ -15,7 +15,6 @@ use covmerge_proto::wire::{
 use covmerge_proto::{JobId, JobSpec};
 use covmerge_storage::Store;
 use covmerge_telemetry::metrics;
-use sha2::Digest;
 use tracing::{info, instrument, warn};
 
 use super::budget::{reserve_task, Shares, TaskShare};
@@ -25,7 +24,7 @@ use super::keys;
 use super::prefetch::Prefetch;
 use super::spill_writer::{SpillState, SpillWriter};
 use crate::merge::part::PartBytes;
-use crate::merge::{merge_shard_with_prefix, HeldBudget, MergeError, ProjectionCache};
+use crate::merge::{merge_shard_with_prefix, HeldBudget, ProjectionCache};
 use crate::source::{open_source_within, CachedSource, Source};
 use crate::split::go::{split_go, GoSource};
 use crate::split::{split_input, Flush, SplitError, SplitSettings, BAD_ROW_SAMPLES};
@@ -677,17 +676,13 @@ impl Executor {
         .await
         .map_err(Failure::transient)??;
         let key = keys::part(&t.job, t.shard);
-        let mut sha = sha2::Sha256::new();
-        part.gz
-            .for_each_piece(|p| sha.update(p))
-            .map_err(|e| Failure::from(MergeError::Scratch(e)))?;
         let len = part.gz.len();
         let outcome = MergeOutcome {
             counts: part.counts,
             part: key.clone(),
             records: part.records,
             bytes: len,
-            sha256: hex::encode(sha.finalize()),
+            sha256: hex::encode(part.sha256),
         };
         match part.gz {
             PartBytes::Memory(v) => self.store.put(&key, Bytes::from(v)).await,
