@@ -17,6 +17,17 @@ pub const MAX_INPUTS: usize = 100_000;
 /// Longest input location, source spec, commit or store key a task may carry.
 pub const MAX_NAME_BYTES: usize = 4096;
 
+/// Longest manager name (a row's `manager`, a Go input's, a `--group` NAME), in bytes.
+/// syzbot's managers are named like `ci-upstream-kasan-gce-root` (tens of bytes); 1 KiB
+/// is far past any of them and keeps a name cheap everywhere it goes: matched against
+/// every `--group` glob once per shard, held once per file while its records are
+/// written, shown in `report`'s columns.
+pub const MAX_MANAGER_BYTES: usize = 1024;
+
+/// Longest `--group` GLOB, in bytes: a glob longer than the longest manager name
+/// matches none unless it is mostly `*`.
+pub const MAX_GLOB_BYTES: usize = 1024;
+
 /// Inputs one split task reads (its first and the ones grouped with it): bounds its
 /// message (each name at most [`MAX_NAME_BYTES`]).
 pub const MAX_SPLIT_INPUTS: usize = 256;
