@@ -406,21 +406,31 @@ impl ModuleMap {
     }
 }
 
-/// Parses `MODULE=DIR` (DIR relative to the repository root, `.` for the root).
+/// Parses `MODULE=DIR`: MODULE an import path, DIR a canonical path relative to the
+/// repository root or `.` for the root, each written one way only (no `./`, no
+/// trailing or doubled `/`): `X=./` and `X=.` were one rule spelled two ways, and
+/// `X=a/` a path no other flag or row may use.
 pub fn parse_module_rule(s: &str) -> Result<GoModule, String> {
     let (m, d) = s
         .split_once('=')
         .ok_or_else(|| format!("--go-module {s:?}: expected MODULE=DIR"))?;
-    let m = m.trim_end_matches('/');
-    let d = d.trim_end_matches('/');
     if m.is_empty() {
-        return Err(format!("--go-module {s:?}: empty module path"));
+        return Err(format!("--go-module {s:?}: empty MODULE"));
     }
-    let d = if d.is_empty() { "." } else { d };
+    if let Err(why) = covmerge_proto::path::canonical_path(m.as_bytes()) {
+        return Err(format!(
+            "--go-module {s:?}: MODULE must be an import path (segments joined by single `/`, none `.` or `..`): it {why}"
+        ));
+    }
+    if d.is_empty() {
+        return Err(format!(
+            "--go-module {s:?}: empty DIR (`.` is the repository root)"
+        ));
+    }
     if d != "." {
         if let Err(why) = covmerge_proto::path::canonical_path(d.as_bytes()) {
             return Err(format!(
-                "--go-module {s:?}: DIR must be `.` or a canonical path relative to the repository root: it {why}"
+                "--go-module {s:?}: DIR must be `.` (the repository root) or a canonical path relative to it: it {why}"
             ));
         }
     }
@@ -460,12 +470,47 @@ mod tests {
         assert_eq!(m.map("example.com/mod/f.go"), None);
         assert_eq!(m.map("other.org/f.go"), None);
         assert!(parse_module_rule("example.com/m=.").is_ok());
-        assert!(parse_module_rule("example.com/m=a/b/").is_ok());
+        assert!(parse_module_rule("example.com/m=a/b").is_ok());
         assert!(parse_module_rule("example.com/m=../x").is_err());
         assert!(parse_module_rule("example.com/m=./x").is_err());
         assert!(parse_module_rule("example.com/m=a//x").is_err());
         assert!(parse_module_rule("example.com/m=/abs").is_err());
         assert!(parse_module_rule("nodir").is_err());
+    }
+
+    /// `--go-module X=./` was taken for `X=.` (and `X=a/` for `X=a`, `X=` for the
+    /// root): a directory written another way than every path of the repository.
+    /// Each non-canonical MODULE or DIR is refused, naming the flag, the value and why.
+    #[test]
+    fn go_module_dot_slash_was_accepted() {
+        for (rule, why) in [
+            ("X=./", "ends with `/`"),
+            ("X=./x", "has a `.` segment"),
+            ("X=a/", "ends with `/`"),
+            ("X=a//b", "has an empty segment"),
+            ("X=../x", "has a `..` segment"),
+            ("X=x/..", "has a `..` segment"),
+            ("X=/abs", "starts with `/`"),
+            ("X=/", "starts with `/`"),
+            ("X=", "empty DIR"),
+            ("=.", "empty MODULE"),
+            ("X/=.", "ends with `/`"),
+            ("/=.", "starts with `/`"),
+            ("a//b=.", "has an empty segment"),
+            ("a/./b=.", "has a `.` segment"),
+            ("X=a\\b", "backslash"),
+        ] {
+            let e = parse_module_rule(rule).unwrap_err();
+            assert!(
+                e.starts_with(&format!("--go-module {rule:?}: ")) && e.contains(why),
+                "{rule}: {e}"
+            );
+        }
+        for (rule, dir) in [("X=.", "."), ("X=a", "a"), ("example.com/m=a/b.c/d", "a/b.c/d")] {
+            assert_eq!(parse_module_rule(rule).unwrap().dir, dir, "{rule}");
+        }
+        // The first `=` ends MODULE: a DIR may hold one.
+        assert_eq!(parse_module_rule("X=a=b").unwrap().dir, "a=b");
     }
 
     #[test]
