@@ -68,6 +68,28 @@ fn go_input_metas(req: &JobRequest, inputs: &[String]) -> Result<Vec<GoInputMeta
         Ok(out)
     };
     let managers = find(&req.go_managers, "--go-manager")?;
+    // A manager no record can be named after (empty, `*`, a group's NAME, past the
+    // cap) is refused up front when given, and when every input is Go coverage;
+    // otherwise the split of a Go input refuses it (contract §6).
+    let check =
+        |manager: &str| covmerge_proto::group::check_manager(manager.as_bytes(), &req.groups);
+    for (key, val) in &req.go_managers {
+        check(val).map_err(|why| {
+            JobError::Plan(format!("--go-manager {key}={val}: the manager {why}"))
+        })?;
+    }
+    if matches!(req.format, InputFormat::GoText | InputFormat::GoCovdata) {
+        for (i, input) in inputs.iter().enumerate() {
+            if managers[i].is_none() {
+                check(&names[i]).map_err(|why| {
+                    JobError::Plan(format!(
+                        "Go input {input}: its manager {:?} (its name) {why}; name it with --go-manager {input}=NAME",
+                        names[i]
+                    ))
+                })?;
+            }
+        }
+    }
     let commits = find(&req.go_commits, "--go-commit")?;
     Ok(inputs
         .iter()
@@ -209,6 +231,15 @@ pub async fn plan_job(req: &JobRequest) -> Result<JobSpec, JobError> {
             req.go_modules.len(),
             covmerge_proto::limits::MAX_GO_MODULES
         )));
+    }
+    // Two rules for one MODULE: the one that maps a file would be the first given.
+    for (i, r) in req.go_modules.iter().enumerate() {
+        if let Some(o) = req.go_modules[..i].iter().find(|o| o.module == r.module) {
+            return Err(JobError::Plan(format!(
+                "--go-module {}={} and --go-module {}={}: MODULE {:?} is given twice",
+                o.module, o.dir, r.module, r.dir, r.module
+            )));
+        }
     }
     covmerge_proto::group::check_groups(&req.groups)
         .map_err(|why| JobError::Plan(format!("--group: {why}")))?;

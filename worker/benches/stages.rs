@@ -140,6 +140,7 @@ fn bench_parse_and_split(c: &mut Criterion) {
                         max_bad_rows: 0,
                         memory_budget: 48 << 20,
                         threads,
+                        ..Default::default()
                     };
                     black_box(split_input("bench.csv", &data[..], s, &emit).unwrap())
                 })
@@ -205,6 +206,7 @@ fn bench_merge_shard(c: &mut Criterion) {
         max_bad_rows: 0,
         memory_budget: 1 << 30,
         threads: 1,
+        ..Default::default()
     };
     let o = split_input("rows.csv", rows.as_bytes(), s, &emit).unwrap();
     for c in collected.into_inner().unwrap() {

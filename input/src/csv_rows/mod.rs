@@ -197,6 +197,14 @@ pub enum RowProblem {
         /// The field, lossily decoded.
         value: String,
     },
+    /// A `manager` that cannot be a record's own name: empty, `*`, a `--group`'s NAME,
+    /// or past the cap.
+    BadManager {
+        /// The manager as found.
+        value: String,
+        /// Which rule it breaks.
+        why: covmerge_proto::group::ManagerNameError,
+    },
     /// A row longer than the cap.
     TooLong {
         /// The cap in bytes ([`MAX_ROW`] unless set lower).
@@ -240,6 +248,11 @@ impl std::fmt::Display for RowProblem {
             RowProblem::OverLines { lines, problem } => write!(
                 f,
                 "{problem}: a quoted field runs over {lines} lines from this one, taking them into this row (an unclosed `\"`?)"
+            ),
+            RowProblem::BadManager { value, why } => write!(
+                f,
+                "column `manager`: {} {why}; every record of a file must have a name of its own",
+                Shown::quoted(value)
             ),
             RowProblem::BadPath { value, why } => write!(
                 f,
@@ -355,7 +368,12 @@ pub struct RowReader<R: Read> {
     /// Lines before this reader's input (a chunk of a larger input).
     line_offset: u64,
     max_row: usize,
+    /// The job's groups: no manager may take a group's NAME.
+    groups: Groups,
 }
+
+/// A job's `--group`s, shared by the readers of its inputs.
+pub type Groups = std::sync::Arc<Vec<covmerge_proto::group::Group>>;
 
 /// Where a record starts. `line` is csv's count, which does not count blank lines;
 /// `byte` is exact, so a caller holding the text can recount the line (done for bad
@@ -375,9 +393,16 @@ pub struct Header {
     record: csv::ByteRecord,
     cols: Columns,
     max_row: usize,
+    groups: Groups,
 }
 
 impl Header {
+    /// The same header in a job with these `--group`s: a row whose manager is a
+    /// group's NAME is a bad row (contract §6).
+    pub fn with_groups(mut self, groups: Groups) -> Self {
+        self.groups = groups;
+        self
+    }
     /// The same header with another cap on a row (tests use small ones).
     pub fn with_max_row(mut self, max_row: usize) -> Self {
         self.max_row = max_row;
@@ -466,6 +491,7 @@ impl<R: Read> RowReader<R> {
             rec: csv::ByteRecord::new(),
             line_offset: 0,
             max_row: MAX_ROW,
+            groups: Groups::default(),
         })
     }
 
@@ -476,6 +502,7 @@ impl<R: Read> RowReader<R> {
             record: self.header.clone(),
             cols: self.cols,
             max_row: self.max_row,
+            groups: self.groups.clone(),
         }
     }
 
@@ -489,6 +516,7 @@ impl<R: Read> RowReader<R> {
             rec: csv::ByteRecord::new(),
             line_offset: first_line.saturating_sub(1),
             max_row: h.max_row,
+            groups: h.groups.clone(),
         }
     }
 
@@ -548,7 +576,7 @@ impl<R: Read> RowReader<R> {
             if rec == &self.header {
                 continue; // a repeated header
             }
-            let parsed = row_of(&c, |i| &rec[i]);
+            let parsed = row_of(&c, &self.groups, |i| &rec[i]);
             if !f(line, parsed) {
                 return Ok(());
             }
@@ -573,7 +601,11 @@ fn over_lines(rec: &csv::ByteRecord, problem: RowProblem) -> RowProblem {
 }
 
 /// The row in a record's fields (`field(i)` is the i-th), checked as contract §6 says.
-fn row_of<'a>(c: &Columns, field: impl Fn(usize) -> &'a [u8]) -> Result<Row<'a>, RowProblem> {
+fn row_of<'a>(
+    c: &Columns,
+    groups: &[covmerge_proto::group::Group],
+    field: impl Fn(usize) -> &'a [u8],
+) -> Result<Row<'a>, RowProblem> {
     let file = field(c.file);
     if let Err(why) = covmerge_proto::path::canonical_path(file) {
         return Err(RowProblem::BadPath {
@@ -596,6 +628,13 @@ fn row_of<'a>(c: &Columns, field: impl Fn(usize) -> &'a [u8]) -> Result<Row<'a>,
             });
         }
     }
+    let manager = field(c.manager);
+    if let Err(why) = covmerge_proto::group::check_manager(manager, groups) {
+        return Err(RowProblem::BadManager {
+            value: String::from_utf8_lossy(manager).into(),
+            why,
+        });
+    }
     let sl = parse_count("sl", field(c.sl))?;
     let hits = parse_count("hit_count", field(c.hits))?;
     Ok(Row {
@@ -603,7 +642,7 @@ fn row_of<'a>(c: &Columns, field: impl Fn(usize) -> &'a [u8]) -> Result<Row<'a>,
         commit: field(c.commit).trim_ascii(),
         file,
         func: field(c.func),
-        manager: field(c.manager),
+        manager,
         // A line past u32 is past the end of any file: it is lost, not bad.
         sl: sl.min(u32::MAX as u64) as u32,
         hits,
@@ -624,7 +663,7 @@ pub fn for_each_unquoted(
 ) {
     let c = h.cols;
     for_each_unquoted_record(h, piece, first_line, |pos, rec| match rec {
-        Ok(fields) => f(pos, row_of(&c, |i| fields.get(i))),
+        Ok(fields) => f(pos, row_of(&c, &h.groups, |i| fields.get(i))),
         Err(problem) => f(pos, Err(problem)),
     });
 }
@@ -646,7 +685,7 @@ impl<'a> Fields<'a> {
 
     /// The row these fields hold, checked as contract §6 says ([`for_each_unquoted`]'s row).
     pub fn row(&self, h: &Header) -> Result<Row<'a>, RowProblem> {
-        row_of(&h.cols, |i| self.get(i))
+        row_of(&h.cols, &h.groups, |i| self.get(i))
     }
 }
 

@@ -506,7 +506,11 @@ mod tests {
                 "{rule}: {e}"
             );
         }
-        for (rule, dir) in [("X=.", "."), ("X=a", "a"), ("example.com/m=a/b.c/d", "a/b.c/d")] {
+        for (rule, dir) in [
+            ("X=.", "."),
+            ("X=a", "a"),
+            ("example.com/m=a/b.c/d", "a/b.c/d"),
+        ] {
             assert_eq!(parse_module_rule(rule).unwrap().dir, dir, "{rule}");
         }
         // The first `=` ends MODULE: a DIR may hold one.

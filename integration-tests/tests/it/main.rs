@@ -28,6 +28,8 @@ mod hardening;
 mod jobid;
 /// Memory bounded in every dimension of the input, under a limit set on the child.
 mod memory;
+/// Every record of a file unique by name: reserved and colliding managers are bad rows.
+mod names;
 /// --listen endpoints scraped by a real Prometheus server.
 mod observability;
 /// Exact output format (Go field names, header, order).

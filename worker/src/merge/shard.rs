@@ -70,7 +70,8 @@ pub enum MergeError {
         /// The cap, in bytes.
         cap: u64,
     },
-    /// A group's records would be taken for the manager's (contract §4).
+    /// A group's records would be taken for the manager's (contract §4). The split
+    /// makes such rows bad rows, so only a spill of another build holds them.
     #[error("--group {group}={glob}: {group:?} is also a manager of the input; a group's NAME must not be a manager's")]
     GroupIsManager {
         /// The group's NAME, also a manager's.

@@ -479,6 +479,8 @@ impl Executor {
 
     #[instrument(skip_all, fields(job = %t.job, split = %t.split))]
     async fn split(self: &Arc<Self>, t: &SplitTask) -> Result<SplitOutcome, TaskError> {
+        // The job's groups: their NAMEs are no manager's (contract §6).
+        let groups = Arc::new(self.job_spec(&t.job, false).await?.groups.clone());
         let this = self.clone();
         let t2 = t.clone();
         let rt = tokio::runtime::Handle::current();
@@ -527,6 +529,7 @@ impl Executor {
                 max_bad_rows: t2.max_bad_rows,
                 memory_budget: budget,
                 threads: this.cfg.split_threads,
+                groups,
             };
             // Spill objects are written on a thread of their own while the split reads on.
             let state = SpillState::default();
@@ -543,7 +546,7 @@ impl Executor {
                 for (input, go) in split_inputs(&t2) {
                     let settings = SplitSettings {
                         max_bad_rows: t2.max_bad_rows.saturating_sub(outcome.counts.rows_bad),
-                        ..settings
+                        ..settings.clone()
                     };
                     let one = match open_as(input, go.format, &rt, inflate)? {
                         Opened::GoDir => split_go(

@@ -190,6 +190,7 @@ fn split(text: &[u8], threads: usize, limits: Limits) -> (SplitOutcome, CutStats
         max_bad_rows: u64::MAX,
         memory_budget: 2048,
         threads,
+        ..Default::default()
     };
     let (o, stats) = split_input_with("t.csv", text, settings, &emit, limits).unwrap();
     (o, stats, got.into_inner().unwrap())

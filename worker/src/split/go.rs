@@ -62,8 +62,19 @@ pub fn split_go(
     } else {
         go.manager.clone()
     };
+    // Every row of the input is the manager's: a name that cannot be a record's own
+    // refuses the input, not its rows one by one.
+    if let Err(why) = covmerge_proto::group::check_manager(manager.as_bytes(), &settings.groups) {
+        return Err(crate::input::go::GoError::Input {
+            input: name.to_string(),
+            problem: format!(
+                "its manager {manager:?} {why}; name it with --go-manager {name}=NAME"
+            ),
+        }
+        .into());
+    }
     outcome.counts.rows_in += lines.len() as u64;
-    emit_lines(&lines, &manager, &go.commit, settings, emit)?;
+    emit_lines(&lines, &manager, &go.commit, &settings, emit)?;
     Ok(outcome)
 }
 
@@ -72,7 +83,7 @@ fn emit_lines(
     lines: &[GoLine],
     manager: &str,
     commit: &str,
-    settings: SplitSettings,
+    settings: &SplitSettings,
     emit: &Emit<'_>,
 ) -> Result<(), SplitError> {
     let n = settings.shards.max(1);

@@ -32,11 +32,12 @@ use cut::{Limits, Piece, Pieces};
 use crate::spill::{EntryTable, RawKey, StringIndex, StringTable};
 
 use crate::input::{
-    for_each_unquoted_record, parse_count_fast, Header, InputError, Pos, Row, RowProblem, RowReader,
+    for_each_unquoted_record, parse_count_fast, Groups, Header, InputError, Pos, Row, RowProblem,
+    RowReader,
 };
 
 /// How a split runs.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Default)]
 pub struct SplitSettings {
     /// Number of shards to partition rows into.
     pub shards: u32,
@@ -46,6 +47,9 @@ pub struct SplitSettings {
     pub memory_budget: usize,
     /// Parse threads. With 1, the calling thread reads, cuts and parses itself.
     pub threads: usize,
+    /// The job's `--group`s: a row whose manager is a group's NAME is a bad row, a Go
+    /// input whose manager is one is refused (contract §6).
+    pub groups: Groups,
 }
 
 /// Bad rows reported by name (the count covers all of them).
@@ -141,6 +145,8 @@ struct ThreadStrings {
     /// only checked, and is the same on almost every row.
     last_repo: Vec<u8>,
     last_repo_ok: bool,
+    /// The job's groups, whose NAMEs no manager may take.
+    groups: Groups,
 }
 
 const FILE: usize = 0;
@@ -149,8 +155,9 @@ const FUNC: usize = 2;
 const MANAGER: usize = 3;
 
 impl ThreadStrings {
-    fn new() -> Self {
+    fn new(groups: Groups) -> Self {
         ThreadStrings {
+            groups,
             table: StringTable::new(),
             index: Default::default(),
             ok: Vec::new(),
@@ -184,10 +191,13 @@ impl ThreadStrings {
         let (id, new) = self.index[col].intern_hashed(&mut self.table, s, hash);
         if new {
             debug_assert_eq!(id as usize, self.ok.len());
-            let ok = if col == FILE {
-                crate::input::valid_file_path(s)
-            } else {
-                crate::input::valid_name(s)
+            let ok = match col {
+                FILE => crate::input::valid_file_path(s),
+                MANAGER => {
+                    crate::input::valid_name(s)
+                        && covmerge_proto::group::check_manager(s, &self.groups).is_ok()
+                }
+                _ => crate::input::valid_name(s),
             };
             self.ok.push(ok);
             self.shard.push(if col == FILE && ok {
@@ -221,7 +231,7 @@ impl ThreadStrings {
 
     /// Forgets every string; only once every shard's entries are flushed.
     fn clear(&mut self) {
-        *self = ThreadStrings::new();
+        *self = ThreadStrings::new(self.groups.clone());
     }
 }
 
@@ -263,7 +273,7 @@ fn parse_thread(
     let mut samples: Vec<Sample> = Vec::new();
     let n = sh.settings.shards.max(1);
     let budget = sh.settings.memory_budget / sh.settings.threads.max(1);
-    let mut strings = ThreadStrings::new();
+    let mut strings = ThreadStrings::new(sh.settings.groups.clone());
     let mut tables: Vec<EntryTable> = (0..n).map(|_| EntryTable::new()).collect();
     let mut outcome = SplitOutcome::default();
     let flush_all =
@@ -491,12 +501,16 @@ pub(crate) fn split_input_with<R: Read>(
         }
         .into());
     }
-    let header = RowReader::new(name, &buf[..header_end])?.header();
+    let header = RowReader::new(name, &buf[..header_end])?
+        .header()
+        .with_max_row(limits.max_row)
+        .with_groups(settings.groups.clone());
     buf.drain(..header_end);
+    let threads = settings.threads.max(1);
     let shared = Shared {
         name,
         settings,
-        header: header.with_max_row(limits.max_row),
+        header,
         bad: AtomicU64::new(0),
         stop: AtomicBool::new(false),
         emit,
@@ -511,7 +525,6 @@ pub(crate) fn split_input_with<R: Read>(
         &shared.spare,
         &read_err,
     );
-    let threads = settings.threads.max(1);
     if threads == 1 {
         // One thread reads, cuts and parses: no hand-off, for one-core workers.
         let (mut outcome, mut samples) = parse_thread(&shared, || {

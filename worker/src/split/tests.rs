@@ -30,6 +30,7 @@ fn run(text: &str, threads: usize, max_bad: u64) -> (SplitOutcome, u64) {
         max_bad_rows: max_bad,
         memory_budget: 4096,
         threads,
+        ..Default::default()
     };
     let o = split_input("t.csv", text.as_bytes(), settings, &emit).unwrap();
     (o, rows.load(Ordering::Relaxed))
@@ -119,4 +120,73 @@ fn read_full_fills_across_short_reads_and_interruptions_without_zeroing_a_piece(
     let mut buf = Vec::new();
     assert!(read_full(&mut r, &mut buf, 150).is_err());
     assert_eq!(buf, &data[..14]);
+}
+
+/// A manager that would take another record's name (`*`, a group's NAME), or is empty
+/// or past the cap, was merged as a manager: now a bad row on both paths of the split,
+/// the vectorized one (no `"` in the piece) and the csv crate's (a quoted field), each
+/// named by line; the same name is bad however often it comes (checked once, cached).
+#[test]
+fn reserved_and_group_managers_are_bad_rows_on_both_parse_paths() {
+    let long = "m".repeat(covmerge_proto::limits::MAX_MANAGER_BYTES + 1);
+    let at_cap = "m".repeat(covmerge_proto::limits::MAX_MANAGER_BYTES);
+    for quoted in [false, true] {
+        let q = if quoted { "\"f\"" } else { "f" };
+        let text = format!(
+            "kernel_repo,kernel_commit,file_path,func_name,manager,sl,hit_count\n\
+             r,c,a.c,{q},ok,1,1\nr,c,a.c,{q},*,1,1\nr,c,a.c,{q},gcc,2,1\nr,c,a.c,{q},,3,1\n\
+             r,c,a.c,{q},{long},4,1\nr,c,a.c,{q},*,5,1\nr,c,a.c,{q},{at_cap},6,1\nr,c,a.c,{q},gcc2,7,1\n"
+        );
+        let rows = AtomicU64::new(0);
+        let emit = |flush: Flush| -> Result<(), SplitError> {
+            crate::spill::for_each_block(&flush.bytes, |b| {
+                rows.fetch_add(
+                    b.entries.iter().map(|(_, v)| v.rows).sum::<u64>(),
+                    Ordering::Relaxed,
+                );
+                Ok(())
+            })
+            .unwrap();
+            Ok(())
+        };
+        let settings = SplitSettings {
+            shards: 2,
+            max_bad_rows: 10,
+            memory_budget: 1 << 20,
+            threads: 1,
+            groups: Arc::new(vec![
+                covmerge_proto::group::Group::parse("gcc=gcc*").unwrap()
+            ]),
+        };
+        let o = split_input("t.csv", text.as_bytes(), settings, &emit).unwrap();
+        assert_eq!(o.counts.rows_in, 8, "quoted {quoted}");
+        assert_eq!(o.counts.rows_bad, 5, "quoted {quoted}: {:?}", o.bad_rows);
+        assert_eq!(rows.load(Ordering::Relaxed), 3, "quoted {quoted}");
+        let said: Vec<(u64, &str)> = o
+            .bad_rows
+            .iter()
+            .map(|b| (b.line, b.problem.as_str()))
+            .collect();
+        assert_eq!(
+            said.iter().map(|s| s.0).collect::<Vec<_>>(),
+            [3, 4, 5, 6, 7]
+        );
+        assert!(
+            said[0].1.contains("column `manager`: \"*\" is `*`"),
+            "{said:?}"
+        );
+        assert!(
+            said[1].1.contains("is the NAME of --group gcc=gcc*"),
+            "{said:?}"
+        );
+        assert!(said[2].1.contains("\"\" is empty"), "{said:?}");
+        assert!(
+            said[3]
+                .1
+                .contains("is 1025 bytes, longer than the 1024 byte cap"),
+            "{said:?}"
+        );
+        assert!(said[3].1.len() < 600, "a long name is cut in its message");
+        assert!(said[4].1.contains("\"*\" is `*`"), "{said:?}");
+    }
 }
