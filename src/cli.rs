@@ -120,7 +120,7 @@ pub(crate) struct JobArgs {
     #[arg(long, value_parser = clap::value_parser!(u32).range(1..=covmerge_proto::limits::MAX_SHARDS as i64))]
     pub shards: Option<u32>,
     /// Skip and count up to N malformed rows (bad fields, rows over 1 MiB, non-UTF-8
-    /// names) instead of failing.
+    /// names, a manager empty, `*`, a group's NAME or over 1 KiB) instead of failing.
     #[arg(long, default_value_t = 0)]
     pub max_bad_rows: u64,
     /// syzkaller dashboard to notify (key from COVMERGE_DASHBOARD_KEY).
@@ -148,7 +148,8 @@ pub(crate) struct JobArgs {
     pub go_commit: Vec<(String, String)>,
     /// Per file, an extra record with Manager NAME whose hits per line are the sums
     /// over the managers matching GLOB (`*` any run, `?` one character), instrumented
-    /// where any of them is (repeatable; NAME must not be a manager, nor `*`).
+    /// where any of them is (repeatable; NAME must not be `*`: a row whose manager is
+    /// NAME is a bad row).
     #[arg(long, value_name = "NAME=GLOB", value_parser = group)]
     pub group: Vec<covmerge_proto::group::Group>,
 }
