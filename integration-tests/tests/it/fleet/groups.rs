@@ -105,3 +105,97 @@ fn resume_with_other_groups_is_refused() {
     run_ok(&r, &[]);
     assert_eq!(gunzip(&out_b), want, "the same groups resume the job");
 }
+
+/// On a fleet too (the split runs on the worker, with the groups of `job.json`): a
+/// row with manager `*` gave its file a second `*` record, and one with a group's NAME
+/// failed the job past `--max-bad-rows`. Both are bad rows: counted, skipped, and the
+/// result is the embedded one.
+#[test]
+fn a_manager_named_star_or_like_a_group_is_a_bad_row_on_the_fleet() {
+    let _g = fleet::lock();
+    let tmp = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(tmp.path().join("src/c1")).unwrap();
+    std::fs::write(tmp.path().join("src/c1/a.c"), "int a;\nint b;\nint c;\n").unwrap();
+    let input = tmp.path().join("in.csv");
+    std::fs::write(
+        &input,
+        "kernel_repo,kernel_commit,file_path,func_name,manager,sl,hit_count\n\
+         r,c1,a.c,f,m1,1,1\nr,c1,a.c,f,*,2,3\nr,c1,a.c,f,all,3,2\nr,c1,a.c,f,m2,3,4\n",
+    )
+    .unwrap();
+    let src = format!("dir:{}", tmp.path().join("src").display());
+    let input = input.display().to_string();
+    let job = |bad: &'static str| -> Vec<String> {
+        [
+            "--source",
+            &src,
+            "--base-repo",
+            "r",
+            "--base-commit",
+            "c1",
+            "--shards",
+            "2",
+            "--date-to",
+            "2024-04-08",
+            "--group",
+            "all=m*",
+            "--max-bad-rows",
+            bad,
+            "--input",
+            &input,
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect()
+    };
+    let embedded = tmp.path().join("embedded.gz");
+    let mut a = job("2");
+    a.extend(["--out".into(), embedded.display().to_string()]);
+    merge_ok(&a.iter().map(|s| s.as_str()).collect::<Vec<_>>());
+    let want = gunzip(&embedded);
+    let text = String::from_utf8(want.clone()).unwrap();
+    assert_eq!(text.matches(r#""Manager":"*""#).count(), 1, "{text}");
+
+    let amqp = fleet::amqp();
+    let store = file_store(&tmp.path().join("store"));
+    let _w = worker(tmp.path(), 73, &store, &[], &[]);
+    let out = tmp.path().join("fleet.gz");
+    let man = tmp.path().join("manifest.json");
+    let fleet_args = |bad: &'static str| -> Vec<String> {
+        let mut a = job(bad);
+        a.extend(
+            [
+                "--amqp",
+                &amqp,
+                "--store",
+                &store,
+                "--out",
+                out.to_str().unwrap(),
+            ]
+            .iter()
+            .map(|s| s.to_string()),
+        );
+        a
+    };
+    let a = fleet_args("1");
+    let o = coordinator_run(&a.iter().map(|s| s.as_str()).collect::<Vec<_>>(), &[], LONG);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        !o.status.success(),
+        "two bad rows past --max-bad-rows 1 accepted"
+    );
+    assert!(
+        err.contains("in.csv:3:") && err.contains("`manager`"),
+        "{err}"
+    );
+    assert!(!out.exists(), "a result was published");
+    let mut a = fleet_args("2");
+    a.extend(["--manifest".into(), man.display().to_string()]);
+    run_ok(&a.iter().map(|s| s.as_str()).collect::<Vec<_>>(), &[]);
+    assert_eq!(
+        gunzip(&out),
+        want,
+        "the fleet's result differs from embedded"
+    );
+    assert_eq!(manifest(&man)["totals"]["rows_bad"], 2);
+}
