@@ -212,9 +212,11 @@ pub(crate) async fn diff(a: DiffArgs) -> Result<()> {
             }
             let bases = Bases {
                 source,
+                source_name: spec.clone(),
                 old_commit,
                 new_commit,
                 diff_limit: b.line_diff(),
+                seen: Default::default(),
             };
             let run = |grouped: bool, spool: &mut Spool, reached: &mut Vec<String>| {
                 let old = covmerge_report::site::read_old(&a.old, &rt, b)?;

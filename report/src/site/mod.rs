@@ -339,7 +339,7 @@ fn run(
     };
     let mut diff = None;
     if let Some(o) = old {
-        o.rest(&mut |d, c| {
+        o.rest(&opts.result, &mut |d, c| {
             dtotals.add(&d);
             let id = n_files;
             n_files += 1;
