@@ -118,3 +118,121 @@ fn a_missing_base_turned_every_line_into_dcb_and_gnc() {
     assert_eq!(o.status.code(), Some(1), "{err}");
     assert!(err.contains("NEW") && err.contains("c2"), "{err}");
 }
+
+/// `report RESULT --out SITE --manifest MAN` (more args after), through `cmd`.
+fn report_with(
+    cmd: &mut std::process::Command,
+    result: &str,
+    site: &Path,
+    man: &str,
+) -> std::process::Output {
+    cmd.args([
+        "report",
+        result,
+        "--out",
+        site.to_str().unwrap(),
+        "--manifest",
+        man,
+    ])
+    .output()
+    .unwrap()
+}
+
+/// Issue 38 item 9: job A's manifest (group `ci` over `m*`) given to the report of job
+/// B on the same base, where `ci` is a real manager: accepted, exit 0, B's manager `ci`
+/// shown as a group and its unique lines gone.
+#[test]
+fn a_manifest_of_another_job_relabelled_a_real_manager_as_a_group() {
+    use covmerge_integration_tests::fleet::{bucket, fleet_cmd, upload};
+    let c = Case::new();
+    let a_in = c.write(
+        "a.csv",
+        &format!("{HDR}r,c1,a.c,f,m1,1,5\nr,c1,a.c,f,m2,2,5\n"),
+    );
+    let b_in = c.write(
+        "b.csv",
+        &format!("{HDR}r,c1,a.c,f,m1,1,5\nr,c1,a.c,f,ci,2,5\n"),
+    );
+    let (a, a_man) = (c.path("a.jsonl.gz"), c.path("a.manifest.json"));
+    let (b, b_man) = (c.path("b.jsonl.gz"), c.path("b.manifest.json"));
+    merge(
+        &c,
+        "c1",
+        &a_in,
+        &a,
+        &a_man,
+        &["--group", "ci=m*", "--shards", "3"],
+    );
+    merge(&c, "c1", &b_in, &b, &b_man, &["--shards", "3"]);
+    let site = c.path("site");
+    let bk = bucket("reportfs");
+    upload(&bk, "b.jsonl.gz", &b);
+    upload(&bk, "b.manifest.json", &b_man);
+    let b_url = format!("s3://{bk}/b.jsonl.gz");
+    let b_man_url = format!("s3://{bk}/b.manifest.json");
+    for (result, man) in [
+        (b.to_str().unwrap(), a_man.to_str().unwrap()),
+        (&b_url, a_man.to_str().unwrap()),
+    ] {
+        let o = report_with(&mut fleet_cmd(&[]), result, &site, man);
+        let err = stderr(&o);
+        assert!(!o.status.success(), "{result} with A's manifest: exit 0");
+        for want in [man, result, "does not belong", "SHA-256"] {
+            assert!(err.contains(want), "no {want:?} in {err}");
+        }
+    }
+    // B's own manifest, local or in the store, with B local or in the store.
+    for result in [b.to_str().unwrap(), &b_url] {
+        for man in [b_man.to_str().unwrap(), &b_man_url] {
+            let o = report_with(&mut fleet_cmd(&[]), result, &site, man);
+            assert!(o.status.success(), "{result} {man}: {}", stderr(&o));
+        }
+    }
+    // A's result with its own manifest: its group is shown.
+    let o = report_with(
+        &mut fleet_cmd(&[]),
+        a.to_str().unwrap(),
+        &site,
+        a_man.to_str().unwrap(),
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(
+        String::from_utf8_lossy(&o.stdout).contains("1 groups"),
+        "{}",
+        String::from_utf8_lossy(&o.stdout)
+    );
+    // B without its largest part, or with an empty gzip member after it: both read as a
+    // result, neither is the manifest's.
+    let raw = std::fs::read(&b).unwrap();
+    let m = covmerge_integration_tests::manifest(&b_man);
+    let sizes: Vec<usize> = m["shards"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["bytes"].as_u64().unwrap() as usize)
+        .collect();
+    // The largest part (the one with records), cut out.
+    let big = (0..sizes.len()).max_by_key(|&i| sizes[i]).unwrap();
+    let start = raw.len() - sizes.iter().sum::<usize>() + sizes[..big].iter().sum::<usize>();
+    const EMPTY_MEMBER: [u8; 20] = [
+        0x1f, 0x8b, 8, 0, 0, 0, 0, 0, 0, 0xff, 3, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+    ];
+    let cut = [&raw[..start], &raw[start + sizes[big]..]].concat();
+    let long = [&raw[..], &EMPTY_MEMBER[..]].concat();
+    for (name, bytes) in [("cut", cut), ("long", long)] {
+        let p = c.path(name);
+        std::fs::write(&p, bytes).unwrap();
+        let o = report_with(
+            &mut fleet_cmd(&[]),
+            p.to_str().unwrap(),
+            &site,
+            b_man.to_str().unwrap(),
+        );
+        assert!(!o.status.success(), "{name}: exit 0");
+        assert!(
+            stderr(&o).contains("does not belong"),
+            "{name}: {}",
+            stderr(&o)
+        );
+    }
+}

@@ -196,7 +196,7 @@ fn run(
     let mut files = Files::open(&opts.result, rt, grouped, opts.budget)?;
     let header = files.header().clone();
     let groups = match &opts.manifest {
-        Some(m) => Groups::from_manifest(m, &header, rt)?,
+        Some(m) => Groups::from_manifest(m, &opts.result, &header, rt)?,
         None => Groups::default(),
     };
     let mut old = match &opts.diff {
