@@ -236,3 +236,104 @@ fn a_manifest_of_another_job_relabelled_a_real_manager_as_a_group() {
         );
     }
 }
+
+/// `report RESULT --out SITE` plus `rest`.
+fn report(result: &Path, site: &Path, rest: &[&str]) -> std::process::Output {
+    let mut a = vec![
+        "report",
+        result.to_str().unwrap(),
+        "--out",
+        site.to_str().unwrap(),
+    ];
+    a.extend_from_slice(rest);
+    covmerge(&a)
+}
+
+/// Issue 38 item 11: `report --out DIR` was not checked against its inputs (a result
+/// inside DIR, or hard-linked as DIR/index.html, was overwritten) and wrote through
+/// symlinks inside DIR (one at index.html, or at data/, wrote outside DIR).
+#[test]
+fn report_out_wrote_through_a_symlink_and_over_its_own_input() {
+    let c = Case::new();
+    let input = c.write("in.csv", &format!("{HDR}r,c1,a.c,f,m,1,5\n"));
+    let (result, man) = (c.path("r.jsonl.gz"), c.path("r.manifest.json"));
+    merge(&c, "c1", &input, &result, &man, &[]);
+    let original = std::fs::read(&result).unwrap();
+    let site = c.path("site");
+    let src = format!("dir:{}", c.path("src").display());
+    // A clean site, written twice: fine.
+    for _ in 0..2 {
+        let o = report(
+            &result,
+            &site,
+            &["--source", &src, "--manifest", man.to_str().unwrap()],
+        );
+        assert!(o.status.success(), "{}", stderr(&o));
+    }
+    let refused = |result: &Path, site: &Path, rest: &[&str], want: &[&str]| {
+        let o = report(result, site, rest);
+        let err = stderr(&o);
+        assert!(!o.status.success(), "{rest:?}: exit 0");
+        for w in want {
+            assert!(err.contains(w), "{rest:?}: no {w:?} in {err}");
+        }
+    };
+    // The result, or the manifest, inside DIR.
+    let inside = site.join("r.jsonl.gz");
+    std::fs::copy(&result, &inside).unwrap();
+    refused(&inside, &site, &[], &["holds the result"]);
+    refused(
+        &result,
+        &site,
+        &["--manifest", inside.to_str().unwrap()],
+        &["holds the --manifest"],
+    );
+    refused(
+        &result,
+        &c.path("."),
+        &["--diff", result.to_str().unwrap()],
+        &["holds the result"],
+    );
+    std::fs::remove_file(&inside).unwrap();
+    // The result hard-linked as DIR/index.html: written over.
+    std::fs::remove_file(site.join("index.html")).unwrap();
+    std::fs::hard_link(&result, site.join("index.html")).unwrap();
+    refused(&result, &site, &[], &["under the name", "index.html"]);
+    assert_eq!(
+        std::fs::read(&result).unwrap(),
+        original,
+        "the result was overwritten"
+    );
+    std::fs::remove_file(site.join("index.html")).unwrap();
+    // A symlink at index.html to a file outside, and one at data/ to a directory outside.
+    let victim = c.write("victim.txt", "keep me");
+    std::os::unix::fs::symlink(&victim, site.join("index.html")).unwrap();
+    refused(&result, &site, &[], &["symlink", "index.html"]);
+    assert_eq!(std::fs::read_to_string(&victim).unwrap(), "keep me");
+    std::fs::remove_file(site.join("index.html")).unwrap();
+    let elsewhere = c.path("elsewhere");
+    std::fs::create_dir(&elsewhere).unwrap();
+    std::fs::rename(site.join("data"), c.path("old-data")).unwrap();
+    std::os::unix::fs::symlink(&elsewhere, site.join("data")).unwrap();
+    refused(&result, &site, &[], &["symlink", "data"]);
+    assert_eq!(
+        std::fs::read_dir(&elsewhere).unwrap().count(),
+        0,
+        "written outside DIR"
+    );
+    // The source inside DIR, or DIR inside the source.
+    refused(
+        &result,
+        &c.path("src/c1/site"),
+        &["--source", &src],
+        &["overlap"],
+    );
+    let s2 = c.path("site2");
+    std::fs::create_dir_all(s2.join("src/c1")).unwrap();
+    std::fs::copy(c.path("src/c1/a.c"), s2.join("src/c1/a.c")).unwrap();
+    let inner = format!("dir:{}", s2.join("src").display());
+    refused(&result, &s2, &["--source", &inner], &["overlap"]);
+    // `..` past a directory that does not exist yet.
+    let dotdot = c.path("new/../site3");
+    refused(&result, &dotdot, &[], &["`..`"]);
+}
