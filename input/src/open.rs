@@ -214,6 +214,16 @@ pub fn open_input(
             })?),
         })
     };
+    decode(open_raw(spec, rt)?)
+}
+
+/// Opens an input (a local path or an object-store URL) as its bytes as stored, not
+/// decompressed (`report --manifest` hashes a result's parts). Store objects are
+/// streamed by a task on `rt`, never fully buffered.
+pub fn open_raw(
+    spec: &str,
+    rt: &tokio::runtime::Handle,
+) -> Result<Box<dyn Read + Send>, InputError> {
     if covmerge_storage::is_store_url(spec) {
         let (store, key) = covmerge_storage::open_object(spec).map_err(|e| InputError::Open {
             input: spec.to_string(),
@@ -239,13 +249,13 @@ pub fn open_input(
                 }
             }
         });
-        decode(Box::new(ChannelReader::new(rx)))
+        Ok(Box::new(ChannelReader::new(rx)))
     } else {
         let f = std::fs::File::open(spec).map_err(|e| InputError::Open {
             input: spec.to_string(),
             source: e,
         })?;
-        decode(Box::new(f))
+        Ok(Box::new(f))
     }
 }
 

@@ -4,7 +4,9 @@
 //! group: sums over managers, not a manager. Nothing in a record says so (the records
 //! are syzkaller's, contract §4), so the report learns the group names from the job's
 //! manifest (`report --manifest FILE`, contract §7 lists them as `groups`), checked to
-//! be of the result's base commit. Without it every record is a manager's.
+//! belong to the result ([`check_belongs`]: the result is the header's gzip member
+//! followed by the manifest's shards, byte for byte). Without it every record is a
+//! manager's.
 //!
 //! A line is *unique* to a manager when that manager covered it (hits > 0) and no
 //! other manager did (syzbot's `unique-only`). Groups never count: a group covering a
@@ -24,10 +26,12 @@ pub struct Groups {
 }
 
 impl Groups {
-    /// Reads the manifest at `spec` (a local path or a store URL) of the result whose
-    /// header is `header`: a manifest of another base commit is refused.
+    /// Reads the manifest at `spec` (a local path or a store URL) of the result
+    /// `result` whose header is `header`: a manifest of another base commit, or of
+    /// another job ([`check_belongs`]), is refused.
     pub fn from_manifest(
         spec: &str,
+        result: &str,
         header: &Header,
         rt: &tokio::runtime::Handle,
     ) -> Result<Groups> {
@@ -52,6 +56,7 @@ impl Groups {
         }
         covmerge_proto::group::check_groups(&m.groups)
             .map_err(|why| anyhow::anyhow!("--manifest {spec}: {why}"))?;
+        check_belongs(spec, &m, result, rt)?;
         Ok(Groups { groups: m.groups })
     }
 
@@ -64,6 +69,96 @@ impl Groups {
     pub fn position(&self, name: &str) -> Option<usize> {
         self.groups.iter().position(|g| g.name == name)
     }
+}
+
+/// Fails unless the manifest `m` (read from `spec`) is the one of the result
+/// `result`. Nothing in the result names its job (the records and the header are
+/// syzkaller's, contract §4), but the result is exactly the header's gzip member
+/// followed by the parts in shard order, and the manifest gives each part's size and
+/// SHA-256: so the bytes after the result's first gzip member must be the manifest's
+/// shards, one after the other, and nothing else. A manifest of another job on the same
+/// base would otherwise relabel real managers as groups and change the unique lines.
+/// Reads the result once more, as stored (not decompressed).
+pub fn check_belongs(
+    spec: &str,
+    m: &Manifest,
+    result: &str,
+    rt: &tokio::runtime::Handle,
+) -> Result<()> {
+    use sha2::{Digest, Sha256};
+    use std::io::{BufRead, BufReader, Read};
+    let not_ours = |why: String| {
+        anyhow::anyhow!(
+            "--manifest {spec} (job {}) does not belong to the result {result}: {why}",
+            m.job
+        )
+    };
+    if m.status != covmerge_proto::manifest::JobStatus::Complete {
+        return Err(not_ours(format!(
+            "it says the job {}, with no result",
+            m.status
+        )));
+    }
+    let raw = covmerge_input::open_raw(result, rt).map_err(|e| anyhow::anyhow!("{e}"))?;
+    let mut r = BufReader::with_capacity(1 << 20, raw);
+    // The header member: decoded (to find where it ends), at most one line.
+    let mut head = flate2::bufread::GzDecoder::new(&mut r);
+    let n = std::io::copy(&mut (&mut head).take(1 << 20), &mut std::io::sink())
+        .with_context(|| format!("{result}: reading its header member"))?;
+    if n >= 1 << 20 {
+        return Err(not_ours(
+            "its first gzip member is not a header line".to_string(),
+        ));
+    }
+    drop(head);
+    let mut at: u64 = 0;
+    for (i, s) in m.shards.iter().enumerate() {
+        if s.index as usize != i {
+            return Err(not_ours(format!("its shard #{i} is numbered {}", s.index)));
+        }
+        let mut h = Sha256::new();
+        let got = std::io::copy(&mut (&mut r).take(s.bytes), &mut HashWriter(&mut h))
+            .with_context(|| format!("{result}: reading shard {i}'s part"))?;
+        if got < s.bytes {
+            return Err(not_ours(format!(
+                "the result ends {got} bytes into shard {i}'s part, which the manifest says has {} bytes",
+                s.bytes
+            )));
+        }
+        let sum = hex(&h.finalize());
+        if !sum.eq_ignore_ascii_case(&s.sha256) {
+            return Err(not_ours(format!(
+                "the {} bytes {at}..{} after its header member, shard {i}'s part, have SHA-256 {sum}, the manifest says {}",
+                s.bytes,
+                at + s.bytes,
+                s.sha256
+            )));
+        }
+        at += s.bytes;
+    }
+    if !r.fill_buf()?.is_empty() {
+        return Err(not_ours(format!(
+            "the result goes on after the manifest's {} shard(s) ({at} bytes after its header member)",
+            m.shards.len()
+        )));
+    }
+    Ok(())
+}
+
+struct HashWriter<'a>(&'a mut sha2::Sha256);
+
+impl std::io::Write for HashWriter<'_> {
+    fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+        sha2::Digest::update(self.0, b);
+        Ok(b.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+fn hex(b: &[u8]) -> String {
+    b.iter().map(|x| format!("{x:02x}")).collect()
 }
 
 /// The lines of `f` covered by exactly one manager (groups aside), ascending, each

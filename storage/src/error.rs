@@ -66,19 +66,48 @@ impl StoreError {
     pub fn is_transient(&self) -> bool {
         match self {
             StoreError::Io { source, .. } => {
-                !matches!(
-                    source.as_ref(),
-                    object_store::Error::NotFound { .. }
-                        | object_store::Error::InvalidPath { .. }
-                        | object_store::Error::NotSupported { .. }
-                        | object_store::Error::PermissionDenied { .. }
-                        | object_store::Error::Unauthenticated { .. }
-                ) && !http_status(source.as_ref())
-                    .is_some_and(|(status, msg)| refused(status, &msg))
+                !local_refusal(source.as_ref())
+                    && !matches!(
+                        source.as_ref(),
+                        object_store::Error::NotFound { .. }
+                            | object_store::Error::InvalidPath { .. }
+                            | object_store::Error::NotSupported { .. }
+                            | object_store::Error::PermissionDenied { .. }
+                            | object_store::Error::Unauthenticated { .. }
+                    )
+                    && !http_status(source.as_ref())
+                        .is_some_and(|(status, msg)| refused(status, &msg))
             }
             _ => false,
         }
     }
+}
+
+/// Whether a local filesystem error is in `e`'s source chain that the same call
+/// would meet again: a symlink loop (`ELOOP`, or walkdir's "File system loop
+/// found"), a path through a file (`ENOTDIR`), no permission (`EACCES`, `EPERM`). Not
+/// an outage to wait out: named at once.
+pub(crate) fn local_refusal(e: &(dyn std::error::Error + 'static)) -> bool {
+    use std::io::ErrorKind;
+    let mut cur = Some(e);
+    while let Some(e) = cur {
+        if let Some(io) = e.downcast_ref::<std::io::Error>() {
+            // Linux's EPERM, EACCES, ENOTDIR and ELOOP.
+            if matches!(io.raw_os_error(), Some(1 | 13 | 20 | 40))
+                || matches!(
+                    io.kind(),
+                    ErrorKind::PermissionDenied | ErrorKind::NotADirectory
+                )
+            {
+                return true;
+            }
+        }
+        if e.to_string().contains("File system loop found") {
+            return true;
+        }
+        cur = e.source();
+    }
+    false
 }
 
 /// Whether an HTTP answer is a refusal that a retry cannot change: a 4xx other than

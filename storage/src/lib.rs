@@ -89,6 +89,9 @@ pub struct Store {
     /// object_store's `LocalFileSystem` (`file://`): it cannot name files whose name
     /// ends in `#` and digits (see [`local_unreadable`]).
     local: bool,
+    /// The directory of a `file://` store: listed by [`Store::list`] only after
+    /// [`local::check_no_dir_symlinks`] (object_store's walk follows symlinks).
+    local_dir: Option<Arc<std::path::PathBuf>>,
 }
 
 impl std::fmt::Debug for Store {
@@ -156,6 +159,7 @@ impl Store {
                     .map_err(|e| bad(e.to_string()))?;
                 let mut s = Store::from_object_store(Arc::new(fs), "", &display);
                 s.local = true;
+                s.local_dir = Some(Arc::new(std::path::PathBuf::from(dir)));
                 Ok(s)
             }
             "s3" | "s3a" => {
@@ -204,6 +208,7 @@ impl Store {
             display: display.to_string(),
             retry_budget: DEFAULT_RETRY_BUDGET,
             local: false,
+            local_dir: None,
         }
     }
 
@@ -223,6 +228,7 @@ impl Store {
             display: format!("{}/{}", self.display.trim_end_matches('/'), sub),
             retry_budget: self.retry_budget,
             local: self.local,
+            local_dir: self.local_dir.clone(),
         }
     }
 
@@ -612,6 +618,20 @@ impl Store {
     /// Keys (relative to this store's prefix) under `prefix`, sorted.
     pub async fn list(&self, prefix: &str) -> Result<Vec<String>, StoreError> {
         let p = self.path(prefix)?;
+        if let Some(dir) = &self.local_dir {
+            // object_store walks a local directory following symlinks: one to a
+            // directory outside would list files of another tree, a loop fails (and
+            // was retried as an outage). Refused first, naming it.
+            let under = dir.join(p.as_ref());
+            local::check_no_dir_symlinks(&under).map_err(|(at, reason)| StoreError::Name {
+                store: self.display.clone(),
+                key: at
+                    .strip_prefix(dir.as_path())
+                    .map(|r| r.display().to_string())
+                    .unwrap_or_else(|_| at.display().to_string()),
+                reason,
+            })?;
+        }
         let metas: Vec<_> = self
             .retrying("list", prefix, || async {
                 self.inner

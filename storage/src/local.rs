@@ -282,6 +282,56 @@ pub fn remove_registered() {
     }
 }
 
+/// Walks the directory `dir` (when it exists) without following symlinks and fails
+/// at the first entry a listing must not follow: a symlink to a directory (or one
+/// that loops or leads nowhere readable), or an entry that cannot be read. covmerge
+/// does not follow directory symlinks in a `file://` listing at all, inside the
+/// prefix or out of it: one pointing outside would list another tree's files, one
+/// pointing inside lists files twice, a loop never ends. A symlink to a file is
+/// listed (and read through). Returns the entry and why.
+pub fn check_no_dir_symlinks(dir: &Path) -> Result<(), (PathBuf, String)> {
+    let mut todo = match std::fs::symlink_metadata(dir) {
+        Ok(m) if m.is_dir() => vec![dir.to_path_buf()],
+        Ok(m) if m.file_type().is_symlink() => {
+            return Err((
+                dir.to_path_buf(),
+                "a symlink: a file:// prefix is listed without following directory symlinks".into(),
+            ))
+        }
+        // A file, or nothing there: object_store's listing says so.
+        _ => return Ok(()),
+    };
+    while let Some(d) = todo.pop() {
+        let rd = std::fs::read_dir(&d).map_err(|e| (d.clone(), e.to_string()))?;
+        for e in rd {
+            let e = e.map_err(|e| (d.clone(), e.to_string()))?;
+            let t = e.file_type().map_err(|err| (e.path(), err.to_string()))?;
+            if t.is_dir() {
+                todo.push(e.path());
+            } else if t.is_symlink() {
+                match std::fs::metadata(e.path()) {
+                    Ok(m) if !m.is_dir() => {}
+                    Ok(_) => {
+                        return Err((
+                            e.path(),
+                            "a symlink to a directory: covmerge does not follow directory \
+                             symlinks in a file:// listing (give the directory itself)"
+                                .into(),
+                        ))
+                    }
+                    Err(err) => {
+                        return Err((
+                            e.path(),
+                            format!("a symlink that cannot be followed ({err})"),
+                        ))
+                    }
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -117,3 +117,91 @@ fn redaction_hides_credentials() {
     let e = Store::open("s3://k:s3cret@bucket:badport/x").unwrap_err();
     assert!(!e.to_string().contains("s3cret"), "{e}");
 }
+
+/// Issue 38 item 11: a `file://` listing followed a symlinked directory out of its
+/// prefix (an input glob listed another tree's files), and a symlink loop failed with
+/// an error retried as an outage for the whole retry budget.
+#[tokio::test]
+async fn a_file_listing_followed_a_symlinked_directory_out_of_its_prefix() {
+    let d = tempfile::tempdir().unwrap();
+    let (inside, outside) = (d.path().join("in"), d.path().join("out"));
+    std::fs::create_dir_all(inside.join("sub")).unwrap();
+    std::fs::create_dir_all(&outside).unwrap();
+    std::fs::write(inside.join("a.csv"), "a").unwrap();
+    std::fs::write(inside.join("sub/b.csv"), "b").unwrap();
+    std::fs::write(outside.join("secret.csv"), "s").unwrap();
+    // A symlink to a file is listed and read through.
+    std::os::unix::fs::symlink(outside.join("secret.csv"), inside.join("linked.csv")).unwrap();
+    let url = format!("file://{}", inside.display());
+    let store = Store::open(&url).unwrap();
+    assert_eq!(
+        store.list("").await.unwrap(),
+        vec!["a.csv", "linked.csv", "sub/b.csv"]
+    );
+    // A symlink to a directory outside: refused, naming it, at once.
+    std::os::unix::fs::symlink(&outside, inside.join("sub/escape")).unwrap();
+    let glob = vec![format!("{url}/*")];
+    for e in [
+        store.list("").await.unwrap_err(),
+        store.list("sub").await.unwrap_err(),
+        crate::location::expand_inputs(&glob).await.unwrap_err(),
+    ] {
+        let m = e.to_string();
+        assert!(
+            m.contains("sub/escape") && m.contains("symlink to a directory"),
+            "{m}"
+        );
+        assert!(!e.is_transient(), "{m}");
+    }
+    // A loop: refused at once, not retried for the budget.
+    std::fs::remove_file(inside.join("sub/escape")).unwrap();
+    std::os::unix::fs::symlink(&inside, inside.join("sub/loop")).unwrap();
+    let t0 = std::time::Instant::now();
+    let e = store
+        .clone()
+        .with_retry_budget(std::time::Duration::from_secs(30))
+        .list("")
+        .await
+        .unwrap_err();
+    assert!(e.to_string().contains("sub/loop"), "{e}");
+    assert!(
+        t0.elapsed() < std::time::Duration::from_secs(5),
+        "{:?}",
+        t0.elapsed()
+    );
+    // A symlink to itself (ELOOP when followed).
+    std::fs::remove_file(inside.join("sub/loop")).unwrap();
+    std::os::unix::fs::symlink(inside.join("sub/self"), inside.join("sub/self")).unwrap();
+    let e = store.list("").await.unwrap_err();
+    assert!(e.to_string().contains("sub/self"), "{e}");
+    assert!(!e.is_transient(), "{e}");
+}
+
+/// Issue 38 item 11: a local filesystem error that the same call meets again (ELOOP,
+/// ENOTDIR, EACCES, walkdir's loop) was classified as an outage and retried.
+#[test]
+fn a_local_eloop_was_retried_as_an_outage() {
+    for errno in [1, 13, 20, 40] {
+        let e = StoreError::Io {
+            op: "list",
+            store: "file:///x".into(),
+            key: "k".into(),
+            source: Box::new(object_store::Error::Generic {
+                store: "LocalFileSystem",
+                source: Box::new(std::io::Error::from_raw_os_error(errno)),
+            }),
+        };
+        assert!(!e.is_transient(), "errno {errno}: {e}");
+    }
+    // A network error stays an outage.
+    let e = StoreError::Io {
+        op: "list",
+        store: "s3://b".into(),
+        key: "k".into(),
+        source: Box::new(object_store::Error::Generic {
+            store: "S3",
+            source: Box::new(std::io::Error::from(std::io::ErrorKind::ConnectionReset)),
+        }),
+    };
+    assert!(e.is_transient(), "{e}");
+}

@@ -40,6 +40,8 @@ mod property;
 mod report;
 /// `report` and `diff` within their memory budget, under a limit set on the child.
 mod report_memory;
+/// Inputs of `report` and `diff` that do not belong together; site and `file://` symlinks.
+mod reportfs;
 /// Store requests of a fleet job, counted through a relay.
 mod requests;
 /// Every rule of contract §3 on the project's own fixture.

@@ -23,6 +23,7 @@
 //!   warning, and treated as having nothing in common.
 
 use std::io::Write;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use anyhow::Result;
@@ -145,15 +146,60 @@ impl CatTotals {
 pub struct Bases {
     /// Where the texts come from.
     pub source: Arc<dyn Source>,
+    /// The source as the user named it (dir:, git: or store:), for errors.
+    pub source_name: String,
     /// OLD's base commit.
     pub old_commit: String,
     /// NEW's base commit.
     pub new_commit: String,
     /// The most one line diff may hold ([`crate::budget::Budget::line_diff`]).
     pub diff_limit: u64,
+    /// Per side, the files asked for and those without text ([`Bases::check_sides`]).
+    pub seen: Seen,
+}
+
+/// What [`Bases::file`] found of each side's files: how many a result holds (with a
+/// canonical path) and how many of those the source has no text for at that result's
+/// base.
+#[derive(Debug, Default)]
+pub struct Seen {
+    old: [AtomicU64; 2],
+    new: [AtomicU64; 2],
+}
+
+impl Seen {
+    fn count(side: &[AtomicU64; 2], missing: bool) {
+        side[0].fetch_add(1, Ordering::Relaxed);
+        side[1].fetch_add(u64::from(missing), Ordering::Relaxed);
+    }
 }
 
 impl Bases {
+    /// Called once every file is classified: fails when the source has no text at all
+    /// for one side's files at its base. A result holds only files its merge found at
+    /// its base (a file absent there is dropped), so such a source does not hold that
+    /// base as the result's merge saw it (an empty `ROOT/<commit>/`, a snapshot of
+    /// another commit): every line would be DCB/DUB and GNC/UNC, nothing lost, and
+    /// `--fail-on` would pass on a broken source. `old_name` / `new_name` name the
+    /// results.
+    pub fn check_sides(&self, old_name: &str, new_name: &str) -> Result<()> {
+        let sides = [
+            ("OLD", old_name, &self.old_commit, &self.seen.old),
+            ("NEW", new_name, &self.new_commit, &self.seen.new),
+        ];
+        for (side, name, commit, seen) in sides {
+            let files = seen[0].load(Ordering::Relaxed);
+            let missing = seen[1].load(Ordering::Relaxed);
+            if files > 0 && missing == files {
+                anyhow::bail!(
+                    "{side} {name}: none of its {files} file(s) has text at its base commit {commit} in the source {}: the source does not hold that base as the result's merge saw it (an empty or wrong ROOT/{commit}/, a snapshot of another commit); its lines would all be compared as deleted and new",
+                    covmerge_proto::redact::redact_url(&self.source_name)
+                );
+            }
+        }
+        Ok(())
+    }
+
     fn get(&self, commit: &str, path: &str) -> Result<Option<Arc<FileVersion>>> {
         Ok(self.source.get(commit.as_bytes(), path.as_bytes())?)
     }
@@ -177,6 +223,14 @@ impl Bases {
         };
         let unknown =
             !canonical || (old.is_some() && ov.is_none()) || (new.is_some() && nv.is_none());
+        if canonical {
+            if old.is_some() {
+                Seen::count(&self.seen.old, ov.is_none());
+            }
+            if new.is_some() {
+                Seen::count(&self.seen.new, nv.is_none());
+            }
+        }
         let map;
         let (text, rel) = match (&ov, &nv) {
             _ if unknown => (Text::Unknown, Relation::Disjoint),
@@ -261,7 +315,9 @@ pub fn write_jsonl(
         let c = bases.file(&f.path, f.path_problem.is_none(), o.as_ref(), Some(&f.star))?;
         emit(&c, out)?;
     }
+    let old_name = old.name.clone();
     old.rest(|path, ok, o| emit(&bases.file(&path, ok, Some(&o), None)?, out))?;
+    bases.check_sides(&old_name, new.name())?;
     #[derive(Serialize)]
     struct Last<'a> {
         totals: &'a CatTotals,
@@ -293,9 +349,11 @@ mod tests {
         let (old, new) = (lh(&[(1, 1), (2, 1), (5, 1)]), lh(&[(1, 1), (3, 1), (5, 1)]));
         let bases = |diff_limit| Bases {
             source: source.clone(),
+            source_name: "dir:test".into(),
             old_commit: "c1".into(),
             new_commit: "c2".into(),
             diff_limit,
+            seen: Seen::default(),
         };
         let exact = bases(u64::MAX)
             .file("f.c", true, Some(&old), Some(&new))

@@ -196,7 +196,7 @@ fn run(
     let mut files = Files::open(&opts.result, rt, grouped, opts.budget)?;
     let header = files.header().clone();
     let groups = match &opts.manifest {
-        Some(m) => Groups::from_manifest(m, &header, rt)?,
+        Some(m) => Groups::from_manifest(m, &opts.result, &header, rt)?,
         None => Groups::default(),
     };
     let mut old = match &opts.diff {
@@ -339,7 +339,7 @@ fn run(
     };
     let mut diff = None;
     if let Some(o) = old {
-        o.rest(&mut |d, c| {
+        o.rest(&opts.result, &mut |d, c| {
             dtotals.add(&d);
             let id = n_files;
             n_files += 1;

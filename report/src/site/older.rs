@@ -46,9 +46,11 @@ impl Older {
             old,
             bases: Bases {
                 source: source.clone(),
+                source_name: name.to_string(),
                 old_commit,
                 new_commit: new.commit.clone(),
                 diff_limit: budget.line_diff(),
+                seen: Default::default(),
             },
         })
     }
@@ -72,17 +74,24 @@ impl Older {
         })
     }
 
-    /// The files only OLD has, in OLD's order.
+    /// The files only OLD has, in OLD's order; then, across bases, fails when the
+    /// source had no text for one side's files ([`Bases::check_sides`]; `new_name`
+    /// names the result).
     pub(super) fn rest(
         self,
+        new_name: &str,
         each: &mut dyn FnMut(FileDiff, Option<FileCats>) -> Result<()>,
     ) -> Result<()> {
         match self {
             Older::Same(o) => o.deleted(|d| each(d, None))?,
-            Older::Across { old, bases } => old.rest(|path, ok, o| {
-                let c = bases.file(&path, ok, Some(&o), None)?;
-                each(c.as_diff(), Some(c))
-            })?,
+            Older::Across { old, bases } => {
+                let old_name = format!("--diff {}", old.name);
+                old.rest(|path, ok, o| {
+                    let c = bases.file(&path, ok, Some(&o), None)?;
+                    each(c.as_diff(), Some(c))
+                })?;
+                bases.check_sides(&old_name, new_name)?;
+            }
         }
         Ok(())
     }

@@ -319,14 +319,34 @@ fn groups_are_columns_of_their_own_and_not_managers_for_unique_lines() {
         ("fs/b.c", "b", &[1, 2], &[1, 1]),
         ("fs/b.c", "gcc", &[1], &[0]),
     ];
-    let result = tmp.path().join("r.jsonl");
-    write_result(&result, "c1", recs);
+    let plain = tmp.path().join("r.jsonl");
+    write_result(&plain, "c1", recs);
+    // As a job writes it: the header's gzip member, then its one part (the manifest's
+    // shard, whose size and SHA-256 it lists).
+    let text = std::fs::read_to_string(&plain).unwrap();
+    let (head, body) = text.split_at(text.find('\n').unwrap() + 1);
+    let gz = |t: &str| {
+        use std::io::Write;
+        let mut e = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+        e.write_all(t.as_bytes()).unwrap();
+        e.finish().unwrap()
+    };
+    let part = gz(body);
+    let result = tmp.path().join("r.jsonl.gz");
+    std::fs::write(&result, [gz(head), part.clone()].concat()).unwrap();
+    let sha = {
+        use sha2::Digest;
+        let d = sha2::Sha256::digest(&part);
+        d.iter().map(|b| format!("{b:02x}")).collect::<String>()
+    };
     let manifest = tmp.path().join("m.json");
     let m = |commit: &str| {
         serde_json::json!({
             "job": "j", "status": "complete", "base_repo": "r", "base_commit": commit,
             "result": null, "inputs": [], "totals": covmerge_proto::Counts::default(),
-            "shards": [], "groups": [{"name": "gcc", "glob": "*-gcc"}],
+            "shards": [{"index": 0, "records": recs.len(), "bytes": part.len(),
+                        "sha256": sha, "attempts": 1}],
+            "groups": [{"name": "gcc", "glob": "*-gcc"}],
         })
         .to_string()
     };
