@@ -28,6 +28,8 @@ mod hardening;
 mod jobid;
 /// Memory bounded in every dimension of the input, under a limit set on the child.
 mod memory;
+/// The shared table: a `namespace` column and `--namespace`.
+mod namespace;
 /// --listen endpoints scraped by a real Prometheus server.
 mod observability;
 /// Exact output format (Go field names, header, order).
