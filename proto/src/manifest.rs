@@ -246,3 +246,41 @@ pub struct Manifest {
     #[serde(default, skip_serializing_if = "OtherNamespaces::is_empty")]
     pub other_namespaces: OtherNamespaces,
 }
+
+#[cfg(test)]
+mod namespace_tests {
+    use super::*;
+
+    /// The listed names are the smallest whatever the order rows came in (so one list
+    /// however rows fell to splits and threads), long names and the rest unlisted.
+    #[test]
+    fn other_namespaces_list_the_smallest_names_in_any_order() {
+        let names: Vec<Vec<u8>> = (0..40u8)
+            .map(|i| format!("ns{i:02}").into_bytes())
+            .chain([Vec::new(), b"\xff\xfe".to_vec(), vec![b'x'; 257]])
+            .collect();
+        let mut fwd = OtherNamespaces::default();
+        for n in &names {
+            fwd.add_rows(n, 2);
+        }
+        let mut parts = [OtherNamespaces::default(), OtherNamespaces::default()];
+        for (i, n) in names.iter().enumerate().rev() {
+            parts[i % 2].add_rows(n, 1);
+            parts[(i + 1) % 2].add_rows(n, 1);
+        }
+        let mut merged = parts[0].clone();
+        merged.add(&parts[1]);
+        assert_eq!(fwd, merged);
+        assert_eq!(fwd.listed.len(), MAX_LISTED_NAMESPACES);
+        assert_eq!(fwd.listed.keys().next().unwrap(), "");
+        assert_eq!(fwd.listed.keys().last().unwrap(), "ns13");
+        assert_eq!(fwd.total(), 2 * names.len() as u64);
+        assert_eq!(
+            fwd.unlisted_rows,
+            2 * (names.len() - MAX_LISTED_NAMESPACES) as u64
+        );
+        let mut odd = OtherNamespaces::default();
+        odd.add_rows(b"\xff\xfe", 1);
+        assert_eq!(odd.describe(), "\"\\\\xff\\\\xfe\" (1 row)");
+    }
+}

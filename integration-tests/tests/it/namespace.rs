@@ -286,3 +286,66 @@ fn mixed_inputs_merge_rows_without_the_column_as_the_jobs() {
     assert_eq!(man["totals"]["rows_other_namespaces"], 2);
     assert_eq!(man["other_namespaces"]["listed"], json!({"android": 2}));
 }
+
+/// On a fleet the split runs on a worker: the job's `--namespace` travels in the split
+/// task. The shared export read from S3 by two workers gives the embedded result and
+/// counts; the refusal without `--namespace` comes back from the worker.
+#[test]
+fn a_fleet_split_merged_every_namespace_of_a_shared_export() {
+    use covmerge_integration_tests::fleet;
+    let _g = fleet::lock();
+    let tmp = tempfile::tempdir().unwrap();
+    let d = tmp.path();
+    let src = source(d);
+    let mut shared = format!("{HDR},namespace\n");
+    for r in [rows("upstream", true, 40), rows("android", true, 25)].concat() {
+        let (ns, rest) = r.split_once(',').unwrap();
+        shared.push_str(&format!("{rest},{ns}\n"));
+    }
+    let local = d.join("shared.csv");
+    std::fs::write(&local, &shared).unwrap();
+    let b = fleet::bucket("ns");
+    fleet::upload(&b, "in/shared.csv", &local);
+    let (want, want_man) = (d.join("embedded.gz"), d.join("embedded.json"));
+    let (w, wm, l) = (
+        want.display().to_string(),
+        want_man.display().to_string(),
+        local.display().to_string(),
+    );
+    let mut a = args(&src, &w, &wm, &[&l]);
+    a.extend(["--namespace", "upstream"]);
+    merge_ok(&a);
+
+    let store = format!("file://{}", d.join("store").display());
+    let _w1 = fleet::worker(d, 1, &store, &[], &[]);
+    let _w2 = fleet::worker(d, 2, &store, &["--split-threads", "1"], &[]);
+    let amqp = fleet::amqp();
+    let (got, got_man) = (d.join("fleet.gz"), d.join("fleet.json"));
+    let (g, gm, s3) = (
+        got.display().to_string(),
+        got_man.display().to_string(),
+        format!("s3://{b}/in/shared.csv"),
+    );
+    let mut a = args(&src, &g, &gm, &[&s3]);
+    a.extend(["--amqp", &amqp, "--store", &store]);
+    let o = fleet::coordinator_run(&a, &[], std::time::Duration::from_secs(120));
+    let err = String::from_utf8_lossy(&o.stderr).to_string();
+    assert!(!o.status.success(), "{err}");
+    assert!(
+        err.contains("`namespace` column") && err.contains("--namespace"),
+        "{err}"
+    );
+    assert!(!got.exists());
+    a.extend(["--namespace", "upstream"]);
+    let o = fleet::coordinator_run(&a, &[], std::time::Duration::from_secs(120));
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert_eq!(gunzip(&got), gunzip(&want));
+    let (gt, wt) = (manifest(&got_man), manifest(&want_man));
+    assert_eq!(gt["totals"]["rows_in"], 40);
+    assert_eq!(gt["totals"]["rows_other_namespaces"], 25);
+    assert_eq!(gt["totals"], wt["totals"]);
+    assert_eq!(
+        gt["other_namespaces"],
+        json!({"listed": {"android": 25}, "unlisted_rows": 0})
+    );
+}
