@@ -621,7 +621,9 @@ mod tests {
         for case in 0..300 {
             let mut b = Blocks::default();
             b.set_mode(Mode::Count).unwrap();
-            let mut want: BTreeMap<(String, u32), (u64, (u32, u32), String)> = BTreeMap::new();
+            // (path, line) -> (hits, start of the function's block, function).
+            type Want = BTreeMap<(String, u32), (u64, (u32, u32), String)>;
+            let mut want = Want::new();
             for _ in 0..1 + next(12) {
                 let file = format!("m/f{}.go", next(3));
                 let base = if case % 50 == 0 { u32::MAX - 40 } else { 1 };

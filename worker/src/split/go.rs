@@ -118,7 +118,7 @@ impl<'a> Rows<'a> {
         };
         self.tables[shard.index()].add(key, hits, 1);
         self.count += 1;
-        if self.count % 4096 == 0 {
+        if self.count.is_multiple_of(4096) {
             let held = self.strings.approx_bytes()
                 + self.tables.iter().map(|t| t.approx_bytes()).sum::<usize>();
             if held > self.settings.memory_budget {
