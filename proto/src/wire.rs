@@ -631,7 +631,22 @@ mod tests {
         .unwrap();
         assert!(matches!(
             decode::<Task>(&b),
-            Err(WireError::Version { got: 4, want: 5 })
+            Err(WireError::Version { got: 4, want: 6 })
+        ));
+    }
+
+    /// A task of the release before the shared table is poison: a worker of that
+    /// release would drop a split's `--namespace` and merge every namespace.
+    #[test]
+    fn a_version_5_task_is_rejected() {
+        let b = rmp_serde::to_vec_named(&Envelope {
+            version: 5,
+            body: task(),
+        })
+        .unwrap();
+        assert!(matches!(
+            decode::<Task>(&b),
+            Err(WireError::Version { got: 5, want: 6 })
         ));
     }
 
