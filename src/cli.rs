@@ -102,8 +102,11 @@ pub(crate) struct JobArgs {
     /// manifest's rows_outside_prefix).
     #[arg(long, value_name = "P")]
     pub file_path_prefix: Option<String>,
-    #[arg(long, default_value = "upstream")]
-    pub namespace: String,
+    /// The dashboard namespace (header `Namespace`; default: upstream). Inputs with a
+    /// `namespace` column (syzkaller's shared table) need it: only the rows naming it
+    /// exactly are merged, the others counted in the manifest.
+    #[arg(long, value_name = "NS")]
+    pub namespace: Option<String>,
     /// Days the coverage covers (header field `Duration`).
     #[arg(long, default_value_t = 0)]
     pub duration: i64,

@@ -53,6 +53,14 @@ pub enum JobError {
         /// `--max-bad-rows`.
         max: u64,
     },
+    /// Inputs with a `namespace` column had rows, none of `--namespace`'s.
+    #[error("--namespace {namespace:?} names no row of the inputs with a `namespace` column; their rows are of {seen} (names match exactly: case and spaces count); no result published")]
+    NoRowOfNamespace {
+        /// `--namespace`.
+        namespace: String,
+        /// The namespaces seen, with their rows.
+        seen: String,
+    },
     /// The result could not be written.
     #[error("writing the result {dest}: {message}")]
     Output {
@@ -336,6 +344,7 @@ fn split_tasks(spec: &JobSpec) -> Vec<Task> {
                 shards: spec.shards,
                 max_bad_rows: spec.max_bad_rows,
                 go: spec.go_input(i),
+                namespace: spec.namespace.clone(),
                 more: (i + 1..r.end)
                     .map(|j| {
                         let g = spec.go_input(j);
@@ -384,6 +393,7 @@ struct MapOutput {
     chunks: Vec<Vec<ChunkRef>>,
     failed: Vec<FailedTask>,
     first_bad: Option<covmerge_proto::wire::BadRow>,
+    namespaces: covmerge_proto::manifest::NamespaceTally,
 }
 
 /// Gathers the settled splits' outcomes.
@@ -393,6 +403,7 @@ fn map_output(spec: &JobSpec, tracker: &Tracker<'_>) -> MapOutput {
         chunks: vec![Vec::new(); spec.shards as usize],
         failed: tracker.failed(),
         first_bad: None,
+        namespaces: Default::default(),
     };
     for (t, s) in &tracker.states {
         if let TaskState::Done {
@@ -414,6 +425,7 @@ fn map_output(spec: &JobSpec, tracker: &Tracker<'_>) -> MapOutput {
             }
             out.totals.rows_in += o.counts.rows_in;
             out.totals.rows_bad += o.counts.rows_bad;
+            out.namespaces.add(&o.namespaces);
             if out.first_bad.is_none() {
                 out.first_bad = o.bad_rows.first().cloned();
             }
@@ -482,7 +494,9 @@ async fn drive(
     let map = map_output(&spec, &splits);
     let mut outages: HashMap<TaskRef, u32> = HashMap::new();
     outages.extend(splits.notes.iter().map(|(t, n)| (*t, n.outages)));
-    let totals = map.totals;
+    let mut totals = map.totals;
+    let namespaces = map.namespaces;
+    totals.rows_other_namespaces = namespaces.others.total();
     covmerge_telemetry::metrics()
         .job_rows_read
         .get_or_create(&[("job_id", job.to_string())])
@@ -500,6 +514,22 @@ async fn drive(
         });
     }
 
+    // A shared table whose rows are all of other namespaces: `--namespace` misspelt
+    // (or of another case), and an empty result would look complete.
+    if failed.is_empty()
+        && namespaces.column
+        && namespaces.matched == 0
+        && !namespaces.others.is_empty()
+    {
+        if opts.cleanup {
+            finish::close_queues(queue.as_ref(), &job).await;
+        }
+        return Err(JobError::NoRowOfNamespace {
+            namespace: spec.namespace.clone().unwrap_or_default(),
+            seen: namespaces.others.describe(),
+        });
+    }
+
     // Reduce phase (only when every split is in: a shard needs every split's chunks).
     let mut merges: BTreeMap<TaskRef, TaskState> = BTreeMap::new();
     if failed.is_empty() {
@@ -514,6 +544,7 @@ async fn drive(
     progress.done();
 
     let (mut manifest, parts) = manifest_of(&spec, totals, &merges, &outages, &store).await?;
+    manifest.other_namespaces = namespaces.others;
     if let Some(e) = refusal(&spec, &mut manifest, failed) {
         still_held(lease).await?;
         finish::write_manifest(&manifest, opts, &store, &job).await?;
@@ -548,6 +579,7 @@ async fn manifest_of(
         failed: Vec::new(),
         dashboard_upload: None,
         groups: spec.groups.clone(),
+        other_namespaces: Default::default(),
     };
     // Executions recorded by the workers: a delivery count misses executions that
     // overlapped (a stalled worker finishing after another one redid its shard).
@@ -677,6 +709,7 @@ mod tests {
     #[test]
     fn merge_tasks_are_published_largest_shard_first() {
         let spec = JobSpec {
+            namespace: None,
             job: JobId::parse("j1").unwrap(),
             inputs: vec!["in.csv".into()],
             base_repo: "r".into(),

@@ -5,6 +5,9 @@ use covmerge_storage::{expand_inputs, is_store_url, open_object};
 
 use crate::JobError;
 
+/// The header's `Namespace` when `--namespace` is not given.
+pub const DEFAULT_NAMESPACE: &str = "upstream";
+
 /// A job as the command line asks for it.
 #[derive(Debug, Clone)]
 pub struct JobRequest {
@@ -22,8 +25,9 @@ pub struct JobRequest {
     pub shards: Option<u32>,
     /// `--max-bad-rows`.
     pub max_bad_rows: u64,
-    /// `--namespace` (header `Namespace`).
-    pub namespace: String,
+    /// `--namespace` as given (header `Namespace`, `upstream` when not given; it
+    /// chooses the rows of inputs with a `namespace` column, refused without it).
+    pub namespace: Option<String>,
     /// `--duration` (header `Duration`).
     pub duration: i64,
     /// `--date-to` (header `DateTo`; default: `--base-at`'s date, else today, UTC).
@@ -225,6 +229,17 @@ pub async fn plan_job(req: &JobRequest) -> Result<JobSpec, JobError> {
             covmerge_proto::limits::MAX_SHARDS
         )));
     }
+    if let Some(ns) = &req.namespace {
+        if ns.is_empty()
+            || ns.len() > covmerge_proto::limits::MAX_NAME_BYTES
+            || ns.chars().any(char::is_control)
+        {
+            return Err(JobError::Plan(format!(
+                "--namespace {ns:?}: a namespace is 1 to {} bytes without control characters",
+                covmerge_proto::limits::MAX_NAME_BYTES
+            )));
+        }
+    }
     if req.go_modules.len() > covmerge_proto::limits::MAX_GO_MODULES {
         return Err(JobError::Plan(format!(
             "{} --go-module rules: at most {}",
@@ -265,7 +280,10 @@ pub async fn plan_job(req: &JobRequest) -> Result<JobSpec, JobError> {
         max_bad_rows: req.max_bad_rows,
         file_path_prefix: req.file_path_prefix.clone(),
         header: HeaderSpec {
-            namespace: req.namespace.clone(),
+            namespace: req
+                .namespace
+                .clone()
+                .unwrap_or_else(|| DEFAULT_NAMESPACE.to_string()),
             duration: req.duration,
             date_to,
             total_rows: req.total_rows,
@@ -273,6 +291,7 @@ pub async fn plan_job(req: &JobRequest) -> Result<JobSpec, JobError> {
         go,
         splits: group_splits(&sizes),
         groups: req.groups.clone(),
+        namespace: req.namespace.clone(),
     })
 }
 
@@ -356,6 +375,7 @@ mod tests {
         assert!(g.len() >= 32 && g.len() < 2000, "{}", g.len());
         let spec_splits = g.len();
         let mut spec = JobSpec {
+            namespace: None,
             job: JobId::parse("j").unwrap(),
             inputs: (0..2000).map(|i| format!("/in/{i}.csv.gz")).collect(),
             base_repo: "r".into(),

@@ -479,6 +479,7 @@ mod tests {
             let tasks: Vec<Task> = (0..n)
                 .map(|i| {
                     Task::Split(SplitTask {
+                        namespace: None,
                         job: job.clone(),
                         split: SplitId(i),
                         input: format!("/in/{i}.csv"),

@@ -19,5 +19,6 @@ pub use detect::{
 pub use csv_rows::{
     for_each_unquoted, for_each_unquoted_record, parse_count_fast, valid_file_path, valid_name,
     Columns, Fields, Groups, Header, InputError, Pos, Row, RowProblem, RowReader, MAX_ROW,
+    NAMESPACE,
 };
 pub use open::{open_input, open_raw, ChannelReader, Inflate};

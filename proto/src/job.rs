@@ -37,6 +37,11 @@ pub struct JobSpec {
     /// stores what it stored before).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub groups: Vec<crate::group::Group>,
+    /// `--namespace` as given (the header's `Namespace` defaults to `upstream`
+    /// without it): CSV rows with a `namespace` column are merged only if they name
+    /// it, and such an input is refused when it was not given.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub namespace: Option<String>,
 }
 
 impl JobSpec {
@@ -128,6 +133,9 @@ impl JobSpec {
         name("source", &self.source, false)?;
         name("file_path_prefix", &self.file_path_prefix, true)?;
         name("header.namespace", &self.header.namespace, false)?;
+        if let Some(ns) = &self.namespace {
+            name("namespace", ns, false)?;
+        }
         name("header.date_to", &self.header.date_to, false)?;
         if self.go.modules.len() > MAX_GO_MODULES {
             return Err(format!(
@@ -206,6 +214,7 @@ impl JobSpec {
         cmp!("max_bad_rows", max_bad_rows);
         cmp!("file_path_prefix", file_path_prefix);
         cmp!("namespace", header.namespace);
+        cmp!("namespace (--namespace given)", namespace);
         cmp!("duration", header.duration);
         if compare_date_to {
             cmp!("date_to", header.date_to);
@@ -335,6 +344,7 @@ mod tests {
 
     fn spec() -> JobSpec {
         JobSpec {
+            namespace: None,
             job: JobId::parse("j1").unwrap(),
             inputs: vec!["a.csv".into(), "b.csv".into()],
             base_repo: "r".into(),

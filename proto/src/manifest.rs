@@ -40,6 +40,10 @@ pub struct Counts {
     /// Rows of files outside `--file-path-prefix` (not in `rows_in`).
     #[serde(default)]
     pub rows_outside_prefix: u64,
+    /// Rows whose `namespace` column names another namespace than `--namespace` (not
+    /// in `rows_in`).
+    #[serde(default)]
+    pub rows_other_namespaces: u64,
 }
 
 impl Counts {
@@ -59,6 +63,104 @@ impl Counts {
         f(&mut self.rows_deleted, o.rows_deleted);
         f(&mut self.diffs_capped, o.diffs_capped);
         f(&mut self.rows_outside_prefix, o.rows_outside_prefix);
+        f(&mut self.rows_other_namespaces, o.rows_other_namespaces);
+    }
+}
+
+/// The namespaces listed by name in a manifest, at most: the smallest names (byte
+/// order), so that the list is the same however the rows fell to splits and threads.
+pub const MAX_LISTED_NAMESPACES: usize = 16;
+
+/// The longest namespace listed by name; the rows of a longer one are counted unlisted.
+pub const MAX_LISTED_NAMESPACE_BYTES: usize = 256;
+
+/// The rows of namespaces other than the job's, per namespace: at most
+/// [`MAX_LISTED_NAMESPACES`] names, the rows of the others counted together.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct OtherNamespaces {
+    /// Rows per namespace (a name that is not UTF-8 is shown with its bytes escaped).
+    pub listed: std::collections::BTreeMap<String, u64>,
+    /// Rows of namespaces not listed.
+    pub unlisted_rows: u64,
+}
+
+impl OtherNamespaces {
+    /// Counts `rows` rows of namespace `name`.
+    pub fn add_rows(&mut self, name: &[u8], rows: u64) {
+        let shown = match std::str::from_utf8(name) {
+            Ok(s) => std::borrow::Cow::Borrowed(s),
+            Err(_) => std::borrow::Cow::Owned(name.escape_ascii().to_string()),
+        };
+        if let Some(n) = self.listed.get_mut(shown.as_ref()) {
+            *n = n.saturating_add(rows);
+            return;
+        }
+        if shown.len() > MAX_LISTED_NAMESPACE_BYTES {
+            self.unlisted_rows = self.unlisted_rows.saturating_add(rows);
+            return;
+        }
+        self.listed.insert(shown.into_owned(), rows);
+        if self.listed.len() > MAX_LISTED_NAMESPACES {
+            let (_, n) = self.listed.pop_last().expect("over the cap");
+            self.unlisted_rows = self.unlisted_rows.saturating_add(n);
+        }
+    }
+
+    /// Adds `o`'s counts.
+    pub fn add(&mut self, o: &OtherNamespaces) {
+        for (name, &n) in &o.listed {
+            self.add_rows(name.as_bytes(), n);
+        }
+        self.unlisted_rows = self.unlisted_rows.saturating_add(o.unlisted_rows);
+    }
+
+    /// Rows of other namespaces in all.
+    pub fn total(&self) -> u64 {
+        self.listed
+            .values()
+            .fold(self.unlisted_rows, |a, &n| a.saturating_add(n))
+    }
+
+    /// Whether no row of another namespace was seen.
+    pub fn is_empty(&self) -> bool {
+        self.listed.is_empty() && self.unlisted_rows == 0
+    }
+
+    /// `"android" (20 rows), "linux-next" (1 row)` and the unlisted rows.
+    pub fn describe(&self) -> String {
+        let rows = |n: u64| format!("{n} row{}", if n == 1 { "" } else { "s" });
+        let mut s: Vec<String> = self
+            .listed
+            .iter()
+            .map(|(name, &n)| format!("{name:?} ({})", rows(n)))
+            .collect();
+        if self.unlisted_rows > 0 {
+            s.push(format!(
+                "{} of further namespaces",
+                rows(self.unlisted_rows)
+            ));
+        }
+        s.join(", ")
+    }
+}
+
+/// What the splits saw of the `namespace` column (syzkaller's shared table).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NamespaceTally {
+    /// Whether any input had the column.
+    pub column: bool,
+    /// Rows of inputs with the column that name the job's `--namespace`.
+    pub matched: u64,
+    /// Rows of the other namespaces.
+    pub others: OtherNamespaces,
+}
+
+impl NamespaceTally {
+    /// Adds `o`'s counts.
+    pub fn add(&mut self, o: &NamespaceTally) {
+        self.column |= o.column;
+        self.matched = self.matched.saturating_add(o.matched);
+        self.others.add(&o.others);
     }
 }
 
@@ -139,4 +241,46 @@ pub struct Manifest {
     /// managers' (`covmerge report --manifest` reads them from here).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub groups: Vec<crate::group::Group>,
+    /// The rows of other namespaces than `--namespace`, per namespace (absent when
+    /// there were none).
+    #[serde(default, skip_serializing_if = "OtherNamespaces::is_empty")]
+    pub other_namespaces: OtherNamespaces,
+}
+
+#[cfg(test)]
+mod namespace_tests {
+    use super::*;
+
+    /// The listed names are the smallest whatever the order rows came in (so one list
+    /// however rows fell to splits and threads), long names and the rest unlisted.
+    #[test]
+    fn other_namespaces_list_the_smallest_names_in_any_order() {
+        let names: Vec<Vec<u8>> = (0..40u8)
+            .map(|i| format!("ns{i:02}").into_bytes())
+            .chain([Vec::new(), b"\xff\xfe".to_vec(), vec![b'x'; 257]])
+            .collect();
+        let mut fwd = OtherNamespaces::default();
+        for n in &names {
+            fwd.add_rows(n, 2);
+        }
+        let mut parts = [OtherNamespaces::default(), OtherNamespaces::default()];
+        for (i, n) in names.iter().enumerate().rev() {
+            parts[i % 2].add_rows(n, 1);
+            parts[(i + 1) % 2].add_rows(n, 1);
+        }
+        let mut merged = parts[0].clone();
+        merged.add(&parts[1]);
+        assert_eq!(fwd, merged);
+        assert_eq!(fwd.listed.len(), MAX_LISTED_NAMESPACES);
+        assert_eq!(fwd.listed.keys().next().unwrap(), "");
+        assert_eq!(fwd.listed.keys().last().unwrap(), "ns13");
+        assert_eq!(fwd.total(), 2 * names.len() as u64);
+        assert_eq!(
+            fwd.unlisted_rows,
+            2 * (names.len() - MAX_LISTED_NAMESPACES) as u64
+        );
+        let mut odd = OtherNamespaces::default();
+        odd.add_rows(b"\xff\xfe", 1);
+        assert_eq!(odd.describe(), "\"\\\\xff\\\\xfe\" (1 row)");
+    }
 }

@@ -15,7 +15,9 @@ use crate::{Attempt, Counts, JobId, ShardId, SplitId, TaskRef};
 /// 4: a spill chunk is a byte range of a spill object ([`ChunkRef`]), not a whole one.
 /// 5: a merge task carries the job's groups ([`MergeTask::groups`]); a worker of
 ///    version 4 would drop them and write a part without group records.
-pub const PROTOCOL_VERSION: u16 = 5;
+/// 6: a split task carries the job's `--namespace` ([`SplitTask::namespace`]); a
+///    worker of version 5 would merge every namespace of a shared table.
+pub const PROTOCOL_VERSION: u16 = 6;
 
 /// Largest message a receiver decodes. A merge task lists its spill chunks; 16 MiB is
 /// ~100k chunk keys, far beyond any real job.
@@ -236,6 +238,10 @@ pub struct SplitTask {
     /// inputs are grouped so that a job of many makes few spill objects and chunks.
     #[serde(default)]
     pub more: Vec<SplitInput>,
+    /// `--namespace` as given: the rows a CSV input with a `namespace` column must
+    /// name to be merged. `None` (not given): such an input is refused.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub namespace: Option<String>,
 }
 
 /// One further input of a split task.
@@ -296,6 +302,9 @@ pub struct SplitOutcome {
     pub bad_rows: Vec<BadRow>,
     /// Every chunk written, with its shard.
     pub chunks: Vec<(ShardId, ChunkRef)>,
+    /// What the inputs' `namespace` columns held.
+    #[serde(default)]
+    pub namespaces: crate::manifest::NamespaceTally,
 }
 
 /// One shard's spill chunk: a byte range of a spill object. A split writes one object
@@ -538,6 +547,7 @@ mod tests {
         assert!(with_chunk(chunk("jobs/j1/spill/../../x", 0, 1)).is_err());
         let split = |shards, input: &str| {
             Task::Split(SplitTask {
+                namespace: None,
                 job: JobId::parse("j1").unwrap(),
                 split: SplitId(0),
                 input: input.into(),
@@ -621,7 +631,22 @@ mod tests {
         .unwrap();
         assert!(matches!(
             decode::<Task>(&b),
-            Err(WireError::Version { got: 4, want: 5 })
+            Err(WireError::Version { got: 4, want: 6 })
+        ));
+    }
+
+    /// A task of the release before the shared table is poison: a worker of that
+    /// release would drop a split's `--namespace` and merge every namespace.
+    #[test]
+    fn a_version_5_task_is_rejected() {
+        let b = rmp_serde::to_vec_named(&Envelope {
+            version: 5,
+            body: task(),
+        })
+        .unwrap();
+        assert!(matches!(
+            decode::<Task>(&b),
+            Err(WireError::Version { got: 5, want: 6 })
         ));
     }
 

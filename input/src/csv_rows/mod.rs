@@ -17,6 +17,9 @@ pub(crate) const REQUIRED: [&str; 7] = [
     "hit_count",
 ];
 
+/// The optional column naming a row's namespace (contract §2).
+pub const NAMESPACE: &str = "namespace";
+
 /// The cap on one row: its fields and the commas between them, as parsed (contract §6).
 /// A longer row is a bad row; one whose raw text runs past 4× this is skipped unread,
 /// so no row, however long, is ever held in memory whole.
@@ -62,6 +65,13 @@ pub enum InputError {
         first: usize,
         /// Its second field, counting from 1.
         second: usize,
+    },
+    /// The header has a `namespace` column (syzkaller's shared table of every
+    /// namespace's rows) and the job was given no `--namespace` to choose its rows.
+    #[error("{input}:1: the header has a `namespace` column (a table of several namespaces' rows): give --namespace NS to merge the rows of NS (it names the header's Namespace too)")]
+    NamespaceNotGiven {
+        /// The input, as the user named it.
+        input: String,
     },
     /// Not even a header row.
     #[error("{input}: empty input, expected a header row")]
@@ -131,6 +141,8 @@ pub struct Columns {
     pub sl: usize,
     /// Field index of `hit_count`.
     pub hits: usize,
+    /// Field index of the optional `namespace` column (syzkaller's shared table).
+    pub namespace: Option<usize>,
 }
 
 /// One valid row, borrowing the reader's buffer.
@@ -474,6 +486,11 @@ impl<R: Read> RowReader<R> {
             }
             Ok(first)
         };
+        let namespace = match find(NAMESPACE) {
+            Ok(i) => Some(i),
+            Err(InputError::MissingColumn { .. }) => None,
+            Err(e) => return Err(e),
+        };
         let cols = Columns {
             repo: find(REQUIRED[0])?,
             commit: find(REQUIRED[1])?,
@@ -482,6 +499,7 @@ impl<R: Read> RowReader<R> {
             manager: find(REQUIRED[4])?,
             sl: find(REQUIRED[5])?,
             hits: find(REQUIRED[6])?,
+            namespace,
         };
         Ok(RowReader {
             name: name.to_string(),
@@ -529,6 +547,20 @@ impl<R: Read> RowReader<R> {
     /// Stops early when `f` returns `false`.
     pub fn for_each(
         &mut self,
+        f: impl FnMut(Pos, Result<Row<'_>, RowProblem>) -> bool,
+    ) -> Result<(), InputError> {
+        self.for_each_of_namespace(None, |_, _| {}, f)
+    }
+
+    /// [`RowReader::for_each`] of the rows of `namespace` when the input has a
+    /// `namespace` column: a record with the header's field count (not a repeated
+    /// header) whose namespace is another is not parsed further nor passed to `f`;
+    /// `seen(namespace, matched)` is called for every record whose namespace was
+    /// compared (exactly, byte for byte).
+    pub fn for_each_of_namespace(
+        &mut self,
+        namespace: Option<&[u8]>,
+        mut seen: impl FnMut(&[u8], bool),
         mut f: impl FnMut(Pos, Result<Row<'_>, RowProblem>) -> bool,
     ) -> Result<(), InputError> {
         let c = self.cols;
@@ -575,6 +607,13 @@ impl<R: Read> RowReader<R> {
             }
             if rec == &self.header {
                 continue; // a repeated header
+            }
+            if let (Some(i), Some(ns)) = (c.namespace, namespace) {
+                let matched = &rec[i] == ns;
+                seen(&rec[i], matched);
+                if !matched {
+                    continue;
+                }
             }
             let parsed = row_of(&c, &self.groups, |i| &rec[i]);
             if !f(line, parsed) {

@@ -289,29 +289,40 @@ impl Blocks {
 
     /// One row per covered source line, files in path order and lines ascending; Go
     /// files mapped to repository paths by `modules`. A file no rule maps fails the
-    /// input (named `input`).
+    /// input (named `input`). Collects [`Blocks::for_each_line`]: for tests and small
+    /// inputs only, as it holds a row per line.
     pub fn lines(&self, input: &str, modules: &ModuleMap) -> Result<Vec<GoLine>, GoError> {
-        let mut per_file: Vec<BTreeMap<u32, LineAcc>> = vec![BTreeMap::new(); self.files.len()];
-        for (&(file, pos), b) in &self.map {
-            let lines = &mut per_file[file as usize];
-            let start = (pos[0], pos[1]);
-            for l in pos[0]..=pos[2] {
-                let e = lines.entry(l).or_insert((0, b.func, start));
-                e.0 = e.0.max(b.count);
-                if start < e.2
-                    || (start == e.2 && self.funcs[b.func as usize] < self.funcs[e.1 as usize])
-                {
-                    e.1 = b.func;
-                    e.2 = start;
-                }
-            }
-        }
+        let mut out = Vec::new();
+        self.for_each_line(input, modules, |file, func, line, hits| {
+            out.push(GoLine {
+                file: file.to_string(),
+                func: func.to_string(),
+                line,
+                hits,
+            });
+            Ok::<(), GoError>(())
+        })?;
+        Ok(out)
+    }
+
+    /// Calls `f(path, function, line, hits)` once per covered source line, files in
+    /// path order and lines ascending, Go files mapped to repository paths by `modules`
+    /// (a file no rule maps fails the input, named `input`, before any call). Holds
+    /// the blocks of the input and nothing per line: a block's lines are swept, not
+    /// expanded into a map, so that the caller's memory budget covers what the lines
+    /// become (a 2^20-line block is 44 bytes of profile).
+    pub fn for_each_line<E: From<GoError>>(
+        &self,
+        input: &str,
+        modules: &ModuleMap,
+        mut f: impl FnMut(&str, &str, u32, u64) -> Result<(), E>,
+    ) -> Result<(), E> {
         let mut files: Vec<(String, usize)> = Vec::with_capacity(self.files.len());
-        for (i, f) in self.files.iter().enumerate() {
-            let path = modules.map(f).ok_or_else(|| GoError::Input {
+        for (i, g) in self.files.iter().enumerate() {
+            let path = modules.map(g).ok_or_else(|| GoError::Input {
                 input: input.to_string(),
                 problem: format!(
-                    "Go file {f:?} is under no --go-module rule{}",
+                    "Go file {g:?} is under no --go-module rule{}",
                     modules.describe()
                 ),
             })?;
@@ -319,31 +330,79 @@ impl Blocks {
                 return Err(GoError::Input {
                     input: input.to_string(),
                     problem: format!(
-                        "Go file {f:?} maps to {path:?}, not a canonical path relative to the source root: it {why}"
+                        "Go file {g:?} maps to {path:?}, not a canonical path relative to the source root: it {why}"
                     ),
-                });
+                }
+                .into());
             }
             files.push((path, i));
         }
         files.sort();
-        let mut out = Vec::new();
-        for (path, i) in files {
-            for (&line, &(hits, func, _)) in &per_file[i] {
-                out.push(GoLine {
-                    file: path.clone(),
-                    func: self.funcs[func as usize].clone(),
-                    line,
-                    hits,
-                });
+        let mut per_file: Vec<Vec<(Pos, BlockVal)>> = vec![Vec::new(); self.files.len()];
+        for (&(file, pos), b) in &self.map {
+            per_file[file as usize].push((pos, *b));
+        }
+        for (path, i) in &files {
+            let blocks = std::mem::take(&mut per_file[*i]);
+            self.sweep(blocks, |line, func, hits| {
+                f(path, &self.funcs[func as usize], line, hits)
+            })?;
+        }
+        Ok(())
+    }
+
+    /// Calls `f(line, function id, hits)` for every line some block of one file covers,
+    /// ascending: hits are the max over the blocks covering the line, the function that
+    /// of the first of them by start (line, column), on a tie the smallest name. Two
+    /// heaps of the blocks covering the current line, entries dropped once past their
+    /// end: O(blocks × log blocks + lines) time, O(blocks) memory.
+    fn sweep<E>(
+        &self,
+        mut blocks: Vec<(Pos, BlockVal)>,
+        mut f: impl FnMut(u32, u32, u64) -> Result<(), E>,
+    ) -> Result<(), E> {
+        use std::cmp::Reverse;
+        use std::collections::BinaryHeap;
+        let name = |b: &BlockVal| self.funcs[b.func as usize].as_str();
+        blocks.sort_by(|a, b| (a.0[0], a.0[1], name(&a.1)).cmp(&(b.0[0], b.0[1], name(&b.1))));
+        // (count, last line) and (rank in `blocks`, last line): the rank orders by
+        // start and function name, as sorted above.
+        let mut hits: BinaryHeap<(u64, u32)> = BinaryHeap::new();
+        let mut first: BinaryHeap<Reverse<(usize, u32)>> = BinaryHeap::new();
+        let mut next = 0;
+        // u64: a block may end on line u32::MAX.
+        let mut line: u64 = 0;
+        loop {
+            if hits.is_empty() {
+                match blocks.get(next) {
+                    Some(b) => line = line.max(b.0[0] as u64),
+                    None => return Ok(()),
+                }
+            }
+            while let Some((pos, b)) = blocks.get(next) {
+                if pos[0] as u64 > line {
+                    break;
+                }
+                hits.push((b.count, pos[2]));
+                first.push(Reverse((next, pos[2])));
+                next += 1;
+            }
+            while hits.peek().is_some_and(|&(_, end)| (end as u64) < line) {
+                hits.pop();
+            }
+            while first
+                .peek()
+                .is_some_and(|&Reverse((_, end))| (end as u64) < line)
+            {
+                first.pop();
+            }
+            if let (Some(&(count, _)), Some(&Reverse((rank, _)))) = (hits.peek(), first.peek()) {
+                f(line as u32, blocks[rank].1.func, count)?;
+                line += 1;
             }
         }
-        Ok(out)
     }
 }
-
-/// A line being built: hits, function id, start (line, column) of the block that gave
-/// the function.
-type LineAcc = (u64, u32, (u32, u32));
 
 /// One source line of Go coverage, as a row.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -593,5 +652,63 @@ mod tests {
             c.add("m/a.go", "", [1, 1, 1, 9], 1, 1),
             Err(AddError::Overflow)
         );
+    }
+
+    /// The sweep against the expansion it replaced (every line of every block in a
+    /// map: max hits, the function of the first block by start, then by name), on
+    /// random overlapping blocks, a block ending on the last u32 line included.
+    #[test]
+    fn swept_lines_equal_every_block_expanded() {
+        let mut seed = 0x9e37_79b9_7f4a_7c15u64;
+        let mut next = |n: u32| {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            (seed % n as u64) as u32
+        };
+        let m = ModuleMap::new(&[rule("m", ".")]);
+        for case in 0..300 {
+            let mut b = Blocks::default();
+            b.set_mode(Mode::Count).unwrap();
+            // (path, line) -> (hits, start of the function's block, function).
+            type Want = BTreeMap<(String, u32), (u64, (u32, u32), String)>;
+            let mut want = Want::new();
+            for _ in 0..1 + next(12) {
+                let file = format!("m/f{}.go", next(3));
+                let base = if case % 50 == 0 { u32::MAX - 40 } else { 1 };
+                let sl = base + next(30);
+                let el = sl + next(u32::MAX - sl).min(next(10));
+                let sc = next(4);
+                let func = ["", "a", "b"][next(3) as usize];
+                let count = next(5) as u64;
+                if b.add(&file, func, [sl, sc, el, 9], 1, count).is_err() {
+                    continue;
+                }
+            }
+            for ((file, pos), (_, count, func)) in b.entries() {
+                for l in pos[0]..=pos[2] {
+                    let path = file.strip_prefix("m/").unwrap().to_string();
+                    let e = want
+                        .entry((path, l))
+                        .or_insert((0, (pos[0], pos[1]), func.clone()));
+                    e.0 = e.0.max(count);
+                    if ((pos[0], pos[1]), &func) < (e.1, &e.2) {
+                        e.1 = (pos[0], pos[1]);
+                        e.2 = func.clone();
+                    }
+                }
+            }
+            let got: Vec<(String, u32, u64, String)> = b
+                .lines("in", &m)
+                .unwrap()
+                .into_iter()
+                .map(|l| (l.file, l.line, l.hits, l.func))
+                .collect();
+            let want: Vec<(String, u32, u64, String)> = want
+                .into_iter()
+                .map(|((f, l), (h, _, func))| (f, l, h, func))
+                .collect();
+            assert_eq!(got, want, "case {case}");
+        }
     }
 }

@@ -164,6 +164,7 @@ fn a_task_no_worker_can_run_and_bad_input_still_fail_the_job() {
             .unwrap();
         q.open_job(&job).await.unwrap();
         let task = Task::Split(SplitTask {
+            namespace: None,
             job: JobId::parse(&job).unwrap(),
             split: SplitId(0),
             input: s.ins[0].clone(),

@@ -30,6 +30,8 @@ mod jobid;
 mod memory;
 /// Every record of a file unique by name: reserved and colliding managers are bad rows.
 mod names;
+/// The shared table: a `namespace` column and `--namespace`.
+mod namespace;
 /// --listen endpoints scraped by a real Prometheus server.
 mod observability;
 /// Exact output format (Go field names, header, order).

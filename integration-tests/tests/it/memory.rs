@@ -577,3 +577,68 @@ fn lines_times_managers_of_one_file_were_all_held_at_once() {
     want.insert(0, "*".into());
     assert_eq!(seen, want, "`*`, then every manager by name");
 }
+
+/// Blocks of a Go text profile spanning `GO_SPAN` lines each, one per file: each block
+/// was expanded to a row per line, every row of the input held at once as a line map
+/// and a vector of rows (each with its own copy of the path) outside the memory
+/// budget: 20 blocks of 2^20 lines (882 bytes of profile) took 3.1 GB. The lines past
+/// the base files' ends are lost and counted, as before.
+#[test]
+fn a_go_text_block_of_a_million_lines_was_expanded_outside_the_budget() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (blocks, span) = (GO_BLOCKS, GO_SPAN);
+    let root = tmp.path().join("src/c1");
+    std::fs::create_dir_all(&root).unwrap();
+    let mut profile = String::from("mode: count\n");
+    for b in 0..blocks {
+        std::fs::write(
+            root.join(format!("f{b:02}.go")),
+            "package p\n\nfunc F() {\n}\n",
+        )
+        .unwrap();
+        profile.push_str(&format!(
+            "example.com/m/f{b:02}.go:1.1,{span}.1 1 {}\n",
+            b + 1
+        ));
+    }
+    let input = tmp.path().join("p.out");
+    std::fs::write(&input, &profile).unwrap();
+    let src = format!("dir:{}", tmp.path().join("src").display());
+    let out = tmp.path().join("out.jsonl.gz");
+    let man = tmp.path().join("manifest.json");
+    let mut args = merge_args(&src, input.to_str().unwrap(), out.to_str().unwrap());
+    args.extend([
+        "--go-module",
+        "example.com/m=.",
+        "--manifest",
+        man.to_str().unwrap(),
+    ]);
+    let o = merge_limited(&args, GO_LIMIT);
+    assert!(
+        o.status.success(),
+        "{} bytes of profile under a {} MiB data limit: {}",
+        profile.len(),
+        GO_LIMIT >> 20,
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let got = canon(&out);
+    for b in 0..blocks {
+        let f = &got["files"][format!("f{b:02}.go")]["managers"]["*"];
+        let h = b as u64 + 1;
+        assert_eq!(
+            f,
+            &serde_json::json!({"1": h, "2": h, "3": h, "4": h}),
+            "f{b:02}.go"
+        );
+    }
+    let t = &covmerge_integration_tests::manifest(&man)["totals"];
+    let rows = (blocks * span) as u64;
+    assert_eq!(t["rows_in"], rows);
+    assert_eq!(t["rows_merged"], 4 * blocks as u64);
+    assert_eq!(t["rows_lost"], rows - 4 * blocks as u64);
+}
+
+/// The Go profile test's blocks, lines a block and data limit.
+const GO_BLOCKS: usize = 20;
+const GO_SPAN: usize = 1 << 20;
+const GO_LIMIT: u64 = 400 << 20;

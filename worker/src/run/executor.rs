@@ -27,7 +27,7 @@ use crate::merge::part::PartBytes;
 use crate::merge::{merge_shard_with_prefix, HeldBudget, ProjectionCache};
 use crate::source::{open_source_within, CachedSource, Source};
 use crate::split::go::{split_go, GoSource};
-use crate::split::{split_input, Flush, SplitError, SplitSettings, BAD_ROW_SAMPLES};
+use crate::split::{split_input_of_namespace, Flush, SplitError, SplitSettings, BAD_ROW_SAMPLES};
 use crate::thread::run_on_thread;
 
 /// What a split task's input holds, opened.
@@ -566,9 +566,16 @@ impl Executor {
                             settings,
                             &emit,
                         )?,
-                        Opened::Csv(r) => split_input(input, cancelable(r), settings, &emit)?,
+                        Opened::Csv(r) => split_input_of_namespace(
+                            input,
+                            cancelable(r),
+                            settings,
+                            t2.namespace.as_deref(),
+                            &emit,
+                        )?,
                     };
                     outcome.counts.add(&one.counts);
+                    outcome.namespaces.add(&one.namespaces);
                     let room = BAD_ROW_SAMPLES.saturating_sub(outcome.bad_rows.len());
                     outcome.bad_rows.extend(one.bad_rows.into_iter().take(room));
                     if outcome.counts.rows_bad > t2.max_bad_rows {

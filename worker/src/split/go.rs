@@ -14,7 +14,7 @@ use covmerge_proto::{
 };
 
 use super::{flush_tables, Emit, SplitError, SplitSettings};
-use crate::input::go::{covdata, text, GoLine, ModuleMap};
+use crate::input::go::{covdata, text, ModuleMap};
 use crate::spill::{EntryTable, RawKey, StringTable};
 
 /// Where a Go input's bytes come from.
@@ -36,11 +36,8 @@ pub fn split_go(
 ) -> Result<SplitOutcome, SplitError> {
     let modules = ModuleMap::new(&go.modules);
     let mut outcome = SplitOutcome::default();
-    let lines = match src {
-        GoSource::Dir(dir) => {
-            let (blocks, _) = covdata::read_dir(dir)?;
-            blocks.lines(name, &modules)?
-        }
+    let blocks = match src {
+        GoSource::Dir(dir) => covdata::read_dir(dir)?.0,
         GoSource::Text(r) => {
             let prof = text::read_profile(name, r, settings.max_bad_rows)?;
             outcome.counts.rows_in += prof.bad;
@@ -54,7 +51,7 @@ pub fn split_go(
                     problem: problem.clone(),
                 })
                 .collect();
-            prof.blocks.lines(name, &modules)?
+            prof.blocks
         }
     };
     let manager = if go.manager.is_empty() {
@@ -73,54 +70,84 @@ pub fn split_go(
         }
         .into());
     }
-    outcome.counts.rows_in += lines.len() as u64;
-    emit_lines(&lines, &manager, &go.commit, &settings, emit)?;
+    let mut rows = Rows::new(&manager, &go.commit, settings, emit);
+    blocks.for_each_line(name, &modules, |file, func, line, hits| {
+        rows.add(file, func, line, hits)
+    })?;
+    outcome.counts.rows_in += rows.count;
+    rows.finish()?;
     Ok(outcome)
 }
 
-/// Partitions rows into per-shard chunks, flushing when over the memory budget.
-fn emit_lines(
-    lines: &[GoLine],
-    manager: &str,
-    commit: &str,
-    settings: &SplitSettings,
-    emit: &Emit<'_>,
-) -> Result<(), SplitError> {
-    let n = settings.shards.max(1);
-    let mut strings = StringTable::new();
-    let mut tables: Vec<EntryTable> = (0..n).map(|_| EntryTable::new()).collect();
-    let flush = |tables: &mut Vec<EntryTable>, strings: &mut StringTable| {
-        let r = flush_tables(tables, strings, emit);
-        *strings = StringTable::new();
-        r
-    };
-    let mut last_file: Option<(&str, u32, ShardId)> = None;
-    for (i, l) in lines.iter().enumerate() {
-        let (file, shard) = match last_file {
-            Some((f, id, s)) if f == l.file => (id, s),
+/// The rows of one Go input as they are swept from its blocks, partitioned into
+/// per-shard tables that are flushed as chunks whenever they hold more than the
+/// split's budget: a block's lines never exist all at once.
+struct Rows<'a> {
+    manager: &'a str,
+    commit: &'a str,
+    settings: SplitSettings,
+    emit: &'a Emit<'a>,
+    strings: StringTable,
+    tables: Vec<EntryTable>,
+    /// The last file's path, its id in `strings` and its shard.
+    last_file: Option<(String, u32, ShardId)>,
+    /// Rows added.
+    count: u64,
+}
+
+impl<'a> Rows<'a> {
+    fn new(manager: &'a str, commit: &'a str, settings: SplitSettings, emit: &'a Emit<'a>) -> Self {
+        let n = settings.shards.max(1);
+        Rows {
+            manager,
+            commit,
+            settings,
+            emit,
+            strings: StringTable::new(),
+            tables: (0..n).map(|_| EntryTable::new()).collect(),
+            last_file: None,
+            count: 0,
+        }
+    }
+
+    fn add(&mut self, file: &str, func: &str, line: u32, hits: u64) -> Result<(), SplitError> {
+        let (file, shard) = match &self.last_file {
+            Some((f, id, s)) if f == file => (*id, *s),
             _ => {
-                let id = strings.intern(l.file.as_bytes());
-                let s = shard_of(l.file.as_bytes(), n);
-                last_file = Some((&l.file, id, s));
+                let id = self.strings.intern(file.as_bytes());
+                let s = shard_of(file.as_bytes(), self.settings.shards.max(1));
+                self.last_file = Some((file.to_string(), id, s));
                 (id, s)
             }
         };
         let key = RawKey {
             file,
-            commit: strings.intern(commit.as_bytes()),
-            func: strings.intern(l.func.as_bytes()),
-            manager: strings.intern(manager.as_bytes()),
-            sl: l.line,
+            commit: self.strings.intern(self.commit.as_bytes()),
+            func: self.strings.intern(func.as_bytes()),
+            manager: self.strings.intern(self.manager.as_bytes()),
+            sl: line,
         };
-        tables[shard.index()].add(key, l.hits, 1);
-        if i % 4096 == 4095 {
-            let held =
-                strings.approx_bytes() + tables.iter().map(|t| t.approx_bytes()).sum::<usize>();
-            if held > settings.memory_budget {
-                flush(&mut tables, &mut strings)?;
-                last_file = None;
+        self.tables[shard.index()].add(key, hits, 1);
+        self.count += 1;
+        if self.count.is_multiple_of(4096) {
+            let held = self.strings.approx_bytes()
+                + self.tables.iter().map(|t| t.approx_bytes()).sum::<usize>();
+            if held > self.settings.memory_budget {
+                self.flush()?;
             }
         }
+        Ok(())
     }
-    flush(&mut tables, &mut strings)
+
+    /// Writes every table's rows as chunks and forgets the strings.
+    fn flush(&mut self) -> Result<(), SplitError> {
+        let r = flush_tables(&mut self.tables, &mut self.strings, self.emit);
+        self.strings = StringTable::new();
+        self.last_file = None;
+        r
+    }
+
+    fn finish(mut self) -> Result<(), SplitError> {
+        self.flush()
+    }
 }

@@ -19,6 +19,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{mpsc, Arc, Mutex};
 
 use covmerge_proto::{
+    manifest::NamespaceTally,
     shard_hash::shard_of,
     wire::{BadRow, SplitOutcome},
     ShardId,
@@ -243,6 +244,8 @@ struct Shared<'a> {
     bad: AtomicU64,
     stop: AtomicBool,
     emit: &'a Emit<'a>,
+    /// The job's `--namespace`, when the input has a `namespace` column.
+    namespace: Option<&'a [u8]>,
     /// Piece buffers handed back by the parse threads, for the cutter to fill again:
     /// their pages stay mapped, where a fresh megabyte per piece was faulted in and
     /// zeroed each time.
@@ -271,6 +274,19 @@ fn parse_thread(
     mut next_piece: impl FnMut() -> Result<Option<Piece>, SplitError>,
 ) -> Result<(SplitOutcome, Vec<Sample>), SplitError> {
     let mut samples: Vec<Sample> = Vec::new();
+    let mut tally = NamespaceTally {
+        column: sh.namespace.is_some(),
+        ..Default::default()
+    };
+    // Each row of the input whose namespace is compared: counted as the job's or
+    // another's (exact bytes; not in `rows_in` when another's).
+    let mut seen = |ns: &[u8], matched: bool| {
+        if matched {
+            tally.matched += 1;
+        } else {
+            tally.others.add_rows(ns, 1);
+        }
+    };
     let n = sh.settings.shards.max(1);
     let budget = sh.settings.memory_budget / sh.settings.threads.max(1);
     let mut strings = ThreadStrings::new(sh.settings.groups.clone());
@@ -330,12 +346,24 @@ fn parse_thread(
             );
         } else if !quoted {
             let c = sh.header.cols();
+            let ns = c.namespace.zip(sh.namespace);
             for_each_unquoted_record(&sh.header, &bytes, first_line, |pos, rec| {
-                outcome.counts.rows_in += 1;
                 let fields = match rec {
                     Ok(f) => f,
-                    Err(problem) => return bad(pos, problem, &mut outcome),
+                    Err(problem) => {
+                        outcome.counts.rows_in += 1;
+                        return bad(pos, problem, &mut outcome);
+                    }
                 };
+                if let Some((i, want)) = ns {
+                    let v = fields.get(i);
+                    let matched = v == want;
+                    seen(v, matched);
+                    if !matched {
+                        return true;
+                    }
+                }
+                outcome.counts.rows_in += 1;
                 // The function name's entry is loaded while the other columns are
                 // looked up: its index is the one read at random, out of cache.
                 let func_name = fields.get(c.func);
@@ -371,17 +399,21 @@ fn parse_thread(
                 true
             });
         } else {
-            RowReader::from_header(&sh.header, &bytes[..], first_line).for_each(|pos, row| {
-                outcome.counts.rows_in += 1;
-                match row {
-                    Ok(row) => {
-                        let (key, shard) = strings.key(&row, n);
-                        tables[shard.index()].add(key, row.hits, 1);
-                        true
+            RowReader::from_header(&sh.header, &bytes[..], first_line).for_each_of_namespace(
+                sh.namespace,
+                &mut seen,
+                |pos, row| {
+                    outcome.counts.rows_in += 1;
+                    match row {
+                        Ok(row) => {
+                            let (key, shard) = strings.key(&row, n);
+                            tables[shard.index()].add(key, row.hits, 1);
+                            true
+                        }
+                        Err(problem) => bad(pos, problem, &mut outcome),
                     }
-                    Err(problem) => bad(pos, problem, &mut outcome),
-                }
-            })?;
+                },
+            )?;
         }
         sh.give_back(bytes);
         let held: usize =
@@ -391,6 +423,7 @@ fn parse_thread(
         }
     }
     flush_all(&mut tables, &mut strings)?;
+    outcome.namespaces = tally;
     Ok((outcome, samples))
 }
 
@@ -429,17 +462,33 @@ fn keep_first_samples(samples: &mut Vec<Sample>) {
 
 /// Splits one input. `emit(shard, chunk)` stores a finished chunk.
 /// Rows counted: `rows_in` (every data row) and `rows_bad`; the first bad rows are named.
+/// An input with a `namespace` column is refused: [`split_input_of_namespace`] takes
+/// the job's `--namespace`.
 pub fn split_input<R: Read>(
     name: &str,
     input: R,
     settings: SplitSettings,
     emit: &Emit<'_>,
 ) -> Result<SplitOutcome, SplitError> {
+    split_input_of_namespace(name, input, settings, None, emit)
+}
+
+/// [`split_input`] of a job given `--namespace` (`namespace`; `None`: not given): when
+/// the input has a `namespace` column, only the rows naming it exactly are read, the
+/// others counted per namespace in the outcome (not in `rows_in`); without
+/// `--namespace` such an input is refused before its rows.
+pub fn split_input_of_namespace<R: Read>(
+    name: &str,
+    input: R,
+    settings: SplitSettings,
+    namespace: Option<&str>,
+    emit: &Emit<'_>,
+) -> Result<SplitOutcome, SplitError> {
     let mut limits = Limits::DEFAULT;
     if settings.threads <= 1 {
         limits.piece = INLINE_PIECE;
     }
-    split_input_with(name, input, settings, emit, limits).map(|(o, _)| o)
+    split_input_with(name, input, settings, namespace, emit, limits).map(|(o, _)| o)
 }
 
 /// How the cutter went: the bytes it scanned in all (the input's size: one pass) and
@@ -455,6 +504,7 @@ pub(crate) fn split_input_with<R: Read>(
     name: &str,
     mut input: R,
     settings: SplitSettings,
+    namespace: Option<&str>,
     emit: &Emit<'_>,
     limits: Limits,
 ) -> Result<(SplitOutcome, CutStats), SplitError> {
@@ -505,6 +555,16 @@ pub(crate) fn split_input_with<R: Read>(
         .header()
         .with_max_row(limits.max_row)
         .with_groups(settings.groups.clone());
+    let namespace = match (header.cols().namespace, namespace) {
+        (None, _) => None,
+        (Some(_), Some(ns)) => Some(ns.as_bytes()),
+        (Some(_), None) => {
+            return Err(InputError::NamespaceNotGiven {
+                input: name.to_string(),
+            }
+            .into())
+        }
+    };
     buf.drain(..header_end);
     let threads = settings.threads.max(1);
     let shared = Shared {
@@ -514,6 +574,7 @@ pub(crate) fn split_input_with<R: Read>(
         bad: AtomicU64::new(0),
         stop: AtomicBool::new(false),
         emit,
+        namespace,
         spare: Mutex::new(Vec::new()),
     };
     let mut pieces = Pieces::new(
@@ -571,6 +632,7 @@ pub(crate) fn split_input_with<R: Read>(
                 Ok((o, s)) => {
                     outcome.counts.rows_in += o.counts.rows_in;
                     outcome.counts.rows_bad += o.counts.rows_bad;
+                    outcome.namespaces.add(&o.namespaces);
                     samples.extend(s);
                 }
                 Err(e) => {

@@ -86,6 +86,7 @@ fn forged_task_with_4294967295_shards_no_longer_kills_the_worker() {
             .unwrap();
         q.open_job(&job).await.unwrap();
         let task = Task::Split(SplitTask {
+            namespace: None,
             job: JobId::parse(&job).unwrap(),
             split: SplitId(0),
             input: s.ins[0].clone(),
@@ -149,6 +150,7 @@ fn forged_split_task_cannot_read_files_outside_its_job() {
             .unwrap();
         q.open_job(&job).await.unwrap();
         let forged = Task::Split(SplitTask {
+            namespace: None,
             job: JobId::parse(&job).unwrap(),
             split: SplitId(0),
             input: "/etc/passwd".into(),
@@ -183,6 +185,7 @@ fn forged_split_task_cannot_read_files_outside_its_job() {
         // The job's own input with Go settings the job was not created with (a module
         // mapped outside the repository): refused too, before anything is read.
         let forged_go = Task::Split(SplitTask {
+            namespace: None,
             job: JobId::parse(&job).unwrap(),
             split: SplitId(0),
             input: s.ins[0].clone(),
