@@ -306,7 +306,7 @@ async fn begin(
         Start::Resume { job, check } => {
             let spec = load_for_resume(&job, check.as_deref(), store).await?;
             let held = match lease {
-                Some(i) => Some(Lease::acquire(store, &job, i).await?),
+                Some(i) => Some(Lease::acquire_for_resume(store, &job, i).await?),
                 None => None,
             };
             Ok((spec, held))
