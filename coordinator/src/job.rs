@@ -259,6 +259,27 @@ async fn load_for_resume(
                  flags that started the job, or start a new job with another --job id"
             )));
         }
+        // An input rewritten under its name (BigQuery re-exports reuse
+        // `000000000000.csv.gz`): the splits done before would keep its old rows and
+        // the rest read the new ones, a result matching neither.
+        if spec.input_ids.is_empty() {
+            return Err(JobError::Resume(format!(
+                "--resume: job {job}: {key} in {store} was written by an older covmerge that \
+                 did not record what its inputs were (size, ETag, generation, modification \
+                 time), so an input rewritten since under the same name cannot be told; \
+                 nothing was changed. Run the job again as a new job (another --job id, or none)"
+            )));
+        }
+        let changed = crate::plan::changed_inputs(&spec, &c.spec);
+        if !changed.is_empty() {
+            return Err(JobError::Resume(format!(
+                "--resume: job {job}: {}; the tasks done before read the old content, a \
+                 result mixing both would match neither, so nothing was changed. Restore \
+                 the input as it was, or merge the new one as a new job (another --job id, \
+                 or none)",
+                changed.join("; ")
+            )));
+        }
     }
     Ok(spec)
 }
@@ -694,6 +715,7 @@ mod tests {
             go: Default::default(),
             splits: Vec::new(),
             groups: Vec::new(),
+            input_ids: Vec::new(),
         };
         let chunk = |len| ChunkRef {
             key: "jobs/j1/spill/00000/n/00000.cms".into(),

@@ -436,3 +436,66 @@ fn coordinator_whose_lease_was_taken_over_stops_without_publishing() {
         .unwrap()
         .contains("intruder"));
 }
+
+/// An input rewritten under the same name between a crash and `--resume` (BigQuery's
+/// re-exports reuse `000000000000.csv.gz`): the splits done before kept the old rows,
+/// the others read the new ones, and the result matched neither input, exit 0. The
+/// job now records each input's identity (size, modification time, inode; a store's
+/// ETag or generation) and `--resume` refuses a changed one, naming it, before any
+/// task runs again.
+#[test]
+fn resume_after_an_input_was_rewritten_under_its_name_mixed_old_and_new_rows() {
+    let _g = fleet::lock();
+    let tmp = tempfile::tempdir().unwrap();
+    let a = corpus(tmp.path(), 361);
+    let amqp = fleet::amqp();
+    let store_dir = tmp.path().join("store");
+    let store = file_store(&store_dir);
+    // Splits run; merges wait: the job is killed between its phases.
+    let w = worker(
+        tmp.path(),
+        6,
+        &store,
+        &[],
+        &[("COVMERGE_FAULT_SLEEP", "merge:60000")],
+    );
+    let out = tmp.path().join("a.gz");
+    let mut args = a.coord(&amqp, &store, &out, "rewritten");
+    args.extend_from_slice(&["--lease-heartbeat-secs", "1"]);
+    let mut c = fleet::Proc::spawn(
+        fleet::fleet_cmd(&[&["coordinator", "--quiet"][..], &args[..]].concat()),
+        tmp.path().join("coord-1.log"),
+        "coordinator",
+    );
+    w.wait_log("fault point reached", LONG);
+    c.kill9();
+    drop(w);
+    let spec = store_dir.join("jobs/rewritten/job.json");
+    let stored: serde_json::Value = serde_json::from_slice(&std::fs::read(&spec).unwrap()).unwrap();
+    assert_eq!(
+        stored["input_ids"].as_array().map(|v| v.len()),
+        Some(a.ins.len()),
+        "{stored}"
+    );
+    let spec_before = std::fs::read(&spec).unwrap();
+    // The first input re-exported: other rows, the same name.
+    let other = std::fs::read(&a.ins[1]).unwrap();
+    std::fs::write(&a.ins[0], other).unwrap();
+    let mut r = a.coord(&amqp, &store, &out, "rewritten");
+    r.push("--resume");
+    let err = fails(&r);
+    assert!(
+        err.contains(&format!(
+            "--resume: job rewritten: input {} changed since the job started:",
+            a.ins[0]
+        )) && err.contains("modified")
+            && err.contains("nothing was changed"),
+        "{err}"
+    );
+    assert!(
+        !err.contains(&format!("input {} changed", a.ins[1])),
+        "{err}"
+    );
+    assert_eq!(std::fs::read(&spec).unwrap(), spec_before);
+    assert!(!out.exists(), "no result");
+}
