@@ -47,12 +47,12 @@ pub(crate) fn claim(dir: &Path) -> std::io::Result<Owner> {
         .read(true)
         .write(true)
         .open(&path)?;
-    f.try_lock().map_err(|e| match e {
-        std::fs::TryLockError::Error(e) => e,
-        std::fs::TryLockError::WouldBlock => {
-            std::io::Error::other(format!("{} is locked by another process", path.display()))
-        }
-    })?;
+    if !try_lock(&f)? {
+        return Err(std::io::Error::other(format!(
+            "{} is locked by another process",
+            path.display()
+        )));
+    }
     let host = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap_or_default();
     writeln!(
         f,
@@ -62,6 +62,22 @@ pub(crate) fn claim(dir: &Path) -> std::io::Result<Owner> {
         unix_now()
     )?;
     Ok(Owner { _lock: f })
+}
+
+/// `flock(LOCK_EX | LOCK_NB)` on `f`: `Ok(true)` when this process now holds it,
+/// `Ok(false)` when another open file holds it. Released when `f` is closed.
+fn try_lock(f: &File) -> std::io::Result<bool> {
+    use std::os::fd::AsRawFd;
+    // SAFETY: flock on a descriptor `f` owns for the duration of the call.
+    if unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } == 0 {
+        return Ok(true);
+    }
+    let e = std::io::Error::last_os_error();
+    if e.raw_os_error() == Some(libc::EWOULDBLOCK) {
+        Ok(false)
+    } else {
+        Err(e)
+    }
 }
 
 fn unix_now() -> String {
@@ -123,8 +139,8 @@ pub(crate) fn sweep(tmp: &Path) -> Swept {
 fn owner_gone(dir: &Path) -> std::io::Result<Option<(Option<File>, String)>> {
     let marker = dir.join(MARKER);
     match File::options().read(true).write(true).open(&marker) {
-        Ok(f) => match f.try_lock() {
-            Ok(()) => {
+        Ok(f) => match try_lock(&f) {
+            Ok(true) => {
                 let owner = std::fs::read_to_string(&marker).unwrap_or_default();
                 let owner = owner.trim();
                 let why = if owner.is_empty() {
@@ -134,8 +150,8 @@ fn owner_gone(dir: &Path) -> std::io::Result<Option<(Option<File>, String)>> {
                 };
                 Ok(Some((Some(f), why)))
             }
-            Err(std::fs::TryLockError::WouldBlock) => Ok(None),
-            Err(std::fs::TryLockError::Error(e)) => Err(e),
+            Ok(false) => Ok(None),
+            Err(e) => Err(e),
         },
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
             let modified = std::fs::symlink_metadata(dir)?.modified()?;
