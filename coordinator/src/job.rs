@@ -270,7 +270,25 @@ async fn load_for_resume(
                  nothing was changed. Run the job again as a new job (another --job id, or none)"
             )));
         }
-        let changed = crate::plan::changed_inputs(&spec, &c.spec);
+        // Only a split that finished read the old content: an input whose split has
+        // not (it failed on a bad row, say, and the input was fixed) is read anew,
+        // whole, and the result is that of the new content.
+        let mut changed = Vec::new();
+        for (i, what) in crate::plan::changed_inputs(&spec, &c.spec) {
+            let split = spec
+                .split_ranges()
+                .iter()
+                .find(|r| r.contains(&i))
+                .map_or(i, |r| r.start);
+            if store
+                .exists(&keys::split_done(job, SplitId(split as u32)))
+                .await?
+            {
+                changed.push(what);
+            } else {
+                warn!(job = %job, "{what}; its split has not finished, so it is read anew, whole");
+            }
+        }
         if !changed.is_empty() {
             return Err(JobError::Resume(format!(
                 "--resume: job {job}: {}; the tasks done before read the old content, a \

@@ -285,16 +285,21 @@ fn local_identity(path: &std::path::Path, bytes: u64) -> Result<InputIdentity, J
 }
 
 /// `--resume`: the inputs whose identity differs from the one `stored` recorded
-/// (`now`: the same inputs as the command line plans them now), each named with what
-/// changed. Empty when none did.
-pub fn changed_inputs(stored: &JobSpec, now: &JobSpec) -> Vec<String> {
+/// (`now`: the same inputs as the command line plans them now), each with the index
+/// of its input and what changed. Empty when none did.
+pub fn changed_inputs(stored: &JobSpec, now: &JobSpec) -> Vec<(usize, String)> {
     stored
         .inputs
         .iter()
         .zip(stored.input_ids.iter().zip(&now.input_ids))
-        .filter_map(|(input, (was, is))| {
-            was.changes(is)
-                .map(|what| format!("input {input} changed since the job started: {what}"))
+        .enumerate()
+        .filter_map(|(i, (input, (was, is)))| {
+            was.changes(is).map(|what| {
+                (
+                    i,
+                    format!("input {input} changed since the job started: {what}"),
+                )
+            })
         })
         .collect()
 }
