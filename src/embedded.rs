@@ -23,10 +23,29 @@ pub(crate) async fn run_embedded(
     worker_cfg: WorkerConfig,
     show_progress: bool,
 ) -> Result<JobOutcome, JobError> {
+    // Scratch directories of merges killed before they could remove theirs.
+    let tmp_root = std::env::temp_dir();
+    let swept = crate::scratch::sweep(&tmp_root);
+    tracing::debug!(live = swept.live, tmp = %tmp_root.display(), "scratch directories of live merges left alone");
+    if !swept.removed.is_empty() {
+        tracing::warn!(
+            tmp = %tmp_root.display(),
+            "removed {} scratch director{} ({} bytes) of merges that are gone",
+            swept.removed.len(),
+            if swept.removed.len() == 1 { "y" } else { "ies" },
+            swept.removed.iter().map(|(_, b)| b).sum::<u64>(),
+        );
+    }
     let tmp = tempfile::Builder::new()
-        .prefix("covmerge-")
+        .prefix(crate::scratch::PREFIX)
         .tempdir()
         .map_err(|e| JobError::Plan(format!("temporary directory: {e}")))?;
+    let owner = crate::scratch::claim(tmp.path()).map_err(|e| {
+        JobError::Plan(format!(
+            "temporary directory {}: its owner marker: {e}",
+            tmp.path().display()
+        ))
+    })?;
     // Spills and parts live here: removed if the process is interrupted, too.
     let _cleanup = covmerge_storage::local::on_interrupt(tmp.path());
     let store = Store::open(&format!("file://{}", tmp.path().display()))?;
@@ -54,5 +73,6 @@ pub(crate) async fn run_embedded(
         _ => {}
     }
     drop(tmp);
+    drop(owner);
     r
 }

@@ -6,6 +6,7 @@ mod log;
 mod cli;
 mod cmd;
 mod embedded;
+mod scratch;
 
 use std::process::ExitCode;
 

@@ -267,6 +267,45 @@ async fn load_for_resume(
                  flags that started the job, or start a new job with another --job id"
             )));
         }
+        // An input rewritten under its name (BigQuery re-exports reuse
+        // `000000000000.csv.gz`): the splits done before would keep its old rows and
+        // the rest read the new ones, a result matching neither.
+        if spec.input_ids.is_empty() {
+            return Err(JobError::Resume(format!(
+                "--resume: job {job}: {key} in {store} was written by an older covmerge that \
+                 did not record what its inputs were (size, ETag, generation, modification \
+                 time), so an input rewritten since under the same name cannot be told; \
+                 nothing was changed. Run the job again as a new job (another --job id, or none)"
+            )));
+        }
+        // Only a split that finished read the old content: an input whose split has
+        // not (it failed on a bad row, say, and the input was fixed) is read anew,
+        // whole, and the result is that of the new content.
+        let mut changed = Vec::new();
+        for (i, what) in crate::plan::changed_inputs(&spec, &c.spec) {
+            let split = spec
+                .split_ranges()
+                .iter()
+                .find(|r| r.contains(&i))
+                .map_or(i, |r| r.start);
+            if store
+                .exists(&keys::split_done(job, SplitId(split as u32)))
+                .await?
+            {
+                changed.push(what);
+            } else {
+                warn!(job = %job, "{what}; its split has not finished, so it is read anew, whole");
+            }
+        }
+        if !changed.is_empty() {
+            return Err(JobError::Resume(format!(
+                "--resume: job {job}: {}; the tasks done before read the old content, a \
+                 result mixing both would match neither, so nothing was changed. Restore \
+                 the input as it was, or merge the new one as a new job (another --job id, \
+                 or none)",
+                changed.join("; ")
+            )));
+        }
     }
     Ok(spec)
 }
@@ -314,7 +353,7 @@ async fn begin(
         Start::Resume { job, check } => {
             let spec = load_for_resume(&job, check.as_deref(), store).await?;
             let held = match lease {
-                Some(i) => Some(Lease::acquire(store, &job, i).await?),
+                Some(i) => Some(Lease::acquire_for_resume(store, &job, i).await?),
                 None => None,
             };
             Ok((spec, held))
@@ -727,6 +766,7 @@ mod tests {
             go: Default::default(),
             splits: Vec::new(),
             groups: Vec::new(),
+            input_ids: Vec::new(),
         };
         let chunk = |len| ChunkRef {
             key: "jobs/j1/spill/00000/n/00000.cms".into(),

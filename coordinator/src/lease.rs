@@ -12,6 +12,11 @@
 //!   owner is alive (a clock skewed between machines is not mistaken for a dead
 //!   coordinator). If it does not, it is taken over with a conditional write naming
 //!   the version read, so that of two coordinators taking over at once one wins.
+//! - `--resume` ([`Lease::acquire_for_resume`]) does not refuse a lease whose heartbeat
+//!   is recent: it watches it until it would be stale. If it changes meanwhile its
+//!   owner is alive and the resume is refused; if not, its owner is gone (killed a
+//!   moment ago) and it is taken over as above. The wait is at most the lease's stale
+//!   bound (20 s by default) and a signal ends it.
 //! - Every heartbeat is a conditional write naming the version written last. When it
 //!   finds another owner's lease (or none), the coordinator has lost the job: it stops
 //!   at once and exits non-zero without writing a result, a manifest or a dashboard
@@ -186,8 +191,9 @@ pub struct Lease {
 pub(crate) fn busy(job: &JobId, store: &Store, what: String) -> JobError {
     JobError::Busy(format!(
         "job {job} is driven by another coordinator ({what}; lease {} in {store}); \
-         this one exits without touching the job. Wait for it to end, or, if it is gone, \
-         run --resume once its lease is stale (no heartbeat for {}s by default)",
+         this one exits without touching the job. Wait for it to end; if it is gone, \
+         --resume waits for its lease to go stale (no heartbeat for {}s by default) and \
+         takes it over",
         keys::lease(job),
         stale_after(HEARTBEAT).as_secs()
     ))
@@ -200,6 +206,29 @@ impl Lease {
         store: &Store,
         job: &JobId,
         interval: Duration,
+    ) -> Result<Lease, JobError> {
+        Self::acquire_inner(store, job, interval, false).await
+    }
+
+    /// As [`Lease::acquire`], for `--resume`: a lease whose heartbeat is recent is
+    /// watched until it would be stale (at most [`stale_after`] its interval) rather
+    /// than refused at once. A heartbeat meanwhile refuses ([`JobError::Busy`], its
+    /// owner is alive); none, and the lease is taken over. A coordinator killed a
+    /// moment ago is thus resumed by a retry that comes at once (a cron job, a
+    /// Kubernetes restart).
+    pub async fn acquire_for_resume(
+        store: &Store,
+        job: &JobId,
+        interval: Duration,
+    ) -> Result<Lease, JobError> {
+        Self::acquire_inner(store, job, interval, true).await
+    }
+
+    async fn acquire_inner(
+        store: &Store,
+        job: &JobId,
+        interval: Duration,
+        wait: bool,
     ) -> Result<Lease, JobError> {
         let interval = interval.clamp(Duration::from_secs(1), MAX_HEARTBEAT);
         let key = keys::lease(job);
@@ -236,51 +265,77 @@ impl Lease {
                     }
                 }
             }
-            Some(seen) => match judge(&seen.bytes) {
-                Seen::Fresh { body, age } => {
-                    return Err(busy(
-                        job,
-                        store,
-                        format!("{}, last heartbeat {}s ago", body.who(), age.as_secs()),
-                    ));
+            Some(seen) => {
+                let (why, watch_for) = match judge(&seen.bytes) {
+                    Seen::Fresh { body, age } if !wait => {
+                        return Err(busy(
+                            job,
+                            store,
+                            format!("{}, last heartbeat {}s ago", body.who(), age.as_secs()),
+                        ));
+                    }
+                    // `--resume` right after a crash: the lease is young, but its owner
+                    // may be gone. Watched until it would be stale: a heartbeat
+                    // meanwhile shows its owner alive.
+                    Seen::Fresh { body, age } => {
+                        let left = stale_after(body.interval()).saturating_sub(age);
+                        let watch_for = left.max(body.interval() + Duration::from_secs(1));
+                        info!(
+                            job = %job,
+                            "the job's lease is held ({}, last heartbeat {}s ago): waiting up to {}s for its next heartbeat; if none comes, its coordinator is gone and the lease is taken over (interrupt to give up)",
+                            body.who(),
+                            age.as_secs(),
+                            watch_for.as_secs()
+                        );
+                        (
+                            format!(
+                                "{}: no heartbeat for {}s while watched",
+                                body.who(),
+                                watch_for.as_secs()
+                            ),
+                            watch_for,
+                        )
+                    }
+                    Seen::Doubtful { why, watch_for } => {
+                        info!(job = %job, "the job's lease looks stale ({why}); watching it for {}s before taking it over", watch_for.as_secs());
+                        (why, watch_for)
+                    }
+                };
+                match watch_lease(store, &key, &seen, watch_for).await? {
+                    Watched::Still => {}
+                    Watched::Changed(again) => {
+                        return Err(busy(
+                            job,
+                            store,
+                            format!(
+                                "{}, alive: its lease changed while watched",
+                                who_of(&again.bytes)
+                            ),
+                        ));
+                    }
+                    // Released meanwhile: start again from the top, once.
+                    Watched::Gone => {
+                        return Box::pin(Self::acquire_inner(store, job, interval, false)).await
+                    }
                 }
-                Seen::Doubtful { why, watch_for } => {
-                    info!(job = %job, "the job's lease looks stale ({why}); watching it for {}s before taking it over", watch_for.as_secs());
-                    tokio::time::sleep(watch_for).await;
-                    match store.get_versioned(&key).await? {
-                        Some(again) if again.bytes == seen.bytes => {}
-                        Some(again) => {
-                            return Err(busy(
-                                job,
-                                store,
-                                format!(
-                                    "{}, alive: its lease changed while watched",
-                                    who_of(&again.bytes)
-                                ),
-                            ));
-                        }
-                        // Released meanwhile: start again from the top, once.
-                        None => return Box::pin(Self::acquire(store, job, interval)).await,
+                let (written, atomicity) = store.put_if(&key, body(0).encode(), &seen).await?;
+                if atomicity == Atomicity::ReadCompareWrite {
+                    warn!(store = %store, "this store has no conditional update: the lease is taken over by read, compare, write");
+                }
+                match written {
+                    Some(v) => {
+                        warn!(job = %job, "took over the job's stale lease ({why})");
+                        v
                     }
-                    let (written, atomicity) = store.put_if(&key, body(0).encode(), &seen).await?;
-                    if atomicity == Atomicity::ReadCompareWrite {
-                        warn!(store = %store, "this store has no conditional update: the lease is taken over by read, compare, write");
-                    }
-                    match written {
-                        Some(v) => {
-                            warn!(job = %job, "took over the job's stale lease ({why})");
-                            v
-                        }
-                        None => {
-                            return Err(busy(
-                                job,
-                                store,
-                                "another coordinator took its stale lease first".into(),
-                            ))
-                        }
+                    None => {
+                        return Err(busy(
+                            job,
+                            store,
+                            "another coordinator took its stale lease first".into(),
+                        ))
                     }
                 }
-            },
+            }
         };
         info!(job = %job, owner = %owner, heartbeat_secs = interval.as_secs(), "lease taken");
         let current = Arc::new(Mutex::new(version));
@@ -354,6 +409,42 @@ impl Lease {
         }
     }
 }
+
+/// What a lease watched for a while did.
+enum Watched {
+    /// Not a byte changed.
+    Still,
+    /// It changed: its owner is alive (or another coordinator took it).
+    Changed(ObjectVersion),
+    /// It was deleted (released).
+    Gone,
+}
+
+/// Reads the lease `key` about every second for `watch_for` (on this machine's
+/// monotonic clock), until it differs from `seen`.
+async fn watch_lease(
+    store: &Store,
+    key: &str,
+    seen: &ObjectVersion,
+    watch_for: Duration,
+) -> Result<Watched, JobError> {
+    let deadline = tokio::time::Instant::now() + watch_for;
+    loop {
+        let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+        tokio::time::sleep(left.min(WATCH_POLL)).await;
+        match store.get_versioned(key).await? {
+            Some(again) if again.bytes == seen.bytes => {}
+            Some(again) => return Ok(Watched::Changed(again)),
+            None => return Ok(Watched::Gone),
+        }
+        if tokio::time::Instant::now() >= deadline {
+            return Ok(Watched::Still);
+        }
+    }
+}
+
+/// How often a watched lease is read.
+const WATCH_POLL: Duration = Duration::from_secs(1);
 
 fn owner_of(bytes: &[u8]) -> Option<String> {
     serde_json::from_slice::<LeaseBody>(bytes)
@@ -497,5 +588,69 @@ mod tests {
             // Not ours: left alone.
             assert!(store.exists(&keys::lease(&job())).await.unwrap());
         }
+    }
+
+    fn lease_of(owner: &str, beats: u64) -> Bytes {
+        LeaseBody {
+            owner: owner.into(),
+            host: "h".into(),
+            pid: 7,
+            heartbeat_secs: 1,
+            heartbeat_unix_ms: now_ms(),
+            beats,
+        }
+        .encode()
+    }
+
+    #[tokio::test]
+    async fn resume_right_after_a_crash_was_refused_for_the_lease_s_stale_time() {
+        // A lease written a moment ago by a coordinator that is gone (no heartbeat).
+        let store = Store::open("memory:").unwrap();
+        store
+            .put(&keys::lease(&job()), lease_of("killed", 3))
+            .await
+            .unwrap();
+        let t0 = std::time::Instant::now();
+        let l = Lease::acquire_for_resume(&store, &job(), Duration::from_secs(1))
+            .await
+            .unwrap();
+        // Stale after 3 x 1 s + 5 s: taken once that long passed unchanged, not before.
+        let waited = t0.elapsed();
+        assert!(
+            waited >= Duration::from_secs(7) && waited < Duration::from_secs(15),
+            "{waited:?}"
+        );
+        l.ensure_held().await.unwrap();
+        l.release().await;
+    }
+
+    #[tokio::test]
+    async fn resume_on_a_live_lease_is_refused_once_its_heartbeat_advances() {
+        let store = Store::open("memory:").unwrap();
+        let key = keys::lease(&job());
+        store.put(&key, lease_of("alive", 0)).await.unwrap();
+        // Its owner beats every second.
+        let beating = {
+            let (store, key) = (store.clone(), key.clone());
+            tokio::spawn(async move {
+                for beats in 1.. {
+                    tokio::time::sleep(Duration::from_millis(700)).await;
+                    store.put(&key, lease_of("alive", beats)).await.unwrap();
+                }
+            })
+        };
+        let t0 = std::time::Instant::now();
+        let e = Lease::acquire_for_resume(&store, &job(), Duration::from_secs(1))
+            .await
+            .err()
+            .unwrap();
+        beating.abort();
+        assert!(t0.elapsed() < Duration::from_secs(5), "{:?}", t0.elapsed());
+        assert!(
+            matches!(&e, JobError::Busy(m) if m.contains("owner alive") && m.contains("alive: its lease changed while watched")),
+            "{e}"
+        );
+        let now = store.get(&key).await.unwrap();
+        assert_eq!(owner_of(&now).as_deref(), Some("alive"), "left alone");
     }
 }

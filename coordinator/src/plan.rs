@@ -1,5 +1,5 @@
 use covmerge_proto::job::default_manager;
-use covmerge_proto::job::{GoInputMeta, GoModule, GoSpec, HeaderSpec, InputFormat};
+use covmerge_proto::job::{GoInputMeta, GoModule, GoSpec, HeaderSpec, InputFormat, InputIdentity};
 use covmerge_proto::{JobId, JobSpec};
 use covmerge_storage::{expand_inputs, is_store_url, open_object};
 
@@ -184,14 +184,16 @@ pub async fn plan_job(req: &JobRequest) -> Result<JobSpec, JobError> {
         .map_err(|e| JobError::Plan(e.to_string()))?;
     refuse_repeated_inputs(&inputs)?;
     let mut sizes = Vec::new();
+    let mut input_ids = Vec::new();
     for i in &inputs {
         if is_store_url(i) {
             let (store, key) = open_object(i).map_err(|e| JobError::Plan(e.to_string()))?;
-            let size = store
-                .size(&key)
+            let id = store
+                .identity(&key)
                 .await
                 .map_err(|e| JobError::Plan(format!("input {i}: {e}")))?;
-            sizes.push((size, i.ends_with(".gz")));
+            sizes.push((id.size, i.ends_with(".gz")));
+            input_ids.push(id);
         } else {
             use covmerge_input::{detect, DetectError, InputKind};
             let found = detect(std::path::Path::new(i)).map_err(|e| {
@@ -211,6 +213,7 @@ pub async fn plan_job(req: &JobRequest) -> Result<JobSpec, JobError> {
                 )));
             }
             sizes.push((found.bytes, found.gzip));
+            input_ids.push(local_identity(std::path::Path::new(i), found.bytes)?);
         }
     }
     let date_to = req.date_to.clone().unwrap_or_else(today_utc);
@@ -292,7 +295,63 @@ pub async fn plan_job(req: &JobRequest) -> Result<JobSpec, JobError> {
         splits: group_splits(&sizes),
         groups: req.groups.clone(),
         namespace: req.namespace.clone(),
+        input_ids,
     })
+}
+
+/// A local input's identity: its size, modification time (ns) and inode; for a Go
+/// coverage directory, the bytes of its files and the newest modification time of
+/// the directory and its files (a file added, removed or rewritten changes it).
+fn local_identity(path: &std::path::Path, bytes: u64) -> Result<InputIdentity, JobError> {
+    let err = |e: std::io::Error| JobError::Plan(format!("input {}: {e}", path.display()));
+    let ns = |m: &std::fs::Metadata| {
+        m.modified()
+            .ok()
+            .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+            .and_then(|d| u64::try_from(d.as_nanos()).ok())
+    };
+    let meta = std::fs::metadata(path).map_err(err)?;
+    let mut modified_ns = ns(&meta);
+    if meta.is_dir() {
+        for entry in std::fs::read_dir(path).map_err(err)? {
+            let m = entry.map_err(err)?.metadata().map_err(err)?;
+            modified_ns = modified_ns.max(ns(&m));
+        }
+    }
+    #[cfg(unix)]
+    let inode = {
+        use std::os::unix::fs::MetadataExt;
+        Some(meta.ino())
+    };
+    #[cfg(not(unix))]
+    let inode = None;
+    Ok(InputIdentity {
+        size: bytes,
+        etag: None,
+        version: None,
+        modified_ns,
+        inode,
+    })
+}
+
+/// `--resume`: the inputs whose identity differs from the one `stored` recorded
+/// (`now`: the same inputs as the command line plans them now), each with the index
+/// of its input and what changed. Empty when none did.
+pub fn changed_inputs(stored: &JobSpec, now: &JobSpec) -> Vec<(usize, String)> {
+    stored
+        .inputs
+        .iter()
+        .zip(stored.input_ids.iter().zip(&now.input_ids))
+        .enumerate()
+        .filter_map(|(i, (input, (was, is)))| {
+            was.changes(is).map(|what| {
+                (
+                    i,
+                    format!("input {input} changed since the job started: {what}"),
+                )
+            })
+        })
+        .collect()
 }
 
 /// Compressed bytes a split of several inputs reads at most: small inputs are
@@ -393,6 +452,7 @@ mod tests {
             go: GoSpec::default(),
             splits: g,
             groups: Vec::new(),
+            input_ids: Vec::new(),
         };
         assert_eq!(spec.validate(), Ok(()));
         let ranges = spec.split_ranges();

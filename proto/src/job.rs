@@ -42,6 +42,77 @@ pub struct JobSpec {
     /// it, and such an input is refused when it was not given.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub namespace: Option<String>,
+    /// What each input was when the job was planned, aligned with
+    /// [`JobSpec::inputs`] (empty in jobs stored before covmerge kept them): `--resume`
+    /// refuses an input rewritten since under the same name.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub input_ids: Vec<InputIdentity>,
+}
+
+/// What an input was when its job was planned: its size and what its store says of
+/// its version (an S3 ETag, a GCS generation, a modification time; for a local file
+/// its modification time in nanoseconds and inode). Two reads of the same unchanged
+/// input give the same identity; an input rewritten under its name (BigQuery's
+/// re-exports reuse `000000000000.csv.gz`) gives another.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct InputIdentity {
+    /// Bytes (a Go coverage directory: the bytes of its files).
+    pub size: u64,
+    /// The store's entity tag.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub etag: Option<String>,
+    /// The store's object version (a GCS generation, an S3 version id).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub version: Option<String>,
+    /// Last modification, nanoseconds since the Unix epoch (a Go coverage directory:
+    /// its newest file's).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub modified_ns: Option<u64>,
+    /// A local file's inode (a file replaced by a rename has another).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub inode: Option<u64>,
+}
+
+impl InputIdentity {
+    /// How `now` differs from `self` (the identity recorded), each difference named
+    /// with both values; `None` when they are the same.
+    pub fn changes(&self, now: &InputIdentity) -> Option<String> {
+        fn opt<T: std::fmt::Display>(v: &Option<T>) -> String {
+            v.as_ref()
+                .map_or_else(|| "none".to_string(), |v| format!("{v}"))
+        }
+        let mut d = Vec::new();
+        if self.size != now.size {
+            d.push(format!("size {} -> {} bytes", self.size, now.size));
+        }
+        if self.etag != now.etag {
+            d.push(format!("ETag {} -> {}", opt(&self.etag), opt(&now.etag)));
+        }
+        if self.version != now.version {
+            d.push(format!(
+                "version (generation) {} -> {}",
+                opt(&self.version),
+                opt(&now.version)
+            ));
+        }
+        if self.modified_ns != now.modified_ns {
+            let t = |v: &Option<u64>| {
+                v.map_or_else(
+                    || "none".to_string(),
+                    |ns| format!("{}.{:09}", ns / 1_000_000_000, ns % 1_000_000_000),
+                )
+            };
+            d.push(format!(
+                "modified {} -> {} (Unix seconds)",
+                t(&self.modified_ns),
+                t(&now.modified_ns)
+            ));
+        }
+        if self.inode != now.inode {
+            d.push(format!("inode {} -> {}", opt(&self.inode), opt(&now.inode)));
+        }
+        (!d.is_empty()).then(|| d.join(", "))
+    }
 }
 
 impl JobSpec {
@@ -159,6 +230,21 @@ impl JobSpec {
             name("a Go commit", &g.commit, false)?;
         }
         crate::group::check_groups(&self.groups)?;
+        if !self.input_ids.is_empty() && self.input_ids.len() != self.inputs.len() {
+            return Err(format!(
+                "{} input identities for {} inputs",
+                self.input_ids.len(),
+                self.inputs.len()
+            ));
+        }
+        for id in &self.input_ids {
+            name("an input's ETag", id.etag.as_deref().unwrap_or(""), true)?;
+            name(
+                "an input's version",
+                id.version.as_deref().unwrap_or(""),
+                true,
+            )?;
+        }
         Ok(())
     }
 
@@ -362,6 +448,7 @@ mod tests {
             go: GoSpec::default(),
             splits: Vec::new(),
             groups: Vec::new(),
+            input_ids: Vec::new(),
         }
     }
 
@@ -440,5 +527,39 @@ mod tests {
         assert_eq!(default_manager("runs/p.out.gz"), "p");
         assert_eq!(default_manager("/data/covdir-7/"), "covdir-7");
         assert_eq!(default_manager("plain"), "plain");
+    }
+
+    #[test]
+    fn an_input_rewritten_under_its_name_has_another_identity() {
+        let old = InputIdentity {
+            size: 10,
+            etag: Some("\"a\"".into()),
+            version: None,
+            modified_ns: Some(1_700_000_000_123_456_789),
+            inode: None,
+        };
+        assert_eq!(old.changes(&old.clone()), None);
+        let new = InputIdentity {
+            etag: Some("\"b\"".into()),
+            modified_ns: Some(1_700_000_001_000_000_000),
+            ..old.clone()
+        };
+        assert_eq!(
+            old.changes(&new).unwrap(),
+            "ETag \"a\" -> \"b\", modified 1700000000.123456789 -> 1700000001.000000000 (Unix seconds)"
+        );
+        // Older job.json files have none: they still parse.
+        let mut s = spec();
+        let json = serde_json::to_string(&s).unwrap();
+        assert!(!json.contains("input_ids"), "{json}");
+        s.input_ids = vec![old.clone()];
+        assert!(s
+            .validate()
+            .unwrap_err()
+            .contains("1 input identities for 2 inputs"));
+        s.input_ids = vec![old.clone(), new];
+        assert_eq!(s.validate(), Ok(()));
+        let back: JobSpec = serde_json::from_str(&serde_json::to_string(&s).unwrap()).unwrap();
+        assert_eq!(back, s);
     }
 }

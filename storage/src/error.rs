@@ -44,6 +44,20 @@ pub enum StoreError {
         /// The object's size in bytes.
         size: u64,
     },
+    /// A local disk refused a write: full (`ENOSPC`), over quota (`EDQUOT`) or
+    /// read-only (`EROFS`). Not an outage: retrying writes to the same full disk
+    /// helps nothing, so it is never retried and names the disk's problem at once.
+    #[error("{op} {key} in {store}: {problem}")]
+    LocalDisk {
+        /// The operation (`put`, `create`, ...).
+        op: &'static str,
+        /// The store, as displayed to the user.
+        store: String,
+        /// The object's key.
+        key: String,
+        /// What the disk said and what to do ([`disk_advice`]).
+        problem: String,
+    },
     /// The store's client failed; [`StoreError::is_transient`] tells an outage from a refusal.
     #[error("{op} {key} in {store}: {source}")]
     Io {
@@ -135,6 +149,38 @@ pub(crate) fn http_status(e: &(dyn std::error::Error + 'static)) -> Option<(u16,
         if let Some(i) = msg.find(MARK) {
             let status = msg[i + MARK.len()..].get(..3)?.parse().ok()?;
             return Some((status, msg));
+        }
+        cur = e.source();
+    }
+    None
+}
+
+/// What a local disk's refusal means and what to do, if `e` is one: full (`ENOSPC`),
+/// over quota (`EDQUOT`) or read-only (`EROFS`). `None` for any other error.
+pub fn disk_advice(e: &std::io::Error) -> Option<String> {
+    use std::io::ErrorKind;
+    let what = match e.kind() {
+        ErrorKind::StorageFull => "no space left on device",
+        ErrorKind::QuotaExceeded => "disk quota exceeded",
+        ErrorKind::ReadOnlyFilesystem => "read-only file system",
+        _ => return None,
+    };
+    Some(format!(
+        "{what} ({e}): the local disk is full or not writable, a retry cannot help; \
+         free space on it, or point TMPDIR (merge's spill and temporary files) or the \
+         worker's scratch directory at a disk with room (they need about the input's \
+         compressed size)"
+    ))
+}
+
+/// [`disk_advice`] for the first I/O error in `e`'s source chain.
+pub fn local_disk_problem(e: &(dyn std::error::Error + 'static)) -> Option<String> {
+    let mut cur = Some(e);
+    while let Some(e) = cur {
+        if let Some(io) = e.downcast_ref::<std::io::Error>() {
+            if let Some(p) = disk_advice(io) {
+                return Some(p);
+            }
         }
         cur = e.source();
     }

@@ -21,7 +21,7 @@ pub mod local;
 mod location;
 
 use error::http_status;
-pub use error::StoreError;
+pub use error::{disk_advice, local_disk_problem, StoreError};
 pub use location::{
     check_object_url, expand_inputs, file_url_path, local_unreadable, open_object, split_url,
 };
@@ -303,6 +303,14 @@ impl Store {
                 key: key.to_string(),
             };
         }
+        if let Some(problem) = error::local_disk_problem(&source) {
+            return StoreError::LocalDisk {
+                op,
+                store: self.display.clone(),
+                key: key.to_string(),
+                problem,
+            };
+        }
         StoreError::Io {
             op,
             store: self.display.clone(),
@@ -581,6 +589,32 @@ impl Store {
                 .head(&self.path(key)?)
                 .await
                 .map(|m| m.size)
+                .map_err(|e| self.io("head", key, e))
+        })
+        .await
+    }
+
+    /// What an object is now ([`covmerge_proto::job::InputIdentity`]): its size and
+    /// what the store says of its version (ETag, generation or version id, and the
+    /// modification time), to tell it from an object rewritten under the same name.
+    pub async fn identity(
+        &self,
+        key: &str,
+    ) -> Result<covmerge_proto::job::InputIdentity, StoreError> {
+        self.retrying("head", key, || async {
+            self.inner
+                .head(&self.path(key)?)
+                .await
+                .map(|m| covmerge_proto::job::InputIdentity {
+                    size: m.size,
+                    etag: m.e_tag,
+                    version: m.version,
+                    modified_ns: m
+                        .last_modified
+                        .timestamp_nanos_opt()
+                        .and_then(|ns| u64::try_from(ns).ok()),
+                    inode: None,
+                })
                 .map_err(|e| self.io("head", key, e))
         })
         .await

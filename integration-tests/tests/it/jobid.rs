@@ -335,10 +335,12 @@ fn second_coordinator_on_a_live_job_exits() {
     assert!(!lease.exists(), "released when the job ended");
 }
 
-/// A coordinator killed mid-job leaves a lease behind: `--resume` refuses it while its
-/// heartbeat is fresh, takes it over once stale, and completes the job exactly.
+/// A coordinator killed mid-job leaves a lease behind, and `--resume` at once was
+/// refused for 20 s ("run --resume once its lease is stale"): a cron retry or a
+/// Kubernetes restart failed. It now watches the lease, sees no heartbeat, takes it
+/// over once stale and completes the job exactly, without the user retrying.
 #[test]
-fn resume_takes_over_a_stale_lease() {
+fn resume_right_after_a_killed_coordinator_was_refused_until_its_lease_went_stale() {
     let _g = fleet::lock();
     let tmp = tempfile::tempdir().unwrap();
     let a = corpus(tmp.path(), 341);
@@ -367,17 +369,14 @@ fn resume_takes_over_a_stale_lease() {
     assert!(lease.exists());
     let mut r = a.coord(&amqp, &store, &out, "stale-lease");
     r.push("--resume");
-    let err = fails(&r);
-    assert!(
-        err.contains("job stale-lease is driven by another coordinator"),
-        "{err}"
-    );
-    // 1 s heartbeats: stale after 3 × 1 s + 5 s.
-    std::thread::sleep(Duration::from_secs(9));
+    let t0 = Instant::now();
     let o = coordinator_run(&r, &[("RUST_LOG", "info")], LONG);
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(o.status.success(), "{err}");
+    assert!(err.contains("waiting up to"), "{err}");
     assert!(err.contains("took over the job's stale lease"), "{err}");
+    // 1 s heartbeats: stale after 3 x 1 s + 5 s, waited once, not for a retry.
+    assert!(t0.elapsed() < Duration::from_secs(60), "{:?}", t0.elapsed());
     assert_eq!(gunzip(&out), a.want);
     assert!(!lease.exists());
 }
@@ -436,4 +435,67 @@ fn coordinator_whose_lease_was_taken_over_stops_without_publishing() {
     assert!(std::fs::read_to_string(&lease)
         .unwrap()
         .contains("intruder"));
+}
+
+/// An input rewritten under the same name between a crash and `--resume` (BigQuery's
+/// re-exports reuse `000000000000.csv.gz`): the splits done before kept the old rows,
+/// the others read the new ones, and the result matched neither input, exit 0. The
+/// job now records each input's identity (size, modification time, inode; a store's
+/// ETag or generation) and `--resume` refuses a changed one, naming it, before any
+/// task runs again.
+#[test]
+fn resume_after_an_input_was_rewritten_under_its_name_mixed_old_and_new_rows() {
+    let _g = fleet::lock();
+    let tmp = tempfile::tempdir().unwrap();
+    let a = corpus(tmp.path(), 361);
+    let amqp = fleet::amqp();
+    let store_dir = tmp.path().join("store");
+    let store = file_store(&store_dir);
+    // Splits run; merges wait: the job is killed between its phases.
+    let w = worker(
+        tmp.path(),
+        6,
+        &store,
+        &[],
+        &[("COVMERGE_FAULT_SLEEP", "merge:60000")],
+    );
+    let out = tmp.path().join("a.gz");
+    let mut args = a.coord(&amqp, &store, &out, "rewritten");
+    args.extend_from_slice(&["--lease-heartbeat-secs", "1"]);
+    let mut c = fleet::Proc::spawn(
+        fleet::fleet_cmd(&[&["coordinator", "--quiet"][..], &args[..]].concat()),
+        tmp.path().join("coord-1.log"),
+        "coordinator",
+    );
+    w.wait_log("fault point reached", LONG);
+    c.kill9();
+    drop(w);
+    let spec = store_dir.join("jobs/rewritten/job.json");
+    let stored: serde_json::Value = serde_json::from_slice(&std::fs::read(&spec).unwrap()).unwrap();
+    assert_eq!(
+        stored["input_ids"].as_array().map(|v| v.len()),
+        Some(a.ins.len()),
+        "{stored}"
+    );
+    let spec_before = std::fs::read(&spec).unwrap();
+    // The first input re-exported: other rows, the same name.
+    let other = std::fs::read(&a.ins[1]).unwrap();
+    std::fs::write(&a.ins[0], other).unwrap();
+    let mut r = a.coord(&amqp, &store, &out, "rewritten");
+    r.push("--resume");
+    let err = fails(&r);
+    assert!(
+        err.contains(&format!(
+            "--resume: job rewritten: input {} changed since the job started:",
+            a.ins[0]
+        )) && err.contains("modified")
+            && err.contains("nothing was changed"),
+        "{err}"
+    );
+    assert!(
+        !err.contains(&format!("input {} changed", a.ins[1])),
+        "{err}"
+    );
+    assert_eq!(std::fs::read(&spec).unwrap(), spec_before);
+    assert!(!out.exists(), "no result");
 }

@@ -46,6 +46,8 @@ mod report_memory;
 mod reportfs;
 /// Store requests of a fleet job, counted through a relay.
 mod requests;
+/// merge's scratch directory: a full disk named at once, killed merges' leftovers swept.
+mod scratch;
 /// Every rule of contract §3 on the project's own fixture.
 mod semantics;
 /// `covmerge status` during, across a coordinator crash, and after a job.

@@ -62,6 +62,14 @@ impl From<MergeError> for Failure {
             MergeError::ManagerNames { .. } => FailureKind::BadInput,
             MergeError::GroupIsManager { .. } => FailureKind::Config,
         };
-        Failure::new(kind, e.to_string())
+        // A full (or read-only) local disk says so, and what to do.
+        let advice = match &e {
+            MergeError::Scratch(io) | MergeError::Encode(io) => covmerge_storage::disk_advice(io),
+            _ => None,
+        };
+        match advice {
+            Some(a) => Failure::new(kind, format!("{e}: {a}")),
+            None => Failure::new(kind, e.to_string()),
+        }
     }
 }

@@ -605,9 +605,20 @@ pub(crate) fn split_input_with<R: Read>(
             .map(|_| {
                 let rx = rx.clone();
                 let sh = &shared;
-                scope.spawn(move || parse_thread(sh, || Ok(rx.lock().unwrap().recv().ok())))
+                scope.spawn(move || {
+                    let r = parse_thread(sh, || Ok(rx.lock().unwrap().recv().ok()));
+                    if r.is_err() {
+                        // The others and the cutter stop too.
+                        sh.stop.store(true, Ordering::Relaxed);
+                    }
+                    r
+                })
             })
             .collect();
+        // Only the parse threads hold the receiver: once they have all stopped (a
+        // spill write failed), the cutter's `send` fails instead of waiting forever
+        // on a full channel that nobody reads (a full TMPDIR hung `merge`).
+        drop(rx);
         // Producer: this thread cuts pieces for the parse threads.
         let produced: Result<(), SplitError> = (|| {
             while !shared.stop.load(Ordering::Relaxed) {

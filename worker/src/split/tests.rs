@@ -190,3 +190,43 @@ fn reserved_and_group_managers_are_bad_rows_on_both_parse_paths() {
         assert!(said[4].1.contains("\"*\" is `*`"), "{said:?}");
     }
 }
+
+/// A spill write that failed (a full TMPDIR) stopped every parse thread, but the
+/// cutter stayed parked in `send` on the full channel to them, forever, no CPU, until
+/// a signal: the receiver was still held by the thread that waited for them. Now the
+/// split returns the write's error.
+#[test]
+fn a_failed_spill_write_left_the_cutter_parked_in_a_full_channel() {
+    let mut text =
+        String::from("file_path,kernel_repo,kernel_commit,func_name,manager,sl,hit_count\n");
+    for i in 0..200_000u32 {
+        text.push_str(&format!("f{}.c,r,c,fn,m,{},1\n", i % 97, i % 500 + 1));
+    }
+    let (done, finished) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let emit = |_: Flush| -> Result<(), SplitError> {
+            Err(SplitError::Emit {
+                message: "no space left on device".into(),
+                transient: false,
+            })
+        };
+        let settings = SplitSettings {
+            shards: 4,
+            max_bad_rows: 0,
+            memory_budget: 4096,
+            threads: 2,
+            groups: Default::default(),
+        };
+        let limits = Limits {
+            piece: 4096,
+            ..Limits::DEFAULT
+        };
+        let r = split_input_with("t.csv", text.as_bytes(), settings, None, &emit, limits);
+        let _ = done.send(r.map(|_| ()).map_err(|e| e.to_string()));
+    });
+    let r = finished
+        .recv_timeout(std::time::Duration::from_secs(60))
+        .expect("the split never returned: a thread is parked in a channel");
+    let e = r.unwrap_err();
+    assert!(e.contains("no space left on device"), "{e}");
+}

@@ -1,0 +1,222 @@
+//! `merge`'s scratch directories, `$TMPDIR/covmerge-*` (its spills and parts): each
+//! holds an owner marker, [`MARKER`], locked (`flock`) by the merge that made it for
+//! as long as it runs. A merge killed with SIGKILL (or by the OOM killer, or a power
+//! cut) cannot remove its directory; the lock dies with it. Each merge, before it
+//! starts, sweeps its siblings whose marker is not locked: their owner is gone.
+//!
+//! - A directory whose marker is locked belongs to a live merge: never touched.
+//! - One with an unlocked marker: removed, logged with its size and former owner.
+//! - One without a marker (made by a covmerge from before markers, or by a merge that
+//!   has not written its marker yet, a few microseconds after making the directory):
+//!   removed only when untouched for [`UNMARKED_AFTER`].
+//! - Only directories named `covmerge-*` directly in the temporary directory, never
+//!   through a symbolic link; a directory that cannot be read or removed is left with
+//!   a warning, and the merge goes on.
+//!
+//! The lock is taken with `O_CLOEXEC` (std's default): no child process inherits it.
+//! `flock` locks are local to a machine: a `$TMPDIR` shared between machines over NFS
+//! is not supported.
+
+use std::fs::File;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, SystemTime};
+
+use tracing::{info, warn};
+
+/// The owner marker's name inside a scratch directory.
+pub(crate) const MARKER: &str = ".covmerge-owner";
+
+/// The prefix of scratch directories' names.
+pub(crate) const PREFIX: &str = "covmerge-";
+
+/// How long a scratch directory without a marker must have been left untouched to be
+/// swept (older covmerge versions wrote none).
+pub(crate) const UNMARKED_AFTER: Duration = Duration::from_secs(24 * 3600);
+
+/// This process's claim on its scratch directory: the marker, locked until dropped.
+pub(crate) struct Owner {
+    _lock: File,
+}
+
+/// Writes and locks the marker of `dir`, a scratch directory this process just made.
+pub(crate) fn claim(dir: &Path) -> std::io::Result<Owner> {
+    let path = dir.join(MARKER);
+    let mut f = File::options()
+        .create_new(true)
+        .read(true)
+        .write(true)
+        .open(&path)?;
+    if !try_lock(&f)? {
+        return Err(std::io::Error::other(format!(
+            "{} is locked by another process",
+            path.display()
+        )));
+    }
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap_or_default();
+    writeln!(
+        f,
+        "pid {} host {} started {}",
+        std::process::id(),
+        host.trim(),
+        unix_now()
+    )?;
+    Ok(Owner { _lock: f })
+}
+
+/// `flock(LOCK_EX | LOCK_NB)` on `f`: `Ok(true)` when this process now holds it,
+/// `Ok(false)` when another open file holds it. Released when `f` is closed.
+fn try_lock(f: &File) -> std::io::Result<bool> {
+    use std::os::fd::AsRawFd;
+    // SAFETY: flock on a descriptor `f` owns for the duration of the call.
+    if unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } == 0 {
+        return Ok(true);
+    }
+    let e = std::io::Error::last_os_error();
+    if e.raw_os_error() == Some(libc::EWOULDBLOCK) {
+        Ok(false)
+    } else {
+        Err(e)
+    }
+}
+
+fn unix_now() -> String {
+    SystemTime::now()
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .map(|d| format!("{}s after the Unix epoch", d.as_secs()))
+        .unwrap_or_default()
+}
+
+/// What one sweep did.
+#[derive(Debug, Default)]
+pub(crate) struct Swept {
+    /// Directories removed, each with its size in bytes.
+    pub(crate) removed: Vec<(PathBuf, u64)>,
+    /// Directories left: their owner is alive (or their marker's age says so).
+    pub(crate) live: usize,
+}
+
+/// Removes the scratch directories in `tmp` whose owner is gone (see the module).
+pub(crate) fn sweep(tmp: &Path) -> Swept {
+    let mut swept = Swept::default();
+    let Ok(entries) = std::fs::read_dir(tmp) else {
+        return swept;
+    };
+    for entry in entries.flatten() {
+        if !entry.file_name().to_string_lossy().starts_with(PREFIX) {
+            continue;
+        }
+        let dir = entry.path();
+        // `file_type` does not follow a symbolic link.
+        if !entry.file_type().is_ok_and(|t| t.is_dir()) {
+            continue;
+        }
+        match owner_gone(&dir) {
+            Ok(Some((held, why))) => {
+                let bytes = size_of(&dir);
+                match std::fs::remove_dir_all(&dir) {
+                    Ok(()) => {
+                        info!(dir = %dir.display(), bytes, "removed the scratch directory of a merge that is gone ({why})");
+                        swept.removed.push((dir, bytes));
+                    }
+                    Err(e) => {
+                        warn!(dir = %dir.display(), error = %e, "cannot remove the scratch directory of a merge that is gone ({why})")
+                    }
+                }
+                drop(held);
+            }
+            Ok(None) => swept.live += 1,
+            Err(e) => {
+                warn!(dir = %dir.display(), error = %e, "cannot tell whether this scratch directory's merge is alive; left alone")
+            }
+        }
+    }
+    swept
+}
+
+/// `Some` (holding the marker's lock while the directory is removed, and why it is
+/// stale) when `dir`'s owner is gone; `None` when it is alive or too young to tell.
+fn owner_gone(dir: &Path) -> std::io::Result<Option<(Option<File>, String)>> {
+    let marker = dir.join(MARKER);
+    match File::options().read(true).write(true).open(&marker) {
+        Ok(f) => match try_lock(&f) {
+            Ok(true) => {
+                let owner = std::fs::read_to_string(&marker).unwrap_or_default();
+                let owner = owner.trim();
+                let why = if owner.is_empty() {
+                    "its marker is not locked".to_string()
+                } else {
+                    format!("{owner}; its marker is not locked")
+                };
+                Ok(Some((Some(f), why)))
+            }
+            Ok(false) => Ok(None),
+            Err(e) => Err(e),
+        },
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            let modified = std::fs::symlink_metadata(dir)?.modified()?;
+            let age = SystemTime::now()
+                .duration_since(modified)
+                .unwrap_or(Duration::ZERO);
+            if age >= UNMARKED_AFTER {
+                Ok(Some((
+                    None,
+                    format!("no owner marker, untouched for {} h", age.as_secs() / 3600),
+                )))
+            } else {
+                Ok(None)
+            }
+        }
+        Err(e) => Err(e),
+    }
+}
+
+/// The bytes of the files under `dir` (not following symbolic links).
+fn size_of(dir: &Path) -> u64 {
+    let mut total = 0;
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        let Ok(entries) = std::fs::read_dir(&d) else {
+            continue;
+        };
+        for e in entries.flatten() {
+            match e.file_type() {
+                Ok(t) if t.is_dir() => stack.push(e.path()),
+                Ok(t) if t.is_file() => total += e.metadata().map(|m| m.len()).unwrap_or(0),
+                _ => {}
+            }
+        }
+    }
+    total
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_killed_merge_s_directory_is_swept_and_a_live_one_is_not() {
+        let tmp = tempfile::tempdir().unwrap();
+        let live = tmp.path().join("covmerge-live");
+        let dead = tmp.path().join("covmerge-dead");
+        let young = tmp.path().join("covmerge-young");
+        let other = tmp.path().join("other-dead");
+        for d in [&live, &dead, &young, &other] {
+            std::fs::create_dir(d).unwrap();
+            std::fs::write(d.join("spill"), [0u8; 1000]).unwrap();
+        }
+        let _owner = claim(&live).unwrap();
+        // A dead owner: its marker written, its lock gone with it.
+        drop(claim(&dead).unwrap());
+        std::fs::write(other.join(MARKER), "pid 1").unwrap();
+        let swept = sweep(tmp.path());
+        assert_eq!(swept.removed.len(), 1, "{swept:?}");
+        assert_eq!(swept.removed[0].0, dead);
+        assert!(swept.removed[0].1 >= 1000, "{swept:?}");
+        assert_eq!(swept.live, 2, "the live one and the young unmarked one");
+        assert!(!dead.exists());
+        assert!(live.join("spill").exists() && young.exists() && other.exists());
+        // A second claim on a live directory is refused.
+        assert!(claim(&live).is_err());
+    }
+}
