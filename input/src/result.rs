@@ -80,6 +80,9 @@ pub struct FileCov {
     pub star: LineHits,
     /// Whether the result has a `*` record for this file (contract §4: always).
     pub has_star: bool,
+    /// The line of the result where the file's first record is (0: not read from a
+    /// result).
+    pub line: u64,
     /// Per manager, sorted by manager name.
     pub managers: Vec<(String, LineHits)>,
     /// Functions and their lines, as in the `FL` records.
@@ -122,6 +125,7 @@ impl FileCov {
             });
         FileCov {
             path: path.to_string(),
+            line,
             path_problem,
             ..FileCov::default()
         }
@@ -255,6 +259,21 @@ impl ResultReader {
         r.header = serde_json::from_str(&r.buf)
             .map_err(|e| r.bad(1, &format!("not a header line (Commit, Repo, ...): {e}")))?;
         Ok(r)
+    }
+
+    /// Reads `input`, a part of a result (its records without the header line: what
+    /// one merge task wrote); lines are counted from the part's first record.
+    pub fn part(name: &str, input: Box<dyn BufRead + Send>, budget: Budget) -> Self {
+        ResultReader {
+            budget,
+            name: name.to_string(),
+            input,
+            line: 0,
+            buf: String::new(),
+            header: Header::default(),
+            pending: None,
+            done: FxHashSet::default(),
+        }
     }
 
     /// The result, as named.
