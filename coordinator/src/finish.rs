@@ -119,6 +119,7 @@ impl<'a> Assembly<'a> {
     /// checked (parts in parallel, on blocking threads), then the header and the
     /// parts' summaries against the manifest. Runs before anything is published.
     pub async fn gate(&self, spec: &JobSpec, manifest: &Manifest) -> Result<(), Refused> {
+        let t0 = std::time::Instant::now();
         let width = std::thread::available_parallelism().map_or(2, |n| n.get());
         let shards: Vec<u32> = manifest.shards.iter().map(|s| s.index).collect();
         let checks = self.parts.iter().zip(shards).map(|(key, shard)| {
@@ -131,7 +132,13 @@ impl<'a> Assembly<'a> {
             .await
             .into_iter()
             .collect::<Result<_, _>>()?;
-        gate::check_result(spec, &self.header, manifest, &summaries)
+        gate::check_result(spec, &self.header, manifest, &summaries)?;
+        info!(
+            parts = summaries.len(),
+            ms = t0.elapsed().as_millis() as u64,
+            "publish gate: every part read back and checked"
+        );
+        Ok(())
     }
 
     /// Writes the result to `dest` (and under the job's prefix in fleet mode); returns

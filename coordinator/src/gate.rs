@@ -32,7 +32,7 @@ pub enum Invariant {
     Readable,
     /// Exactly one `*` record per file.
     OneStar,
-    /// One record per name per file (managers, groups, functions).
+    /// One record per name per file (managers, groups, functions), names not empty.
     UniqueNames,
     /// Each file in exactly one part: the part of its shard.
     OnePart,
@@ -63,7 +63,7 @@ impl Invariant {
         match self {
             Invariant::Readable => "the strict reader reads every record",
             Invariant::OneStar => "exactly one * record per file",
-            Invariant::UniqueNames => "one record per name per file",
+            Invariant::UniqueNames => "one record per non-empty name per file",
             Invariant::OnePart => "each file in exactly one part, its shard's",
             Invariant::StarIsSum => "the * record is the sum of its managers",
             Invariant::GroupIsSum => "a group record is the sum of the managers it matches",
@@ -258,6 +258,13 @@ fn check_file(
     }
     if !f.has_star {
         return Err((Invariant::OneStar, "no * record".into()));
+    }
+    // Contract §6: a manager is never empty (a row naming none is a bad row).
+    if f.managers.iter().any(|(m, _)| m.is_empty()) {
+        return Err((
+            Invariant::UniqueNames,
+            "an MCR record of manager \"\" (a manager name is never empty)".into(),
+        ));
     }
     let star = &f.star;
     if let Some(i) = star.hits.iter().position(|&h| h > i64::MAX as u64) {
@@ -661,6 +668,18 @@ mod tests {
             .contains("line 6: function \"g\" owns it"));
         r[5] = fl("a.c", "f", &[5]);
         assert_eq!(refused(&r).invariant, Invariant::UniqueNames);
+    }
+
+    #[test]
+    fn a_row_without_manager_gave_a_record_of_manager_empty() {
+        // What `merge --max-bad-rows 3` published for a row `r,b,f.c,g,,11,742`.
+        let r = [
+            mcr("*", "a.c", &[11], &[742]),
+            mcr("", "a.c", &[11], &[742]),
+        ];
+        let e = refused(&r);
+        assert_eq!(e.invariant, Invariant::UniqueNames);
+        assert!(e.to_string().contains("manager \"\""), "{e}");
     }
 
     #[test]
