@@ -766,10 +766,10 @@ mod tests {
     fn totals_or_parts_differing_from_the_manifest_are_refused() {
         let s = check(&good(), 1).unwrap();
         let h = header("upstream", "c1", 3, "2024-04-08", 9);
-        check_result(&spec(), &h, &manifest(&s), &[s.clone()]).unwrap();
+        check_result(&spec(), &h, &manifest(&s), std::slice::from_ref(&s)).unwrap();
         let mut m = manifest(&s);
         m.totals.covered += 1;
-        let e = check_result(&spec(), &h, &m, &[s.clone()]).unwrap_err();
+        let e = check_result(&spec(), &h, &m, std::slice::from_ref(&s)).unwrap_err();
         assert_eq!(e.invariant, Invariant::Totals);
         assert!(
             e.to_string()
@@ -779,7 +779,7 @@ mod tests {
         let mut m = manifest(&s);
         m.shards[0].sha256 = "00".into();
         assert_eq!(
-            check_result(&spec(), &h, &m, &[s.clone()])
+            check_result(&spec(), &h, &m, std::slice::from_ref(&s))
                 .unwrap_err()
                 .invariant,
             Invariant::PartAsReported
@@ -787,7 +787,7 @@ mod tests {
         let mut m = manifest(&s);
         m.shards[0].records -= 1;
         assert_eq!(
-            check_result(&spec(), &h, &m, &[s.clone()])
+            check_result(&spec(), &h, &m, std::slice::from_ref(&s))
                 .unwrap_err()
                 .invariant,
             Invariant::PartAsReported
@@ -825,7 +825,7 @@ mod tests {
             ),
             (gz(&["{}".into()]), "not a header line"),
         ] {
-            let e = check_result(&spec(), &h, &m, &[s.clone()]).unwrap_err();
+            let e = check_result(&spec(), &h, &m, std::slice::from_ref(&s)).unwrap_err();
             assert_eq!(e.invariant, Invariant::Header, "{e}");
             assert!(e.to_string().contains(what), "{what}: {e}");
         }

@@ -350,7 +350,7 @@ fn random_rows_names_and_flags_give_results_that_pass_the_gate_and_equal_the_ora
                 mgrs.remove(&g.name);
             }
         }
-        let want = oracle::merge(&[good_input.clone()], &root, "b");
+        let want = oracle::merge(std::slice::from_ref(&good_input), &root, "b");
         assert_eq!(got["totals"], want.canon["totals"], "{what}");
         assert_eq!(got["files"], want.canon["files"], "{what}");
         assert_eq!(m["totals"]["rows_bad"].as_u64(), Some(bad), "{what}");
