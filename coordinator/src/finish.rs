@@ -20,7 +20,11 @@ use futures::StreamExt;
 use covmerge_queue::Queue;
 use tracing::{info, warn};
 
+use covmerge_input::ChannelReader;
+use covmerge_proto::ShardId;
+
 use crate::dashboard::{upload_object_url, Dashboard};
+use crate::gate::{self, Invariant, PartCheck, PartSummary, Refused};
 use crate::{JobError, JobOptions};
 
 /// Where the result goes.
@@ -109,6 +113,32 @@ impl<'a> Assembly<'a> {
             header: header_member(spec, &manifest.totals),
             parts,
         }
+    }
+
+    /// The publish gate ([`crate::gate`]): every part read back from the store and
+    /// checked (parts in parallel, on blocking threads), then the header and the
+    /// parts' summaries against the manifest. Runs before anything is published.
+    pub async fn gate(&self, spec: &JobSpec, manifest: &Manifest) -> Result<(), Refused> {
+        let t0 = std::time::Instant::now();
+        let width = std::thread::available_parallelism().map_or(2, |n| n.get());
+        let shards: Vec<u32> = manifest.shards.iter().map(|s| s.index).collect();
+        let checks = self.parts.iter().zip(shards).map(|(key, shard)| {
+            let (store, key, spec) = (self.store.clone(), key.clone(), spec.clone());
+            async move { check_stored_part(&store, &key, ShardId(shard), &spec).await }
+        });
+        let summaries: Vec<PartSummary> = futures::stream::iter(checks)
+            .buffered(width)
+            .collect::<Vec<_>>()
+            .await
+            .into_iter()
+            .collect::<Result<_, _>>()?;
+        gate::check_result(spec, &self.header, manifest, &summaries)?;
+        info!(
+            parts = summaries.len(),
+            ms = t0.elapsed().as_millis() as u64,
+            "publish gate: every part read back and checked"
+        );
+        Ok(())
     }
 
     /// Writes the result to `dest` (and under the job's prefix in fleet mode); returns
@@ -241,6 +271,49 @@ impl<'a> Assembly<'a> {
                 resend: resend("--upload", &upload),
             })
     }
+}
+
+/// Reads part `key` of shard `shard` from `store` as it streams in, and checks it on a
+/// blocking thread.
+async fn check_stored_part(
+    store: &Store,
+    key: &str,
+    shard: ShardId,
+    spec: &JobSpec,
+) -> Result<PartSummary, Refused> {
+    let unreadable = |e: String| Refused {
+        invariant: Invariant::Readable,
+        place: format!("part {} ({key})", shard.0),
+        detail: e,
+    };
+    let mut stream = store
+        .get_stream(key)
+        .await
+        .map_err(|e| unreadable(e.to_string()))?;
+    let (tx, rx) = tokio::sync::mpsc::channel(8);
+    let feed = tokio::spawn(async move {
+        while let Some(chunk) = stream.next().await {
+            let chunk = chunk.map_err(std::io::Error::other);
+            let stop = chunk.is_err();
+            if tx.send(chunk).await.is_err() || stop {
+                break;
+            }
+        }
+    });
+    let (key2, spec2) = (key.to_string(), spec.clone());
+    let r = tokio::task::spawn_blocking(move || {
+        let part = PartCheck {
+            key: &key2,
+            shard,
+            shards: spec2.shards,
+            groups: &spec2.groups,
+        };
+        gate::check_part(part, ChannelReader::new(rx), gate::PART_BUDGET)
+    })
+    .await
+    .map_err(|e| unreadable(format!("the check stopped: {e}")))?;
+    feed.abort();
+    r
 }
 
 /// Deletes the job's report and dead-letter queues when it ends, complete or failed

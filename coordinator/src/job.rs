@@ -85,6 +85,14 @@ pub enum JobError {
         /// Where the complete result is.
         result: String,
     },
+    /// The publish gate refused the result: an invariant of the contract is broken.
+    #[error("job {job}: {refused}")]
+    Gate {
+        /// The job's id.
+        job: String,
+        /// The invariant, where and what.
+        refused: Box<crate::gate::Refused>,
+    },
     /// A check before any work refused the job (contract §6).
     #[error("{0}; nothing was read or written")]
     Preflight(String),
@@ -709,8 +717,24 @@ async fn publish(
         opts.dashboard.is_some(),
     )?;
     covmerge_fault::pause_async("assemble").await;
-    still_held(lease).await?;
     let out = Assembly::new(spec, &manifest, parts, store, opts);
+    if let Err(refused) = out.gate(spec, &manifest).await {
+        manifest.status = JobStatus::Failed;
+        manifest.failed = vec![FailedTask {
+            task: "publish gate".into(),
+            error: refused.to_string(),
+        }];
+        still_held(lease).await?;
+        finish::write_manifest(&manifest, opts, store, &spec.job).await?;
+        return Err(JobError::Gate {
+            job: spec.job.to_string(),
+            refused: Box::new(refused),
+        });
+    }
+    if let Some(why) = crate::gate::why_empty(&manifest) {
+        warn!("{why}");
+    }
+    still_held(lease).await?;
     let result = out.write_result(&dest).await?;
     manifest.result = result.clone();
     still_held(lease).await?;

@@ -1,6 +1,7 @@
 //! `covmerge-coordinator` runs a job: it plans the splits and shards, publishes tasks,
 //! tracks every task through its states until each is done or failed, assembles the
-//! result from the parts (header first, parts in shard order, one atomic write), writes
+//! result from the parts (header first, parts in shard order, one atomic write) once
+//! the publish gate ([`gate`]) has read every part back and checked it, writes
 //! the manifest and notifies the dashboard.
 //!
 //! It never reads a row or a source file: that is the workers' job, and it shares only
@@ -13,6 +14,8 @@
 pub mod dashboard;
 /// Assembling the result and the manifest.
 pub mod finish;
+/// The publish gate: a result read back and checked before it is published.
+pub mod gate;
 /// Running a job over a queue and a store.
 pub mod job;
 /// One coordinator per job: the lease object and its heartbeat.

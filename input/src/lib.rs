@@ -3,14 +3,16 @@
 //! header name with the bad-input rules of contract §6, and Go coverage (text profiles and
 //! `GOCOVERDIR` directories) turned into the same rows.
 //!
-//! `covmerge-input` is used by the worker (splits), the coordinator's planner, the
-//! report (reading results) and the CLI. It reads; it never writes, and knows nothing
+//! `covmerge-input` is used by the worker (splits), the coordinator's planner and
+//! publish gate, the report (reading results through [`result`]) and the CLI. It reads; it never writes, and knows nothing
 //! of shards, spills or queues.
 
+pub mod budget;
 mod csv_rows;
 mod detect;
 pub mod go;
 mod open;
+pub mod result;
 
 pub use detect::{
     detect, detect_stream, is_covdata_dir, DetectError, Detected, InputKind, Sniffed,

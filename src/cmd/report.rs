@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use anyhow::{Context, Result};
 use clap::Args;
 use covmerge_proto::output::totals_line;
-use covmerge_report::budget::{self, Budget};
+use covmerge_report::budget::{self, Budget, SourceShares};
 use covmerge_report::diff::categories::{same_base_counts, CatCounts, FailOn};
 use covmerge_report::read::{is_not_contiguous, Files};
 

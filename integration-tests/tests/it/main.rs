@@ -14,6 +14,7 @@ mod edges;
 mod fleet;
 /// A misconfigured worker, a deleted task queue, leftover job queues.
 mod fleet_resilience;
+mod gate;
 /// `gs://` against the GCS emulator.
 mod gcs;
 /// Go coverage as input: text profiles and GOCOVERDIR directories.

@@ -32,7 +32,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result};
 use covmerge_source::Source;
 
-use crate::budget::Budget;
+use crate::budget::{Budget, SourceShares};
 use crate::diff::categories::CatLines;
 use crate::diff::{FileDiff, OldSide};
 use crate::groups::{unique_lines, Groups};

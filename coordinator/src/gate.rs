@@ -1,0 +1,841 @@
+//! The publish gate (issue 38): before a result goes anywhere (`--out`, a store URL,
+//! the job's prefix, the dashboard's object) every part is read back by the strict
+//! reader that `report` and `diff` use ([`covmerge_input::result`]) and checked against
+//! the contract's invariants ([`Invariant`]); then the parts' summaries, the header and
+//! the manifest are checked against each other. A result that breaks one is not
+//! published: the job fails with [`Refused`], naming the invariant, the part, the
+//! result line and the file (and its source line where there is one).
+//!
+//! The checks are independent of the code that wrote the records: they read the
+//! compressed bytes as stored, recount, re-hash and re-sum them. Each part is checked
+//! on its own (in parallel, on blocking threads); only a [`PartSummary`] per part is
+//! kept for the final check ([`check_result`]).
+
+use std::fmt;
+use std::io::{BufReader, Read};
+
+use covmerge_input::budget::Budget;
+use covmerge_input::result::{FileCov, LineHits, ResultReader};
+use covmerge_proto::group::Group;
+use covmerge_proto::shard_hash::shard_of;
+use covmerge_proto::{JobSpec, Manifest, ShardId};
+use flate2::read::MultiGzDecoder;
+use rustc_hash::FxHashSet;
+use sha2::{Digest, Sha256};
+
+/// An invariant of a published result (contract §4 and §7).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Invariant {
+    /// The strict reader reads every record: JSON of the contract's fields, lines
+    /// ascending and from 1, `HitCounts` aligned, `Instrumented`/`Covered` as the
+    /// arrays say, a file's records together, one record per manager per file.
+    Readable,
+    /// Exactly one `*` record per file.
+    OneStar,
+    /// One record per name per file (managers, groups, functions), names not empty.
+    UniqueNames,
+    /// Each file in exactly one part: the part of its shard.
+    OnePart,
+    /// The `*` record is, line by line, the sum of its managers' records.
+    StarIsSum,
+    /// A group's record is the sum of the managers its glob matches.
+    GroupIsSum,
+    /// Functions own lines of the `*` record, no line twice.
+    Functions,
+    /// Lines within the base file.
+    WithinBase,
+    /// Hit counts fit Go's int64.
+    Int64,
+    /// Each part is what its merge reported (records, bytes, SHA-256), as the
+    /// manifest lists it.
+    PartAsReported,
+    /// The totals (files, instrumented, covered) agree with the manifest.
+    Totals,
+    /// The header's fields are in their domains and are the job's.
+    Header,
+    /// A result is not empty when rows were merged.
+    NotEmpty,
+}
+
+impl Invariant {
+    /// The invariant in words, as errors name it.
+    pub fn describe(self) -> &'static str {
+        match self {
+            Invariant::Readable => "the strict reader reads every record",
+            Invariant::OneStar => "exactly one * record per file",
+            Invariant::UniqueNames => "one record per non-empty name per file",
+            Invariant::OnePart => "each file in exactly one part, its shard's",
+            Invariant::StarIsSum => "the * record is the sum of its managers",
+            Invariant::GroupIsSum => "a group record is the sum of the managers it matches",
+            Invariant::Functions => "functions own distinct lines of the * record",
+            Invariant::WithinBase => "lines within the base file",
+            Invariant::Int64 => "hit counts fit int64",
+            Invariant::PartAsReported => "each part is what the manifest lists",
+            Invariant::Totals => "totals agree with the manifest",
+            Invariant::Header => "header fields in their domains and the job's",
+            Invariant::NotEmpty => "a result is not empty when rows were merged",
+        }
+    }
+}
+
+impl fmt::Display for Invariant {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.describe())
+    }
+}
+
+/// A result the gate refuses to publish.
+#[derive(Debug, Clone, thiserror::Error)]
+#[error("publish gate: invariant \"{invariant}\" broken: {place}: {detail}; nothing was published")]
+pub struct Refused {
+    /// The invariant broken.
+    pub invariant: Invariant,
+    /// Where: the part and its line, the file.
+    pub place: String,
+    /// What is wrong.
+    pub detail: String,
+}
+
+fn refuse(invariant: Invariant, place: impl Into<String>, detail: impl Into<String>) -> Refused {
+    Refused {
+        invariant,
+        place: place.into(),
+        detail: detail.into(),
+    }
+}
+
+/// The reader's budget for a part: a file's records are held whole to sum them, and a
+/// file a worker merged (500,000 lines × 40 managers) must not be refused here, so the
+/// caps are a quarter of 4 GiB (1 GiB per record line and per file).
+pub const PART_BUDGET: Budget = Budget(4 << 30);
+
+/// What the gate keeps of a checked part for the final check.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct PartSummary {
+    /// The part's shard.
+    pub shard: u32,
+    /// Files in it.
+    pub files: u64,
+    /// `*` lines in it.
+    pub instrumented: u64,
+    /// `*` lines with hits in it.
+    pub covered: u64,
+    /// JSON lines in it.
+    pub records: u64,
+    /// Its compressed bytes.
+    pub bytes: u64,
+    /// SHA-256 of its compressed bytes (hex).
+    pub sha256: String,
+}
+
+/// The part being checked and what the job says of it.
+#[derive(Debug, Clone, Copy)]
+pub struct PartCheck<'a> {
+    /// The part's store key (named in errors).
+    pub key: &'a str,
+    /// Its shard.
+    pub shard: ShardId,
+    /// The job's shard count.
+    pub shards: u32,
+    /// The job's groups (`--group`): their records are not managers'.
+    pub groups: &'a [Group],
+}
+
+/// Counts and hashes the bytes read through it.
+struct Tally<R> {
+    inner: R,
+    sha: Sha256,
+    bytes: u64,
+}
+
+impl<R: Read> Read for Tally<R> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let n = self.inner.read(buf)?;
+        self.sha.update(&buf[..n]);
+        self.bytes += n as u64;
+        Ok(n)
+    }
+}
+
+/// A reader that hands its tally back when the part is read.
+struct Shared<R>(std::sync::Arc<std::sync::Mutex<Tally<R>>>);
+
+impl<R: Read> Read for Shared<R> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        self.0.lock().expect("tally").read(buf)
+    }
+}
+
+/// Reads the part `data` (its gzip bytes as stored) through the strict reader and
+/// checks every file in it; returns what the final check needs.
+pub fn check_part<R: Read + Send + 'static>(
+    part: PartCheck<'_>,
+    data: R,
+    budget: Budget,
+) -> Result<PartSummary, Refused> {
+    let tally = std::sync::Arc::new(std::sync::Mutex::new(Tally {
+        inner: data,
+        sha: Sha256::new(),
+        bytes: 0,
+    }));
+    let gz = MultiGzDecoder::new(Shared(tally.clone()));
+    let name = format!("part {} ({})", part.shard.0, part.key);
+    let mut reader = ResultReader::part(
+        &name,
+        Box::new(BufReader::with_capacity(1 << 16, gz)),
+        budget,
+    );
+    let mut sum = PartSummary {
+        shard: part.shard.0,
+        ..PartSummary::default()
+    };
+    let group_names: FxHashSet<&str> = part.groups.iter().map(|g| g.name.as_str()).collect();
+    loop {
+        let f = match reader.next_file() {
+            Ok(Some(f)) => f,
+            Ok(None) => break,
+            Err(e) => {
+                let inv = if e.to_string().contains("a second MCR of manager \"*\"") {
+                    Invariant::OneStar
+                } else {
+                    Invariant::Readable
+                };
+                return Err(refuse(inv, name, e.to_string()));
+            }
+        };
+        let place = format!("{name}, line {}, file {}", f.line, f.path);
+        check_file(&f, part, &group_names).map_err(|(i, d)| refuse(i, place, d))?;
+        sum.files += 1;
+        sum.instrumented += f.star.instrumented();
+        sum.covered += f.star.covered();
+        sum.records += 1 + f.managers.len() as u64 + f.funcs.len() as u64;
+    }
+    drop(reader);
+    // The decoder is dropped with the reader: the tally is ours alone again.
+    let t = std::sync::Arc::try_unwrap(tally)
+        .ok()
+        .expect("the reader is dropped")
+        .into_inner()
+        .expect("tally");
+    let mut rest = Vec::new();
+    let mut inner = t.inner;
+    // Bytes past the last gzip member are not part of the result the reader saw.
+    let extra = inner.read_to_end(&mut rest).unwrap_or(0);
+    if extra > 0 {
+        return Err(refuse(
+            Invariant::Readable,
+            name,
+            format!("{extra} byte(s) after the last gzip member"),
+        ));
+    }
+    sum.bytes = t.bytes;
+    sum.sha256 = hex_of(&t.sha.finalize());
+    Ok(sum)
+}
+
+fn hex_of(b: &[u8]) -> String {
+    b.iter().map(|x| format!("{x:02x}")).collect()
+}
+
+/// The checks of one file of a part.
+fn check_file(
+    f: &FileCov,
+    part: PartCheck<'_>,
+    group_names: &FxHashSet<&str>,
+) -> Result<(), (Invariant, String)> {
+    if let Some(p) = &f.path_problem {
+        return Err((Invariant::Readable, p.clone()));
+    }
+    let home = shard_of(f.path.as_bytes(), part.shards);
+    if home != part.shard {
+        return Err((
+            Invariant::OnePart,
+            format!(
+                "the file belongs to shard {} of {}, not to this part's",
+                home.0, part.shards
+            ),
+        ));
+    }
+    if !f.has_star {
+        return Err((Invariant::OneStar, "no * record".into()));
+    }
+    // Contract §6: a manager is never empty (a row naming none is a bad row).
+    if f.managers.iter().any(|(m, _)| m.is_empty()) {
+        return Err((
+            Invariant::UniqueNames,
+            "an MCR record of manager \"\" (a manager name is never empty)".into(),
+        ));
+    }
+    let star = &f.star;
+    if let Some(i) = star.hits.iter().position(|&h| h > i64::MAX as u64) {
+        return Err((
+            Invariant::Int64,
+            format!("line {}: * has {} hits", star.lines[i], star.hits[i]),
+        ));
+    }
+    // Managers' sums onto the `*` lines.
+    let mut sums = vec![0u64; star.lines.len()];
+    let mut seen = vec![false; star.lines.len()];
+    let managers: Vec<&(String, LineHits)> = f
+        .managers
+        .iter()
+        .filter(|(m, _)| !group_names.contains(m.as_str()))
+        .collect();
+    for (m, lh) in &managers {
+        for (&line, &h) in lh.lines.iter().zip(&lh.hits) {
+            let Ok(i) = star.lines.binary_search(&line) else {
+                return Err((
+                    Invariant::StarIsSum,
+                    format!("line {line}: manager {m:?} has it, * does not"),
+                ));
+            };
+            sums[i] = sums[i].checked_add(h).ok_or_else(|| {
+                (
+                    Invariant::Int64,
+                    format!("line {line}: the managers' hits overflow"),
+                )
+            })?;
+            seen[i] = true;
+        }
+    }
+    for (i, &line) in star.lines.iter().enumerate() {
+        if !seen[i] {
+            return Err((
+                Invariant::StarIsSum,
+                format!("line {line}: * has it, no manager does"),
+            ));
+        }
+        if sums[i] != star.hits[i] {
+            return Err((
+                Invariant::StarIsSum,
+                format!(
+                    "line {line}: * has {} hits, its managers sum to {}",
+                    star.hits[i], sums[i]
+                ),
+            ));
+        }
+    }
+    // Groups: the sum of the managers each matches, absent when none has a line.
+    for g in part.groups {
+        let mut expect: Vec<(u32, u64)> = Vec::new();
+        for (m, lh) in managers.iter().filter(|(m, _)| g.matches(m.as_bytes())) {
+            let _ = m;
+            expect.extend(lh.lines.iter().copied().zip(lh.hits.iter().copied()));
+        }
+        expect.sort_unstable();
+        let mut merged: Vec<(u32, u64)> = Vec::with_capacity(expect.len());
+        for (l, h) in expect {
+            match merged.last_mut() {
+                Some((pl, ph)) if *pl == l => *ph += h,
+                _ => merged.push((l, h)),
+            }
+        }
+        let got = f.managers.iter().find(|(m, _)| *m == g.name).map(|x| &x.1);
+        match got {
+            None if merged.is_empty() => {}
+            None => {
+                return Err((
+                    Invariant::GroupIsSum,
+                    format!(
+                        "group {:?} has no record, but managers matching {:?} have lines",
+                        g.name, g.glob
+                    ),
+                ))
+            }
+            Some(lh) => {
+                let want = LineHits {
+                    lines: merged.iter().map(|p| p.0).collect(),
+                    hits: merged.iter().map(|p| p.1).collect(),
+                };
+                if *lh != want {
+                    let at = lh
+                        .lines
+                        .iter()
+                        .zip(&lh.hits)
+                        .zip(want.lines.iter().zip(&want.hits))
+                        .find(|(a, b)| a != b)
+                        .map(|((l, _), _)| format!("line {l}: "))
+                        .unwrap_or_default();
+                    return Err((
+                        Invariant::GroupIsSum,
+                        format!(
+                            "{at}group {:?} is not the sum of the managers matching {:?}",
+                            g.name, g.glob
+                        ),
+                    ));
+                }
+            }
+        }
+    }
+    // Functions: unique names, lines of `*`, no line owned twice.
+    let mut names = FxHashSet::default();
+    let mut owned = vec![false; star.lines.len()];
+    for (func, lines) in &f.funcs {
+        if !names.insert(func.as_str()) {
+            return Err((
+                Invariant::UniqueNames,
+                format!("a second FL record of function {func:?}"),
+            ));
+        }
+        for &line in lines {
+            let Ok(i) = star.lines.binary_search(&line) else {
+                return Err((
+                    Invariant::Functions,
+                    format!("line {line}: function {func:?} owns it, * does not have it"),
+                ));
+            };
+            if std::mem::replace(&mut owned[i], true) {
+                return Err((
+                    Invariant::Functions,
+                    format!("line {line}: owned by two functions, {func:?} the second"),
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The final check, before anything is published: the header member as the reader
+/// reads it, each part's summary against the manifest's shard, the totals, and a
+/// result that is not empty when rows were merged.
+pub fn check_result(
+    spec: &JobSpec,
+    header_member: &[u8],
+    manifest: &Manifest,
+    parts: &[PartSummary],
+) -> Result<(), Refused> {
+    let name = "the header";
+    let r = ResultReader::new(
+        name,
+        Box::new(BufReader::new(MultiGzDecoder::new(std::io::Cursor::new(
+            header_member.to_vec(),
+        )))),
+    )
+    .map_err(|e| refuse(Invariant::Header, name, e.to_string()))?;
+    let h = r.header();
+    let bad = |what: String| Err(refuse(Invariant::Header, "result line 1", what));
+    for (field, got, want) in [
+        ("Namespace", &h.namespace, &spec.header.namespace),
+        ("Repo", &h.repo, &spec.base_repo),
+        ("Commit", &h.commit, &spec.base_commit),
+        ("DateTo", &h.date_to, &spec.header.date_to),
+    ] {
+        if got != want {
+            return bad(format!("{field} is {got:?}, the job's is {want:?}"));
+        }
+    }
+    if h.commit.is_empty() {
+        return bad("Commit is empty".into());
+    }
+    if h.duration < 0 {
+        return bad(format!("Duration {} is negative", h.duration));
+    }
+    if let Err(e) = h.date_to.parse::<covmerge_proto::date::Date>() {
+        return bad(format!("DateTo {:?}: {e}", h.date_to));
+    }
+    if h.total_rows < 0 {
+        return bad(format!("TotalRows {} is negative", h.total_rows));
+    }
+    if parts.len() != manifest.shards.len() {
+        return Err(refuse(
+            Invariant::PartAsReported,
+            "the manifest",
+            format!(
+                "{} part(s) checked, {} shard(s) listed",
+                parts.len(),
+                manifest.shards.len()
+            ),
+        ));
+    }
+    for (p, s) in parts.iter().zip(&manifest.shards) {
+        let place = format!("part {}", p.shard);
+        for (what, got, listed) in [
+            ("shard", p.shard as u64, s.index as u64),
+            ("records", p.records, s.records),
+            ("bytes", p.bytes, s.bytes),
+        ] {
+            if got != listed {
+                return Err(refuse(
+                    Invariant::PartAsReported,
+                    place,
+                    format!("{got} {what} read back, the manifest lists {listed}"),
+                ));
+            }
+        }
+        if p.sha256 != s.sha256 {
+            return Err(refuse(
+                Invariant::PartAsReported,
+                place,
+                format!(
+                    "SHA-256 {} read back, the manifest lists {}",
+                    p.sha256, s.sha256
+                ),
+            ));
+        }
+    }
+    let t = &manifest.totals;
+    let sum = |f: fn(&PartSummary) -> u64| parts.iter().map(f).sum::<u64>();
+    for (what, got, listed) in [
+        ("files", sum(|p| p.files), t.files),
+        ("instrumented", sum(|p| p.instrumented), t.instrumented),
+        ("covered", sum(|p| p.covered), t.covered),
+    ] {
+        if got != listed {
+            return Err(refuse(
+                Invariant::Totals,
+                "the manifest's totals",
+                format!("{got} {what} in the parts, the manifest says {listed}"),
+            ));
+        }
+    }
+    if t.rows_merged > 0 && t.instrumented == 0 {
+        return Err(refuse(
+            Invariant::NotEmpty,
+            "the result",
+            format!("{} row(s) merged but no line instrumented", t.rows_merged),
+        ));
+    }
+    Ok(())
+}
+
+/// Why a result has no instrumented line, for the job's log: every row accounted for
+/// elsewhere (contract §7). `None` when some line is instrumented.
+pub fn why_empty(m: &Manifest) -> Option<String> {
+    let t = &m.totals;
+    (t.instrumented == 0).then(|| {
+        format!(
+            "no row landed on a line of the base: {} row(s) read, {} bad, {} without line, {} lost (changed or missing versions), {} in {} file(s) deleted at the base, {} outside --file-path-prefix",
+            t.rows_in,
+            t.rows_bad,
+            t.rows_without_line,
+            t.rows_lost,
+            t.rows_deleted,
+            t.files_deleted,
+            t.rows_outside_prefix
+        )
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use std::io::Write;
+
+    use covmerge_proto::job::HeaderSpec;
+    use covmerge_proto::{JobId, ShardEntry};
+    use flate2::{write::GzEncoder, Compression};
+
+    use super::*;
+
+    fn mcr(m: &str, p: &str, lines: &[u32], hits: &[u64]) -> String {
+        let cov = hits.iter().filter(|&&h| h > 0).count();
+        format!(
+            r#"{{"MCR":{{"Manager":"{m}","FilePath":"{p}","FileData":{{"Instrumented":{},"Covered":{cov},"LinesInstrumented":{lines:?},"HitCounts":{hits:?}}}}},"FL":null}}"#,
+            lines.len()
+        )
+    }
+
+    fn fl(p: &str, f: &str, lines: &[u32]) -> String {
+        format!(r#"{{"MCR":null,"FL":{{"FilePath":"{p}","FuncName":"{f}","Lines":{lines:?}}}}}"#)
+    }
+
+    fn gz(records: &[String]) -> Vec<u8> {
+        let mut e = GzEncoder::new(Vec::new(), Compression::new(1));
+        for r in records {
+            writeln!(e, "{r}").unwrap();
+        }
+        e.finish().unwrap()
+    }
+
+    fn groups() -> Vec<Group> {
+        vec![Group::parse("ci=ci-*").unwrap()]
+    }
+
+    /// Checks `records` as part 0 of a job of `shards` shards with the group `ci=ci-*`.
+    fn check(records: &[String], shards: u32) -> Result<PartSummary, Refused> {
+        let g = groups();
+        let part = PartCheck {
+            key: "jobs/j/parts/00000.jsonl.gz",
+            shard: ShardId(0),
+            shards,
+            groups: &g,
+        };
+        check_part(part, std::io::Cursor::new(gz(records)), PART_BUDGET)
+    }
+
+    fn refused(records: &[String]) -> Refused {
+        check(records, 1).expect_err("refused")
+    }
+
+    fn good() -> Vec<String> {
+        vec![
+            mcr("*", "a.c", &[1, 2, 5], &[3, 0, 7]),
+            mcr("ci-1", "a.c", &[1, 5], &[1, 7]),
+            mcr("m", "a.c", &[1, 2], &[2, 0]),
+            mcr("ci", "a.c", &[1, 5], &[1, 7]),
+            fl("a.c", "f", &[1, 2]),
+            fl("a.c", "g", &[5]),
+            mcr("*", "b.c", &[], &[]),
+        ]
+    }
+
+    #[test]
+    fn a_good_part_passes_with_its_numbers() {
+        let s = check(&good(), 1).unwrap();
+        assert_eq!(
+            (s.files, s.instrumented, s.covered, s.records),
+            (2, 3, 2, 7)
+        );
+        assert_eq!(s.bytes, gz(&good()).len() as u64);
+        assert_eq!(s.sha256, hex_of(&Sha256::digest(gz(&good()))));
+    }
+
+    #[test]
+    fn two_star_records_are_refused() {
+        let mut r = good();
+        r.insert(1, mcr("*", "a.c", &[1], &[3]));
+        let e = refused(&r);
+        assert_eq!(e.invariant, Invariant::OneStar, "{e}");
+        assert!(e.to_string().contains("line 2"), "{e}");
+        // A file without one.
+        let e = refused(&[mcr("m", "a.c", &[1], &[1]), fl("a.c", "f", &[1])]);
+        assert_eq!(e.invariant, Invariant::OneStar, "{e}");
+    }
+
+    #[test]
+    fn a_star_not_the_sum_of_its_managers_is_refused() {
+        let mut r = good();
+        r[0] = mcr("*", "a.c", &[1, 2, 5], &[4, 0, 7]);
+        let e = refused(&r);
+        assert_eq!(e.invariant, Invariant::StarIsSum);
+        let s = e.to_string();
+        assert!(
+            s.contains("line 1: * has 4 hits, its managers sum to 3") && s.contains("file a.c"),
+            "{s}"
+        );
+        // A manager line the star lacks, a star line no manager has.
+        r[0] = mcr("*", "a.c", &[1, 5], &[3, 7]);
+        assert!(refused(&r)
+            .to_string()
+            .contains("line 2: manager \"m\" has it"));
+        r[0] = mcr("*", "a.c", &[1, 2, 5, 9], &[3, 0, 7, 0]);
+        assert!(refused(&r)
+            .to_string()
+            .contains("line 9: * has it, no manager does"));
+    }
+
+    #[test]
+    fn a_group_not_the_sum_of_its_managers_is_refused() {
+        let mut r = good();
+        r[3] = mcr("ci", "a.c", &[1, 2, 5], &[1, 0, 7]);
+        assert_eq!(refused(&r).invariant, Invariant::GroupIsSum);
+        r.remove(3);
+        let e = refused(&r);
+        assert!(e.to_string().contains("group \"ci\" has no record"), "{e}");
+    }
+
+    #[test]
+    fn lines_descending_or_misaligned_are_refused() {
+        let mut r = good();
+        r[2] = mcr("m", "a.c", &[2, 1], &[0, 2]);
+        let e = refused(&r);
+        assert_eq!(e.invariant, Invariant::Readable);
+        assert!(
+            e.to_string()
+                .contains("line 3: MCR of manager \"m\": LinesInstrumented not ascending"),
+            "{e}"
+        );
+        r[2] = mcr("m", "a.c", &[1, 2], &[2, 0])
+            .replace("[2,0]", "[2]")
+            .replace("[2, 0]", "[2]");
+        assert!(refused(&r)
+            .to_string()
+            .contains("2 LinesInstrumented but 1 HitCounts"));
+    }
+
+    #[test]
+    fn functions_owning_a_line_twice_or_outside_star_are_refused() {
+        let mut r = good();
+        r[5] = fl("a.c", "g", &[2, 5]);
+        let e = refused(&r);
+        assert_eq!(e.invariant, Invariant::Functions);
+        assert!(
+            e.to_string().contains("line 2: owned by two functions"),
+            "{e}"
+        );
+        r[5] = fl("a.c", "g", &[6]);
+        assert!(refused(&r)
+            .to_string()
+            .contains("line 6: function \"g\" owns it"));
+        r[5] = fl("a.c", "f", &[5]);
+        assert_eq!(refused(&r).invariant, Invariant::UniqueNames);
+    }
+
+    #[test]
+    fn a_row_without_manager_gave_a_record_of_manager_empty() {
+        // What `merge --max-bad-rows 3` published for a row `r,b,f.c,g,,11,742`.
+        let r = [
+            mcr("*", "a.c", &[11], &[742]),
+            mcr("", "a.c", &[11], &[742]),
+        ];
+        let e = refused(&r);
+        assert_eq!(e.invariant, Invariant::UniqueNames);
+        assert!(e.to_string().contains("manager \"\""), "{e}");
+    }
+
+    #[test]
+    fn a_file_in_another_shards_part_is_refused() {
+        // With two shards, one of a.c and b.c is not shard 0's.
+        let other = ["a.c", "b.c", "c.c"]
+            .into_iter()
+            .find(|p| shard_of(p.as_bytes(), 2) != ShardId(0))
+            .unwrap();
+        let e = check(&[mcr("*", other, &[], &[])], 2).unwrap_err();
+        assert_eq!(e.invariant, Invariant::OnePart);
+        assert!(e.to_string().contains(&format!("file {other}")), "{e}");
+        // Records of a file in two runs.
+        let e = refused(&[
+            mcr("*", "a.c", &[], &[]),
+            mcr("*", "b.c", &[], &[]),
+            fl("a.c", "f", &[]),
+        ]);
+        assert!(e.to_string().contains("not contiguous"), "{e}");
+    }
+
+    #[test]
+    fn hits_past_int64_are_refused() {
+        let big = i64::MAX as u64;
+        let e = refused(&[
+            mcr("*", "a.c", &[1], &[big + 1]),
+            mcr("m", "a.c", &[1], &[big + 1]),
+        ]);
+        assert_eq!(e.invariant, Invariant::Int64);
+        let e = refused(&[
+            mcr("*", "a.c", &[1], &[big]),
+            mcr("m", "a.c", &[1], &[u64::MAX]),
+            mcr("n", "a.c", &[1], &[2]),
+        ]);
+        assert_eq!(e.invariant, Invariant::Int64, "{e}");
+    }
+
+    fn spec() -> JobSpec {
+        JobSpec {
+            job: JobId::parse("j1").unwrap(),
+            inputs: vec!["in.csv".into()],
+            base_repo: "git://r".into(),
+            base_commit: "c1".into(),
+            source: "dir:/s".into(),
+            shards: 1,
+            max_bad_rows: 0,
+            file_path_prefix: String::new(),
+            header: HeaderSpec {
+                namespace: "upstream".into(),
+                duration: 3,
+                date_to: "2024-04-08".into(),
+                total_rows: None,
+            },
+            go: Default::default(),
+            splits: Vec::new(),
+            groups: groups(),
+            namespace: None,
+            input_ids: Vec::new(),
+        }
+    }
+
+    fn header(ns: &str, commit: &str, duration: i64, date: &str, total: i64) -> Vec<u8> {
+        gz(&[format!(
+            r#"{{"Session":"","Time":"0001-01-01T00:00:00Z","Namespace":"{ns}","Repo":"git://r","Commit":"{commit}","Duration":{duration},"DateTo":"{date}","TotalRows":{total}}}"#
+        )])
+    }
+
+    fn manifest(s: &PartSummary) -> Manifest {
+        let mut m = Manifest::default();
+        m.totals.files = s.files;
+        m.totals.instrumented = s.instrumented;
+        m.totals.covered = s.covered;
+        m.totals.rows_merged = 4;
+        m.shards.push(ShardEntry {
+            index: s.shard,
+            records: s.records,
+            bytes: s.bytes,
+            sha256: s.sha256.clone(),
+            attempts: 1,
+            outages: 0,
+        });
+        m
+    }
+
+    #[test]
+    fn totals_or_parts_differing_from_the_manifest_are_refused() {
+        let s = check(&good(), 1).unwrap();
+        let h = header("upstream", "c1", 3, "2024-04-08", 9);
+        check_result(&spec(), &h, &manifest(&s), std::slice::from_ref(&s)).unwrap();
+        let mut m = manifest(&s);
+        m.totals.covered += 1;
+        let e = check_result(&spec(), &h, &m, std::slice::from_ref(&s)).unwrap_err();
+        assert_eq!(e.invariant, Invariant::Totals);
+        assert!(
+            e.to_string()
+                .contains("2 covered in the parts, the manifest says 3"),
+            "{e}"
+        );
+        let mut m = manifest(&s);
+        m.shards[0].sha256 = "00".into();
+        assert_eq!(
+            check_result(&spec(), &h, &m, std::slice::from_ref(&s))
+                .unwrap_err()
+                .invariant,
+            Invariant::PartAsReported
+        );
+        let mut m = manifest(&s);
+        m.shards[0].records -= 1;
+        assert_eq!(
+            check_result(&spec(), &h, &m, std::slice::from_ref(&s))
+                .unwrap_err()
+                .invariant,
+            Invariant::PartAsReported
+        );
+        // Rows merged and nothing instrumented.
+        let empty = check(&[mcr("*", "b.c", &[], &[])], 1).unwrap();
+        let e = check_result(&spec(), &h, &manifest(&empty), &[empty]).unwrap_err();
+        assert_eq!(e.invariant, Invariant::NotEmpty, "{e}");
+    }
+
+    #[test]
+    fn a_bad_header_is_refused() {
+        let s = check(&good(), 1).unwrap();
+        let m = manifest(&s);
+        for (h, what) in [
+            (
+                header("other", "c1", 3, "2024-04-08", 9),
+                "Namespace is \"other\"",
+            ),
+            (
+                header("upstream", "c2", 3, "2024-04-08", 9),
+                "Commit is \"c2\"",
+            ),
+            (
+                header("upstream", "c1", 3, "2024-04-31", 9),
+                "DateTo is \"2024-04-31\"",
+            ),
+            (
+                header("upstream", "c1", 3, "2024-04-08", -1),
+                "TotalRows -1 is negative",
+            ),
+            (
+                header("upstream", "c1", -3, "2024-04-08", 9),
+                "Duration -3 is negative",
+            ),
+            (gz(&["{}".into()]), "not a header line"),
+        ] {
+            let e = check_result(&spec(), &h, &m, std::slice::from_ref(&s)).unwrap_err();
+            assert_eq!(e.invariant, Invariant::Header, "{e}");
+            assert!(e.to_string().contains(what), "{what}: {e}");
+        }
+        // A job whose own DateTo or Duration is out of its domain.
+        let mut bad = spec();
+        bad.header.date_to = "2024-13-01".into();
+        let h = header("upstream", "c1", 3, "2024-13-01", 9);
+        let e = check_result(&bad, &h, &m, &[s]).unwrap_err();
+        assert!(e.to_string().contains("month 13 does not exist"), "{e}");
+    }
+}

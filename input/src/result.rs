@@ -1,0 +1,710 @@
+//! Reads a merge result back (`report`, `diff` and the publish gate; contract §4: a gzip of JSON lines, a local path or an object-store
+//! URL) as a stream of files: the header, then one [`FileCov`] per file with its `*`
+//! record, its managers' records and its functions.
+//!
+//! covmerge (and syz-covermerger) write all records of a file together, so the reader
+//! holds one file at a time. A result whose records of one file are spread out is
+//! refused with [`ReadError::NotContiguous`]; [`read_grouped`] then reads it whole into
+//! memory instead. Every record is checked against contract §4 (`Instrumented` and `Covered`
+//! equal to what the arrays say, lines ascending): the report shows the result's numbers
+//! or refuses it, naming the result and the line.
+//!
+//! A `FilePath` that is not canonical ([`covmerge_proto::path::canonical_path`]: `..`,
+//! absolute, `//`, `./`, ...) cannot come from a merge, which refuses such rows. Its
+//! numbers are kept (the result's totals stay the result's), but the file is marked
+//! ([`FileCov::path_problem`]) and its text is never asked of a source: a warning names
+//! the result, the line and the path.
+
+use std::io::{BufRead, BufReader};
+
+use rustc_hash::{FxHashMap, FxHashSet};
+use serde::Deserialize;
+
+use crate::budget::{mib, Budget};
+
+/// Line 1 of a result (Go `coveragedb.HistoryRecord`).
+#[derive(Debug, Clone, Default, Deserialize, serde::Serialize)]
+#[serde(rename_all = "PascalCase")]
+pub struct Header {
+    /// `Namespace`.
+    #[serde(default)]
+    pub namespace: String,
+    /// `Repo`: the repository of the base.
+    #[serde(default)]
+    pub repo: String,
+    /// `Commit`: the base commit.
+    pub commit: String,
+    /// `Duration`: days the rows span.
+    #[serde(default)]
+    pub duration: i64,
+    /// `DateTo`: last day of the rows.
+    #[serde(default)]
+    pub date_to: String,
+    /// `TotalRows`: data rows read.
+    #[serde(default)]
+    pub total_rows: i64,
+}
+
+/// One manager's lines of one file (`*` is the overall record).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct LineHits {
+    /// Ascending line numbers.
+    pub lines: Vec<u32>,
+    /// Hit counts aligned with `lines`.
+    pub hits: Vec<u64>,
+}
+
+impl LineHits {
+    /// Lines with a record.
+    pub fn instrumented(&self) -> u64 {
+        self.lines.len() as u64
+    }
+
+    /// Lines with hits above 0.
+    pub fn covered(&self) -> u64 {
+        self.hits.iter().filter(|&&h| h > 0).count() as u64
+    }
+
+    /// The hit count of `line`, `None` when it is not instrumented.
+    pub fn get(&self, line: u32) -> Option<u64> {
+        self.lines.binary_search(&line).ok().map(|i| self.hits[i])
+    }
+}
+
+/// Everything a result says about one file.
+#[derive(Debug, Clone, Default)]
+pub struct FileCov {
+    /// The file, as a repository path.
+    pub path: String,
+    /// The `*` record (empty when the result has none for this file).
+    pub star: LineHits,
+    /// Whether the result has a `*` record for this file (contract §4: always).
+    pub has_star: bool,
+    /// The line of the result where the file's first record is (0: not read from a
+    /// result).
+    pub line: u64,
+    /// Per manager, sorted by manager name.
+    pub managers: Vec<(String, LineHits)>,
+    /// Functions and their lines, as in the `FL` records.
+    pub funcs: Vec<(String, Vec<u32>)>,
+    /// Why `path` is not a canonical path (with the result and line of its first
+    /// record): no source is asked for its text.
+    pub path_problem: Option<String>,
+}
+
+impl FileCov {
+    /// About the bytes this file holds in memory (its arrays, names and vectors).
+    pub fn bytes(&self) -> u64 {
+        let lh = |l: &LineHits| 48 + l.lines.len() as u64 * 12;
+        self.path.len() as u64
+            + 160
+            + lh(&self.star)
+            + self
+                .managers
+                .iter()
+                .map(|(m, l)| 24 + m.len() as u64 + lh(l))
+                .sum::<u64>()
+            + self
+                .funcs
+                .iter()
+                .map(|(f, l)| 48 + f.len() as u64 + l.len() as u64 * 4)
+                .sum::<u64>()
+    }
+
+    /// A file of result `result` first seen on `line`; a path that is not canonical is
+    /// marked and warned about.
+    fn new(result: &str, line: u64, path: &str) -> FileCov {
+        let path_problem = covmerge_proto::path::canonical_path(path.as_bytes())
+            .err()
+            .map(|why| {
+                let m = format!(
+                    "result {result}, line {line}: FilePath {path:?} is not a canonical path relative to the source root (it {why}): its source text is not read"
+                );
+                tracing::warn!("{m}");
+                m
+            });
+        FileCov {
+            path: path.to_string(),
+            line,
+            path_problem,
+            ..FileCov::default()
+        }
+    }
+}
+
+/// Why a result cannot be read.
+#[derive(Debug, thiserror::Error)]
+pub enum ReadError {
+    /// The result cannot be opened or decompressed.
+    #[error("result {result}: {message}")]
+    Open {
+        /// The result, as named.
+        result: String,
+        /// What failed.
+        message: String,
+    },
+    /// A line that is not a record of a result (bad JSON, a field missing).
+    #[error("result {result}, line {line}: {message}")]
+    Bad {
+        /// The result, as named.
+        result: String,
+        /// The line, counting from 1.
+        line: u64,
+        /// What is wrong with it.
+        message: String,
+    },
+    /// A file's records come in two runs: a streamed read needs them together.
+    #[error("result {result}, line {line}: records of {path} are not contiguous")]
+    NotContiguous {
+        /// The result, as named.
+        result: String,
+        /// The line where the file's records resumed.
+        line: u64,
+        /// The file.
+        path: String,
+    },
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "PascalCase")]
+struct FileData {
+    instrumented: u64,
+    covered: u64,
+    lines_instrumented: Vec<u32>,
+    hit_counts: Vec<u64>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "PascalCase")]
+struct Mcr {
+    manager: String,
+    file_path: String,
+    file_data: FileData,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "PascalCase")]
+struct Fl {
+    file_path: String,
+    func_name: String,
+    lines: Vec<u32>,
+}
+
+#[derive(Deserialize)]
+struct Record {
+    #[serde(rename = "MCR")]
+    mcr: Option<Mcr>,
+    #[serde(rename = "FL")]
+    fl: Option<Fl>,
+}
+
+/// A result opened for reading file by file.
+pub struct ResultReader {
+    name: String,
+    input: Box<dyn BufRead + Send>,
+    line: u64,
+    buf: String,
+    header: Header,
+    /// The record read past the end of the previous file.
+    pending: Option<(u64, Record)>,
+    done: FxHashSet<String>,
+    budget: Budget,
+}
+
+/// Opens a result: a local path or an object-store URL, gzip or plain. Store objects
+/// are streamed by a task on `rt`; call `next_file` from a blocking thread.
+pub fn open(
+    spec: &str,
+    rt: &tokio::runtime::Handle,
+    budget: Budget,
+) -> Result<ResultReader, ReadError> {
+    use crate::{open_input, Inflate};
+    let raw = open_input(spec, rt, Inflate::Pipelined).map_err(|e| ReadError::Open {
+        result: spec.to_string(),
+        message: e.to_string(),
+    })?;
+    ResultReader::with_budget(
+        spec,
+        Box::new(BufReader::with_capacity(1 << 20, raw)),
+        budget,
+    )
+}
+
+impl ResultReader {
+    /// Reads the header line of `input`, named `name` in errors, within the default
+    /// budget.
+    pub fn new(name: &str, input: Box<dyn BufRead + Send>) -> Result<Self, ReadError> {
+        Self::with_budget(name, input, Budget::default())
+    }
+
+    /// Reads the header line of `input`; lines and files are capped by `budget`.
+    pub fn with_budget(
+        name: &str,
+        input: Box<dyn BufRead + Send>,
+        budget: Budget,
+    ) -> Result<Self, ReadError> {
+        let mut r = ResultReader {
+            budget,
+            name: name.to_string(),
+            input,
+            line: 0,
+            buf: String::new(),
+            header: Header::default(),
+            pending: None,
+            done: FxHashSet::default(),
+        };
+        if !r.read_line()? {
+            return Err(r.bad(1, "empty: expected the header line"));
+        }
+        r.header = serde_json::from_str(&r.buf)
+            .map_err(|e| r.bad(1, &format!("not a header line (Commit, Repo, ...): {e}")))?;
+        Ok(r)
+    }
+
+    /// Reads `input`, a part of a result (its records without the header line: what
+    /// one merge task wrote); lines are counted from the part's first record.
+    pub fn part(name: &str, input: Box<dyn BufRead + Send>, budget: Budget) -> Self {
+        ResultReader {
+            budget,
+            name: name.to_string(),
+            input,
+            line: 0,
+            buf: String::new(),
+            header: Header::default(),
+            pending: None,
+            done: FxHashSet::default(),
+        }
+    }
+
+    /// The result, as named.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The result's header line.
+    pub fn header(&self) -> &Header {
+        &self.header
+    }
+
+    fn bad(&self, line: u64, message: &str) -> ReadError {
+        ReadError::Bad {
+            result: self.name.clone(),
+            line,
+            message: message.to_string(),
+        }
+    }
+
+    /// Reads the next non-empty line into `buf`; false at the end. A line longer than
+    /// the budget's line cap is refused as soon as the cap is passed, never held whole.
+    fn read_line(&mut self) -> Result<bool, ReadError> {
+        use std::io::Read;
+        let cap = self.budget.line_cap();
+        loop {
+            self.buf.clear();
+            let n = (&mut self.input)
+                .take(cap as u64 + 1)
+                .read_line(&mut self.buf)
+                .map_err(|e| self.bad(self.line + 1, &format!("reading: {e}")))?;
+            if n == 0 {
+                return Ok(false);
+            }
+            if n > cap {
+                return Err(self.bad(
+                    self.line + 1,
+                    &format!(
+                        "a line longer than {}, the cap on a result record (a quarter of --memory-budget {}; a file of about {:.1} M instrumented lines): not a covmerge result, or one that needs a larger --memory-budget",
+                        mib(cap as u64),
+                        self.budget,
+                        cap as f64 / 20e6
+                    ),
+                ));
+            }
+            self.line += 1;
+            if !self.buf.trim().is_empty() {
+                return Ok(true);
+            }
+        }
+    }
+
+    fn next_record(&mut self) -> Result<Option<(u64, Record)>, ReadError> {
+        if let Some(p) = self.pending.take() {
+            return Ok(Some(p));
+        }
+        if !self.read_line()? {
+            return Ok(None);
+        }
+        let rec: Record = serde_json::from_str(&self.buf)
+            .map_err(|e| self.bad(self.line, &format!("not an MCR or FL record: {e}")))?;
+        Ok(Some((self.line, rec)))
+    }
+
+    /// The next file, `None` at the end.
+    pub fn next_file(&mut self) -> Result<Option<FileCov>, ReadError> {
+        let mut file: Option<FileCov> = None;
+        let mut seen = FxHashSet::default();
+        let mut held = 0u64;
+        while let Some((line, rec)) = self.next_record()? {
+            let path = record_path(&rec).ok_or_else(|| {
+                self.bad(line, "a record needs exactly one of MCR and FL non-null")
+            })?;
+            match &file {
+                Some(f) if f.path != path => {
+                    self.pending = Some((line, rec));
+                    break;
+                }
+                None if self.done.contains(path) => {
+                    return Err(ReadError::NotContiguous {
+                        result: self.name.clone(),
+                        line,
+                        path: path.to_string(),
+                    })
+                }
+                _ => {}
+            }
+            let f = file.get_or_insert_with(|| FileCov::new(&self.name, line, path));
+            held += record_bytes(&rec);
+            if held > self.budget.file_cap() {
+                return Err(self.bad(line, &over_file_cap(&f.path, held, self.budget)));
+            }
+            add_record(f, rec, &mut seen, 0).map_err(|m| self.bad(line, &m))?;
+        }
+        if let Some(f) = &mut file {
+            self.done.insert(f.path.clone());
+            f.managers.sort_by(|a, b| a.0.cmp(&b.0));
+        }
+        Ok(file)
+    }
+}
+
+fn record_path(r: &Record) -> Option<&str> {
+    match (&r.mcr, &r.fl) {
+        (Some(m), None) => Some(&m.file_path),
+        (None, Some(f)) => Some(&f.file_path),
+        _ => None,
+    }
+}
+
+/// About the bytes a record holds once added to its file.
+fn record_bytes(r: &Record) -> u64 {
+    match (&r.mcr, &r.fl) {
+        (Some(m), _) => {
+            72 + m.manager.len() as u64 + m.file_data.lines_instrumented.len() as u64 * 12
+        }
+        (_, Some(f)) => 48 + f.func_name.len() as u64 + f.lines.len() as u64 * 4,
+        _ => 0,
+    }
+}
+
+/// Why a file whose records hold more than the budget's share of one file is refused.
+fn over_file_cap(path: &str, held: u64, budget: Budget) -> String {
+    format!(
+        "the records of {path} hold about {} in memory, over the share of one file (a quarter of --memory-budget {budget}): give a larger --memory-budget",
+        mib(held),
+    )
+}
+
+/// Adds a checked record to its file (number `file` in `seen`, the (file, manager)
+/// pairs read so far: a hash lookup per record, where a scan of the file's managers
+/// made 60,000 managers take minutes).
+fn add_record(
+    f: &mut FileCov,
+    rec: Record,
+    seen: &mut FxHashSet<(usize, String)>,
+    file: usize,
+) -> Result<(), String> {
+    if let Some(fl) = rec.fl {
+        if !fl.lines.windows(2).all(|w| w[0] < w[1]) {
+            return Err(format!("FL {}: Lines not ascending", fl.func_name));
+        }
+        if fl.lines.first() == Some(&0) {
+            return Err(format!("FL {}: line 0 (lines count from 1)", fl.func_name));
+        }
+        f.funcs.push((fl.func_name, fl.lines));
+        return Ok(());
+    }
+    let Some(m) = rec.mcr else { return Ok(()) };
+    let d = m.file_data;
+    let who = format!("MCR of manager {:?}", m.manager);
+    if d.lines_instrumented.len() != d.hit_counts.len() {
+        return Err(format!(
+            "{who}: {} LinesInstrumented but {} HitCounts",
+            d.lines_instrumented.len(),
+            d.hit_counts.len()
+        ));
+    }
+    if !d.lines_instrumented.windows(2).all(|w| w[0] < w[1]) {
+        return Err(format!("{who}: LinesInstrumented not ascending"));
+    }
+    // Lines count from 1 (contract §4): a line 0 was shown as a line of the source.
+    if d.lines_instrumented.first() == Some(&0) {
+        return Err(format!(
+            "{who}: line 0 in LinesInstrumented (lines count from 1)"
+        ));
+    }
+    let lh = LineHits {
+        lines: d.lines_instrumented,
+        hits: d.hit_counts,
+    };
+    if d.instrumented != lh.instrumented() || d.covered != lh.covered() {
+        return Err(format!(
+            "{who}: Instrumented {} / Covered {} but the arrays say {} / {}",
+            d.instrumented,
+            d.covered,
+            lh.instrumented(),
+            lh.covered()
+        ));
+    }
+    if m.manager == "*" {
+        // Kept in `seen` too: an empty first `*` record leaves `star` as it was.
+        if !seen.insert((file, m.manager)) {
+            return Err("a second MCR of manager \"*\"".into());
+        }
+        f.has_star = true;
+        f.star = lh;
+    } else {
+        if !seen.insert((file, m.manager.clone())) {
+            return Err(format!("a second {who}"));
+        }
+        f.managers.push((m.manager, lh));
+    }
+    Ok(())
+}
+
+/// A result's files: streamed, or read whole and grouped (see [`read_grouped`]).
+pub enum Files {
+    /// Read a file at a time, as the result is.
+    Stream(Box<ResultReader>),
+    /// Read whole and grouped by file.
+    Grouped {
+        /// The result, as named.
+        name: String,
+        /// Its header line.
+        header: Header,
+        /// Its files, in order of first appearance.
+        files: std::vec::IntoIter<FileCov>,
+    },
+}
+
+impl Files {
+    /// Opens `spec` streamed, or (`grouped`) reads it whole.
+    pub fn open(
+        spec: &str,
+        rt: &tokio::runtime::Handle,
+        grouped: bool,
+        budget: Budget,
+    ) -> Result<Files, ReadError> {
+        Ok(if grouped {
+            let (header, files) = read_grouped(spec, rt, budget)?;
+            Files::Grouped {
+                name: spec.to_string(),
+                header,
+                files: files.into_iter(),
+            }
+        } else {
+            Files::Stream(Box::new(open(spec, rt, budget)?))
+        })
+    }
+
+    /// The result, as named.
+    pub fn name(&self) -> &str {
+        match self {
+            Files::Stream(r) => r.name(),
+            Files::Grouped { name, .. } => name,
+        }
+    }
+
+    /// The result's header line.
+    pub fn header(&self) -> &Header {
+        match self {
+            Files::Stream(r) => r.header(),
+            Files::Grouped { header, .. } => header,
+        }
+    }
+
+    /// The next file, `None` at the end.
+    pub fn next_file(&mut self) -> Result<Option<FileCov>, ReadError> {
+        match self {
+            Files::Stream(r) => r.next_file(),
+            Files::Grouped { files, .. } => Ok(files.next()),
+        }
+    }
+}
+
+/// Reads a whole result into memory, grouping records of a file wherever they are,
+/// files in order of first appearance. For results that [`ResultReader::next_file`]
+/// refuses as not contiguous; one that holds more than half the budget is refused.
+pub fn read_grouped(
+    spec: &str,
+    rt: &tokio::runtime::Handle,
+    budget: Budget,
+) -> Result<(Header, Vec<FileCov>), ReadError> {
+    let mut r = open(spec, rt, budget)?;
+    let mut held = 0u64;
+    let mut files: Vec<FileCov> = Vec::new();
+    let mut index: FxHashMap<String, usize> = FxHashMap::default();
+    let mut seen = FxHashSet::default();
+    while let Some((line, rec)) = r.next_record()? {
+        let path = record_path(&rec)
+            .ok_or_else(|| r.bad(line, "a record needs exactly one of MCR and FL non-null"))?
+            .to_string();
+        let i = *index.entry(path.clone()).or_insert_with(|| {
+            files.push(FileCov::new(&r.name, line, &path));
+            files.len() - 1
+        });
+        held += record_bytes(&rec) + 48;
+        add_record(&mut files[i], rec, &mut seen, i).map_err(|m| r.bad(line, &m))?;
+        if held > budget.0 / 2 {
+            return Err(r.bad(
+                line,
+                &format!(
+                    "the records of a file are not contiguous, so the result is grouped in memory, and it holds more than half of --memory-budget {} (about {} so far): write the result with each file's records together (as covmerge merge does) or give a larger --memory-budget",
+                    budget,
+                    mib(held)
+                ),
+            ));
+        }
+    }
+    for f in &mut files {
+        f.managers.sort_by(|a, b| a.0.cmp(&b.0));
+    }
+    Ok((r.header, files))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const HEAD: &str = r#"{"Session":"","Time":"0001-01-01T00:00:00Z","Namespace":"upstream","Repo":"git://r","Commit":"c1","Duration":30,"DateTo":"2024-04-08","TotalRows":9}"#;
+
+    fn mcr(m: &str, p: &str, lines: &[u32], hits: &[u64]) -> String {
+        let cov = hits.iter().filter(|&&h| h > 0).count();
+        format!(
+            r#"{{"MCR":{{"Manager":"{m}","FilePath":"{p}","FileData":{{"Instrumented":{},"Covered":{cov},"LinesInstrumented":{lines:?},"HitCounts":{hits:?}}}}},"FL":null}}"#,
+            lines.len()
+        )
+    }
+
+    fn reader(lines: &[String]) -> ResultReader {
+        let text = format!("{HEAD}\n{}\n", lines.join("\n"));
+        ResultReader::new("r.jsonl", Box::new(std::io::Cursor::new(text.into_bytes()))).unwrap()
+    }
+
+    #[test]
+    fn a_manager_named_twice_is_refused_among_many() {
+        let mut recs: Vec<String> = (0..20_000)
+            .map(|i| mcr(&format!("m{i}"), "a.c", &[1], &[1]))
+            .collect();
+        recs.push(mcr("m17", "a.c", &[1], &[1]));
+        let e = reader(&recs).next_file().unwrap_err().to_string();
+        assert!(
+            e.contains("line 20002") && e.contains("a second MCR of manager \"m17\""),
+            "{e}"
+        );
+        // The same manager in another file is no repeat.
+        let ok = reader(&[mcr("m1", "a.c", &[1], &[1]), mcr("m1", "b.c", &[1], &[1])]);
+        let mut ok = ok;
+        assert!(ok.next_file().unwrap().is_some() && ok.next_file().unwrap().is_some());
+    }
+
+    #[test]
+    fn a_line_without_end_was_read_whole() {
+        // An endless line (as /dev/zero is) stops at the cap, naming the line.
+        let endless = std::io::Read::chain(
+            std::io::Cursor::new(format!("{HEAD}\n").into_bytes()),
+            std::io::repeat(b'x'),
+        );
+        let mut r = ResultReader::new("zero", Box::new(BufReader::new(endless))).unwrap();
+        let e = r.next_file().unwrap_err().to_string();
+        assert!(
+            e.contains("result zero, line 2")
+                && e.contains("64 MiB")
+                && e.contains("--memory-budget 256 MiB"),
+            "{e}"
+        );
+        // An endless header line too.
+        let e = ResultReader::new("zero", Box::new(BufReader::new(std::io::repeat(0))))
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(e.contains("line 1") && e.contains("64 MiB"), "{e}");
+    }
+
+    #[test]
+    fn files_one_at_a_time() {
+        let mut r = reader(&[
+            mcr("*", "a.c", &[1, 2], &[3, 0]),
+            mcr("m2", "a.c", &[1], &[3]),
+            mcr("m1", "a.c", &[2], &[0]),
+            r#"{"MCR":null,"FL":{"FilePath":"a.c","FuncName":"f","Lines":[1,2]}}"#.into(),
+            mcr("*", "b.c", &[], &[]),
+        ]);
+        assert_eq!(r.header().commit, "c1");
+        let a = r.next_file().unwrap().unwrap();
+        assert_eq!(a.path, "a.c");
+        assert_eq!(a.star.covered(), 1);
+        assert_eq!(a.managers[0].0, "m1");
+        assert_eq!(a.funcs, vec![("f".to_string(), vec![1, 2])]);
+        let b = r.next_file().unwrap().unwrap();
+        assert_eq!((b.path.as_str(), b.star.instrumented()), ("b.c", 0));
+        assert!(r.next_file().unwrap().is_none());
+    }
+
+    #[test]
+    fn spread_out_file_is_named() {
+        let mut r = reader(&[
+            mcr("*", "a.c", &[1], &[1]),
+            mcr("*", "b.c", &[1], &[1]),
+            mcr("m", "a.c", &[1], &[1]),
+        ]);
+        r.next_file().unwrap();
+        r.next_file().unwrap();
+        let e = r.next_file().unwrap_err().to_string();
+        assert_eq!(
+            e,
+            "result r.jsonl, line 4: records of a.c are not contiguous"
+        );
+    }
+
+    #[test]
+    fn wrong_counts_name_the_line() {
+        let bad = mcr("*", "a.c", &[1, 2], &[1, 1]).replace("\"Covered\":2", "\"Covered\":1");
+        let mut r = reader(&[mcr("*", "z.c", &[], &[]), bad]);
+        r.next_file().unwrap();
+        let e = r.next_file().unwrap_err().to_string();
+        assert!(
+            e.starts_with("result r.jsonl, line 3: MCR of manager \"*\": Instrumented 2 / Covered 1 but the arrays say 2 / 2"),
+            "{e}"
+        );
+        let unsorted = mcr("*", "a.c", &[2, 1], &[1, 1]);
+        let e = reader(&[unsorted]).next_file().unwrap_err().to_string();
+        assert!(e.contains("line 2") && e.contains("not ascending"), "{e}");
+        let e = ResultReader::new("x", Box::new(std::io::Cursor::new(b"{}\n".to_vec())))
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(e.starts_with("result x, line 1: not a header line"), "{e}");
+    }
+
+    #[test]
+    fn a_second_star_record_after_an_empty_one_was_read_as_one() {
+        // An empty `*` record then one with lines: the second replaced the first.
+        for second in [mcr("*", "a.c", &[1], &[1]), mcr("*", "a.c", &[], &[])] {
+            let recs = [mcr("*", "a.c", &[], &[]), second];
+            let e = reader(&recs).next_file().unwrap_err().to_string();
+            assert!(
+                e.contains("line 3") && e.contains("a second MCR of manager \"*\""),
+                "{e}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_line_0_was_read_as_a_line_of_the_source() {
+        let zero = mcr("*", "a.c", &[0, 1], &[1, 1]);
+        let e = reader(&[zero]).next_file().unwrap_err().to_string();
+        assert!(
+            e.contains("line 2") && e.contains("line 0 in LinesInstrumented"),
+            "{e}"
+        );
+    }
+}
