@@ -118,7 +118,7 @@ fn redaction_hides_credentials() {
     assert!(!e.to_string().contains("s3cret"), "{e}");
 }
 
-/// Issue 38 item 11: a `file://` listing followed a symlinked directory out of its
+/// Found by the round-3 review: a `file://` listing followed a symlinked directory out of its
 /// prefix (an input glob listed another tree's files), and a symlink loop failed with
 /// an error retried as an outage for the whole retry budget.
 #[tokio::test]
@@ -177,7 +177,7 @@ async fn a_file_listing_followed_a_symlinked_directory_out_of_its_prefix() {
     assert!(!e.is_transient(), "{e}");
 }
 
-/// Issue 38 item 11: a local filesystem error that the same call meets again (ELOOP,
+/// Found by the round-3 review: a local filesystem error that the same call meets again (ELOOP,
 /// ENOTDIR, EACCES, walkdir's loop) was classified as an outage and retried.
 #[test]
 fn a_local_eloop_was_retried_as_an_outage() {

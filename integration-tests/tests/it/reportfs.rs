@@ -1,4 +1,4 @@
-//! Issue 38, items 6, 9 and 11: a report or diff whose inputs do not belong together
+//! "Never a wrong result", round 3: a report or diff whose inputs do not belong together
 //! (a source without one side's base, a manifest of another job), a site directory
 //! that would overwrite or escape through its inputs, `file://` listings through
 //! symlinks. Each test is named after what a build did before its fix.
@@ -57,7 +57,7 @@ fn two_bases(c: &Case) -> (PathBuf, PathBuf) {
     (old, new)
 }
 
-/// Issue 38 item 6: with `ROOT/c1/` emptied after the merge, OLD's two covered lines
+/// Found by the round-3 review: with `ROOT/c1/` emptied after the merge, OLD's two covered lines
 /// became DCB and NEW's GNC/UNC: nothing lost, and `--fail-on lost>=1` exited 0 on a
 /// source that cannot produce OLD's text at all.
 #[test]
@@ -138,7 +138,7 @@ fn report_with(
     .unwrap()
 }
 
-/// Issue 38 item 9: job A's manifest (group `ci` over `m*`) given to the report of job
+/// Found by the round-3 review: job A's manifest (group `ci` over `m*`) given to the report of job
 /// B on the same base, where `ci` is a real manager: accepted, exit 0, B's manager `ci`
 /// shown as a group and its unique lines gone.
 #[test]
@@ -249,7 +249,7 @@ fn report(result: &Path, site: &Path, rest: &[&str]) -> std::process::Output {
     covmerge(&a)
 }
 
-/// Issue 38 item 11: `report --out DIR` was not checked against its inputs (a result
+/// Found by the round-3 review: `report --out DIR` was not checked against its inputs (a result
 /// inside DIR, or hard-linked as DIR/index.html, was overwritten) and wrote through
 /// symlinks inside DIR (one at index.html, or at data/, wrote outside DIR).
 #[test]
