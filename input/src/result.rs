@@ -374,6 +374,49 @@ impl ResultReader {
         }
         Ok(file)
     }
+
+    /// The next file, its records handed to `visit` one at a time as they are read
+    /// (each checked as [`ResultReader::next_file`] checks it), so that a file is never
+    /// held whole; returns the file (path, first line, path problem) with no records
+    /// in it, `None` at the end. For checks that need one record at a time.
+    pub fn next_file_records<E>(
+        &mut self,
+        mut visit: impl FnMut(&FileCov, u64, FileRecord) -> Result<(), E>,
+    ) -> Result<Option<FileCov>, StreamError<E>> {
+        let mut file: Option<FileCov> = None;
+        let mut seen = FxHashSet::default();
+        while let Some((line, rec)) = self.next_record().map_err(StreamError::Read)? {
+            let path = record_path(&rec).ok_or_else(|| {
+                StreamError::Read(
+                    self.bad(line, "a record needs exactly one of MCR and FL non-null"),
+                )
+            })?;
+            match &file {
+                Some(f) if f.path != path => {
+                    self.pending = Some((line, rec));
+                    break;
+                }
+                None if self.done.contains(path) => {
+                    return Err(StreamError::Read(ReadError::NotContiguous {
+                        result: self.name.clone(),
+                        line,
+                        path: path.to_string(),
+                    }))
+                }
+                _ => {}
+            }
+            let f = file.get_or_insert_with(|| FileCov::new(&self.name, line, path));
+            let r = check_record(rec, &mut seen, 0)
+                .map_err(|m| StreamError::Read(self.bad(line, &m)))?;
+            if let Some(r) = r {
+                visit(f, line, r).map_err(StreamError::Visit)?;
+            }
+        }
+        if let Some(f) = &file {
+            self.done.insert(f.path.clone());
+        }
+        Ok(file)
+    }
 }
 
 fn record_path(r: &Record) -> Option<&str> {
@@ -403,6 +446,25 @@ fn over_file_cap(path: &str, held: u64, budget: Budget) -> String {
     )
 }
 
+/// One record of a file, checked as [`ResultReader::next_file`] checks it, as
+/// [`ResultReader::next_file_records`] hands it over.
+#[derive(Debug)]
+pub enum FileRecord {
+    /// An `MCR` record: its manager (`*` for the overall record) and its lines.
+    Mcr(String, LineHits),
+    /// An `FL` record: its function and its lines.
+    Fl(String, Vec<u32>),
+}
+
+/// Why [`ResultReader::next_file_records`] stopped.
+#[derive(Debug)]
+pub enum StreamError<E> {
+    /// The reader refused a record.
+    Read(ReadError),
+    /// The visitor did.
+    Visit(E),
+}
+
 /// Adds a checked record to its file (number `file` in `seen`, the (file, manager)
 /// pairs read so far: a hash lookup per record, where a scan of the file's managers
 /// made 60,000 managers take minutes).
@@ -412,6 +474,24 @@ fn add_record(
     seen: &mut FxHashSet<(usize, String)>,
     file: usize,
 ) -> Result<(), String> {
+    match check_record(rec, seen, file)? {
+        Some(FileRecord::Fl(func, lines)) => f.funcs.push((func, lines)),
+        Some(FileRecord::Mcr(m, lh)) if m == "*" => {
+            f.has_star = true;
+            f.star = lh;
+        }
+        Some(FileRecord::Mcr(m, lh)) => f.managers.push((m, lh)),
+        None => {}
+    }
+    Ok(())
+}
+
+/// Checks a record on its own and against the names of its file seen so far.
+fn check_record(
+    rec: Record,
+    seen: &mut FxHashSet<(usize, String)>,
+    file: usize,
+) -> Result<Option<FileRecord>, String> {
     if let Some(fl) = rec.fl {
         if !fl.lines.windows(2).all(|w| w[0] < w[1]) {
             return Err(format!("FL {}: Lines not ascending", fl.func_name));
@@ -419,10 +499,9 @@ fn add_record(
         if fl.lines.first() == Some(&0) {
             return Err(format!("FL {}: line 0 (lines count from 1)", fl.func_name));
         }
-        f.funcs.push((fl.func_name, fl.lines));
-        return Ok(());
+        return Ok(Some(FileRecord::Fl(fl.func_name, fl.lines)));
     }
-    let Some(m) = rec.mcr else { return Ok(()) };
+    let Some(m) = rec.mcr else { return Ok(None) };
     let d = m.file_data;
     let who = format!("MCR of manager {:?}", m.manager);
     if d.lines_instrumented.len() != d.hit_counts.len() {
@@ -454,20 +533,15 @@ fn add_record(
             lh.covered()
         ));
     }
-    if m.manager == "*" {
-        // Kept in `seen` too: an empty first `*` record leaves `star` as it was.
-        if !seen.insert((file, m.manager)) {
-            return Err("a second MCR of manager \"*\"".into());
-        }
-        f.has_star = true;
-        f.star = lh;
-    } else {
-        if !seen.insert((file, m.manager.clone())) {
-            return Err(format!("a second {who}"));
-        }
-        f.managers.push((m.manager, lh));
+    // Kept in `seen` for `*` too: an empty first `*` record is still the file's one.
+    if !seen.insert((file, m.manager.clone())) {
+        return Err(if m.manager == "*" {
+            "a second MCR of manager \"*\"".into()
+        } else {
+            format!("a second {who}")
+        });
     }
-    Ok(())
+    Ok(Some(FileRecord::Mcr(m.manager, lh)))
 }
 
 /// A result's files: streamed, or read whole and grouped (see [`read_grouped`]).
