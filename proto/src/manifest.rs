@@ -87,10 +87,17 @@ pub struct OtherNamespaces {
 impl OtherNamespaces {
     /// Counts `rows` rows of namespace `name`.
     pub fn add_rows(&mut self, name: &[u8], rows: u64) {
+        // A name that is not UTF-8, or holds a backslash, is shown with its bytes
+        // escaped: the raw bytes `\xff` and the text `\xff` stay two namespaces.
         let shown = match std::str::from_utf8(name) {
-            Ok(s) => std::borrow::Cow::Borrowed(s),
-            Err(_) => std::borrow::Cow::Owned(name.escape_ascii().to_string()),
+            Ok(s) if !s.contains('\\') => std::borrow::Cow::Borrowed(s),
+            _ => std::borrow::Cow::Owned(name.escape_ascii().to_string()),
         };
+        self.add_shown(shown, rows);
+    }
+
+    /// Counts `rows` rows of a namespace as it is shown.
+    fn add_shown(&mut self, shown: std::borrow::Cow<'_, str>, rows: u64) {
         if let Some(n) = self.listed.get_mut(shown.as_ref()) {
             *n = n.saturating_add(rows);
             return;
@@ -109,7 +116,7 @@ impl OtherNamespaces {
     /// Adds `o`'s counts.
     pub fn add(&mut self, o: &OtherNamespaces) {
         for (name, &n) in &o.listed {
-            self.add_rows(name.as_bytes(), n);
+            self.add_shown(std::borrow::Cow::Borrowed(name), n);
         }
         self.unlisted_rows = self.unlisted_rows.saturating_add(o.unlisted_rows);
     }
@@ -282,5 +289,27 @@ mod namespace_tests {
         let mut odd = OtherNamespaces::default();
         odd.add_rows(b"\xff\xfe", 1);
         assert_eq!(odd.describe(), "\"\\\\xff\\\\xfe\" (1 row)");
+    }
+
+    /// The raw bytes `\xff` `ns` and the text `\xffns` were listed as one namespace
+    /// (a hostile run: `"listed": {"\\xffns": 3}` for 1 + 2 rows), also once merged.
+    #[test]
+    fn a_non_utf8_namespace_and_its_escape_as_text_were_listed_as_one() {
+        let mut a = OtherNamespaces::default();
+        a.add_rows(b"\xffns", 1);
+        let mut b = OtherNamespaces::default();
+        b.add_rows(br"\xffns", 2);
+        for o in [&a, &b] {
+            assert_eq!(o.listed.len(), 1);
+        }
+        let mut m = a.clone();
+        m.add(&b);
+        m.add(&OtherNamespaces::default());
+        assert_eq!(m.listed.len(), 2, "{:?}", m.listed);
+        assert_eq!(m.listed[r"\xffns"], 1);
+        assert_eq!(m.listed[r"\\xffns"], 2);
+        let mut again = m.clone();
+        again.add(&m);
+        assert_eq!(again.listed[r"\\xffns"], 4, "a shown name is not escaped twice");
     }
 }
