@@ -58,8 +58,8 @@ impl Destination {
     }
 }
 
-/// The header line as its own gzip member.
-fn header_member(spec: &JobSpec, totals: &Counts) -> Bytes {
+/// The header line (without its newline) and the same line as its own gzip member.
+fn header_member(spec: &JobSpec, totals: &Counts) -> (String, Bytes) {
     let h = HistoryRecord {
         session: "",
         time: "0001-01-01T00:00:00Z",
@@ -73,9 +73,13 @@ fn header_member(spec: &JobSpec, totals: &Counts) -> Bytes {
             .total_rows
             .unwrap_or(totals.rows_in.min(i64::MAX as u64) as i64),
     };
+    let mut line = Vec::new();
+    write_header(&mut line, &h).expect("in-memory write");
     let mut enc = GzEncoder::new(Vec::new(), Compression::new(6));
-    write_header(&mut enc, &h).expect("in-memory write");
-    Bytes::from(enc.finish().expect("in-memory write"))
+    enc.write_all(&line).expect("in-memory write");
+    line.pop();
+    let line = String::from_utf8(line).expect("JSON is UTF-8");
+    (line, Bytes::from(enc.finish().expect("in-memory write")))
 }
 
 fn out_err(dest: &str, e: impl std::fmt::Display) -> JobError {
@@ -94,6 +98,7 @@ pub struct Assembly<'a> {
     store: &'a Store,
     opts: &'a JobOptions,
     header: Bytes,
+    header_line: String,
     parts: Vec<String>,
 }
 
@@ -106,11 +111,13 @@ impl<'a> Assembly<'a> {
         store: &'a Store,
         opts: &'a JobOptions,
     ) -> Self {
+        let (header_line, header) = header_member(spec, &manifest.totals);
         Assembly {
             job: &spec.job,
             store,
             opts,
-            header: header_member(spec, &manifest.totals),
+            header,
+            header_line,
             parts,
         }
     }
@@ -139,6 +146,11 @@ impl<'a> Assembly<'a> {
             "publish gate: every part read back and checked"
         );
         Ok(())
+    }
+
+    /// The result's header line, as it is published (without its newline).
+    pub fn header_line(&self) -> &str {
+        &self.header_line
     }
 
     /// Writes the result to `dest` (and under the job's prefix in fleet mode); returns

@@ -627,6 +627,7 @@ async fn manifest_of(
         dashboard_upload: None,
         groups: spec.groups.clone(),
         other_namespaces: Default::default(),
+        header: None,
     };
     // Executions recorded by the workers: a delivery count misses executions that
     // overlapped (a stalled worker finishing after another one redid its shard).
@@ -734,6 +735,7 @@ async fn publish(
     if let Some(why) = crate::gate::why_empty(&manifest) {
         warn!("{why}");
     }
+    manifest.header = Some(out.header_line().to_string());
     still_held(lease).await?;
     let result = out.write_result(&dest).await?;
     manifest.result = result.clone();

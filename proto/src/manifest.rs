@@ -252,6 +252,11 @@ pub struct Manifest {
     /// there were none).
     #[serde(default, skip_serializing_if = "OtherNamespaces::is_empty")]
     pub other_namespaces: OtherNamespaces,
+    /// The result's header line, as published (absent until the result is): with the
+    /// shards' SHA-256 it ties the manifest to its result, header and parts
+    /// (`covmerge report --manifest` checks both).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub header: Option<String>,
 }
 
 #[cfg(test)]
@@ -310,6 +315,9 @@ mod namespace_tests {
         assert_eq!(m.listed[r"\\xffns"], 2);
         let mut again = m.clone();
         again.add(&m);
-        assert_eq!(again.listed[r"\\xffns"], 4, "a shown name is not escaped twice");
+        assert_eq!(
+            again.listed[r"\\xffns"], 4,
+            "a shown name is not escaped twice"
+        );
     }
 }

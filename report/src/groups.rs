@@ -71,6 +71,14 @@ impl Groups {
     }
 }
 
+/// `s`, cut to 300 characters for a message.
+fn cut(s: &str) -> String {
+    match s.char_indices().nth(300) {
+        Some((i, _)) => format!("{}... ({} bytes)", &s[..i], s.len()),
+        None => s.to_string(),
+    }
+}
+
 /// Fails unless the manifest `m` (read from `spec`) is the one of the result
 /// `result`. Nothing in the result names its job (the records and the header are
 /// syzkaller's, contract §4), but the result is exactly the header's gzip member
@@ -78,7 +86,8 @@ impl Groups {
 /// SHA-256: so the bytes after the result's first gzip member must be the manifest's
 /// shards, one after the other, and nothing else. A manifest of another job on the same
 /// base would otherwise relabel real managers as groups and change the unique lines.
-/// Reads the result once more, as stored (not decompressed).
+/// Parts can be byte-identical across jobs, so the header line must be the one the
+/// manifest keeps (`header`, when it has one). Reads the result once more, as stored.
 pub fn check_belongs(
     spec: &str,
     m: &Manifest,
@@ -103,7 +112,10 @@ pub fn check_belongs(
     let mut r = BufReader::with_capacity(1 << 20, raw);
     // The header member: decoded (to find where it ends), at most one line.
     let mut head = flate2::bufread::GzDecoder::new(&mut r);
-    let n = std::io::copy(&mut (&mut head).take(1 << 20), &mut std::io::sink())
+    let mut line = Vec::new();
+    let n = (&mut head)
+        .take(1 << 20)
+        .read_to_end(&mut line)
         .with_context(|| format!("{result}: reading its header member"))?;
     if n >= 1 << 20 {
         return Err(not_ours(
@@ -111,6 +123,20 @@ pub fn check_belongs(
         ));
     }
     drop(head);
+    // Parts can be byte-identical across jobs (the same rows, other --duration,
+    // --group, ...): the header line tells them apart. A manifest written before it
+    // was kept has none.
+    if let Some(want) = &m.header {
+        let got = String::from_utf8_lossy(&line);
+        let got = got.trim_end_matches('\n');
+        if got != want {
+            return Err(not_ours(format!(
+                "its header line is {}, the manifest's is {}",
+                cut(got),
+                cut(want)
+            )));
+        }
+    }
     let mut at: u64 = 0;
     for (i, s) in m.shards.iter().enumerate() {
         if s.index as usize != i {

@@ -237,6 +237,65 @@ fn a_manifest_of_another_job_relabelled_a_real_manager_as_a_group() {
     }
 }
 
+/// Found by a hostile run: two jobs whose parts are byte-identical (job 1's managers
+/// `m1` and `zz`, job 2's `m1` and a group `zz=m1`, all hits 0) but whose headers differ
+/// (`--duration`): job 2's manifest was accepted for job 1's result, its manager `zz`
+/// shown as a group. The manifest keeps the header line, and it must be the result's.
+#[test]
+fn a_manifest_of_a_job_with_the_same_parts_and_another_header_was_accepted() {
+    let c = Case::new();
+    let one_in = c.write(
+        "one.csv",
+        &format!("{HDR}r,c1,a.c,f,m1,1,0\nr,c1,a.c,f,zz,1,0\n"),
+    );
+    let two_in = c.write("two.csv", &format!("{HDR}r,c1,a.c,f,m1,1,0\n"));
+    let (one, one_man) = (c.path("one.jsonl.gz"), c.path("one.manifest.json"));
+    let (two, two_man) = (c.path("two.jsonl.gz"), c.path("two.manifest.json"));
+    merge(&c, "c1", &one_in, &one, &one_man, &["--duration", "1"]);
+    merge(
+        &c,
+        "c1",
+        &two_in,
+        &two,
+        &two_man,
+        &["--group", "zz=m1", "--duration", "7"],
+    );
+    let shards = |m: &Path| {
+        let v: serde_json::Value = serde_json::from_slice(&std::fs::read(m).unwrap()).unwrap();
+        v["shards"].clone()
+    };
+    assert_eq!(
+        shards(&one_man),
+        shards(&two_man),
+        "the parts are the same bytes"
+    );
+    let site = c.path("site");
+    let o = report_with(
+        &mut std::process::Command::new(covmerge_integration_tests::bin()),
+        one.to_str().unwrap(),
+        &site,
+        two_man.to_str().unwrap(),
+    );
+    let err = stderr(&o);
+    assert!(
+        !o.status.success(),
+        "job 2's manifest for job 1's result: exit 0"
+    );
+    assert!(
+        err.contains("does not belong") && err.contains("header line"),
+        "{err}"
+    );
+    for (r, m) in [(&one, &one_man), (&two, &two_man)] {
+        let o = report_with(
+            &mut std::process::Command::new(covmerge_integration_tests::bin()),
+            r.to_str().unwrap(),
+            &site,
+            m.to_str().unwrap(),
+        );
+        assert!(o.status.success(), "{}", stderr(&o));
+    }
+}
+
 /// `report RESULT --out SITE` plus `rest`.
 fn report(result: &Path, site: &Path, rest: &[&str]) -> std::process::Output {
     let mut a = vec![
