@@ -99,7 +99,7 @@ fn check_report_out(a: &ReportArgs) -> Result<()> {
         let Ok(abs) = absolute(p) else { continue };
         if abs.starts_with(&out_abs) {
             anyhow::bail!(
-                "--out {shown} holds {name}: the site is written there and would overwrite                  or delete what it reads; give another directory"
+                "--out {shown} holds {name}: the site is written there and would overwrite or delete what it reads; give another directory"
             );
         }
     }
@@ -155,7 +155,7 @@ fn check_report_out(a: &ReportArgs) -> Result<()> {
                 .find(|(dev, ino, _)| *dev == m.dev() && *ino == m.ino())
             {
                 anyhow::bail!(
-                    "--out {shown} holds {name} under the name {}: writing the site would                      overwrite it; give another directory",
+                    "--out {shown} holds {name} under the name {}: writing the site would overwrite it; give another directory",
                     p.display()
                 );
             }
