@@ -20,7 +20,7 @@ use covmerge_proto::group::Group;
 use covmerge_proto::shard_hash::shard_of;
 use covmerge_proto::{JobSpec, Manifest, ShardId};
 use flate2::read::MultiGzDecoder;
-use rustc_hash::FxHashSet;
+use rustc_hash::{FxHashMap, FxHashSet};
 use sha2::{Digest, Sha256};
 
 /// An invariant of a published result (contract §4 and §7).
@@ -139,6 +139,11 @@ pub struct PartCheck<'a> {
     pub shards: u32,
     /// The job's groups (`--group`): their records are not managers'.
     pub groups: &'a [Group],
+    /// What the part's merge reported of its files: each path and the line count of
+    /// its base version ([`covmerge_proto::wire::MergeOutcome::base_lines`]). The part's files
+    /// must be exactly these, and no record line past its file's count. `None`: not
+    /// checked (a result read back outside a job, where no merge reported).
+    pub base_lines: Option<&'a [(String, u32)]>,
 }
 
 /// Counts and hashes the bytes read through it.
@@ -190,6 +195,23 @@ pub fn check_part<R: Read + Send + 'static>(
         ..PartSummary::default()
     };
     let group_names: FxHashSet<&str> = part.groups.iter().map(|g| g.name.as_str()).collect();
+    // Per reported file: its base line count and whether the part has it.
+    let mut reported: Option<FxHashMap<&str, (u32, bool)>> = match part.base_lines {
+        None => None,
+        Some(list) => {
+            let mut m = FxHashMap::default();
+            for (path, lines) in list {
+                if m.insert(path.as_str(), (*lines, false)).is_some() {
+                    return Err(refuse(
+                        Invariant::PartAsReported,
+                        name,
+                        format!("its merge reported the base line count of {path} twice"),
+                    ));
+                }
+            }
+            Some(m)
+        }
+    };
     loop {
         let f = match reader.next_file() {
             Ok(Some(f)) => f,
@@ -204,13 +226,38 @@ pub fn check_part<R: Read + Send + 'static>(
             }
         };
         let place = format!("{name}, line {}, file {}", f.line, f.path);
-        check_file(&f, part, &group_names).map_err(|(i, d)| refuse(i, place, d))?;
+        let base = match &mut reported {
+            None => None,
+            Some(m) => match m.get_mut(f.path.as_str()) {
+                Some((lines, seen)) if !*seen => {
+                    *seen = true;
+                    Some(*lines)
+                }
+                _ => {
+                    return Err(refuse(
+                        Invariant::PartAsReported,
+                        place,
+                        "the file is in the part, but its merge did not report it".to_string(),
+                    ))
+                }
+            },
+        };
+        check_file(&f, part, &group_names, base).map_err(|(i, d)| refuse(i, place, d))?;
         sum.files += 1;
         sum.instrumented += f.star.instrumented();
         sum.covered += f.star.covered();
         sum.records += 1 + f.managers.len() as u64 + f.funcs.len() as u64;
     }
     drop(reader);
+    if let Some(m) = &reported {
+        if let Some(missing) = m.iter().filter(|(_, v)| !v.1).map(|(p, _)| *p).min() {
+            return Err(refuse(
+                Invariant::PartAsReported,
+                name,
+                format!("its merge reported file {missing}, the part does not have it"),
+            ));
+        }
+    }
     // The decoder is dropped with the reader: the tally is ours alone again.
     let t = std::sync::Arc::try_unwrap(tally)
         .ok()
@@ -242,6 +289,7 @@ fn check_file(
     f: &FileCov,
     part: PartCheck<'_>,
     group_names: &FxHashSet<&str>,
+    base_lines: Option<u32>,
 ) -> Result<(), (Invariant, String)> {
     if let Some(p) = &f.path_problem {
         return Err((Invariant::Readable, p.clone()));
@@ -265,6 +313,28 @@ fn check_file(
             Invariant::UniqueNames,
             "an MCR record of manager \"\" (a manager name is never empty)".into(),
         ));
+    }
+    if let Some(n) = base_lines {
+        // Every record's lines ascend: its last is its largest.
+        let records = std::iter::once(("manager", "*", f.star.lines.last()))
+            .chain(
+                f.managers
+                    .iter()
+                    .map(|(m, lh)| ("manager", m.as_str(), lh.lines.last())),
+            )
+            .chain(
+                f.funcs
+                    .iter()
+                    .map(|(func, lines)| ("function", func.as_str(), lines.iter().max())),
+            );
+        for (kind, who, last) in records {
+            if let Some(&line) = last.filter(|&&l| l > n) {
+                return Err((
+                    Invariant::WithinBase,
+                    format!("line {line}: {kind} {who:?} has it, the base file has {n} line(s)"),
+                ));
+            }
+        }
     }
     let star = &f.star;
     if let Some(i) = star.hits.iter().position(|&h| h > i64::MAX as u64) {
@@ -552,12 +622,22 @@ mod tests {
 
     /// Checks `records` as part 0 of a job of `shards` shards with the group `ci=ci-*`.
     fn check(records: &[String], shards: u32) -> Result<PartSummary, Refused> {
+        check_with(records, shards, None)
+    }
+
+    /// [`check`] with what the part's merge reported of its base files.
+    fn check_with(
+        records: &[String],
+        shards: u32,
+        base_lines: Option<&[(String, u32)]>,
+    ) -> Result<PartSummary, Refused> {
         let g = groups();
         let part = PartCheck {
             key: "jobs/j/parts/00000.jsonl.gz",
             shard: ShardId(0),
             shards,
             groups: &g,
+            base_lines,
         };
         check_part(part, std::io::Cursor::new(gz(records)), PART_BUDGET)
     }
@@ -587,6 +667,72 @@ mod tests {
         );
         assert_eq!(s.bytes, gz(&good()).len() as u64);
         assert_eq!(s.sha256, hex_of(&Sha256::digest(gz(&good()))));
+    }
+
+    fn reported(list: &[(&str, u32)]) -> Vec<(String, u32)> {
+        list.iter().map(|(p, n)| (p.to_string(), *n)).collect()
+    }
+
+    #[test]
+    fn a_line_past_the_end_of_the_base_file_was_published() {
+        // good(): a.c's lines reach 5, b.c has none.
+        let ok = reported(&[("a.c", 5), ("b.c", 0)]);
+        check_with(&good(), 1, Some(&ok)).unwrap();
+        let e = check_with(&good(), 1, Some(&reported(&[("a.c", 4), ("b.c", 0)]))).unwrap_err();
+        assert_eq!(e.invariant, Invariant::WithinBase, "{e}");
+        let s = e.to_string();
+        assert!(
+            s.contains("line 1, file a.c")
+                && s.contains("line 5: manager \"*\" has it, the base file has 4 line(s)")
+                && s.contains("lines within the base file"),
+            "{s}"
+        );
+        // A manager's or a function's line alone past it (the * record then breaks
+        // its own invariant, but the line is named as outside the base first).
+        let mut r = good();
+        r[2] = mcr("m", "a.c", &[1, 2, 9], &[2, 0, 0]);
+        let e = check_with(&r, 1, Some(&ok)).unwrap_err();
+        assert_eq!(e.invariant, Invariant::WithinBase, "{e}");
+        assert!(e.to_string().contains("line 9: manager \"m\""), "{e}");
+        r = good();
+        r[5] = fl("a.c", "g", &[5, 6]);
+        let e = check_with(&r, 1, Some(&ok)).unwrap_err();
+        assert!(e.to_string().contains("line 6: function \"g\""), "{e}");
+        // A base of zero lines: no line at all.
+        let e = check_with(&good(), 1, Some(&reported(&[("a.c", 0), ("b.c", 0)]))).unwrap_err();
+        assert!(
+            e.to_string()
+                .contains("line 5: manager \"*\" has it, the base file has 0"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn a_part_whose_files_are_not_its_merges_report_is_refused() {
+        for (list, what) in [
+            (
+                vec![("a.c", 5)],
+                "file b.c: the file is in the part, but its merge did not report it",
+            ),
+            (
+                vec![("a.c", 5), ("b.c", 0), ("c.c", 3)],
+                "its merge reported file c.c, the part does not have it",
+            ),
+            (
+                vec![("a.c", 5), ("b.c", 0), ("a.c", 5)],
+                "reported the base line count of a.c twice",
+            ),
+            (
+                vec![],
+                "file a.c: the file is in the part, but its merge did not report it",
+            ),
+        ] {
+            let e = check_with(&good(), 1, Some(&reported(&list))).unwrap_err();
+            assert_eq!(e.invariant, Invariant::PartAsReported, "{e}");
+            assert!(e.to_string().contains(what), "{what}: {e}");
+        }
+        // An empty part with an empty report passes.
+        check_with(&[], 1, Some(&[])).unwrap();
     }
 
     #[test]

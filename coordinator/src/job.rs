@@ -10,7 +10,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use covmerge_proto::layout as keys;
 use covmerge_proto::manifest::{FailedTask, JobStatus};
-use covmerge_proto::wire::{ChunkRef, MergeTask, SplitInput, SplitTask, Task};
+use covmerge_proto::wire::{ChunkRef, MergeOutcome, MergeTask, SplitInput, SplitTask, Task};
 use covmerge_proto::TaskRef;
 use covmerge_proto::{Counts, JobId, JobSpec, Manifest, ShardId, SplitId};
 use covmerge_queue::{Queue, QueueError};
@@ -612,7 +612,7 @@ async fn manifest_of(
     merges: &BTreeMap<TaskRef, TaskState>,
     outages: &HashMap<TaskRef, u32>,
     store: &Store,
-) -> Result<(Manifest, Vec<String>), JobError> {
+) -> Result<(Manifest, Vec<MergeOutcome>), JobError> {
     let job = &spec.job;
     let mut manifest = Manifest {
         job: job.to_string(),
@@ -661,7 +661,7 @@ async fn manifest_of(
                     .max(1),
                 outages: outages.get(t).copied().unwrap_or(0),
             });
-            parts.push(o.part.clone());
+            parts.push(o.clone());
         }
     }
     // Splits count every row read; rows outside --file-path-prefix are not in scope.
@@ -705,7 +705,7 @@ fn refusal(spec: &JobSpec, manifest: &mut Manifest, failed: Vec<FailedTask>) -> 
 async fn publish(
     spec: &JobSpec,
     mut manifest: Manifest,
-    parts: Vec<String>,
+    parts: Vec<MergeOutcome>,
     opts: &JobOptions,
     queue: &dyn Queue,
     store: &Store,

@@ -17,7 +17,9 @@ use crate::{Attempt, Counts, JobId, ShardId, SplitId, TaskRef};
 ///    version 4 would drop them and write a part without group records.
 /// 6: a split task carries the job's `--namespace` ([`SplitTask::namespace`]); a
 ///    worker of version 5 would merge every namespace of a shared table.
-pub const PROTOCOL_VERSION: u16 = 6;
+/// 7: a merge outcome lists its files' base line counts ([`MergeOutcome::base_lines`]);
+///    the publish gate refuses a part of a version-6 worker, which reports none.
+pub const PROTOCOL_VERSION: u16 = 7;
 
 /// Largest message a receiver decodes. A merge task lists its spill chunks; 16 MiB is
 /// ~100k chunk keys, far beyond any real job.
@@ -347,6 +349,11 @@ pub struct MergeOutcome {
     pub bytes: u64,
     /// SHA-256 of the part's compressed bytes (hex).
     pub sha256: String,
+    /// Per file of the part, in its order: the path and the line count of its base
+    /// version (contract §3). The publish gate refuses a record line past it, and a
+    /// part whose files are not these. Empty in a marker of protocol 6 or before.
+    #[serde(default)]
+    pub base_lines: Vec<(String, u32)>,
 }
 
 /// Worker → coordinator.

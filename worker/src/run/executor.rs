@@ -685,6 +685,7 @@ impl Executor {
         })
         .await
         .map_err(Failure::transient)??;
+        let mut part = part;
         let key = keys::part(&t.job, t.shard);
         let len = part.gz.len();
         let outcome = MergeOutcome {
@@ -693,6 +694,7 @@ impl Executor {
             records: part.records,
             bytes: len,
             sha256: hex::encode(part.sha256),
+            base_lines: std::mem::take(&mut part.base_lines),
         };
         match part.gz {
             PartBytes::Memory(v) => self.store.put(&key, Bytes::from(v)).await,
