@@ -353,6 +353,20 @@ impl Source for GitSource {
         Ok(r?.is_some())
     }
 
+    fn tree_id(&self, commit: &[u8]) -> Result<Option<String>, SourceError> {
+        let Some(commit) = git_commit(commit) else {
+            return Ok(None);
+        };
+        let Ok(id) = ObjectId::from_hex(commit.as_bytes()) else {
+            return Ok(None);
+        };
+        let repo = self.pool.lock().unwrap().pop();
+        let repo = repo.unwrap_or_else(|| self.shared.to_thread_local());
+        let r = self.root(&repo, id, commit);
+        self.pool.lock().unwrap().push(repo);
+        Ok(r?.map(|tree| format!("git tree {tree}")))
+    }
+
     fn get(&self, commit: &[u8], path: &[u8]) -> Result<Option<Arc<FileVersion>>, SourceError> {
         let Some(commit) = git_commit(commit) else {
             return Ok(None);

@@ -171,6 +171,19 @@ impl Source for StoreSource {
         self.forget_absent_indexes();
     }
 
+    fn tree_id(&self, commit: &[u8]) -> Result<Option<String>, SourceError> {
+        use sha2::Digest;
+        let Some(commit) = plain_commit(commit) else {
+            return Ok(None);
+        };
+        Ok(self.read_index(commit)?.map(|raw| {
+            format!(
+                "store index sha256 {}",
+                hex::encode(sha2::Sha256::digest(&raw))
+            )
+        }))
+    }
+
     fn get(&self, commit: &[u8], path: &[u8]) -> Result<Option<Arc<FileVersion>>, SourceError> {
         let Some(commit) = plain_commit(commit) else {
             return Ok(None);

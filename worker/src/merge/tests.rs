@@ -23,6 +23,10 @@ impl Source for MemSource {
     fn has_commit(&self, _: &[u8]) -> Result<bool, SourceError> {
         Ok(true)
     }
+
+    fn tree_id(&self, _: &[u8]) -> Result<Option<String>, SourceError> {
+        Ok(Some("memory".into()))
+    }
 }
 
 /// The spill chunks of one shard of `csv` (rows after the header), split within a
