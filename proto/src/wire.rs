@@ -701,7 +701,10 @@ mod tests {
         .unwrap();
         assert!(matches!(
             decode::<MergeOutcome>(&b),
-            Err(WireError::Version { got: 6, want: PROTOCOL_VERSION })
+            Err(WireError::Version {
+                got: 6,
+                want: PROTOCOL_VERSION
+            })
         ));
         let o: MergeOutcome =
             rmp_serde::from_slice(&rmp_serde::to_vec_named(&old).unwrap()).unwrap();

@@ -111,7 +111,9 @@ fn a_worker_source_lacking_one_base_file_published_a_result_without_it() {
             && err.contains("(8 files)")
             && err.contains("(7 files)")
             && err.contains("no result published"),
-        "{err}"
+        "{err}\n{}\n{}",
+        w1.log_text(),
+        w2.log_text()
     );
     assert!(!out.exists(), "a result was published");
     drop(w2);
