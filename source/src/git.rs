@@ -458,6 +458,30 @@ pub(super) mod tests {
     }
 
     #[test]
+    fn a_commit_is_named_by_its_tree_id() {
+        let (d, c1, c2) = repo();
+        let s = GitSource::open(d.path().to_str().unwrap()).unwrap();
+        let tree = git(d.path(), &["rev-parse", &format!("{c1}^{{tree}}")]);
+        assert_eq!(
+            s.tree_id(c1.as_bytes()).unwrap(),
+            Some(format!("git tree {tree}"))
+        );
+        assert_ne!(
+            s.tree_id(c2.as_bytes()).unwrap(),
+            s.tree_id(c1.as_bytes()).unwrap()
+        );
+        // Not a commit of the repository, an abbreviation, uppercase, empty: no id.
+        for none in [
+            "0".repeat(40),
+            c1[..12].to_string(),
+            c1.to_uppercase(),
+            String::new(),
+        ] {
+            assert_eq!(s.tree_id(none.as_bytes()).unwrap(), None, "{none:?}");
+        }
+    }
+
+    #[test]
     fn paths_resolve_like_gix_lookup_and_ids_are_the_content_hash() {
         let (d, c1, c2) = repo();
         let s = GitSource::open(d.path().to_str().unwrap()).unwrap();
