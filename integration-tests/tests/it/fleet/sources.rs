@@ -7,7 +7,7 @@ use covmerge_integration_tests::fleet::{self, coordinator_run, worker};
 use covmerge_integration_tests::{gunzip, merge_ok};
 use std::path::Path;
 
-use super::{file_store, run_ok, LONG};
+use super::{file_store, LONG};
 
 /// `ROOT/c1/` with `f0.c` .. `f7.c` (all but `skip`), 5 lines each.
 fn tree(root: &Path, skip: Option<usize>) -> String {
@@ -119,7 +119,7 @@ fn a_worker_source_lacking_one_base_file_published_a_result_without_it() {
     drop(w2);
 
     // The same files in another root: the same id, the embedded result.
-    let _w3 = worker(
+    let w3 = worker(
         tmp.path(),
         3,
         &store,
@@ -127,7 +127,14 @@ fn a_worker_source_lacking_one_base_file_published_a_result_without_it() {
         &slow,
     );
     let a = strs(&job(&out, &store));
-    run_ok(&a.iter().map(|s| s.as_str()).collect::<Vec<_>>(), &[]);
+    let o = coordinator_run(&a.iter().map(|s| s.as_str()).collect::<Vec<_>>(), &[], LONG);
+    assert!(
+        o.status.success(),
+        "identical sources failed: {}\n{}\n{}",
+        String::from_utf8_lossy(&o.stderr),
+        w1.log_text(),
+        w3.log_text()
+    );
     assert_eq!(
         gunzip(&out),
         want,
