@@ -9,6 +9,7 @@ use std::path::{Path, PathBuf};
 use bytes::Bytes;
 use covmerge_proto::layout as keys;
 use covmerge_proto::output::{write_header, HistoryRecord};
+use covmerge_proto::wire::MergeOutcome;
 use covmerge_proto::{Counts, JobId, JobSpec, Manifest};
 use covmerge_storage::local::{
     final_target, parent_dir, same_location, stream_fd, OutputFile as AtomicFile,
@@ -100,14 +101,16 @@ pub struct Assembly<'a> {
     header: Bytes,
     header_line: String,
     parts: Vec<String>,
+    /// Per part, what its merge reported of its files' base line counts.
+    base_lines: Vec<Vec<(String, u32)>>,
 }
 
 impl<'a> Assembly<'a> {
-    /// The output of `spec`'s job, whose merges wrote `parts` (in shard order).
+    /// The output of `spec`'s job, whose merges reported `parts` (in shard order).
     pub fn new(
         spec: &'a JobSpec,
         manifest: &Manifest,
-        parts: Vec<String>,
+        parts: Vec<MergeOutcome>,
         store: &'a Store,
         opts: &'a JobOptions,
     ) -> Self {
@@ -118,7 +121,8 @@ impl<'a> Assembly<'a> {
             opts,
             header,
             header_line,
-            parts,
+            base_lines: parts.iter().map(|o| o.base_lines.clone()).collect(),
+            parts: parts.into_iter().map(|o| o.part).collect(),
         }
     }
 
@@ -129,10 +133,13 @@ impl<'a> Assembly<'a> {
         let t0 = std::time::Instant::now();
         let width = std::thread::available_parallelism().map_or(2, |n| n.get());
         let shards: Vec<u32> = manifest.shards.iter().map(|s| s.index).collect();
-        let checks = self.parts.iter().zip(shards).map(|(key, shard)| {
-            let (store, key, spec) = (self.store.clone(), key.clone(), spec.clone());
-            async move { check_stored_part(&store, &key, ShardId(shard), &spec).await }
-        });
+        let checks = self.parts.iter().zip(&self.base_lines).zip(shards).map(
+            |((key, lines), shard)| {
+                let (store, key, spec) = (self.store.clone(), key.clone(), spec.clone());
+                let lines = lines.clone();
+                async move { check_stored_part(&store, &key, ShardId(shard), &spec, lines).await }
+            },
+        );
         let summaries: Vec<PartSummary> = futures::stream::iter(checks)
             .buffered(width)
             .collect::<Vec<_>>()
@@ -292,6 +299,7 @@ async fn check_stored_part(
     key: &str,
     shard: ShardId,
     spec: &JobSpec,
+    base_lines: Vec<(String, u32)>,
 ) -> Result<PartSummary, Refused> {
     let unreadable = |e: String| Refused {
         invariant: Invariant::Readable,
@@ -319,6 +327,7 @@ async fn check_stored_part(
             shard,
             shards: spec2.shards,
             groups: &spec2.groups,
+            base_lines: Some(&base_lines),
         };
         gate::check_part(part, ChannelReader::new(rx), gate::PART_BUDGET)
     })

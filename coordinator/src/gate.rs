@@ -141,6 +141,11 @@ pub struct PartCheck<'a> {
     pub shards: u32,
     /// The job's groups (`--group`): their records are not managers'.
     pub groups: &'a [Group],
+    /// What the part's merge reported of its files: each path and the line count of
+    /// its base version ([`covmerge_proto::wire::MergeOutcome::base_lines`]). The part's files
+    /// must be exactly these, and no record line past its file's count. `None`: not
+    /// checked (a result read back outside a job, where no merge reported).
+    pub base_lines: Option<&'a [(String, u32)]>,
 }
 
 /// Counts and hashes the bytes read through it.
@@ -193,6 +198,23 @@ pub fn check_part<R: Read + Send + 'static>(
     };
     let seed = fingerprint_seed();
     let mut matcher = Matcher::new(part.groups);
+    // Per reported file: its base line count and whether the part has it.
+    let mut reported: Option<FxHashMap<&str, (u32, bool)>> = match part.base_lines {
+        None => None,
+        Some(list) => {
+            let mut m = FxHashMap::default();
+            for (path, lines) in list {
+                if m.insert(path.as_str(), (*lines, false)).is_some() {
+                    return Err(refuse(
+                        Invariant::PartAsReported,
+                        name,
+                        format!("its merge reported the base line count of {path} twice"),
+                    ));
+                }
+            }
+            Some(m)
+        }
+    };
     loop {
         let mut state: Option<FileCheck<'_>> = None;
         let mut failed_at = 0u64;
@@ -201,7 +223,25 @@ pub fn check_part<R: Read + Send + 'static>(
             let with_path = |(i, d): Broken| (i, d, f.path.clone());
             let st = match &mut state {
                 Some(st) => st,
-                None => state.insert(FileCheck::start(f, part, seed).map_err(with_path)?),
+                None => {
+                    let base = match &mut reported {
+                        None => None,
+                        Some(m) => match m.get_mut(f.path.as_str()) {
+                            Some((lines, seen)) if !*seen => {
+                                *seen = true;
+                                Some(*lines)
+                            }
+                            _ => {
+                                return Err(with_path((
+                                    Invariant::PartAsReported,
+                                    "the file is in the part, but its merge did not report it"
+                                        .to_string(),
+                                )))
+                            }
+                        },
+                    };
+                    state.insert(FileCheck::start(f, part, seed, base).map_err(with_path)?)
+                }
             };
             st.record(rec, &mut matcher).map_err(with_path)
         });
@@ -230,6 +270,15 @@ pub fn check_part<R: Read + Send + 'static>(
         sum.records += records;
     }
     drop(reader);
+    if let Some(m) = &reported {
+        if let Some(missing) = m.iter().filter(|(_, v)| !v.1).map(|(p, _)| *p).min() {
+            return Err(refuse(
+                Invariant::PartAsReported,
+                name,
+                format!("its merge reported file {missing}, the part does not have it"),
+            ));
+        }
+    }
     // The decoder is dropped with the reader: the tally is ours alone again.
     let t = std::sync::Arc::try_unwrap(tally)
         .ok()
@@ -342,6 +391,9 @@ struct GroupCheck {
 /// group, never the managers' records themselves.
 struct FileCheck<'a> {
     part: PartCheck<'a>,
+    /// The base file's line count, as the part's merge reported it (`None`: not
+    /// checked).
+    base: Option<u32>,
     seed: u64,
     star: LineHits,
     sums: Vec<u64>,
@@ -356,7 +408,12 @@ type Broken = (Invariant, String);
 
 impl<'a> FileCheck<'a> {
     /// The file `f` of `part`: its path checked; its records follow.
-    fn start(f: &FileCov, part: PartCheck<'a>, seed: u64) -> Result<Self, Broken> {
+    fn start(
+        f: &FileCov,
+        part: PartCheck<'a>,
+        seed: u64,
+        base: Option<u32>,
+    ) -> Result<Self, Broken> {
         if let Some(p) = &f.path_problem {
             return Err((Invariant::Readable, p.clone()));
         }
@@ -372,6 +429,7 @@ impl<'a> FileCheck<'a> {
         }
         Ok(FileCheck {
             part,
+            base,
             seed,
             star: LineHits::default(),
             sums: Vec::new(),
@@ -389,6 +447,19 @@ impl<'a> FileCheck<'a> {
     }
 
     fn record(&mut self, rec: FileRecord, matcher: &mut Matcher) -> Result<(), Broken> {
+        if let Some(n) = self.base {
+            // A record's lines ascend: its last is its largest.
+            let (kind, who, last) = match &rec {
+                FileRecord::Mcr(m, lh) => ("manager", m, lh.lines.last()),
+                FileRecord::Fl(f, lines) => ("function", f, lines.last()),
+            };
+            if let Some(&line) = last.filter(|&&l| l > n) {
+                return Err((
+                    Invariant::WithinBase,
+                    format!("line {line}: {kind} {who:?} has it, the base file has {n} line(s)"),
+                ));
+            }
+        }
         self.records += 1;
         let first = self.records == 1;
         match rec {
@@ -724,12 +795,22 @@ mod tests {
 
     /// Checks `records` as part 0 of a job of `shards` shards with the group `ci=ci-*`.
     fn check(records: &[String], shards: u32) -> Result<PartSummary, Refused> {
+        check_with(records, shards, None)
+    }
+
+    /// [`check`] with what the part's merge reported of its base files.
+    fn check_with(
+        records: &[String],
+        shards: u32,
+        base_lines: Option<&[(String, u32)]>,
+    ) -> Result<PartSummary, Refused> {
         let g = groups();
         let part = PartCheck {
             key: "jobs/j/parts/00000.jsonl.gz",
             shard: ShardId(0),
             shards,
             groups: &g,
+            base_lines,
         };
         check_part(part, std::io::Cursor::new(gz(records)), PART_BUDGET)
     }
@@ -759,6 +840,72 @@ mod tests {
         );
         assert_eq!(s.bytes, gz(&good()).len() as u64);
         assert_eq!(s.sha256, hex_of(&Sha256::digest(gz(&good()))));
+    }
+
+    fn reported(list: &[(&str, u32)]) -> Vec<(String, u32)> {
+        list.iter().map(|(p, n)| (p.to_string(), *n)).collect()
+    }
+
+    #[test]
+    fn a_line_past_the_end_of_the_base_file_was_published() {
+        // good(): a.c's lines reach 5, b.c has none.
+        let ok = reported(&[("a.c", 5), ("b.c", 0)]);
+        check_with(&good(), 1, Some(&ok)).unwrap();
+        let e = check_with(&good(), 1, Some(&reported(&[("a.c", 4), ("b.c", 0)]))).unwrap_err();
+        assert_eq!(e.invariant, Invariant::WithinBase, "{e}");
+        let s = e.to_string();
+        assert!(
+            s.contains("line 1, file a.c")
+                && s.contains("line 5: manager \"*\" has it, the base file has 4 line(s)")
+                && s.contains("lines within the base file"),
+            "{s}"
+        );
+        // A manager's or a function's line alone past it (the * record then breaks
+        // its own invariant, but the line is named as outside the base first).
+        let mut r = good();
+        r[2] = mcr("m", "a.c", &[1, 2, 9], &[2, 0, 0]);
+        let e = check_with(&r, 1, Some(&ok)).unwrap_err();
+        assert_eq!(e.invariant, Invariant::WithinBase, "{e}");
+        assert!(e.to_string().contains("line 9: manager \"m\""), "{e}");
+        r = good();
+        r[5] = fl("a.c", "g", &[5, 6]);
+        let e = check_with(&r, 1, Some(&ok)).unwrap_err();
+        assert!(e.to_string().contains("line 6: function \"g\""), "{e}");
+        // A base of zero lines: no line at all.
+        let e = check_with(&good(), 1, Some(&reported(&[("a.c", 0), ("b.c", 0)]))).unwrap_err();
+        assert!(
+            e.to_string()
+                .contains("line 5: manager \"*\" has it, the base file has 0"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn a_part_whose_files_are_not_its_merges_report_is_refused() {
+        for (list, what) in [
+            (
+                vec![("a.c", 5)],
+                "file b.c: the file is in the part, but its merge did not report it",
+            ),
+            (
+                vec![("a.c", 5), ("b.c", 0), ("c.c", 3)],
+                "its merge reported file c.c, the part does not have it",
+            ),
+            (
+                vec![("a.c", 5), ("b.c", 0), ("a.c", 5)],
+                "reported the base line count of a.c twice",
+            ),
+            (
+                vec![],
+                "file a.c: the file is in the part, but its merge did not report it",
+            ),
+        ] {
+            let e = check_with(&good(), 1, Some(&reported(&list))).unwrap_err();
+            assert_eq!(e.invariant, Invariant::PartAsReported, "{e}");
+            assert!(e.to_string().contains(what), "{what}: {e}");
+        }
+        // An empty part with an empty report passes.
+        check_with(&[], 1, Some(&[])).unwrap();
     }
 
     #[test]

@@ -10,7 +10,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use covmerge_proto::layout as keys;
 use covmerge_proto::manifest::{FailedTask, JobStatus};
-use covmerge_proto::wire::{ChunkRef, MergeTask, SplitInput, SplitTask, Task};
+use covmerge_proto::wire::{ChunkRef, MergeOutcome, MergeTask, SplitInput, SplitTask, Task};
 use covmerge_proto::TaskRef;
 use covmerge_proto::{Counts, JobId, JobSpec, Manifest, ShardId, SplitId};
 use covmerge_queue::{Queue, QueueError};
@@ -99,6 +99,10 @@ pub enum JobError {
     /// Every input file is absent at the base: an empty result is not published.
     #[error("{0}")]
     NothingAtBase(String),
+    /// The merges' sources do not hold the same base: one worker's `--source` lacks
+    /// (or has other) files of it, which its shards would count as deleted.
+    #[error("{0}")]
+    SourcesDiffer(String),
     /// A new job's id is taken: its `job.json` (or other objects) is in the store.
     #[error("{0}")]
     Exists(String),
@@ -592,7 +596,7 @@ async fn drive(
 
     let (mut manifest, parts) = manifest_of(&spec, totals, &merges, &outages, &store).await?;
     manifest.other_namespaces = namespaces.others;
-    if let Some(e) = refusal(&spec, &mut manifest, failed) {
+    if let Some(e) = refusal(&spec, &mut manifest, failed, &parts) {
         still_held(lease).await?;
         finish::write_manifest(&manifest, opts, &store, &job).await?;
         // Nobody waits for this job's reports any more (a resume declares them anew).
@@ -612,7 +616,7 @@ async fn manifest_of(
     merges: &BTreeMap<TaskRef, TaskState>,
     outages: &HashMap<TaskRef, u32>,
     store: &Store,
-) -> Result<(Manifest, Vec<String>), JobError> {
+) -> Result<(Manifest, Vec<MergeOutcome>), JobError> {
     let job = &spec.job;
     let mut manifest = Manifest {
         job: job.to_string(),
@@ -662,7 +666,7 @@ async fn manifest_of(
                     .max(1),
                 outages: outages.get(t).copied().unwrap_or(0),
             });
-            parts.push(o.part.clone());
+            parts.push((**o).clone());
         }
     }
     // Splits count every row read; rows outside --file-path-prefix are not in scope.
@@ -675,7 +679,12 @@ async fn manifest_of(
 
 /// Why a job whose tasks have all settled publishes nothing (the manifest then says
 /// failed): tasks that failed, or no file of the input at the base.
-fn refusal(spec: &JobSpec, manifest: &mut Manifest, failed: Vec<FailedTask>) -> Option<JobError> {
+fn refusal(
+    spec: &JobSpec,
+    manifest: &mut Manifest,
+    failed: Vec<FailedTask>,
+    parts: &[MergeOutcome],
+) -> Option<JobError> {
     let job = &spec.job;
     // Every file of the input absent at the base is not coverage of that base but the
     // sign of a source that does not hold it (an empty `ROOT/<commit>/`, a snapshot
@@ -687,6 +696,11 @@ fn refusal(spec: &JobSpec, manifest: &mut Manifest, failed: Vec<FailedTask>) -> 
             job: job.to_string(),
             failed,
         }
+    } else if let Some(why) = sources_differ(parts, &manifest.shards) {
+        JobError::SourcesDiffer(format!(
+            "job {job}: the merges' sources do not hold the same base commit {}: {why}; a worker's --source lacks (or has other) files of the base, which its shards would count as deleted; give the workers the same source; no result published",
+            spec.base_commit,
+        ))
     } else if manifest.totals.files == 0 && manifest.totals.files_deleted > 0 {
         JobError::NothingAtBase(format!(
             "job {job}: none of the {} file(s) of the input exists at the base commit {} in the source {}: the source does not hold that base as the input expects (an empty or wrong ROOT/<commit>, snapshot or worker --source); no result published",
@@ -701,12 +715,51 @@ fn refusal(spec: &JobSpec, manifest: &mut Manifest, failed: Vec<FailedTask>) -> 
     Some(e)
 }
 
+/// The merges grouped by the id of the base their worker's source gave, when there is
+/// more than one id: each id with its shards and workers. `shards` is the manifest's
+/// (in the order of `parts`).
+fn sources_differ(parts: &[MergeOutcome], shards: &[covmerge_proto::ShardEntry]) -> Option<String> {
+    let mut by_id: BTreeMap<&str, (Vec<u32>, Vec<&str>)> = BTreeMap::new();
+    for (o, s) in parts.iter().zip(shards) {
+        let e = by_id.entry(o.source_id.as_str()).or_default();
+        e.0.push(s.index);
+        let w = if o.worker.is_empty() {
+            "a worker of protocol 6 or before"
+        } else {
+            o.worker.as_str()
+        };
+        if !e.1.contains(&w) {
+            e.1.push(w);
+        }
+    }
+    if by_id.len() < 2 {
+        return None;
+    }
+    let groups: Vec<String> = by_id
+        .iter()
+        .map(|(id, (shards, workers))| {
+            let id = if id.is_empty() {
+                "no id (a marker of protocol 6 or before)"
+            } else {
+                id
+            };
+            let shards: Vec<String> = shards.iter().map(u32::to_string).collect();
+            format!(
+                "shard(s) {} merged by {} saw {id}",
+                shards.join(", "),
+                workers.join(", ")
+            )
+        })
+        .collect();
+    Some(groups.join("; "))
+}
+
 /// Publishes a complete job: the result, then the manifest naming it, then the
 /// cleanup, then the dashboard. Each step that writes first checks the lease.
 async fn publish(
     spec: &JobSpec,
     mut manifest: Manifest,
-    parts: Vec<String>,
+    parts: Vec<MergeOutcome>,
     opts: &JobOptions,
     queue: &dyn Queue,
     store: &Store,
@@ -770,6 +823,48 @@ async fn publish(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_worker_source_lacking_base_files_published_a_result() {
+        let part = |shard: u32, id: &str, worker: &str| {
+            (
+                MergeOutcome {
+                    source_id: id.into(),
+                    worker: worker.into(),
+                    ..MergeOutcome::default()
+                },
+                covmerge_proto::ShardEntry {
+                    index: shard,
+                    records: 0,
+                    bytes: 0,
+                    sha256: String::new(),
+                    attempts: 1,
+                    outages: 0,
+                },
+            )
+        };
+        let split = |v: Vec<(MergeOutcome, covmerge_proto::ShardEntry)>| -> (Vec<_>, Vec<_>) {
+            v.into_iter().unzip()
+        };
+        let (o, s) = split(vec![
+            part(0, "x", "w1"),
+            part(1, "x", "w2"),
+            part(2, "x", "w1"),
+        ]);
+        assert_eq!(sources_differ(&o, &s), None, "one id");
+        assert_eq!(sources_differ(&[], &[]), None, "no shard");
+        let (o, s) = split(vec![
+            part(0, "x", "w1"),
+            part(1, "y", "w2"),
+            part(2, "x", "w1"),
+            part(3, "", ""),
+        ]);
+        let why = sources_differ(&o, &s).expect("ids differ");
+        assert_eq!(
+            why,
+            "shard(s) 3 merged by a worker of protocol 6 or before saw no id (a marker of protocol 6 or before); shard(s) 0, 2 merged by w1 saw x; shard(s) 1 merged by w2 saw y"
+        );
+    }
 
     #[test]
     fn merge_tasks_are_published_largest_shard_first() {

@@ -20,8 +20,8 @@ use covmerge_proto::wire::{MergeOutcome, SplitOutcome};
 pub enum Output {
     /// A split's chunks and counts.
     Split(SplitOutcome),
-    /// A merge's part.
-    Merge(MergeOutcome),
+    /// A merge's part (boxed: it lists its files' base line counts).
+    Merge(Box<MergeOutcome>),
 }
 
 /// Where one task stands in its job.

@@ -193,7 +193,7 @@ impl Tracker<'_> {
                 .map(Output::Split),
             TaskRef::Merge(_) => load_marker::<MergeOutcome>(self.store, &key)
                 .await?
-                .map(Output::Merge),
+                .map(|o| Output::Merge(Box::new(o))),
         })
     }
 
@@ -336,7 +336,7 @@ impl Tracker<'_> {
                             .change(&r.task, |s| s.complete(Output::Split(o), attempt))
                             .unwrap_or(false),
                         ReportStatus::Merged(o) => self
-                            .change(&r.task, |s| s.complete(Output::Merge(o), attempt))
+                            .change(&r.task, |s| s.complete(Output::Merge(Box::new(o)), attempt))
                             .unwrap_or(false),
                         ReportStatus::Failed(f) => {
                             self.change(&r.task, |s| s.fail(f.message)).unwrap_or(false)

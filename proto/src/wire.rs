@@ -17,7 +17,10 @@ use crate::{Attempt, Counts, JobId, ShardId, SplitId, TaskRef};
 ///    version 4 would drop them and write a part without group records.
 /// 6: a split task carries the job's `--namespace` ([`SplitTask::namespace`]); a
 ///    worker of version 5 would merge every namespace of a shared table.
-pub const PROTOCOL_VERSION: u16 = 6;
+/// 7: a merge outcome lists its files' base line counts ([`MergeOutcome::base_lines`])
+///    and names the base as the worker's source holds it ([`MergeOutcome::source_id`]);
+///    the coordinator refuses the merges of a version-6 worker, which reports neither.
+pub const PROTOCOL_VERSION: u16 = 7;
 
 /// Largest message a receiver decodes. A merge task lists its spill chunks; 16 MiB is
 /// ~100k chunk keys, far beyond any real job.
@@ -347,6 +350,20 @@ pub struct MergeOutcome {
     pub bytes: u64,
     /// SHA-256 of the part's compressed bytes (hex).
     pub sha256: String,
+    /// Per file of the part, in its order: the path and the line count of its base
+    /// version (contract §3). The publish gate refuses a record line past it, and a
+    /// part whose files are not these. Empty in a marker of protocol 6 or before.
+    #[serde(default)]
+    pub base_lines: Vec<(String, u32)>,
+    /// The base as the merging worker's source holds it (the source's `tree_id`: a
+    /// digest of `dir:`'s listing, `git:`'s tree id, `store:`'s index): the merges of one job must agree, or a worker whose source
+    /// lacks some files of the base decided alone that they were deleted. Empty in a
+    /// marker of protocol 6 or before.
+    #[serde(default)]
+    pub source_id: String,
+    /// The worker that merged (host, pid and a random part), for errors.
+    #[serde(default)]
+    pub worker: String,
 }
 
 /// Worker → coordinator.
@@ -631,7 +648,10 @@ mod tests {
         .unwrap();
         assert!(matches!(
             decode::<Task>(&b),
-            Err(WireError::Version { got: 4, want: 6 })
+            Err(WireError::Version {
+                got: 4,
+                want: PROTOCOL_VERSION
+            })
         ));
     }
 
@@ -646,8 +666,59 @@ mod tests {
         .unwrap();
         assert!(matches!(
             decode::<Task>(&b),
-            Err(WireError::Version { got: 5, want: 6 })
+            Err(WireError::Version {
+                got: 5,
+                want: PROTOCOL_VERSION
+            })
         ));
+    }
+
+    /// A merge report or `.done` marker of the release before the base checks is
+    /// poison (a marker is then merged again): it lists no base line counts and no
+    /// source id, and the gate would refuse its part. Without the envelope, such an
+    /// outcome still reads, its new fields empty.
+    #[test]
+    fn a_version_6_merge_outcome_is_rejected() {
+        #[derive(Serialize)]
+        struct V6 {
+            counts: Counts,
+            part: String,
+            records: u64,
+            bytes: u64,
+            sha256: String,
+        }
+        let old = V6 {
+            counts: Counts::default(),
+            part: "jobs/j/parts/00000.jsonl.gz".into(),
+            records: 3,
+            bytes: 9,
+            sha256: "ab".into(),
+        };
+        let b = rmp_serde::to_vec_named(&Envelope {
+            version: 6,
+            body: &old,
+        })
+        .unwrap();
+        assert!(matches!(
+            decode::<MergeOutcome>(&b),
+            Err(WireError::Version {
+                got: 6,
+                want: PROTOCOL_VERSION
+            })
+        ));
+        let o: MergeOutcome =
+            rmp_serde::from_slice(&rmp_serde::to_vec_named(&old).unwrap()).unwrap();
+        assert_eq!(
+            (o.records, o.base_lines.len(), o.source_id.as_str()),
+            (3, 0, "")
+        );
+        let new = MergeOutcome {
+            base_lines: vec![("a.c".into(), 7)],
+            source_id: "git tree 00".into(),
+            worker: "w".into(),
+            ..o
+        };
+        assert_eq!(decode::<MergeOutcome>(&encode(&new).unwrap()).unwrap(), new);
     }
 
     #[test]

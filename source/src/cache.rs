@@ -56,6 +56,10 @@ impl Source for CachedSource {
         self.inner.has_commit(commit)
     }
 
+    fn tree_id(&self, commit: &[u8]) -> Result<Option<String>, SourceError> {
+        self.inner.tree_id(commit)
+    }
+
     fn forget_absent(&self) {
         self.inner.forget_absent();
         let mut st = self.state.lock().unwrap();

@@ -202,9 +202,63 @@ impl DirSource {
     }
 }
 
+/// Every regular file and symlink under `dir` (directories walked, symlinks not
+/// followed, special files skipped, as [`DirSource::get`] reads them): its path below
+/// the commit's directory (`rel`), whether it is a link, and its size.
+fn list_tree(
+    dir: &std::path::Path,
+    rel: &mut Vec<u8>,
+    out: &mut Vec<(Vec<u8>, bool, u64)>,
+) -> std::io::Result<()> {
+    for e in std::fs::read_dir(dir)? {
+        let e = e?;
+        let kind = e.file_type()?;
+        let len = rel.len();
+        if !rel.is_empty() {
+            rel.push(b'/');
+        }
+        rel.extend_from_slice(e.file_name().as_bytes());
+        if kind.is_dir() {
+            list_tree(&e.path(), rel, out)?;
+        } else if kind.is_file() || kind.is_symlink() {
+            // `DirEntry::metadata` does not follow a symlink: its size is its target's
+            // length, the blob git stores for it.
+            out.push((rel.clone(), kind.is_symlink(), e.metadata()?.len()));
+        }
+        rel.truncate(len);
+    }
+    Ok(())
+}
+
 impl Source for DirSource {
     fn has_commit(&self, commit: &[u8]) -> Result<bool, SourceError> {
         Ok(plain_commit(commit).is_some_and(|c| self.root.join(c).is_dir()))
+    }
+
+    fn tree_id(&self, commit: &[u8]) -> Result<Option<String>, SourceError> {
+        use sha2::Digest;
+        let Some(c) = plain_commit(commit) else {
+            return Ok(None);
+        };
+        let dir = self.root.join(c);
+        if !dir.is_dir() {
+            return Ok(None);
+        }
+        let mut entries = Vec::new();
+        list_tree(&dir, &mut Vec::new(), &mut entries).map_err(|e| self.io(format!("{c}/"), e))?;
+        entries.sort_unstable();
+        let mut h = sha2::Sha256::new();
+        for (path, link, size) in &entries {
+            h.update(path);
+            h.update(if *link { b"\0l " } else { b"\0f " });
+            h.update(size.to_string().as_bytes());
+            h.update(b"\n");
+        }
+        Ok(Some(format!(
+            "dir listing sha256 {} ({} files)",
+            hex::encode(h.finalize()),
+            entries.len()
+        )))
     }
 
     fn get(&self, commit: &[u8], path: &[u8]) -> Result<Option<Arc<FileVersion>>, SourceError> {
@@ -273,6 +327,39 @@ mod tests {
         std::fs::create_dir_all(c.join("k")).unwrap();
         std::fs::write(c.join("k/a.c"), "int a;\n").unwrap();
         (d, c)
+    }
+
+    #[test]
+    fn a_worker_source_lacking_one_base_file_had_the_same_id() {
+        let (d1, c1) = root();
+        let (d2, c2) = root();
+        for c in [&c1, &c2] {
+            std::fs::create_dir_all(c.join("k/sub")).unwrap();
+            std::fs::write(c.join("k/sub/b.c"), "int b;\n").unwrap();
+            symlink("a.c", c.join("k/l.c")).unwrap();
+            std::fs::create_dir(c.join("empty")).unwrap();
+        }
+        let (s1, s2) = (DirSource::new(d1.path()), DirSource::new(d2.path()));
+        let id = |s: &DirSource| s.tree_id(b"c").unwrap().expect("the commit is there");
+        let same = id(&s1);
+        assert_eq!(same, id(&s2), "the same tree in two roots");
+        assert!(same.contains("(3 files)"), "{same}");
+        // One file lacking; then there again with another size; a FIFO is no file.
+        std::fs::remove_file(c2.join("k/sub/b.c")).unwrap();
+        assert_ne!(id(&s2), same, "a file lacking");
+        std::fs::write(c2.join("k/sub/b.c"), "int bb;\n").unwrap();
+        assert_ne!(id(&s2), same, "a file of another size");
+        std::fs::write(c2.join("k/sub/b.c"), "int b;\n").unwrap();
+        mkfifo(&c2.join("k/fifo.c"));
+        assert_eq!(id(&s2), same, "the same files again");
+        // A symlink is its target text, not the file it points to.
+        std::fs::remove_file(c2.join("k/l.c")).unwrap();
+        std::fs::write(c2.join("k/l.c"), "a.c").unwrap();
+        assert_ne!(id(&s2), same, "a file where a symlink was");
+        // No such commit, or not a plain name: no id.
+        assert_eq!(s1.tree_id(b"nope").unwrap(), None);
+        assert_eq!(s1.tree_id(b"..").unwrap(), None);
+        assert_eq!(s1.tree_id(b"").unwrap(), None);
     }
 
     #[test]

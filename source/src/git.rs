@@ -353,6 +353,20 @@ impl Source for GitSource {
         Ok(r?.is_some())
     }
 
+    fn tree_id(&self, commit: &[u8]) -> Result<Option<String>, SourceError> {
+        let Some(commit) = git_commit(commit) else {
+            return Ok(None);
+        };
+        let Ok(id) = ObjectId::from_hex(commit.as_bytes()) else {
+            return Ok(None);
+        };
+        let repo = self.pool.lock().unwrap().pop();
+        let repo = repo.unwrap_or_else(|| self.shared.to_thread_local());
+        let r = self.root(&repo, id, commit);
+        self.pool.lock().unwrap().push(repo);
+        Ok(r?.map(|tree| format!("git tree {tree}")))
+    }
+
     fn get(&self, commit: &[u8], path: &[u8]) -> Result<Option<Arc<FileVersion>>, SourceError> {
         let Some(commit) = git_commit(commit) else {
             return Ok(None);
@@ -441,6 +455,30 @@ pub(super) mod tests {
         s.get(commit.as_bytes(), path.as_bytes())
             .unwrap()
             .map(|v| String::from_utf8(v.data.clone()).unwrap())
+    }
+
+    #[test]
+    fn a_commit_is_named_by_its_tree_id() {
+        let (d, c1, c2) = repo();
+        let s = GitSource::open(d.path().to_str().unwrap()).unwrap();
+        let tree = git(d.path(), &["rev-parse", &format!("{c1}^{{tree}}")]);
+        assert_eq!(
+            s.tree_id(c1.as_bytes()).unwrap(),
+            Some(format!("git tree {tree}"))
+        );
+        assert_ne!(
+            s.tree_id(c2.as_bytes()).unwrap(),
+            s.tree_id(c1.as_bytes()).unwrap()
+        );
+        // Not a commit of the repository, an abbreviation, uppercase, empty: no id.
+        for none in [
+            "0".repeat(40),
+            c1[..12].to_string(),
+            c1.to_uppercase(),
+            String::new(),
+        ] {
+            assert_eq!(s.tree_id(none.as_bytes()).unwrap(), None, "{none:?}");
+        }
     }
 
     #[test]

@@ -162,6 +162,15 @@ pub trait Source: Send + Sync {
     /// absence remembered from an earlier job made a later one lose its rows and exit
     /// 0. Called when a merge task starts; what exists stays cached.
     fn forget_absent(&self) {}
+
+    /// What this source holds of `commit`, as an id (`None`: it does not hold the
+    /// commit). Two sources of one kind that give the same id give the same set of
+    /// files for it: `dir:` a SHA-256 of the sorted listing of `ROOT/<commit>/` (each
+    /// path, whether file or symlink, and its size), `git:` the commit's tree id,
+    /// `store:` a SHA-256 of the snapshot's index. The merges of one job compare their
+    /// bases' ids: a worker whose own `--source` lacks some files of the base would
+    /// count them as deleted, alone, for its shards.
+    fn tree_id(&self, commit: &[u8]) -> Result<Option<String>, SourceError>;
 }
 
 /// Fails unless `source` (named `name` in the error) holds the base commit `commit`.

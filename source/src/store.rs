@@ -171,6 +171,19 @@ impl Source for StoreSource {
         self.forget_absent_indexes();
     }
 
+    fn tree_id(&self, commit: &[u8]) -> Result<Option<String>, SourceError> {
+        use sha2::Digest;
+        let Some(commit) = plain_commit(commit) else {
+            return Ok(None);
+        };
+        Ok(self.read_index(commit)?.map(|raw| {
+            format!(
+                "store index sha256 {}",
+                hex::encode(sha2::Sha256::digest(&raw))
+            )
+        }))
+    }
+
     fn get(&self, commit: &[u8], path: &[u8]) -> Result<Option<Arc<FileVersion>>, SourceError> {
         let Some(commit) = plain_commit(commit) else {
             return Ok(None);
@@ -258,6 +271,45 @@ pub async fn export_commits(
 mod tests {
     use super::*;
     use crate::CachedSource;
+
+    /// The id of a snapshot is the digest of its index: another index (a path more or
+    /// less) is another id, and no index is no id.
+    #[test]
+    fn a_snapshot_is_named_by_its_index_digest() {
+        use sha2::Digest;
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .enable_all()
+            .build()
+            .unwrap();
+        let store = Store::open("memory:").unwrap();
+        let src = rt.block_on(async { StoreSource::new(store.clone()) });
+        let (c1, c2) = ("a".repeat(40), "b".repeat(40));
+        let idx1 = "0123 a.c\n4567 b.c\n";
+        rt.block_on(async {
+            for (c, idx) in [(&c1, idx1), (&c2, "0123 a.c\n")] {
+                store
+                    .put(&format!("commits/{c}.idx"), Bytes::from(idx))
+                    .await
+                    .unwrap();
+            }
+        });
+        std::thread::spawn(move || {
+            let want = format!(
+                "store index sha256 {}",
+                hex::encode(sha2::Sha256::digest(idx1))
+            );
+            assert_eq!(src.tree_id(c1.as_bytes()).unwrap(), Some(want));
+            assert_ne!(
+                src.tree_id(c2.as_bytes()).unwrap(),
+                src.tree_id(c1.as_bytes()).unwrap()
+            );
+            assert_eq!(src.tree_id("c".repeat(40).as_bytes()).unwrap(), None);
+            assert_eq!(src.tree_id(b"../x").unwrap(), None);
+        })
+        .join()
+        .unwrap();
+    }
 
     /// A commit exported after a job found it absent: the worker's source remembered
     /// the absence for its lifetime, and the next job lost that commit's rows.

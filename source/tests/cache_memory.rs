@@ -27,6 +27,10 @@ impl Source for Synthetic {
     fn has_commit(&self, _commit: &[u8]) -> Result<bool, SourceError> {
         Ok(true)
     }
+
+    fn tree_id(&self, _commit: &[u8]) -> Result<Option<String>, SourceError> {
+        Ok(Some("synthetic".into()))
+    }
 }
 
 /// Looks up `n` distinct paths (every `absent_every`-th absent) through a cache of

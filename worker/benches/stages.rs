@@ -162,6 +162,10 @@ impl Source for MemSource {
     fn has_commit(&self, commit: &[u8]) -> Result<bool, SourceError> {
         Ok(self.files.keys().any(|(c, _)| c == commit))
     }
+
+    fn tree_id(&self, commit: &[u8]) -> Result<Option<String>, SourceError> {
+        Ok(self.has_commit(commit)?.then(|| "memory".into()))
+    }
 }
 
 fn bench_merge_shard(c: &mut Criterion) {

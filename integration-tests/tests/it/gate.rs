@@ -234,6 +234,7 @@ fn gate_of_result(out: &Path, groups: &[Group]) -> (u64, u64, u64) {
         shard: ShardId(0),
         shards: 1,
         groups,
+        base_lines: None,
     };
     let s = check_part(
         part,

@@ -48,6 +48,9 @@ pub(super) struct FileAcc {
     pub(super) per_mgr: ManagerSums,
     /// What [`FileAcc::approx_bytes`] was when last counted into its pass's total.
     pub(super) counted: usize,
+    /// Lines of the file's base version (contract §3), reported with the part so that
+    /// the publish gate can check every record line against it.
+    pub(super) base_lines: u32,
 }
 
 impl FileAcc {
@@ -61,6 +64,7 @@ impl FileAcc {
             other_names: FxHashMap::default(),
             per_mgr: ManagerSums::default(),
             counted: 0,
+            base_lines: 0,
         }
     }
 

@@ -99,6 +99,9 @@ pub struct MergedPart {
     /// Runs of per-manager sums spilled to a temporary file, over the files merged
     /// alone (0: none; see `sums.rs`).
     pub sums_spilled: u32,
+    /// Per file of the part, in its order: its path and the line count of its base
+    /// version. The publish gate refuses a record line past it.
+    pub base_lines: Vec<(String, u32)>,
 }
 
 /// What a shard merge may hold between uses, in bytes.
@@ -257,6 +260,7 @@ where
     );
     let (mut counts, mut records, mut passes) = (Counts::default(), 0u64, 0u32);
     let mut sums_spilled = 0u32;
+    let mut base_lines = Vec::new();
     // Ranges still to merge, the next one last; each one's part follows the previous
     // one's, and the files of a part are in path order: the passes' outputs end to
     // end are the one-pass output.
@@ -317,7 +321,13 @@ where
                         }
                     }
                 }
-                let (c, r) = tables.write(groups, names.take(), &mut sums_spilled, &mut enc)?;
+                let (c, r) = tables.write(
+                    groups,
+                    names.take(),
+                    &mut sums_spilled,
+                    &mut base_lines,
+                    &mut enc,
+                )?;
                 counts.add(&c);
                 records += r;
             }
@@ -377,6 +387,7 @@ where
         counts,
         passes,
         sums_spilled,
+        base_lines,
     })
 }
 
@@ -572,8 +583,10 @@ impl Pass<'_> {
                             };
                             match base {
                                 Some(b) => {
+                                    let lines = b.lines().count();
                                     held.hold_base(file, b);
                                     let mut acc = Box::new(FileAcc::new());
+                                    acc.base_lines = u32::try_from(lines).unwrap_or(u32::MAX);
                                     if limit.is_none() {
                                         // Merged alone: its sums spill past their share.
                                         acc.per_mgr.spill_past(self.held.tables / 2);
@@ -923,12 +936,14 @@ impl Tables {
 
     /// Writes the files of the pass in path order into `enc`; returns what was
     /// counted and the records written. `names`: for a pass over one path counted
-    /// in name passes, the best names of the others.
+    /// in name passes, the best names of the others. Each file's path and base line
+    /// count go to `base_lines`, in the part's order.
     fn write(
         self,
         groups: &[covmerge_proto::group::Group],
         mut names: Option<BestNames>,
         spilled: &mut u32,
+        base_lines: &mut Vec<(String, u32)>,
         enc: &mut impl Write,
     ) -> Result<(Counts, u64), MergeError> {
         let Tables {
@@ -951,6 +966,10 @@ impl Tables {
         let mut records = 0u64;
         for (file, acc) in order {
             counts.files += 1;
+            base_lines.push((
+                String::from_utf8_lossy(strings.get(file)).into_owned(),
+                acc.base_lines,
+            ));
             records += write_file(
                 strings.get(file),
                 *acc,

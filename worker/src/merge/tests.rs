@@ -23,6 +23,10 @@ impl Source for MemSource {
     fn has_commit(&self, _: &[u8]) -> Result<bool, SourceError> {
         Ok(true)
     }
+
+    fn tree_id(&self, _: &[u8]) -> Result<Option<String>, SourceError> {
+        Ok(Some("memory".into()))
+    }
 }
 
 /// The spill chunks of one shard of `csv` (rows after the header), split within a
@@ -94,6 +98,7 @@ fn assert_same_in_passes(
     assert_eq!(many.counts, one.counts);
     assert_eq!(many.records, one.records);
     assert!(many.gz == one.gz, "the parts differ");
+    assert_eq!(many.base_lines, one.base_lines);
     many.passes
 }
 
@@ -128,6 +133,16 @@ fn many_paths_merged_in_passes_give_the_one_pass_part() {
     assert!(chunks.len() > 3, "{} chunks", chunks.len());
     let groups = [Group::parse("all=m*").unwrap()];
     let passes = assert_same_in_passes(&chunks, &src, "src/", &groups, 1 << 20);
+    // Each live file of the part is reported, in the part's order, with its base's 40
+    // lines (rows on lines 41..45 are lost): what the publish gate checks lines by.
+    let part = merge(&chunks, &src, "src/", &groups, usize::MAX);
+    assert_eq!(part.base_lines.len() as u64, part.counts.files);
+    assert_eq!(part.counts.files, 12_000);
+    assert!(part
+        .base_lines
+        .iter()
+        .all(|(p, n)| p.starts_with("src/") && *n == 40));
+    assert!(part.base_lines.windows(2).all(|w| w[0].0 < w[1].0));
     // 20,000 files of a few hundred bytes each: a few passes of about the limit each
     // (and a few started again), not one per chunk or per file.
     assert!(passes < 30, "{passes} passes");

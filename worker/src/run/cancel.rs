@@ -74,6 +74,10 @@ impl Source for CancelSource {
     fn has_commit(&self, commit: &[u8]) -> Result<bool, SourceError> {
         self.inner.has_commit(commit)
     }
+
+    fn tree_id(&self, commit: &[u8]) -> Result<Option<String>, SourceError> {
+        self.inner.tree_id(commit)
+    }
 }
 
 #[cfg(test)]

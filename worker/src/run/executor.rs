@@ -175,6 +175,10 @@ pub struct Executor {
     pub progress: Arc<Progress>,
     /// Tasks handed back in a row because of this worker's configuration.
     pub(super) config_failures: AtomicU32,
+    /// The bases' ids as this worker's sources hold them, by (job, source, base):
+    /// computed once per job (a `dir:` listing of a kernel tree is ~70k entries), and
+    /// again for a later job, whose source may have changed meanwhile.
+    tree_ids: Mutex<HashMap<(JobId, String, String), String>>,
 }
 
 /// Job specs an executor remembers; more jobs than this at once just reload.
@@ -274,6 +278,7 @@ impl Executor {
             _process_shares: process_shares,
             progress: Arc::default(),
             config_failures: AtomicU32::new(0),
+            tree_ids: Mutex::default(),
         }
     }
 
@@ -631,10 +636,33 @@ impl Executor {
         // it is this worker's source (`--source`) that lacks it: its configuration.
         let name = self.cfg.source.as_deref().unwrap_or(&t.source).to_string();
         let (src, base) = (source.clone(), t.base_commit.clone());
-        tokio::task::spawn_blocking(move || crate::source::require_commit(&*src, &name, &base))
-            .await
-            .map_err(Failure::internal)?
-            .map_err(Failure::config)?;
+        let id_key = (t.job.clone(), name.clone(), base.clone());
+        let known = self.tree_ids.lock().unwrap().get(&id_key).cloned();
+        let source_id = tokio::task::spawn_blocking(move || {
+            crate::source::require_commit(&*src, &name, &base)?;
+            if let Some(id) = known {
+                return Ok(id);
+            }
+            let t0 = std::time::Instant::now();
+            let id = src.tree_id(base.as_bytes())?.ok_or_else(|| {
+                crate::source::SourceError::NoCommit {
+                    source_name: name.clone(),
+                    commit: base.clone(),
+                }
+            })?;
+            info!(source = %covmerge_storage::redact_url(&name), %id, ms = t0.elapsed().as_millis() as u64, "the base as this worker's source holds it");
+            Ok(id)
+        })
+        .await
+        .map_err(Failure::internal)?
+        .map_err(|e: crate::source::SourceError| Failure::config(e))?;
+        {
+            let mut ids = self.tree_ids.lock().unwrap();
+            if ids.len() >= SPEC_CACHE {
+                ids.clear();
+            }
+            ids.insert(id_key, source_id.clone());
+        }
         covmerge_fault::pause_async("merge").await;
         if covmerge_fault::fail_shard(t.shard.0) {
             return Err(Failure::transient(format!(
@@ -685,6 +713,7 @@ impl Executor {
         })
         .await
         .map_err(Failure::transient)??;
+        let mut part = part;
         let key = keys::part(&t.job, t.shard);
         let len = part.gz.len();
         let outcome = MergeOutcome {
@@ -693,6 +722,9 @@ impl Executor {
             records: part.records,
             bytes: len,
             sha256: hex::encode(part.sha256),
+            base_lines: std::mem::take(&mut part.base_lines),
+            source_id,
+            worker: self.cfg.worker_id.clone(),
         };
         match part.gz {
             PartBytes::Memory(v) => self.store.put(&key, Bytes::from(v)).await,

@@ -13,6 +13,7 @@ mod forged;
 mod groups;
 mod kills;
 mod outages;
+mod sources;
 
 const SHARDS: &str = "6";
 
