@@ -1,4 +1,4 @@
-//! Workers with their own `--source` (issue 38): a worker whose source lacks some (not
+//! Workers with their own `--source`: a worker whose source lacks some (not
 //! all) files of the base counted them as deleted for its shards, alone, and the job
 //! published a result without them. Each merge now names the base as its worker's
 //! source holds it; merges that disagree fail the job and publish nothing.
