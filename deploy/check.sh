@@ -2,7 +2,8 @@
 # Validates the deploy files without a cluster or a container engine:
 # - every Kubernetes manifest in deploy/k8s against the Kubernetes API schemas
 #   (kubernetes-validate --strict; KEDA objects against deploy/k8s/schemas/keda.schema.json),
-# - deploy/Dockerfile with hadolint,
+# - deploy/Dockerfile with hadolint, and its Rust version against CI's toolchain, the
+#   workspace's rust-version and the locked dependencies' rust-version,
 # - deploy/compose.yaml against the compose spec (check-jsonschema's vendored schema),
 # - every flag the manifests and the compose file pass to covmerge exists in the
 #   built binary's `covmerge <subcommand> --help`.
@@ -36,7 +37,44 @@ PY
 check-jsonschema --schemafile deploy/k8s/schemas/keda.schema.json "$tmp"/keda-*.json
 
 echo "check: Dockerfile"
-hadolint deploy/Dockerfile
+hadolint deploy/Dockerfile deploy/dev/runtime-base.Containerfile
+
+echo "check: the Dockerfile's Rust"
+# The build stage's rust image is the toolchain CI builds and tests with, the
+# workspace's rust-version says the same, and no locked dependency needs a newer one
+# (cargo metadata: every package the lock resolves for x86_64 Linux, dev ones too).
+cargo metadata --format-version 1 --locked --filter-platform x86_64-unknown-linux-gnu \
+  >"$tmp/metadata.json"
+rustc --version >"$tmp/rustc.version"
+python3 - "$tmp" <<'PY'
+import json, re, sys, tomllib
+tmp = sys.argv[1]
+ver = lambda s: tuple(int(x) for x in s.split(".")[:2])
+show = lambda v: ".".join(map(str, v))
+m = re.search(r"^ARG RUST_IMAGE=\S*rust:(\d+\.\d+)\S*$", open("deploy/Dockerfile").read(), re.M)
+if not m:
+    sys.exit("deploy/Dockerfile: no `ARG RUST_IMAGE=...rust:X.Y...` line")
+pin = ver(m.group(1))
+ws = ver(tomllib.load(open("Cargo.toml", "rb"))["workspace"]["package"]["rust-version"])
+rustc = ver(re.match(r"rustc (\d+\.\d+)", open(f"{tmp}/rustc.version").read()).group(1))
+meta = json.load(open(f"{tmp}/metadata.json"))
+used = {n["id"] for n in meta["resolve"]["nodes"]}
+deps = [(ver(p["rust_version"]), p["name"], p["version"]) for p in meta["packages"]
+        if p["id"] in used and p.get("rust_version") and p["source"]]
+need = max(deps)
+bad = []
+if pin != rustc:
+    bad.append(f"deploy/Dockerfile pins rust:{show(pin)} but CI builds with rustc {show(rustc)}: "
+               f"set RUST_IMAGE and the workspace rust-version to {show(rustc)}")
+if pin != ws:
+    bad.append(f"deploy/Dockerfile pins rust:{show(pin)} but Cargo.toml says rust-version = {show(ws)}")
+if pin < need[0]:
+    bad.append(f"{need[1]} {need[2]} needs Rust {show(need[0])}, newer than rust:{show(pin)}")
+if bad:
+    sys.exit("\n".join(bad))
+print(f"rust:{show(pin)} = rust-version = rustc {show(rustc)}; "
+      f"{len(deps)} dependencies need at most {show(need[0])} ({need[1]} {need[2]})")
+PY
 
 echo "check: compose file"
 check-jsonschema --builtin-schema vendor.compose-spec deploy/compose.yaml
