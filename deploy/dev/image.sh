@@ -4,7 +4,7 @@
 # development and CI machines):
 #   1. installs podman, runc and mmdebstrap from Debian if missing;
 #   2. makes the bases once (kept in podman's storage and reused): a Debian 12 root
-#      filesystem from Debian's packages (mmdebstrap, ~20-100 s) imported as
+#      filesystem from Debian's packages (mmdebstrap, 20-180 s) imported as
 #      localhost/covmerge-base/debian:bookworm, and from it a distroless-like runtime
 #      base localhost/covmerge-base/cc:bookworm (dev/runtime-base.Containerfile);
 #   3. builds covmerge with cargo outside the image and strips it;
@@ -91,7 +91,12 @@ chmod 0755 "$ctx/covmerge"
 say "stripped: $(stat -c %s "$bin") -> $(stat -c %s "$ctx/covmerge") bytes"
 
 t=$(now)
+old=$(podman image inspect --format '{{.Id}}' "$image" 2>/dev/null || true)
 podman build --quiet --format docker --pull=never --target prebuilt \
   --build-arg "RUNTIME_IMAGE=$runtime" -f deploy/Dockerfile -t "$image" "$ctx" >/dev/null
+# The image this one replaced, now untagged: removed unless a container still uses it.
+if [ -n "$old" ] && [ "$old" != "$(podman image inspect --format '{{.Id}}' "$image")" ]; then
+  podman rmi "$old" >/dev/null 2>&1 || true
+fi
 size=$(podman image inspect --format '{{.Size}}' "$image")
 say "built $image in $(since "$t"): $size bytes ($(awk -v s="$size" 'BEGIN { printf "%.1f MB", s / 1e6 }')), $(podman run --rm --network none "$image" --version)"
