@@ -3,12 +3,12 @@
 //! result at the end. Memory: the limit, plus the roll-up's (one row group per run).
 
 use std::collections::hash_map::Entry;
-use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
 use covmerge_proto::date::Date;
 use covmerge_proto::manifest::OtherNamespaces;
 use covmerge_proto::shard_hash::shard_of;
+use rustc_hash::FxHashMap as HashMap;
 
 use crate::desc::{Description, PartialCounts, ShardFiles, FORMAT, FORMAT_VERSION};
 use crate::file::TableWriter;
@@ -84,7 +84,9 @@ pub struct Builder {
 impl Builder {
     /// A builder of a partial of `namespace` over the days `from` to `to`, in `shards`
     /// shards, holding about `limit` bytes of sums in memory before it writes a run to
-    /// a scratch directory under `scratch`.
+    /// a scratch directory under `scratch` (while a run is written, its sorted copy
+    /// about doubles that). The runs are rolled up at the end: memory then grows with
+    /// their number (one row group each), i.e. with the distinct keys over `limit`.
     pub fn new(
         namespace: &str,
         from: Date,
@@ -114,10 +116,10 @@ impl Builder {
             scratch_parent: scratch.to_owned(),
             runs: Vec::new(),
             strings: Interner::default(),
-            lines: HashMap::new(),
-            funcs: HashMap::new(),
-            versions: HashMap::new(),
-            paths: HashMap::new(),
+            lines: HashMap::default(),
+            funcs: HashMap::default(),
+            versions: HashMap::default(),
+            paths: HashMap::default(),
             counts: PartialCounts::default(),
             others: OtherNamespaces::default(),
         })
