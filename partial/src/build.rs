@@ -12,7 +12,7 @@ use rustc_hash::FxHashMap as HashMap;
 
 use crate::desc::{Description, PartialCounts, ShardFiles, FORMAT, FORMAT_VERSION};
 use crate::file::TableWriter;
-use crate::rollup::{prepare_out, rollup};
+use crate::rollup::{clear_out, prepare_out, rollup};
 use crate::table::{is_blob_id, FuncRow, LineRow, PathRow, VersionRow};
 use crate::PartialError;
 
@@ -242,6 +242,10 @@ impl Builder {
     /// Writes the held sums as a partial in `dir` and empties them.
     fn write_held(&mut self, dir: &Path) -> Result<Description, PartialError> {
         prepare_out(dir)?;
+        self.write_held_into(dir).inspect_err(|_| clear_out(dir))
+    }
+
+    fn write_held_into(&mut self, dir: &Path) -> Result<Description, PartialError> {
         let strings = std::mem::take(&mut self.strings);
         let names = &strings.names;
         // Byte-order rank of each string: keys then sort as integers.

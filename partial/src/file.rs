@@ -239,7 +239,7 @@ impl<T: Table> TableReader<T> {
         })
     }
 
-    /// The next row, or `None` at the end.
+    /// The next row, or `None` at the end (and after an error).
     pub(crate) fn next_row(&mut self) -> Result<Option<T>, PartialError> {
         loop {
             if let Some(row) = self.rows.next() {
@@ -248,16 +248,18 @@ impl<T: Table> TableReader<T> {
             if self.next_group >= self.reader.num_row_groups() {
                 return Ok(None);
             }
+            let group = self.next_group;
+            // A file in error yields nothing more.
+            self.next_group = usize::MAX;
             let rg = self
                 .reader
-                .get_row_group(self.next_group)
+                .get_row_group(group)
                 .map_err(|e| PartialError::corrupt(&self.path, e))?;
             let n = rg.metadata().num_rows() as usize;
             let rows = T::read_group(rg.as_ref(), n).map_err(|e| {
-                PartialError::corrupt(&self.path, format!("row group {}: {e}", self.next_group))
+                PartialError::corrupt(&self.path, format!("row group {group}: {e}"))
             })?;
             drop(rg);
-            self.next_group += 1;
             let prev = self.last.take();
             for (i, row) in rows.iter().enumerate() {
                 let before = if i == 0 {
@@ -267,6 +269,7 @@ impl<T: Table> TableReader<T> {
                 };
                 self.check(before, row)?;
             }
+            self.next_group = group + 1;
             self.last = rows.last().cloned().or(prev);
             self.rows = rows.into_iter();
         }

@@ -172,6 +172,12 @@ pub fn rollup(
         )));
     }
     prepare_out(out)?;
+    rollup_into(&parts, out, n).inspect_err(|_| clear_out(out))
+}
+
+/// Rolls `parts` up into `out` (prepared, empty) in `n` shards.
+fn rollup_into(parts: &[Partial], out: &Path, n: u32) -> Result<Description, PartialError> {
+    let first = &parts[0];
     let mut d = Description {
         format: FORMAT.to_owned(),
         format_version: FORMAT_VERSION,
@@ -185,7 +191,7 @@ pub fn rollup(
     };
     let mut from = None;
     let mut to = None;
-    for p in &parts {
+    for p in parts {
         let pd = p.description();
         let (f, t) = (
             parse_date(&pd.date_from).expect("checked on open"),
@@ -201,10 +207,10 @@ pub fn rollup(
     for j in 0..n {
         d.shards.push(ShardFiles {
             index: j,
-            lines: merge_table::<LineRow>(&parts, |s| &s.lines, j, n, out, &mut rows_of)?,
-            funcs: merge_table::<FuncRow>(&parts, |s| &s.funcs, j, n, out, &mut rows_of)?,
-            versions: merge_table::<VersionRow>(&parts, |s| &s.versions, j, n, out, &mut rows_of)?,
-            paths: merge_table::<PathRow>(&parts, |s| &s.paths, j, n, out, &mut rows_of)?,
+            lines: merge_table::<LineRow>(parts, |s| &s.lines, j, n, out, &mut rows_of)?,
+            funcs: merge_table::<FuncRow>(parts, |s| &s.funcs, j, n, out, &mut rows_of)?,
+            versions: merge_table::<VersionRow>(parts, |s| &s.versions, j, n, out, &mut rows_of)?,
+            paths: merge_table::<PathRow>(parts, |s| &s.paths, j, n, out, &mut rows_of)?,
         });
     }
     for (p, rows) in parts.iter().zip(rows_of) {
@@ -227,6 +233,16 @@ pub(crate) fn add_counts(d: &mut Description, o: &Description) {
     f(&mut c.rows_other_namespaces, oc.rows_other_namespaces);
     c.namespace_column |= oc.namespace_column;
     d.other_namespaces.add(&o.other_namespaces);
+}
+
+/// Removes what a failed write left in `out` (prepared empty, so all of it is the
+/// write's): a later try with the same directory starts clean.
+pub(crate) fn clear_out(out: &Path) {
+    if let Ok(entries) = std::fs::read_dir(out) {
+        for e in entries.flatten() {
+            let _ = std::fs::remove_file(e.path());
+        }
+    }
 }
 
 /// Creates `out`, or accepts it empty: shard files of another partial must not stay

@@ -277,8 +277,12 @@ fn corrupt_truncated_or_swapped_shards_are_refused_naming_them() {
         "{e}"
     );
     // The roll-up refuses it too, naming it.
-    let e = rollup(std::slice::from_ref(&d), &tmp.path().join("out-flip"), None).unwrap_err();
+    let out = tmp.path().join("out-flip");
+    let e = rollup(std::slice::from_ref(&d), &out, None).unwrap_err();
     assert!(e.to_string().contains("lines-00001.parquet"), "{e}");
+    // What it had written is gone: the same directory can be used again.
+    assert_eq!(std::fs::read_dir(&out).unwrap().count(), 0);
+
     // Truncated.
     let d = fresh("trunc");
     let f = d.join("funcs-00002.parquet");
@@ -336,6 +340,11 @@ fn corrupt_truncated_or_swapped_shards_are_refused_naming_them() {
         e.contains("versions-00000.parquet") && e.contains("belongs to shard 1"),
         "{e}"
     );
+    // A reader stops at its first error.
+    let p = Partial::open(&d).unwrap();
+    let mut rows = p.versions(0).unwrap();
+    assert!(rows.next().unwrap().is_err());
+    assert!(rows.next().is_none());
     // A count that does not match the shards.
     let d = fresh("count");
     let mut v: serde_json::Value =
