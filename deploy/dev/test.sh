@@ -24,6 +24,7 @@ export COVMERGE_TEST_AMQP=${COVMERGE_TEST_AMQP:-amqp://guest:guest@127.0.0.1:567
 # `go tool covdata` / `go tool cover`.
 COVMERGE_TEST_GO=${COVMERGE_TEST_GO:-$(deploy/dev/install-go.sh)}
 export COVMERGE_TEST_GO
+export COVMERGE_TEST_DUCKDB_PYTHON=${COVMERGE_TEST_DUCKDB_PYTHON:-$(deploy/dev/install-duckdb.sh)}
 export COVMERGE_TEST_S3_ENDPOINT=${COVMERGE_TEST_S3_ENDPOINT:-http://127.0.0.1:${COVMERGE_S3_PORT:-9327}}
 export COVMERGE_TEST_GCS_ENDPOINT=${COVMERGE_TEST_GCS_ENDPOINT:-http://127.0.0.1:${COVMERGE_GCS_PORT:-9329}}
 cargo build --workspace --bins

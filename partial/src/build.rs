@@ -1,0 +1,380 @@
+//! A partial made from rows: summed in memory up to a byte limit, then written as a
+//! sorted run (itself a partial) in a scratch directory; the runs are rolled up into the
+//! result at the end. Memory: the limit, plus the roll-up's (one row group per run).
+
+use std::collections::hash_map::Entry;
+use std::path::{Path, PathBuf};
+
+use covmerge_proto::date::Date;
+use covmerge_proto::manifest::OtherNamespaces;
+use covmerge_proto::shard_hash::shard_of;
+use rustc_hash::FxHashMap as HashMap;
+
+use crate::desc::{Description, PartialCounts, ShardFiles, FORMAT, FORMAT_VERSION};
+use crate::file::TableWriter;
+use crate::rollup::{clear_out, prepare_out, rollup};
+use crate::table::{is_blob_id, FuncRow, LineRow, PathRow, VersionRow};
+use crate::PartialError;
+
+/// One input row (or several with one key, `rows` of them), its version already found.
+#[derive(Debug, Clone, Copy)]
+pub struct RawRow<'a> {
+    /// `file_path`.
+    pub path: &'a str,
+    /// `kernel_commit`.
+    pub commit: &'a str,
+    /// The blob id of `path` at `commit`, or `None` when the source has no such file
+    /// (the rows are then lost at any base where the path exists, contract §3.2).
+    /// Not looked at for a row without line.
+    pub version: Option<&'a str>,
+    /// `manager`.
+    pub manager: &'a str,
+    /// `func_name` (may be empty).
+    pub func_name: &'a str,
+    /// `sl`; 0 is a row without line (contract §2).
+    pub line: u32,
+    /// `hit_count`, summed over the rows.
+    pub hits: u64,
+    /// How many rows (1 for a row as read).
+    pub rows: u64,
+}
+
+/// Estimated bytes of one entry of a table beside its strings (hash map slot, key, sums).
+const ENTRY_BYTES: usize = 64;
+
+#[derive(Default)]
+struct Interner {
+    ids: HashMap<Box<str>, u32>,
+    names: Vec<Box<str>>,
+    bytes: usize,
+}
+
+impl Interner {
+    fn id(&mut self, s: &str) -> u32 {
+        if let Some(&i) = self.ids.get(s) {
+            return i;
+        }
+        let i = self.names.len() as u32;
+        self.names.push(s.into());
+        self.ids.insert(s.into(), i);
+        self.bytes += 2 * s.len() + ENTRY_BYTES;
+        i
+    }
+}
+
+/// Builds one partial from rows.
+pub struct Builder {
+    namespace: String,
+    from: Date,
+    to: Date,
+    shards: u32,
+    limit: usize,
+    scratch: Option<tempfile::TempDir>,
+    scratch_parent: PathBuf,
+    runs: Vec<PathBuf>,
+    strings: Interner,
+    lines: HashMap<(u32, u32, u32, u32), (u64, u64)>,
+    funcs: HashMap<(u32, u32, u32, u32), u64>,
+    versions: HashMap<(u32, u32), u32>,
+    paths: HashMap<u32, (u64, u64, u64)>,
+    counts: PartialCounts,
+    others: OtherNamespaces,
+}
+
+impl Builder {
+    /// A builder of a partial of `namespace` over the days `from` to `to`, in `shards`
+    /// shards, holding about `limit` bytes of sums in memory before it writes a run to
+    /// a scratch directory under `scratch` (while a run is written, its sorted copy
+    /// about doubles that). The runs are rolled up at the end: memory then grows with
+    /// their number (one row group each), i.e. with the distinct keys over `limit`.
+    pub fn new(
+        namespace: &str,
+        from: Date,
+        to: Date,
+        shards: u32,
+        limit: usize,
+        scratch: &Path,
+    ) -> Result<Builder, PartialError> {
+        if from > to {
+            return Err(PartialError::Invalid(format!(
+                "a partial's period from {from} to {to} ends before it starts"
+            )));
+        }
+        if !(1..=covmerge_proto::limits::MAX_SHARDS).contains(&shards) {
+            return Err(PartialError::Invalid(format!(
+                "{shards} shards: a partial has 1 to {}",
+                covmerge_proto::limits::MAX_SHARDS
+            )));
+        }
+        Ok(Builder {
+            namespace: namespace.to_owned(),
+            from,
+            to,
+            shards,
+            limit: limit.max(1),
+            scratch: None,
+            scratch_parent: scratch.to_owned(),
+            runs: Vec::new(),
+            strings: Interner::default(),
+            lines: HashMap::default(),
+            funcs: HashMap::default(),
+            versions: HashMap::default(),
+            paths: HashMap::default(),
+            counts: PartialCounts::default(),
+            others: OtherNamespaces::default(),
+        })
+    }
+
+    /// Bytes held now (estimated).
+    pub fn held_bytes(&self) -> usize {
+        self.strings.bytes
+            + ENTRY_BYTES
+                * (self.lines.len() + self.funcs.len() + self.versions.len() + self.paths.len())
+    }
+
+    /// Adds rows of the partial's namespace.
+    pub fn add(&mut self, r: &RawRow<'_>) -> Result<(), PartialError> {
+        if r.path.is_empty() || r.manager.is_empty() || r.rows == 0 {
+            return Err(PartialError::Invalid(format!(
+                "a row of {:?} with an empty path or manager, or no rows",
+                r.path
+            )));
+        }
+        let path = self.strings.id(r.path);
+        let p = self.paths.entry(path).or_default();
+        self.counts.rows_in = self.counts.rows_in.saturating_add(r.rows);
+        if r.line == 0 {
+            p.0 = p.0.saturating_add(r.rows);
+            self.counts.rows_without_line = self.counts.rows_without_line.saturating_add(r.rows);
+        } else if let Some(v) = r.version {
+            if !is_blob_id(v) || r.commit.is_empty() {
+                return Err(PartialError::Invalid(format!(
+                    "version {v:?} of {:?} at commit {:?} is not a blob id with a commit",
+                    r.path, r.commit
+                )));
+            }
+            let version = self.strings.id(v);
+            let manager = self.strings.id(r.manager);
+            let e = self
+                .lines
+                .entry((path, version, manager, r.line))
+                .or_default();
+            e.0 = e.0.saturating_add(r.hits);
+            e.1 = e.1.saturating_add(r.rows);
+            if !r.func_name.is_empty() {
+                let func = self.strings.id(r.func_name);
+                let f = self.funcs.entry((path, version, r.line, func)).or_default();
+                *f = f.saturating_add(r.rows);
+            }
+            let commit = self.strings.id(r.commit);
+            match self.versions.entry((path, version)) {
+                Entry::Vacant(e) => {
+                    e.insert(commit);
+                }
+                Entry::Occupied(mut e) => {
+                    let names = &self.strings.names;
+                    if names[commit as usize] < names[*e.get() as usize] {
+                        e.insert(commit);
+                    }
+                }
+            }
+        } else {
+            p.1 = p.1.saturating_add(r.rows);
+            p.2 = p.2.saturating_add(r.hits);
+            self.counts.rows_without_version =
+                self.counts.rows_without_version.saturating_add(r.rows);
+            self.counts.hits_without_version =
+                self.counts.hits_without_version.saturating_add(r.hits);
+        }
+        if self.held_bytes() > self.limit {
+            self.spill()?;
+        }
+        Ok(())
+    }
+
+    /// Counts `rows` malformed rows skipped (in `rows_in` and `rows_bad`).
+    pub fn add_bad(&mut self, rows: u64) {
+        self.counts.rows_in = self.counts.rows_in.saturating_add(rows);
+        self.counts.rows_bad = self.counts.rows_bad.saturating_add(rows);
+    }
+
+    /// Counts `rows` rows of another namespace `name` (outside `rows_in`).
+    pub fn add_other_namespace(&mut self, name: &[u8], rows: u64) {
+        self.others.add_rows(name, rows);
+        self.counts.rows_other_namespaces = self.counts.rows_other_namespaces.saturating_add(rows);
+    }
+
+    /// Records that an input had a `namespace` column.
+    pub fn saw_namespace_column(&mut self) {
+        self.counts.namespace_column = true;
+    }
+
+    /// Writes what is held as a run in the scratch directory and starts afresh.
+    fn spill(&mut self) -> Result<(), PartialError> {
+        if self.scratch.is_none() {
+            let d = tempfile::Builder::new()
+                .prefix("covmerge-partial-")
+                .tempdir_in(&self.scratch_parent)
+                .map_err(|e| PartialError::io(&self.scratch_parent, e))?;
+            self.scratch = Some(d);
+        }
+        let dir = self
+            .scratch
+            .as_ref()
+            .expect("made above")
+            .path()
+            .join(format!("run-{:05}", self.runs.len()));
+        self.write_held(&dir)?;
+        self.runs.push(dir);
+        Ok(())
+    }
+
+    /// Writes the partial into `out` (a directory that does not exist yet, or is empty).
+    pub fn finish(mut self, out: &Path) -> Result<Description, PartialError> {
+        if self.runs.is_empty() {
+            return self.write_held(out);
+        }
+        self.spill()?;
+        let d = rollup(&self.runs, out, Some(self.shards))?;
+        Ok(d)
+    }
+
+    /// Writes the held sums as a partial in `dir` and empties them.
+    fn write_held(&mut self, dir: &Path) -> Result<Description, PartialError> {
+        prepare_out(dir)?;
+        self.write_held_into(dir).inspect_err(|_| clear_out(dir))
+    }
+
+    fn write_held_into(&mut self, dir: &Path) -> Result<Description, PartialError> {
+        let strings = std::mem::take(&mut self.strings);
+        let names = &strings.names;
+        // Byte-order rank of each string: keys then sort as integers.
+        let mut order: Vec<u32> = (0..names.len() as u32).collect();
+        order.sort_unstable_by(|&a, &b| names[a as usize].cmp(&names[b as usize]));
+        let mut rank = vec![0u32; names.len()];
+        for (r, &i) in order.iter().enumerate() {
+            rank[i as usize] = r as u32;
+        }
+        let n = self.shards;
+        let shard = |path: u32| shard_of(names[path as usize].as_bytes(), n).0;
+        let s = |i: u32| names[i as usize].to_string();
+
+        let mut lines: Vec<_> = std::mem::take(&mut self.lines)
+            .into_iter()
+            .map(|((p, v, m, l), sums)| {
+                (
+                    (
+                        shard(p),
+                        rank[p as usize],
+                        rank[v as usize],
+                        rank[m as usize],
+                        l,
+                    ),
+                    (p, v, m, sums),
+                )
+            })
+            .collect();
+        lines.sort_unstable_by_key(|e| e.0);
+        let mut funcs: Vec<_> = std::mem::take(&mut self.funcs)
+            .into_iter()
+            .map(|((p, v, l, f), rows)| {
+                (
+                    (
+                        shard(p),
+                        rank[p as usize],
+                        rank[v as usize],
+                        l,
+                        rank[f as usize],
+                    ),
+                    (p, v, f, rows),
+                )
+            })
+            .collect();
+        funcs.sort_unstable_by_key(|e| e.0);
+        let mut versions: Vec<_> = std::mem::take(&mut self.versions)
+            .into_iter()
+            .map(|((p, v), c)| ((shard(p), rank[p as usize], rank[v as usize]), (p, v, c)))
+            .collect();
+        versions.sort_unstable_by_key(|e| e.0);
+        let mut paths: Vec<_> = std::mem::take(&mut self.paths)
+            .into_iter()
+            .map(|(p, sums)| ((shard(p), rank[p as usize]), (p, sums)))
+            .collect();
+        paths.sort_unstable_by_key(|e| e.0);
+
+        let mut shards = Vec::with_capacity(n as usize);
+        let (mut li, mut fi, mut vi, mut pi) = (0, 0, 0, 0);
+        for j in 0..n {
+            let mut w = TableWriter::<LineRow>::create(dir, j)?;
+            while li < lines.len() && lines[li].0 .0 == j {
+                let (p, v, m, (hits, rows)) = lines[li].1;
+                w.push(LineRow {
+                    path: s(p),
+                    version: s(v),
+                    manager: s(m),
+                    line: lines[li].0 .4,
+                    hits,
+                    rows,
+                })?;
+                li += 1;
+            }
+            let lines_entry = w.finish()?;
+            let mut w = TableWriter::<FuncRow>::create(dir, j)?;
+            while fi < funcs.len() && funcs[fi].0 .0 == j {
+                let (p, v, f, rows) = funcs[fi].1;
+                w.push(FuncRow {
+                    path: s(p),
+                    version: s(v),
+                    line: funcs[fi].0 .3,
+                    func_name: s(f),
+                    rows,
+                })?;
+                fi += 1;
+            }
+            let funcs_entry = w.finish()?;
+            let mut w = TableWriter::<VersionRow>::create(dir, j)?;
+            while vi < versions.len() && versions[vi].0 .0 == j {
+                let (p, v, c) = versions[vi].1;
+                w.push(VersionRow {
+                    path: s(p),
+                    version: s(v),
+                    commit: s(c),
+                })?;
+                vi += 1;
+            }
+            let versions_entry = w.finish()?;
+            let mut w = TableWriter::<PathRow>::create(dir, j)?;
+            while pi < paths.len() && paths[pi].0 .0 == j {
+                let (p, (wl, wv, hv)) = paths[pi].1;
+                w.push(PathRow {
+                    path: s(p),
+                    rows_without_line: wl,
+                    rows_without_version: wv,
+                    hits_without_version: hv,
+                })?;
+                pi += 1;
+            }
+            let paths_entry = w.finish()?;
+            shards.push(ShardFiles {
+                index: j,
+                lines: lines_entry,
+                funcs: funcs_entry,
+                versions: versions_entry,
+                paths: paths_entry,
+            });
+        }
+        let d = Description {
+            format: FORMAT.to_owned(),
+            format_version: FORMAT_VERSION,
+            namespace: self.namespace.clone(),
+            date_from: self.from.to_string(),
+            date_to: self.to.to_string(),
+            counts: std::mem::take(&mut self.counts),
+            other_namespaces: std::mem::take(&mut self.others),
+            shard_count: n,
+            shards,
+        };
+        d.write(dir)?;
+        Ok(d)
+    }
+}

@@ -1,0 +1,161 @@
+//! `partial.json`: what a partial holds, beside its shard files (contract §10).
+
+use std::path::Path;
+
+use covmerge_proto::date::Date;
+use covmerge_proto::manifest::OtherNamespaces;
+use serde::{Deserialize, Serialize};
+
+use crate::PartialError;
+
+/// The value of `format` in every description.
+pub const FORMAT: &str = "covmerge-partial";
+/// The format version this crate writes and the only one it reads.
+pub const FORMAT_VERSION: u32 = 1;
+/// The description's file name in a partial's directory.
+pub const DESCRIPTION: &str = "partial.json";
+
+/// The counts of a partial that no table holds: they do not depend on the base.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PartialCounts {
+    /// Data rows of the partial's namespace read (bad rows included): `rows_bad` plus the
+    /// rows of `lines` plus `rows_without_line` and `rows_without_version` of `paths`.
+    pub rows_in: u64,
+    /// Malformed rows skipped (under `--max-bad-rows`): they name no trustworthy path.
+    pub rows_bad: u64,
+    /// Sum of `paths.rows_without_line` (redundant, for a reader of the JSON alone).
+    pub rows_without_line: u64,
+    /// Sum of `paths.rows_without_version`.
+    pub rows_without_version: u64,
+    /// Sum of `paths.hits_without_version` (saturating).
+    pub hits_without_version: u64,
+    /// Rows of other namespaces than the partial's (not in `rows_in`).
+    pub rows_other_namespaces: u64,
+    /// Whether any input had a `namespace` column (contract §2).
+    pub namespace_column: bool,
+}
+
+/// One table file of one shard.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FileEntry {
+    /// File name in the partial's directory (`lines-00003.parquet`).
+    pub name: String,
+    /// Rows of the table in the file.
+    pub rows: u64,
+    /// Size in bytes.
+    pub bytes: u64,
+    /// SHA-256 of the file (hex).
+    pub sha256: String,
+}
+
+/// The four table files of one shard.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ShardFiles {
+    /// The shard's number (`fnv1a64(path) % shard_count`).
+    pub index: u32,
+    /// Hits and rows per (path, version, manager, line).
+    pub lines: FileEntry,
+    /// Rows per (path, version, line, function).
+    pub funcs: FileEntry,
+    /// One commit per (path, version).
+    pub versions: FileEntry,
+    /// Every path, with its rows that reach no line of a version.
+    pub paths: FileEntry,
+}
+
+/// `partial.json`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Description {
+    /// Always [`FORMAT`].
+    pub format: String,
+    /// [`FORMAT_VERSION`].
+    pub format_version: u32,
+    /// The namespace of every row the partial sums.
+    pub namespace: String,
+    /// First day of the period (YYYY-MM-DD).
+    pub date_from: String,
+    /// Last day of the period (YYYY-MM-DD), inclusive.
+    pub date_to: String,
+    /// Counts that no table holds.
+    pub counts: PartialCounts,
+    /// Rows of other namespaces, by name (the listing rule of contract §7).
+    pub other_namespaces: OtherNamespaces,
+    /// Number of shards (`shards.len()`).
+    pub shard_count: u32,
+    /// The shards, by index.
+    pub shards: Vec<ShardFiles>,
+}
+
+impl Description {
+    /// Reads and checks `dir/partial.json`: the format and its version first (an unknown
+    /// version is refused as such, whatever else it holds), then the fields.
+    pub fn read(dir: &Path) -> Result<Description, PartialError> {
+        let path = dir.join(DESCRIPTION);
+        let text = std::fs::read(&path).map_err(|e| PartialError::io(&path, e))?;
+        let v: serde_json::Value =
+            serde_json::from_slice(&text).map_err(|e| PartialError::corrupt(&path, e))?;
+        if v.get("format").and_then(|f| f.as_str()) != Some(FORMAT) {
+            return Err(PartialError::corrupt(
+                &path,
+                format!("not a partial's description (no \"format\": {FORMAT:?})"),
+            ));
+        }
+        match v.get("format_version").and_then(|f| f.as_u64()) {
+            Some(n) if n == FORMAT_VERSION as u64 => {}
+            found => {
+                return Err(PartialError::Version {
+                    path,
+                    found: found.map_or_else(|| "none".to_owned(), |n| n.to_string()),
+                })
+            }
+        }
+        let d: Description =
+            serde_json::from_value(v).map_err(|e| PartialError::corrupt(&path, e))?;
+        d.check().map_err(|e| PartialError::corrupt(&path, e))?;
+        Ok(d)
+    }
+
+    fn check(&self) -> Result<(), String> {
+        let from = parse_date(&self.date_from)?;
+        let to = parse_date(&self.date_to)?;
+        if from > to {
+            return Err(format!("date_from {from} is after date_to {to}"));
+        }
+        if self.shard_count == 0 || self.shards.len() != self.shard_count as usize {
+            return Err(format!(
+                "shard_count {} but {} shards listed",
+                self.shard_count,
+                self.shards.len()
+            ));
+        }
+        for (i, s) in self.shards.iter().enumerate() {
+            if s.index as usize != i {
+                return Err(format!("shard {i} is listed with index {}", s.index));
+            }
+        }
+        if self.other_namespaces.total() != self.counts.rows_other_namespaces {
+            return Err(format!(
+                "rows_other_namespaces {} but other_namespaces lists {}",
+                self.counts.rows_other_namespaces,
+                self.other_namespaces.total()
+            ));
+        }
+        Ok(())
+    }
+
+    /// Writes `dir/partial.json` (to a temporary name, then renamed: a partial whose
+    /// description is there is whole).
+    pub(crate) fn write(&self, dir: &Path) -> Result<(), PartialError> {
+        let path = dir.join(DESCRIPTION);
+        let tmp = dir.join(".partial.json.tmp");
+        let mut text = serde_json::to_vec_pretty(self).expect("a description serializes");
+        text.push(b'\n');
+        std::fs::write(&tmp, &text).map_err(|e| PartialError::io(&tmp, e))?;
+        std::fs::rename(&tmp, &path).map_err(|e| PartialError::io(&path, e))
+    }
+}
+
+/// A `YYYY-MM-DD` date.
+pub(crate) fn parse_date(s: &str) -> Result<Date, String> {
+    s.parse::<Date>().map_err(|e| format!("date {s:?}: {e}"))
+}

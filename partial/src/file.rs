@@ -1,0 +1,310 @@
+//! One table file of one shard: written sorted, summing rows of one key, with its size and
+//! SHA-256; read back only after both match the description, row group by row group.
+
+use std::fs::File;
+use std::io::{BufWriter, Read, Write};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use parquet::file::reader::{FileReader, SerializedFileReader};
+use parquet::file::writer::SerializedFileWriter;
+use sha2::{Digest, Sha256};
+
+use crate::desc::FileEntry;
+use crate::table::{properties, schema, Table, ROW_GROUP_BYTES, ROW_GROUP_ROWS};
+use crate::PartialError;
+
+/// The name of table `T`'s file of shard `shard`.
+pub(crate) fn file_name<T: Table>(shard: u32) -> String {
+    format!("{}-{shard:05}.parquet", T::NAME)
+}
+
+/// A `Write` that counts and hashes what goes through it.
+struct Hashing {
+    out: BufWriter<File>,
+    sha: Sha256,
+    bytes: u64,
+}
+
+impl Write for Hashing {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        let n = self.out.write(buf)?;
+        self.sha.update(&buf[..n]);
+        self.bytes += n as u64;
+        Ok(n)
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.out.flush()
+    }
+}
+
+/// Writes one table file from rows given in key order; rows of one key are summed.
+pub(crate) struct TableWriter<T: Table> {
+    path: PathBuf,
+    name: String,
+    w: SerializedFileWriter<Hashing>,
+    group: Vec<T>,
+    group_bytes: usize,
+    pending: Option<T>,
+    rows: u64,
+}
+
+impl<T: Table> TableWriter<T> {
+    /// Creates `dir/NAME-SSSSS.parquet`.
+    pub(crate) fn create(dir: &Path, shard: u32) -> Result<Self, PartialError> {
+        let name = file_name::<T>(shard);
+        let path = dir.join(&name);
+        let f = File::create(&path).map_err(|e| PartialError::io(&path, e))?;
+        let sink = Hashing {
+            out: BufWriter::with_capacity(1 << 16, f),
+            sha: Sha256::new(),
+            bytes: 0,
+        };
+        let w =
+            SerializedFileWriter::new(sink, Arc::new(schema::<T>()), Arc::new(properties::<T>()))
+                .map_err(|e| PartialError::corrupt(&path, e))?;
+        Ok(TableWriter {
+            path,
+            name,
+            w,
+            group: Vec::new(),
+            group_bytes: 0,
+            pending: None,
+            rows: 0,
+        })
+    }
+
+    /// Adds a row: its key is at least the previous row's; an equal key is summed.
+    pub(crate) fn push(&mut self, row: T) -> Result<(), PartialError> {
+        match &mut self.pending {
+            Some(p) if p.cmp_key(&row).is_eq() => {
+                p.absorb(&row);
+                Ok(())
+            }
+            Some(p) => {
+                debug_assert!(p.cmp_key(&row).is_lt(), "rows in key order");
+                let done = std::mem::replace(p, row);
+                self.buffer(done)
+            }
+            None => {
+                self.pending = Some(row);
+                Ok(())
+            }
+        }
+    }
+
+    fn buffer(&mut self, row: T) -> Result<(), PartialError> {
+        self.group_bytes += row.string_bytes();
+        self.group.push(row);
+        self.rows += 1;
+        if self.group.len() >= ROW_GROUP_ROWS || self.group_bytes >= ROW_GROUP_BYTES {
+            self.flush_group()?;
+        }
+        Ok(())
+    }
+
+    fn flush_group(&mut self) -> Result<(), PartialError> {
+        if self.group.is_empty() {
+            return Ok(());
+        }
+        let path = &self.path;
+        let mut rg = self
+            .w
+            .next_row_group()
+            .map_err(|e| PartialError::corrupt(path, e))?;
+        T::write_group(&self.group, &mut rg).map_err(|e| PartialError::corrupt(path, e))?;
+        rg.close().map_err(|e| PartialError::corrupt(path, e))?;
+        self.group.clear();
+        self.group_bytes = 0;
+        Ok(())
+    }
+
+    /// Writes the rest and the footer; returns the file's entry.
+    pub(crate) fn finish(mut self) -> Result<FileEntry, PartialError> {
+        if let Some(p) = self.pending.take() {
+            self.buffer(p)?;
+        }
+        self.flush_group()?;
+        let path = self.path;
+        let mut sink = self
+            .w
+            .into_inner()
+            .map_err(|e| PartialError::corrupt(&path, e))?;
+        // Not synced: a file torn by a crash is refused by its SHA-256 when read.
+        sink.out.flush().map_err(|e| PartialError::io(&path, e))?;
+        Ok(FileEntry {
+            name: self.name,
+            rows: self.rows,
+            bytes: sink.bytes,
+            sha256: hex::encode(sink.sha.finalize()),
+        })
+    }
+}
+
+/// Checks a file's size and SHA-256 against its entry (reading it once, in 64 KiB pieces).
+pub(crate) fn verify(path: &Path, entry: &FileEntry) -> Result<(), PartialError> {
+    let mut f = File::open(path).map_err(|e| PartialError::io(path, e))?;
+    let size = f.metadata().map_err(|e| PartialError::io(path, e))?.len();
+    if size != entry.bytes {
+        return Err(PartialError::corrupt(
+            path,
+            format!(
+                "{size} bytes, the description says {} (truncated or another file)",
+                entry.bytes
+            ),
+        ));
+    }
+    let mut sha = Sha256::new();
+    let mut buf = vec![0u8; 1 << 16];
+    loop {
+        let n = f.read(&mut buf).map_err(|e| PartialError::io(path, e))?;
+        if n == 0 {
+            break;
+        }
+        sha.update(&buf[..n]);
+    }
+    let got = hex::encode(sha.finalize());
+    if got != entry.sha256 {
+        return Err(PartialError::corrupt(
+            path,
+            format!(
+                "SHA-256 {got}, the description says {} (corrupt or another file)",
+                entry.sha256
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// Reads one table file in key order, a row group at a time, checking what a file of a
+/// partial must be: its schema, its row count, keys strictly ascending, each path in the
+/// file's shard, and each row's values.
+pub(crate) struct TableReader<T: Table> {
+    path: PathBuf,
+    reader: SerializedFileReader<File>,
+    next_group: usize,
+    rows: std::vec::IntoIter<T>,
+    last: Option<T>,
+    shard: u32,
+    shards: u32,
+    /// Path hash of the last path checked (a path is checked once per run of rows).
+    checked_path: Option<String>,
+}
+
+impl<T: Table> TableReader<T> {
+    /// Opens table `T` of shard `shard` (of `shards`) in `dir` after checking its size
+    /// and SHA-256 against `entry`.
+    pub(crate) fn open(
+        dir: &Path,
+        shard: u32,
+        shards: u32,
+        entry: &FileEntry,
+    ) -> Result<Self, PartialError> {
+        let path = dir.join(file_name::<T>(shard));
+        if entry.name != file_name::<T>(shard) {
+            return Err(PartialError::corrupt(
+                &path,
+                format!("the description names it {:?}", entry.name),
+            ));
+        }
+        verify(&path, entry)?;
+        let f = File::open(&path).map_err(|e| PartialError::io(&path, e))?;
+        let reader = SerializedFileReader::new(f).map_err(|e| PartialError::corrupt(&path, e))?;
+        let meta = reader.metadata().file_metadata();
+        if meta.schema() != &schema::<T>() {
+            return Err(PartialError::corrupt(
+                &path,
+                format!("not the schema of table {:?}", T::NAME),
+            ));
+        }
+        if meta.num_rows() as u64 != entry.rows {
+            return Err(PartialError::corrupt(
+                &path,
+                format!(
+                    "{} rows, the description says {}",
+                    meta.num_rows(),
+                    entry.rows
+                ),
+            ));
+        }
+        Ok(TableReader {
+            path,
+            reader,
+            next_group: 0,
+            rows: Vec::new().into_iter(),
+            last: None,
+            shard,
+            shards,
+            checked_path: None,
+        })
+    }
+
+    /// The next row, or `None` at the end (and after an error).
+    pub(crate) fn next_row(&mut self) -> Result<Option<T>, PartialError> {
+        loop {
+            if let Some(row) = self.rows.next() {
+                return Ok(Some(row));
+            }
+            if self.next_group >= self.reader.num_row_groups() {
+                return Ok(None);
+            }
+            let group = self.next_group;
+            // A file in error yields nothing more.
+            self.next_group = usize::MAX;
+            let rg = self
+                .reader
+                .get_row_group(group)
+                .map_err(|e| PartialError::corrupt(&self.path, e))?;
+            let n = rg.metadata().num_rows() as usize;
+            let rows = T::read_group(rg.as_ref(), n).map_err(|e| {
+                PartialError::corrupt(&self.path, format!("row group {group}: {e}"))
+            })?;
+            drop(rg);
+            let prev = self.last.take();
+            for (i, row) in rows.iter().enumerate() {
+                let before = if i == 0 {
+                    prev.as_ref()
+                } else {
+                    Some(&rows[i - 1])
+                };
+                self.check(before, row)?;
+            }
+            self.next_group = group + 1;
+            self.last = rows.last().cloned().or(prev);
+            self.rows = rows.into_iter();
+        }
+    }
+
+    /// Checks a row read after `before`.
+    fn check(&mut self, before: Option<&T>, row: &T) -> Result<(), PartialError> {
+        row.check()
+            .map_err(|e| PartialError::corrupt(&self.path, e))?;
+        if let Some(last) = before {
+            if !last.cmp_key(row).is_lt() {
+                return Err(PartialError::corrupt(
+                    &self.path,
+                    format!(
+                        "rows not in strictly ascending key order at path {:?}",
+                        row.path()
+                    ),
+                ));
+            }
+        }
+        if self.checked_path.as_deref() != Some(row.path()) {
+            let s = covmerge_proto::shard_hash::shard_of(row.path().as_bytes(), self.shards).0;
+            if s != self.shard {
+                return Err(PartialError::corrupt(
+                    &self.path,
+                    format!(
+                        "path {:?} belongs to shard {s} of {}, not {}",
+                        row.path(),
+                        self.shards,
+                        self.shard
+                    ),
+                ));
+            }
+            self.checked_path = Some(row.path().to_owned());
+        }
+        Ok(())
+    }
+}

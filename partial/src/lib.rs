@@ -1,0 +1,226 @@
+//! Partials (contract §10): a job's rows summed per file version, before any base is
+//! known, in Parquet files sharded by the shuffle's file hash, with a JSON description
+//! beside them; and their roll-up, which sums any number of partials into one (days
+//! into a month, months into a quarter) exactly and in bounded memory.
+//!
+//! A row's projection depends only on the text of its file version and the base text
+//! (contract §3), never on the commit that carried that text: so rows can be summed per
+//! (path, version blob id, manager, line) long before the base is chosen, and sums of
+//! sums are exact. What else a merge needs to give the same result and manifest as a
+//! merge of the raw rows is carried too; contract §10 says what and why.
+//!
+//! This crate owns no source and no store: the caller finds each row's version (the
+//! blob id of the file at the row's commit) and gives rows to a [`Builder`]; partials
+//! live in local directories.
+
+use std::path::{Path, PathBuf};
+
+mod build;
+/// `partial.json`, the description beside the shard files.
+pub mod desc;
+mod file;
+mod rollup;
+/// The four tables: their rows and Parquet schemas.
+pub mod table;
+
+pub use build::{Builder, RawRow};
+pub use desc::{Description, FileEntry, PartialCounts, ShardFiles, FORMAT_VERSION};
+pub use rollup::rollup;
+pub use table::{FuncRow, LineRow, PathRow, Table, VersionRow};
+
+/// What can go wrong writing, reading or rolling up partials. Every error names the
+/// file it is about.
+#[derive(Debug, thiserror::Error)]
+pub enum PartialError {
+    /// A file could not be read or written.
+    #[error("{}: {source}", path.display())]
+    Io {
+        /// The file.
+        path: PathBuf,
+        /// The cause.
+        source: std::io::Error,
+    },
+    /// A file is not what the description says, or not a valid file of its table.
+    #[error("{}: {what}", path.display())]
+    Corrupt {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong (size, SHA-256, Parquet's own error, order, a value).
+        what: String,
+    },
+    /// A description of a format version this covmerge does not read.
+    #[error(
+        "{}: partial format version {found}; this covmerge reads version {FORMAT_VERSION} only",
+        path.display()
+    )]
+    Version {
+        /// The description.
+        path: PathBuf,
+        /// The version found (or `none`).
+        found: String,
+    },
+    /// Partials of two namespaces given to one roll-up.
+    #[error(
+        "partials of two namespaces: {a:?} ({}) and {b:?} ({}); a partial holds one namespace",
+        a_path.display(),
+        b_path.display()
+    )]
+    Namespaces {
+        /// The first namespace.
+        a: String,
+        /// A partial of it.
+        a_path: PathBuf,
+        /// Another namespace.
+        b: String,
+        /// A partial of that one.
+        b_path: PathBuf,
+    },
+    /// A wrong argument or row (named).
+    #[error("{0}")]
+    Invalid(String),
+}
+
+impl PartialError {
+    pub(crate) fn io(path: &Path, source: std::io::Error) -> Self {
+        PartialError::Io {
+            path: path.to_owned(),
+            source,
+        }
+    }
+    pub(crate) fn corrupt(path: &Path, what: impl std::fmt::Display) -> Self {
+        PartialError::Corrupt {
+            path: path.to_owned(),
+            what: what.to_string(),
+        }
+    }
+}
+
+/// A partial on disk, its description read and checked (the shard files are checked as
+/// they are opened).
+#[derive(Debug, Clone)]
+pub struct Partial {
+    dir: PathBuf,
+    desc: Description,
+}
+
+/// The rows of one table file, in key order. Each file's size and SHA-256 are checked
+/// before its first row; its rows as they are read.
+pub struct Rows<T: Table> {
+    reader: file::TableReader<T>,
+}
+
+impl<T: Table> Iterator for Rows<T> {
+    type Item = Result<T, PartialError>;
+    fn next(&mut self) -> Option<Self::Item> {
+        self.reader.next_row().transpose()
+    }
+}
+
+/// A whole partial's rows in memory (for tests and small partials).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Content {
+    /// `lines`, shard by shard.
+    pub lines: Vec<LineRow>,
+    /// `funcs`, shard by shard.
+    pub funcs: Vec<FuncRow>,
+    /// `versions`, shard by shard.
+    pub versions: Vec<VersionRow>,
+    /// `paths`, shard by shard.
+    pub paths: Vec<PathRow>,
+}
+
+impl Partial {
+    /// Opens the partial in `dir`: reads and checks `partial.json`.
+    pub fn open(dir: &Path) -> Result<Partial, PartialError> {
+        Ok(Partial {
+            dir: dir.to_owned(),
+            desc: Description::read(dir)?,
+        })
+    }
+
+    /// Its description.
+    pub fn description(&self) -> &Description {
+        &self.desc
+    }
+
+    /// Its directory.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    fn rows<T: Table>(
+        &self,
+        shard: u32,
+        entry: impl Fn(&ShardFiles) -> &FileEntry,
+    ) -> Result<Rows<T>, PartialError> {
+        let s = self.desc.shards.get(shard as usize).ok_or_else(|| {
+            PartialError::Invalid(format!(
+                "{}: no shard {shard} (it has {})",
+                self.dir.display(),
+                self.desc.shard_count
+            ))
+        })?;
+        Ok(Rows {
+            reader: file::TableReader::open(&self.dir, shard, self.desc.shard_count, entry(s))?,
+        })
+    }
+
+    /// The `lines` rows of shard `shard`.
+    pub fn lines(&self, shard: u32) -> Result<Rows<LineRow>, PartialError> {
+        self.rows(shard, |s| &s.lines)
+    }
+    /// The `funcs` rows of shard `shard`.
+    pub fn funcs(&self, shard: u32) -> Result<Rows<FuncRow>, PartialError> {
+        self.rows(shard, |s| &s.funcs)
+    }
+    /// The `versions` rows of shard `shard`.
+    pub fn versions(&self, shard: u32) -> Result<Rows<VersionRow>, PartialError> {
+        self.rows(shard, |s| &s.versions)
+    }
+    /// The `paths` rows of shard `shard`.
+    pub fn paths(&self, shard: u32) -> Result<Rows<PathRow>, PartialError> {
+        self.rows(shard, |s| &s.paths)
+    }
+
+    /// Reads every shard whole, checking each file and that the rows add up to the
+    /// description's counts.
+    pub fn content(&self) -> Result<Content, PartialError> {
+        let mut c = Content::default();
+        for s in 0..self.desc.shard_count {
+            for r in self.lines(s)? {
+                c.lines.push(r?);
+            }
+            for r in self.funcs(s)? {
+                c.funcs.push(r?);
+            }
+            for r in self.versions(s)? {
+                c.versions.push(r?);
+            }
+            for r in self.paths(s)? {
+                c.paths.push(r?);
+            }
+        }
+        let rows = c
+            .lines
+            .iter()
+            .map(Table::input_rows)
+            .chain(c.paths.iter().map(Table::input_rows))
+            .fold(self.desc.counts.rows_bad, u64::saturating_add);
+        check_rows_in(&self.dir, &self.desc, rows)?;
+        Ok(c)
+    }
+}
+
+/// Checks that the rows the tables stand for add up to `rows_in`.
+pub(crate) fn check_rows_in(dir: &Path, d: &Description, rows: u64) -> Result<(), PartialError> {
+    if rows != d.counts.rows_in {
+        return Err(PartialError::corrupt(
+            &dir.join(desc::DESCRIPTION),
+            format!(
+                "rows_in is {} but the shards hold {rows} rows (with rows_bad)",
+                d.counts.rows_in
+            ),
+        ));
+    }
+    Ok(())
+}

@@ -1,0 +1,156 @@
+//! Random rows and helpers shared by the tests.
+#![allow(dead_code, unreachable_pub, missing_docs)]
+
+use std::path::{Path, PathBuf};
+
+use covmerge_partial::{Builder, Description, RawRow};
+use covmerge_proto::date::Date;
+
+/// A small deterministic generator (xorshift64*), so failures reproduce from the seed.
+pub struct Rng(pub u64);
+
+impl Rng {
+    pub fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
+    }
+    pub fn below(&mut self, n: u64) -> u64 {
+        self.next() % n
+    }
+}
+
+/// One owned input row.
+#[derive(Debug, Clone)]
+pub struct Row {
+    pub path: String,
+    pub commit: String,
+    pub version: Option<String>,
+    pub manager: String,
+    pub func: String,
+    pub line: u32,
+    pub hits: u64,
+    /// `Some(ns)`: a row of another namespace; `bad`: a malformed row.
+    pub other_ns: Option<String>,
+    pub bad: bool,
+}
+
+pub fn blob(i: u64) -> String {
+    format!(
+        "{:040x}",
+        i.wrapping_mul(0x9e37_79b9_7f4a_7c15) as u128 * 7919
+    )
+}
+
+/// `n` random rows over few paths, versions, managers, lines and functions (so keys
+/// repeat), with rows without line, without version, bad rows and other namespaces.
+pub fn random_rows(rng: &mut Rng, n: usize) -> Vec<Row> {
+    let paths = [
+        "fs/ext4/inode.c",
+        "mm/slab.c",
+        "kernel/fork.c",
+        "a/b/ç.c",
+        "net/core/dev.c",
+    ];
+    let mut rows = Vec::with_capacity(n);
+    for _ in 0..n {
+        let path = paths[rng.below(paths.len() as u64) as usize].to_owned();
+        let c = rng.below(6);
+        // Commits 0..6 hold versions by (path, commit / 2): two commits per version;
+        // commit 5 holds no file.
+        let version = (c != 5).then(|| blob(c / 2 * 31 + path.len() as u64));
+        let hits = match rng.below(20) {
+            0 => u64::MAX / 2,
+            1..=5 => 0,
+            _ => rng.below(1000),
+        };
+        rows.push(Row {
+            path,
+            commit: format!("commit{c}"),
+            version,
+            manager: format!("ci-{}", rng.below(3)),
+            func: match rng.below(4) {
+                0 => String::new(),
+                1 => "f_b".into(),
+                _ => format!("f_{}", rng.below(3)),
+            },
+            line: if rng.below(15) == 0 {
+                0
+            } else {
+                1 + rng.below(12) as u32
+            },
+            hits,
+            other_ns: match rng.below(25) {
+                0 => Some(format!("ns{}", rng.below(20))),
+                _ => None,
+            },
+            bad: rng.below(40) == 0,
+        });
+    }
+    rows
+}
+
+pub fn date(s: &str) -> Date {
+    s.parse().unwrap()
+}
+
+/// A partial of `rows` in `dir`.
+pub fn build(
+    rows: &[Row],
+    dir: &Path,
+    shards: u32,
+    from: &str,
+    to: &str,
+    limit: usize,
+) -> Description {
+    let mut b = Builder::new(
+        "upstream",
+        date(from),
+        date(to),
+        shards,
+        limit,
+        dir.parent().unwrap(),
+    )
+    .unwrap();
+    for r in rows {
+        if r.bad {
+            b.add_bad(1);
+            continue;
+        }
+        if let Some(ns) = &r.other_ns {
+            b.saw_namespace_column();
+            b.add_other_namespace(ns.as_bytes(), 1);
+            continue;
+        }
+        b.add(&RawRow {
+            path: &r.path,
+            commit: &r.commit,
+            version: r.version.as_deref(),
+            manager: &r.manager,
+            func_name: &r.func,
+            line: r.line,
+            hits: r.hits,
+            rows: 1,
+        })
+        .unwrap();
+    }
+    b.finish(dir).unwrap()
+}
+
+/// The shard files of a partial, by name, with their bytes.
+pub fn shard_files(dir: &Path) -> Vec<(String, Vec<u8>)> {
+    let mut v: Vec<(String, Vec<u8>)> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "parquet"))
+        .map(|p: PathBuf| {
+            (
+                p.file_name().unwrap().to_string_lossy().into_owned(),
+                std::fs::read(&p).unwrap(),
+            )
+        })
+        .collect();
+    v.sort();
+    v
+}
