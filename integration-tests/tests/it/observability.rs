@@ -128,20 +128,26 @@ fn start_prometheus(dir: &Path, targets: &[String]) -> (Proc, String) {
     (p, addr)
 }
 
-/// A worker with `--listen`, merges paused 2.5 s each (the job lasts a few scrapes),
-/// healthy and ready; returns it and its address.
+/// A worker with `--listen`, merges paused 2.5 s each (the job lasts a few scrapes);
+/// returns it and its address.
 fn listening_worker(dir: &Path, n: usize, store: &str, extra: &[&str]) -> (Proc, String) {
     let slow = [("COVMERGE_FAULT_SLEEP", "merge:2500")];
     let args = [&["--listen", "127.0.0.1:0"][..], extra].concat();
     let w = worker(dir, n, store, &args, &slow);
     let a = listen_addr(&w);
-    assert_eq!(status(&format!("http://{a}/healthz")), "200");
-    assert_eq!(
-        status(&format!("http://{a}/readyz")),
-        "200",
-        "worker {a} consuming"
-    );
     (w, a)
+}
+
+/// The workers at `addrs` are healthy and ready (consuming).
+fn assert_ready(addrs: &[&str]) {
+    for a in addrs {
+        assert_eq!(status(&format!("http://{a}/healthz")), "200");
+        assert_eq!(
+            status(&format!("http://{a}/readyz")),
+            "200",
+            "worker {a} consuming"
+        );
+    }
 }
 
 /// Runs the job's coordinator (listening on `coord_addr`) to its end; returns its
@@ -251,6 +257,7 @@ fn prometheus_scrapes_a_fleet_and_counters_add_up_to_the_manifest() {
     let store = s.file_store();
     let (w1, a1) = listening_worker(s.dir(), 1, &store, &[]);
     let (w2, a2) = listening_worker(s.dir(), 2, &store, &["--split-threads", "1"]);
+    assert_ready(&[&a1, &a2]);
     let coord_addr = format!("127.0.0.1:{}", free_port());
     let (_prom, prom) = start_prometheus(s.dir(), &[a1.clone(), a2.clone(), coord_addr.clone()]);
     for a in [&a1, &a2] {
