@@ -1,6 +1,6 @@
 //! Fleet mode (coordinator + worker processes) against the real RabbitMQ and an S3
 //! server, with faults injected: every final result must equal the embedded one. Each
-//! scenario's corpus is a `FleetCorpus`; the helpers they share are here, the
+//! scenario's corpus is a `FleetCorpus`; the functions they share are here, the
 //! scenarios by kind in `kills.rs`, `forged.rs` and `outages.rs`.
 
 use covmerge_integration_tests::fleet::{self, bucket, coordinator_run, download, upload, worker};
