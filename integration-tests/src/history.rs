@@ -155,12 +155,9 @@ fn definition(line: &[u8]) -> Option<&[u8]> {
         .then_some(name)
 }
 
-/// Builds the corpus under `out` (unless `out/history.json` says it is built from the
-/// same settings) and returns it.
-pub fn build(spec: &HistorySpec, out: &Path) -> HistoryCorpus {
-    let stamp = format!("{spec:?}");
-    let meta = out.join("history.json");
-    let commits: Vec<String> = run({
+/// The last `spec.commits` first-parent commits up to `spec.head`, newest first.
+fn first_parent_commits(spec: &HistorySpec) -> Vec<String> {
+    run({
         let mut c = git(&spec.repo);
         c.args(["rev-list", "--first-parent", "-n"])
             .arg(spec.commits.to_string())
@@ -169,54 +166,54 @@ pub fn build(spec: &HistorySpec, out: &Path) -> HistoryCorpus {
     })
     .lines()
     .map(str::to_string)
-    .collect();
-    let base = commits.first().expect("a commit").clone();
-    let inputs: Vec<PathBuf> = (0..spec.parts)
-        .map(|p| out.join(format!("input-{p:02}.csv.gz")))
-        .collect();
-    let sources = out.join("sources");
-    if let Ok(text) = std::fs::read_to_string(&meta) {
-        let v: serde_json::Value = serde_json::from_str(&text).expect("history.json");
-        if v["spec"] == stamp.as_str() && v["base"] == base.as_str() {
-            return HistoryCorpus {
-                sources,
-                inputs,
-                base_commit: base,
-                rows: v["rows"].as_u64().unwrap(),
-                blobs: v["blobs"].as_u64().unwrap() as usize,
-                versions: v["versions"].as_u64().unwrap() as usize,
-            };
-        }
-    }
-    let _ = std::fs::remove_dir_all(out);
-    std::fs::create_dir_all(out.join("blobs")).unwrap();
-    // Oldest first: the base is the last commit of the history.
-    let commits: Vec<String> = commits.into_iter().rev().collect();
-    let mut trees: Vec<Vec<(String, String)>> = Vec::new();
-    for c in &commits {
-        let listing = run({
-            let mut g = git(&spec.repo);
-            g.args(["ls-tree", "-r", "--full-tree", c]);
-            g
-        });
-        let files = listing
-            .lines()
-            .filter_map(|l| {
-                let (meta, path) = l.split_once('\t')?;
-                let mut f = meta.split(' ');
-                let (mode, kind, id) = (f.next()?, f.next()?, f.next()?);
-                (kind == "blob"
-                    && mode != "120000"
-                    && spec.exts.iter().any(|e| path.ends_with(e.as_str())))
-                .then(|| (path.to_string(), id.to_string()))
-            })
-            .collect();
-        trees.push(files);
-    }
-    // Every distinct blob once, from one `cat-file --batch`.
-    let mut ids: Vec<&str> = trees.iter().flatten().map(|(_, id)| id.as_str()).collect();
-    ids.sort_unstable();
-    ids.dedup();
+    .collect()
+}
+
+/// The corpus `meta` describes, if it was built from `stamp` at `base`.
+fn built_before(
+    meta: &Path,
+    stamp: &str,
+    base: &str,
+    sources: &Path,
+    inputs: &[PathBuf],
+) -> Option<HistoryCorpus> {
+    let text = std::fs::read_to_string(meta).ok()?;
+    let v: serde_json::Value = serde_json::from_str(&text).expect("history.json");
+    (v["spec"] == stamp && v["base"] == base).then(|| HistoryCorpus {
+        sources: sources.to_path_buf(),
+        inputs: inputs.to_vec(),
+        base_commit: base.to_string(),
+        rows: v["rows"].as_u64().unwrap(),
+        blobs: v["blobs"].as_u64().unwrap() as usize,
+        versions: v["versions"].as_u64().unwrap() as usize,
+    })
+}
+
+/// The source files (path, blob id) of commit `c`: blobs, no symlinks, ending in one
+/// of `spec.exts`.
+fn source_tree(spec: &HistorySpec, c: &str) -> Vec<(String, String)> {
+    let listing = run({
+        let mut g = git(&spec.repo);
+        g.args(["ls-tree", "-r", "--full-tree", c]);
+        g
+    });
+    listing
+        .lines()
+        .filter_map(|l| {
+            let (meta, path) = l.split_once('\t')?;
+            let mut f = meta.split(' ');
+            let (mode, kind, id) = (f.next()?, f.next()?, f.next()?);
+            (kind == "blob"
+                && mode != "120000"
+                && spec.exts.iter().any(|e| path.ends_with(e.as_str())))
+            .then(|| (path.to_string(), id.to_string()))
+        })
+        .collect()
+}
+
+/// Every blob of `ids` (sorted, distinct) from one `cat-file --batch`, each written to
+/// `blobs/ID` too.
+fn read_blobs(spec: &HistorySpec, ids: &[&str], blobs: &Path) -> HashMap<String, Vec<u8>> {
     let mut cat = git(&spec.repo)
         .args(["cat-file", "--batch"])
         .stdin(Stdio::piped())
@@ -232,31 +229,94 @@ pub fn build(spec: &HistorySpec, out: &Path) -> HistoryCorpus {
     });
     let mut rd = BufReader::new(cat.stdout.take().unwrap());
     let mut contents: HashMap<String, Vec<u8>> = HashMap::new();
-    for id in &ids {
+    for id in ids {
         let mut head = String::new();
         rd.read_line(&mut head).unwrap();
         let size: usize = head.trim_end().rsplit(' ').next().unwrap().parse().unwrap();
         let mut data = vec![0u8; size + 1];
         rd.read_exact(&mut data).unwrap();
         data.truncate(size);
-        std::fs::write(out.join("blobs").join(id), &data).unwrap();
+        std::fs::write(blobs.join(id), &data).unwrap();
         contents.insert(id.to_string(), data);
     }
     feeder.join().unwrap();
     assert!(cat.wait().unwrap().success());
+    contents
+}
+
+/// Lays every commit's files out as `sources/<commit>/<path>`, hard links to
+/// `blobs/ID` (copies where links fail); returns how many.
+fn lay_out(
+    sources: &Path,
+    blobs: &Path,
+    commits: &[String],
+    trees: &[Vec<(String, String)>],
+) -> usize {
     let mut versions = 0;
-    for (c, files) in commits.iter().zip(&trees) {
+    for (c, files) in commits.iter().zip(trees) {
         for (path, id) in files {
             let dst = sources.join(c).join(path);
             std::fs::create_dir_all(dst.parent().unwrap()).unwrap();
-            let src = out.join("blobs").join(id);
+            let src = blobs.join(id);
             if std::fs::hard_link(&src, &dst).is_err() {
                 std::fs::copy(&src, &dst).unwrap();
             }
             versions += 1;
         }
     }
-    // Rows, per (manager, commit) session, each (session, file) group to one part.
+    versions
+}
+
+/// One session's file: the rows of manager `m` (named `mgr`) at commit `ci` (`c`) for
+/// `path` with text `data`, appended to `buf`; returns how many.
+fn file_rows(
+    spec: &HistorySpec,
+    (m, mgr): (usize, &str),
+    (ci, c): (usize, &str),
+    path: &str,
+    data: &[u8],
+    buf: &mut Vec<u8>,
+) -> u64 {
+    let mut rows = 0;
+    let mut func: &[u8] = b"";
+    let mut seen: HashMap<&[u8], u32> = HashMap::new();
+    let text = data.strip_suffix(b"\n").unwrap_or(data);
+    for (i, line) in text.split(|&b| b == b'\n').enumerate() {
+        if data.is_empty() {
+            break;
+        }
+        if let Some(f) = definition(line) {
+            func = f;
+        }
+        let occ = seen.entry(line).or_insert(0);
+        *occ += 1;
+        if !spec.instruments(path, line, *occ) {
+            continue;
+        }
+        let r = h64((m, ci, path, i));
+        let cold = spec.cold(path, line, *occ);
+        let hits = if cold || r % 10 < 4 {
+            0
+        } else {
+            (r >> 8) % 5000
+        };
+        let func = String::from_utf8_lossy(func);
+        let func = if func.contains([',', '"']) { "" } else { &func };
+        writeln!(buf, "{REPO_URL},{c},{mgr},{path},{func},{},{hits}", i + 1).unwrap();
+        rows += 1;
+    }
+    rows
+}
+
+/// Writes the rows, per (manager, commit) session, each (session, file) group to one
+/// of the `inputs`; returns how many.
+fn write_rows(
+    spec: &HistorySpec,
+    commits: &[String],
+    trees: &[Vec<(String, String)>],
+    contents: &HashMap<String, Vec<u8>>,
+    inputs: &[PathBuf],
+) -> u64 {
     let mut parts: Vec<GzEncoder<std::io::BufWriter<std::fs::File>>> = inputs
         .iter()
         .map(|p| {
@@ -281,34 +341,7 @@ pub fn build(spec: &HistorySpec, out: &Path) -> HistoryCorpus {
                 continue;
             }
             for (path, id) in &trees[ci] {
-                let data = &contents[id];
-                let mut func: &[u8] = b"";
-                let mut seen: HashMap<&[u8], u32> = HashMap::new();
-                let text = data.strip_suffix(b"\n").unwrap_or(data);
-                for (i, line) in text.split(|&b| b == b'\n').enumerate() {
-                    if data.is_empty() {
-                        break;
-                    }
-                    if let Some(f) = definition(line) {
-                        func = f;
-                    }
-                    let occ = seen.entry(line).or_insert(0);
-                    *occ += 1;
-                    if !spec.instruments(path, line, *occ) {
-                        continue;
-                    }
-                    let r = h64((m, ci, path, i));
-                    let cold = spec.cold(path, line, *occ);
-                    let hits = if cold || r % 10 < 4 {
-                        0
-                    } else {
-                        (r >> 8) % 5000
-                    };
-                    let func = String::from_utf8_lossy(func);
-                    let func = if func.contains([',', '"']) { "" } else { &func };
-                    writeln!(buf, "{REPO_URL},{c},{mgr},{path},{func},{},{hits}", i + 1).unwrap();
-                    rows += 1;
-                }
+                rows += file_rows(spec, (m, &mgr), (ci, c), path, &contents[id], &mut buf);
                 let part = (h64((m, ci, path)) % spec.parts as u64) as usize;
                 parts[part].write_all(&buf).unwrap();
                 buf.clear();
@@ -318,6 +351,36 @@ pub fn build(spec: &HistorySpec, out: &Path) -> HistoryCorpus {
     for p in parts {
         p.finish().unwrap().flush().unwrap();
     }
+    rows
+}
+
+/// Builds the corpus under `out` (unless `out/history.json` says it is built from the
+/// same settings) and returns it.
+pub fn build(spec: &HistorySpec, out: &Path) -> HistoryCorpus {
+    let stamp = format!("{spec:?}");
+    let meta = out.join("history.json");
+    let commits = first_parent_commits(spec);
+    let base = commits.first().expect("a commit").clone();
+    let inputs: Vec<PathBuf> = (0..spec.parts)
+        .map(|p| out.join(format!("input-{p:02}.csv.gz")))
+        .collect();
+    let sources = out.join("sources");
+    if let Some(corpus) = built_before(&meta, &stamp, &base, &sources, &inputs) {
+        return corpus;
+    }
+    let _ = std::fs::remove_dir_all(out);
+    let blobs = out.join("blobs");
+    std::fs::create_dir_all(&blobs).unwrap();
+    // Oldest first: the base is the last commit of the history.
+    let commits: Vec<String> = commits.into_iter().rev().collect();
+    let trees: Vec<Vec<(String, String)>> = commits.iter().map(|c| source_tree(spec, c)).collect();
+    // Every distinct blob once.
+    let mut ids: Vec<&str> = trees.iter().flatten().map(|(_, id)| id.as_str()).collect();
+    ids.sort_unstable();
+    ids.dedup();
+    let contents = read_blobs(spec, &ids, &blobs);
+    let versions = lay_out(&sources, &blobs, &commits, &trees);
+    let rows = write_rows(spec, &commits, &trees, &contents, &inputs);
     let corpus = HistoryCorpus {
         sources,
         inputs,

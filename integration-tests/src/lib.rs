@@ -6,6 +6,8 @@
 pub mod dashboard;
 /// Processes of a test fleet.
 pub mod fleet;
+/// A generated corpus as one job: the setup the end-to-end tests share.
+pub mod fleet_corpus;
 /// The GCS emulator.
 pub mod gcs;
 /// A benchmark corpus over a real git history.
@@ -18,6 +20,8 @@ pub mod oracle;
 pub mod relay;
 /// Inputs that grow one dimension other than rows (memory tests and bench).
 pub mod shapes;
+
+pub use fleet_corpus::{CorpusJob, FleetCorpus};
 
 use std::collections::BTreeMap;
 use std::io::Read;

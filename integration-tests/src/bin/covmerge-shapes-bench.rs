@@ -63,164 +63,196 @@ fn write_source(root: &Path, commit: &str, path: &str, lines: usize, width: usiz
     std::fs::write(p, t).unwrap();
 }
 
+/// An input's CSV text being written, and its rows.
+struct Rows {
+    text: String,
+    n: u64,
+}
+
+impl Rows {
+    /// A row of function `fn`.
+    fn row(&mut self, commit: &str, file: &str, mgr: &str, line: usize, hits: u64) {
+        self.row_of("fn", commit, file, mgr, line, hits);
+    }
+
+    /// A row of function `func`.
+    fn row_of(&mut self, func: &str, commit: &str, file: &str, mgr: &str, line: usize, hits: u64) {
+        writeln!(self.text, "r,{commit},{file},{func},{mgr},{line},{hits}").unwrap();
+        self.n += 1;
+    }
+}
+
+/// One file of n lines; one manager hits every line, n/16 managers the last.
+fn last_line(src: &Path, n: usize, r: &mut Rows) {
+    write_source(src, "base", "a.c", n, 8);
+    for l in 1..=n {
+        r.row("base", "a.c", "all", l, 1);
+    }
+    for m in 0..n / 16 {
+        r.row("base", "a.c", &format!("m{m}"), n, 1);
+    }
+}
+
+/// n managers × 30 files of 200 lines, one row per (manager, file).
+fn managers(src: &Path, n: usize, r: &mut Rows) {
+    for f in 0..30 {
+        write_source(src, "base", &format!("f{f}.c"), 200, 8);
+    }
+    for m in 0..n {
+        for f in 0..30 {
+            r.row(
+                "base",
+                &format!("f{f}.c"),
+                &format!("m{m}"),
+                1 + (m * 7 + f * 13) % 200,
+                1,
+            );
+        }
+    }
+}
+
+/// n distinct paths, one row each (no source file: deleted at the base), and one
+/// file that exists.
+fn paths(src: &Path, n: usize, r: &mut Rows) {
+    write_source(src, "base", "keep.c", 10, 8);
+    r.row("base", "keep.c", "m", 1, 1);
+    for p in 0..n {
+        r.row("base", &format!("d{}/p{p}.c", p % 1000), "m", 1, 1);
+    }
+}
+
+/// n base files of 120 KB, 10 rows each.
+fn base_files(src: &Path, n: usize, r: &mut Rows) {
+    for f in 0..n {
+        write_source(src, "base", &format!("f{f}.c"), 3_000, 40);
+        for l in 0..10 {
+            r.row("base", &format!("f{f}.c"), "m", 1 + l * 300, 1);
+        }
+    }
+}
+
+/// n commits of one 20,000-line file (each with one line changed), 5 rows each.
+fn commits(src: &Path, n: usize, r: &mut Rows) {
+    write_source(src, "base", "a.c", 20_000, 8);
+    for c in 0..n {
+        let commit = format!("c{c}");
+        write_source(src, &commit, "a.c", 20_000, 8);
+        let p = src.join(&commit).join("a.c");
+        let mut text = std::fs::read_to_string(&p).unwrap();
+        let at = (c * 97 % 19_000) * 9;
+        text.replace_range(at..at + 1, "y");
+        std::fs::write(&p, text).unwrap();
+        for l in 0..5 {
+            r.row(&commit, "a.c", "m", 1 + l * 4_000, 1);
+        }
+    }
+}
+
+/// Two versions of an n-line file, every 100th line changed; a row every 1,000 lines
+/// of the newer one. `long-file` is sized to be capped at the default budget,
+/// `long-file-diffed` to be diffed (every run of unchanged lines as long: the first is
+/// taken, the worst case of a histogram diff that rescans the rest of the file after
+/// each run it takes).
+fn long_file(src: &Path, n: usize, r: &mut Rows) {
+    write_source(src, "base", "a.c", n, 8);
+    write_source(src, "c1", "a.c", n, 8);
+    let p = src.join("c1").join("a.c");
+    let mut text = std::fs::read(&p).unwrap();
+    for l in (0..n).step_by(100) {
+        text[l * 9] = b'y';
+    }
+    std::fs::write(&p, text).unwrap();
+    // Line 2 on: the rows land on unchanged lines (every 100th from 1 changed).
+    for l in (2..=n).step_by(1_000) {
+        r.row("c1", "a.c", "m", l, 1);
+    }
+}
+
+/// n distinct paths in path order, one row each (deleted at the base), and one file
+/// that exists: run at a small budget (see `SHAPES`), so that the shard is merged in
+/// passes over ranges of its paths, each having seen only the first paths of its
+/// range when it outgrew its share.
+fn sorted_paths(src: &Path, n: usize, r: &mut Rows) {
+    for p in 0..n {
+        r.row("base", &format!("d{:04}/p{p:08}.c", p / 1000), "m", 1, 1);
+    }
+    write_source(src, "base", "keep.c", 10, 8);
+    r.row("base", "keep.c", "m", 1, 1);
+}
+
+/// One file of 100,000 lines, each hit by every one of n managers: the file's own
+/// records (its per-manager sums and its part) grow with n.
+fn file_managers(src: &Path, n: usize, r: &mut Rows) {
+    let lines = 100_000;
+    write_source(src, "base", "a.c", lines, 8);
+    for m in 0..n {
+        for l in 1..=lines {
+            r.row(
+                "base",
+                "a.c",
+                &format!("manager-{m}"),
+                l,
+                1 + (l % 7) as u64,
+            );
+        }
+    }
+}
+
+/// n distinct function names on one line of one file.
+fn func_names(src: &Path, n: usize, r: &mut Rows) {
+    write_source(src, "base", "a.c", 10, 8);
+    for f in 0..n {
+        r.row_of(
+            &format!("function_name_number_{f}"),
+            "base",
+            "a.c",
+            "m",
+            5,
+            1,
+        );
+    }
+}
+
 /// The shape `name` at size `n` (its growing dimension), in `dir`.
 fn generate(name: &str, n: usize, dir: &Path) -> Case {
     let src = dir.join("src");
     let _ = std::fs::remove_dir_all(dir);
     std::fs::create_dir_all(&src).unwrap();
-    let mut t = String::from(HDR);
-    let mut rows = 0u64;
-    let mut row = |t: &mut String, commit: &str, file: &str, mgr: &str, line: usize, hits: u64| {
-        writeln!(t, "r,{commit},{file},fn,{mgr},{line},{hits}").unwrap();
-        rows += 1;
-    };
-    match name {
-        // One file of n lines; one manager hits every line, n/16 managers the last.
-        "last-line" => {
-            write_source(&src, "base", "a.c", n, 8);
-            for l in 1..=n {
-                row(&mut t, "base", "a.c", "all", l, 1);
-            }
-            for m in 0..n / 16 {
-                row(&mut t, "base", "a.c", &format!("m{m}"), n, 1);
-            }
-        }
-        // n managers × 30 files of 200 lines, one row per (manager, file).
-        "managers" => {
-            for f in 0..30 {
-                write_source(&src, "base", &format!("f{f}.c"), 200, 8);
-            }
-            for m in 0..n {
-                for f in 0..30 {
-                    row(
-                        &mut t,
-                        "base",
-                        &format!("f{f}.c"),
-                        &format!("m{m}"),
-                        1 + (m * 7 + f * 13) % 200,
-                        1,
-                    );
-                }
-            }
-        }
-        // n distinct paths, one row each (no source file: deleted at the base), and one
-        // file that exists.
-        "paths" => {
-            write_source(&src, "base", "keep.c", 10, 8);
-            row(&mut t, "base", "keep.c", "m", 1, 1);
-            for p in 0..n {
-                row(&mut t, "base", &format!("d{}/p{p}.c", p % 1000), "m", 1, 1);
-            }
-        }
-        // n base files of 120 KB, 10 rows each.
-        "base-files" => {
-            for f in 0..n {
-                write_source(&src, "base", &format!("f{f}.c"), 3_000, 40);
-                for l in 0..10 {
-                    row(&mut t, "base", &format!("f{f}.c"), "m", 1 + l * 300, 1);
-                }
-            }
-        }
-        // n commits of one 20,000-line file (each with one line changed), 5 rows each.
-        "commits" => {
-            write_source(&src, "base", "a.c", 20_000, 8);
-            for c in 0..n {
-                let commit = format!("c{c}");
-                write_source(&src, &commit, "a.c", 20_000, 8);
-                let p = src.join(&commit).join("a.c");
-                let mut text = std::fs::read_to_string(&p).unwrap();
-                let at = (c * 97 % 19_000) * 9;
-                text.replace_range(at..at + 1, "y");
-                std::fs::write(&p, text).unwrap();
-                for l in 0..5 {
-                    row(&mut t, &commit, "a.c", "m", 1 + l * 4_000, 1);
-                }
-            }
-        }
-        // n commits of a `store:` snapshot of 20,000 paths, 4 rows each.
-        "store-indexes" => {
-            let (source, csv) = store_snapshot(&dir.join("store"), n, 20_000);
-            let input = dir.join("in.csv");
-            std::fs::write(&input, csv).unwrap();
-            return Case {
-                source,
-                base: "c0".into(),
-                input,
-                rows: 4 * n as u64,
-            };
-        }
-        // Two versions of an n-line file, every 100th line changed; a row every
-        // 1,000 lines of the newer one. `long-file` is sized to be capped at the
-        // default budget, `long-file-diffed` to be diffed (every run of unchanged
-        // lines as long: the first is taken, the worst case of a histogram diff that
-        // rescans the rest of the file after each run it takes).
-        "long-file" | "long-file-diffed" => {
-            write_source(&src, "base", "a.c", n, 8);
-            write_source(&src, "c1", "a.c", n, 8);
-            let p = src.join("c1").join("a.c");
-            let mut text = std::fs::read(&p).unwrap();
-            for l in (0..n).step_by(100) {
-                text[l * 9] = b'y';
-            }
-            std::fs::write(&p, text).unwrap();
-            // Line 2 on: the rows land on unchanged lines (every 100th from 1 changed).
-            for l in (2..=n).step_by(1_000) {
-                row(&mut t, "c1", "a.c", "m", l, 1);
-            }
-        }
-        // n distinct paths in path order, one row each (deleted at the base), and one
-        // file that exists: run at a small budget (see `SHAPES`), so that the shard is
-        // merged in passes over ranges of its paths, each having seen only the first
-        // paths of its range when it outgrew its share.
-        "sorted-paths" => {
-            for p in 0..n {
-                row(
-                    &mut t,
-                    "base",
-                    &format!("d{:04}/p{p:08}.c", p / 1000),
-                    "m",
-                    1,
-                    1,
-                );
-            }
-            write_source(&src, "base", "keep.c", 10, 8);
-            row(&mut t, "base", "keep.c", "m", 1, 1);
-        }
-        // One file of 100,000 lines, each hit by every one of n managers: the file's
-        // own records (its per-manager sums and its part) grow with n.
-        "file-managers" => {
-            let lines = 100_000;
-            write_source(&src, "base", "a.c", lines, 8);
-            for m in 0..n {
-                for l in 1..=lines {
-                    row(
-                        &mut t,
-                        "base",
-                        "a.c",
-                        &format!("manager-{m}"),
-                        l,
-                        1 + (l % 7) as u64,
-                    );
-                }
-            }
-        }
-        // n distinct function names on one line of one file.
-        "func-names" => {
-            write_source(&src, "base", "a.c", 10, 8);
-            for f in 0..n {
-                writeln!(t, "r,base,a.c,function_name_number_{f},m,5,1").unwrap();
-                rows += 1;
-            }
-        }
-        other => panic!("unknown shape {other}"),
-    }
     let input = dir.join("in.csv");
-    std::fs::write(&input, t).unwrap();
+    if name == "store-indexes" {
+        // n commits of a `store:` snapshot of 20,000 paths, 4 rows each.
+        let (source, csv) = store_snapshot(&dir.join("store"), n, 20_000);
+        std::fs::write(&input, csv).unwrap();
+        return Case {
+            source,
+            base: "c0".into(),
+            input,
+            rows: 4 * n as u64,
+        };
+    }
+    let shape: fn(&Path, usize, &mut Rows) = match name {
+        "last-line" => last_line,
+        "managers" => managers,
+        "paths" => paths,
+        "base-files" => base_files,
+        "commits" => commits,
+        "long-file" | "long-file-diffed" => long_file,
+        "sorted-paths" => sorted_paths,
+        "file-managers" => file_managers,
+        "func-names" => func_names,
+        other => panic!("unknown shape {other}"),
+    };
+    let mut rows = Rows {
+        text: String::from(HDR),
+        n: 0,
+    };
+    shape(&src, n, &mut rows);
+    std::fs::write(&input, rows.text).unwrap();
     Case {
         source: format!("dir:{}", src.display()),
         base: "base".into(),
         input,
-        rows,
+        rows: rows.n,
     }
 }
 

@@ -2,12 +2,15 @@
 //! runs in a RabbitMQ vhost of its own (its workers serve only its jobs) on `file://`
 //! stores, and is named after what broke.
 
+use std::path::Path;
 use std::time::{Duration, Instant};
 
 use covmerge_integration_tests::fleet::{coordinator_spawn_env, worker_on, Proc, Vhost};
 use covmerge_integration_tests::gunzip;
 
-use crate::fleet::{file_store, run_ok, setup, LONG};
+use covmerge_integration_tests::FleetCorpus;
+
+use crate::fleet::{file_store, run_ok, LONG};
 
 /// The address a process started with `--listen 127.0.0.1:0` printed.
 fn listen_addr(p: &Proc) -> String {
@@ -29,11 +32,21 @@ fn http_status(addr: &str, path: &str) -> String {
     String::from_utf8_lossy(&o.stdout).into_owned()
 }
 
-fn job_queues_left(vh: &Vhost) -> Vec<String> {
-    vh.queues()
+/// The vhost holds no job's report or dead-letter queue.
+fn assert_no_job_queues_left(vh: &Vhost) {
+    let left: Vec<String> = vh
+        .queues()
         .into_iter()
         .filter(|q| q.starts_with("covmerge.reports.") || q.starts_with("covmerge.dead."))
-        .collect()
+        .collect();
+    assert!(left.is_empty(), "{left:?}");
+}
+
+/// A `file://` store in `dir` without the job: a worker's wrong bucket.
+fn wrong_bucket(dir: &Path) -> String {
+    let wrong_dir = dir.join("wrong-bucket");
+    std::fs::create_dir_all(&wrong_dir).unwrap();
+    file_store(&wrong_dir)
 }
 
 /// Two good workers and one whose store is the wrong bucket (a `file://`
@@ -42,13 +55,11 @@ fn job_queues_left(vh: &Vhost) -> Vec<String> {
 /// exactly, on the good workers.
 #[test]
 fn one_misconfigured_worker_does_not_fail_the_job() {
-    let s = setup(231, false);
+    let s = FleetCorpus::new(231).unlocked().build();
     let vh = Vhost::new("misconf");
-    let dir = s.tmp.path();
+    let dir = s.dir();
     let store = file_store(&dir.join("store"));
-    let wrong_dir = dir.join("wrong-bucket");
-    std::fs::create_dir_all(&wrong_dir).unwrap();
-    let wrong = file_store(&wrong_dir);
+    let wrong = wrong_bucket(dir);
     // The bad worker first, so that it is sure to be offered tasks.
     let bad = worker_on(
         &vh.url,
@@ -66,11 +77,7 @@ fn one_misconfigured_worker_does_not_fail_the_job() {
     let log = bad.log_text();
     assert!(log.contains("handing it back to another worker"), "{log}");
     assert!(log.contains("is unknown"), "{log}");
-    assert!(
-        job_queues_left(&vh).is_empty(),
-        "{:?}",
-        job_queues_left(&vh)
-    );
+    assert_no_job_queues_left(&vh);
 }
 
 /// The misconfigured worker said `/readyz` ready and took every task it
@@ -79,13 +86,11 @@ fn one_misconfigured_worker_does_not_fail_the_job() {
 /// than their delivery limit would allow) still complete the job on a good worker.
 #[test]
 fn misconfigured_worker_goes_unready_and_exits() {
-    let s = setup(232, false);
+    let s = FleetCorpus::new(232).unlocked().build();
     let vh = Vhost::new("unready");
-    let dir = s.tmp.path();
+    let dir = s.dir();
     let store = file_store(&dir.join("store"));
-    let wrong_dir = dir.join("wrong-bucket");
-    std::fs::create_dir_all(&wrong_dir).unwrap();
-    let wrong = file_store(&wrong_dir);
+    let wrong = wrong_bucket(dir);
     let mut bad = worker_on(
         &vh.url,
         dir,
@@ -145,9 +150,9 @@ fn a_task_no_worker_can_run_and_bad_input_still_fail_the_job() {
     use covmerge_proto::{JobId, SplitId};
     use covmerge_queue::{amqp::AmqpQueue, Event, Queue, DEFAULT_DELIVERY_LIMIT};
 
-    let s = setup(233, false);
+    let s = FleetCorpus::new(233).unlocked().build();
     let vh = Vhost::new("badtask");
-    let dir = s.tmp.path();
+    let dir = s.dir();
     let store = file_store(&dir.join("store"));
     let mut workers: Vec<Proc> = (1..=3)
         .map(|n| worker_on(&vh.url, dir, n, &store, &[], &[]))
@@ -167,7 +172,7 @@ fn a_task_no_worker_can_run_and_bad_input_still_fail_the_job() {
             namespace: None,
             job: JobId::parse(&job).unwrap(),
             split: SplitId(0),
-            input: s.ins[0].clone(),
+            input: s.inputs[0].clone(),
             shards: 6,
             max_bad_rows: 0,
             go: Default::default(),
@@ -221,19 +226,11 @@ fn a_task_no_worker_can_run_and_bad_input_still_fail_the_job() {
     );
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(err.contains("bad.csv"), "{err}");
-    assert!(
-        job_queues_left(&vh).is_empty(),
-        "{:?}",
-        job_queues_left(&vh)
-    );
+    assert_no_job_queues_left(&vh);
     // The workers still serve real work.
     run_ok(&s.coord_args(&vh.url, &store, &out), &[]);
     assert_eq!(gunzip(&out), s.want);
-    assert!(
-        job_queues_left(&vh).is_empty(),
-        "{:?}",
-        job_queues_left(&vh)
-    );
+    assert_no_job_queues_left(&vh);
 }
 
 /// Deleting `covmerge.tasks` mid-job failed the job: the workers declared
@@ -243,9 +240,9 @@ fn a_task_no_worker_can_run_and_bad_input_still_fail_the_job() {
 /// exactly, without `--resume` and with the default `--republish-secs`.
 #[test]
 fn deleting_the_task_queue_mid_job_does_not_fail_it() {
-    let s = setup(234, false);
+    let s = FleetCorpus::new(234).unlocked().build();
     let vh = Vhost::new("deleted");
-    let dir = s.tmp.path();
+    let dir = s.dir();
     let store = file_store(&dir.join("store"));
     let w = worker_on(
         &vh.url,
@@ -274,11 +271,7 @@ fn deleting_the_task_queue_mid_job_does_not_fail_it() {
     assert!(started.elapsed() < Duration::from_secs(120));
     assert_eq!(gunzip(&out), s.want);
     assert!(vh.queues().contains(&"covmerge.tasks".to_string()));
-    assert!(
-        job_queues_left(&vh).is_empty(),
-        "{:?}",
-        job_queues_left(&vh)
-    );
+    assert_no_job_queues_left(&vh);
 }
 
 /// A moto S3 server of this test's own that checks credentials (the shared one takes
@@ -341,9 +334,9 @@ impl Drop for AuthS3 {
 #[test]
 fn worker_with_refused_s3_credentials_does_not_fail_the_job() {
     use covmerge_integration_tests::fleet::bucket;
-    let s = setup(235, false);
+    let s = FleetCorpus::new(235).unlocked().build();
     let vh = Vhost::new("s3refused");
-    let dir = s.tmp.path();
+    let dir = s.dir();
     let auth = AuthS3::start(dir);
     let store = format!("s3://{}/jobs", bucket("refused"));
     // The refused worker first, so that it is sure to be offered tasks.
@@ -377,9 +370,5 @@ fn worker_with_refused_s3_credentials_does_not_fail_the_job() {
         took < Duration::from_secs(90),
         "the job took {took:?}: the refusal was retried as an outage"
     );
-    assert!(
-        job_queues_left(&vh).is_empty(),
-        "{:?}",
-        job_queues_left(&vh)
-    );
+    assert_no_job_queues_left(&vh);
 }

@@ -184,19 +184,17 @@ fn fleet_with_gcs_store_equals_local_files() {
 /// --source store:gs://…` merges from that snapshot alone, as from the repository.
 #[test]
 fn store_source_in_gcs_merges_like_the_repository() {
-    let tmp = tempfile::tempdir().unwrap();
-    let spec = covmerge_corpus::CorpusSpec {
-        seed: 5,
-        files: 6,
-        lines: 80,
-        commits: 4,
-        managers: 2,
-        parts: 1,
-        ..covmerge_corpus::CorpusSpec::default()
-    };
-    let c = covmerge_corpus::generate(&spec, &tmp.path().join("corpus")).unwrap();
+    let s = covmerge_integration_tests::FleetCorpus::local(5)
+        .git()
+        .files(6)
+        .lines(80)
+        .commits(4)
+        .managers(2)
+        .parts(1)
+        .build();
+    let c = &s.corpus;
     let git = c.git.clone().expect("corpus with git");
-    let creds = gcs::credentials(tmp.path());
+    let creds = gcs::credentials(s.dir());
     let b = gcs::bucket("src");
     let snapshot = format!("gs://{b}/sources");
     let o = Command::new(bin())
@@ -232,11 +230,8 @@ fn store_source_in_gcs_merges_like_the_repository() {
         assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
         gunzip(out)
     };
-    let want = merge(
-        &format!("git:{}", git.display()),
-        &tmp.path().join("git.gz"),
-    );
-    let got = merge(&format!("store:{snapshot}"), &tmp.path().join("store.gz"));
+    let want = merge(&s.git_source(), &s.path("git.gz"));
+    let got = merge(&format!("store:{snapshot}"), &s.path("store.gz"));
     assert!(got == want, "store: source in GCS merges differently");
     assert!(want.len() > 1000);
 }

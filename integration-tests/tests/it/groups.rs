@@ -4,30 +4,26 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use covmerge_corpus::{generate, Corpus, CorpusSpec};
-use covmerge_integration_tests::{canon, covmerge, gunzip, manifest, merge_ok};
+use covmerge_integration_tests::{
+    canon, covmerge, gunzip, manifest, merge_ok, CorpusJob, FleetCorpus,
+};
 use serde_json::Value;
 
-fn corpus(tmp: &Path) -> Corpus {
-    let spec = CorpusSpec {
-        seed: 23,
-        files: 10,
-        lines: 120,
-        commits: 4,
-        managers: 9,
-        parts: 3,
-        no_git: true,
-        ..CorpusSpec::default()
-    };
-    generate(&spec, &tmp.join("corpus")).unwrap()
+/// 9 managers (so that globs match several), 10 files of ~120 lines, 4 commits.
+fn corpus() -> CorpusJob {
+    FleetCorpus::local(23)
+        .files(10)
+        .lines(120)
+        .commits(4)
+        .managers(9)
+        .build()
 }
 
-fn merge(c: &Corpus, out: &Path, shards: &str, extra: &[&str]) -> String {
-    let src = format!("dir:{}", c.sources.display());
-    let inputs: Vec<String> = c.inputs.iter().map(|p| p.display().to_string()).collect();
+fn merge(s: &CorpusJob, out: &Path, shards: &str, extra: &[&str]) -> String {
+    let c = &s.corpus;
     let mut a = vec![
         "--source",
-        &src,
+        &s.source,
         "--base-repo",
         &c.base_repo,
         "--base-commit",
@@ -41,7 +37,7 @@ fn merge(c: &Corpus, out: &Path, shards: &str, extra: &[&str]) -> String {
     ];
     a.extend_from_slice(extra);
     a.push("--input");
-    a.extend(inputs.iter().map(|s| s.as_str()));
+    a.extend(s.inputs.iter().map(|s| s.as_str()));
     merge_ok(&a)
 }
 
@@ -61,8 +57,7 @@ fn hits(v: &Value) -> BTreeMap<u64, u64> {
 /// the manifest lists the groups.
 #[test]
 fn group_records_are_the_sums_of_their_managers_at_any_shard_count() {
-    let tmp = tempfile::tempdir().unwrap();
-    let c = corpus(tmp.path());
+    let c = corpus();
     let groups = [
         "--group",
         "kasan=*-kasan-*",
@@ -87,9 +82,9 @@ fn group_records_are_the_sums_of_their_managers_at_any_shard_count() {
             _ => false,
         }
     };
-    let man = tmp.path().join("m.json");
-    let one = tmp.path().join("one.gz");
-    let seven = tmp.path().join("seven.gz");
+    let man = c.path("m.json");
+    let one = c.path("one.gz");
+    let seven = c.path("seven.gz");
     let mut with_manifest = groups.to_vec();
     with_manifest.extend_from_slice(&["--manifest", man.to_str().unwrap()]);
     let out_one = merge(&c, &one, "1", &with_manifest);
@@ -135,7 +130,7 @@ fn group_records_are_the_sums_of_their_managers_at_any_shard_count() {
     assert!(!records.contains_key("none"));
 
     // Without its group records, the output is the merge without --group.
-    let plain = tmp.path().join("plain.gz");
+    let plain = c.path("plain.gz");
     merge(&c, &plain, "7", &[]);
     let grouped = String::from_utf8(gunzip(&seven)).unwrap();
     let stripped: String = grouped
@@ -159,7 +154,7 @@ fn group_records_are_the_sums_of_their_managers_at_any_shard_count() {
             {"name": "none", "glob": "syz-ci-*"},
         ])
     );
-    let plain_man = tmp.path().join("plain.json");
+    let plain_man = c.path("plain.json");
     merge(
         &c,
         &plain,
@@ -176,16 +171,15 @@ fn group_records_are_the_sums_of_their_managers_at_any_shard_count() {
 /// refused, naming it.
 #[test]
 fn a_group_named_like_a_manager_is_refused() {
-    let tmp = tempfile::tempdir().unwrap();
-    let c = corpus(tmp.path());
-    let src = format!("dir:{}", c.sources.display());
-    let out = tmp.path().join("out.gz");
+    let s = corpus();
+    let c = &s.corpus;
+    let out = s.path("out.gz");
     let run = |groups: &[&str]| {
         let mut a = vec![
             "merge",
             "--quiet",
             "--source",
-            &src,
+            &s.source,
             "--base-repo",
             &c.base_repo,
             "--base-commit",
@@ -195,8 +189,7 @@ fn a_group_named_like_a_manager_is_refused() {
         ];
         a.extend_from_slice(groups);
         a.push("--input");
-        let inputs: Vec<String> = c.inputs.iter().map(|p| p.display().to_string()).collect();
-        a.extend(inputs.iter().map(|s| s.as_str()));
+        a.extend(s.inputs.iter().map(String::as_str));
         let o = covmerge(&a);
         assert!(!o.status.success(), "{groups:?} accepted");
         assert!(!out.exists(), "{groups:?}: a result was published");

@@ -428,58 +428,25 @@ fn non_utf8_names_were_silently_replaced() {
 #[test]
 fn worker_hung_forever_at_concurrency_64() {
     use covmerge_integration_tests::fleet::{self, coordinator_run, worker};
-    let _g = fleet::lock();
-    let tmp = tempfile::tempdir().unwrap();
-    let spec = covmerge_corpus::CorpusSpec {
-        seed: 64,
-        files: 40,
-        lines: 60,
-        commits: 3,
-        managers: 3,
-        parts: 8,
-        no_git: true,
-        ..covmerge_corpus::CorpusSpec::default()
-    };
-    let c = covmerge_corpus::generate(&spec, &tmp.path().join("corpus")).unwrap();
-    let src = format!("dir:{}", c.sources.display());
-    let ins: Vec<String> = c.inputs.iter().map(|p| p.display().to_string()).collect();
-    let mut job = vec![
-        "--source",
-        &src,
-        "--base-repo",
-        &c.base_repo,
-        "--base-commit",
-        &c.base_commit,
-        "--shards",
-        "64",
-        "--date-to",
-        "2024-04-08",
-        "--input",
-    ];
-    job.extend(ins.iter().map(|s| s.as_str()));
-    let embedded = tmp.path().join("embedded.gz");
-    let mut a = job.clone();
-    a.extend_from_slice(&["--workers", "1", "--out", embedded.to_str().unwrap()]);
-    covmerge_integration_tests::merge_ok(&a);
+    let s = covmerge_integration_tests::FleetCorpus::new(64)
+        .files(40)
+        .lines(60)
+        .commits(3)
+        .parts(8)
+        .shards(64)
+        .reference_flags(&["--workers", "1"])
+        .build();
     // One worker process with 64 task loops over a local store: every split and
     // merge of the job runs at once in it.
-    let store = format!("file://{}", tmp.path().join("store").display());
-    std::fs::create_dir_all(tmp.path().join("store")).unwrap();
-    let _w = worker(tmp.path(), 1, &store, &["--concurrency", "64"], &[]);
-    let out = tmp.path().join("fleet.gz");
+    let store = s.file_store();
+    std::fs::create_dir_all(s.path("store")).unwrap();
+    let _w = worker(s.dir(), 1, &store, &["--concurrency", "64"], &[]);
+    let out = s.path("fleet.gz");
     let amqp = fleet::amqp();
-    let mut a = job.clone();
-    a.extend_from_slice(&[
-        "--amqp",
-        &amqp,
-        "--store",
-        &store,
-        "--out",
-        out.to_str().unwrap(),
-    ]);
+    let a = s.coord_args(&amqp, &store, &out);
     let o = coordinator_run(&a, &[], std::time::Duration::from_secs(300));
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    assert_eq!(gunzip(&out), gunzip(&embedded), "fleet result differs");
+    assert_eq!(gunzip(&out), s.want, "fleet result differs");
 }
 
 #[test]

@@ -5,96 +5,32 @@
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use covmerge_corpus::{generate, Corpus, CorpusSpec};
 use covmerge_integration_tests::fleet::{self, coordinator_run, worker};
-use covmerge_integration_tests::{covmerge, gunzip, merge_ok};
+use covmerge_integration_tests::{covmerge, gunzip, CorpusJob, FleetCorpus};
 
-const LONG: Duration = Duration::from_secs(180);
+use crate::fleet::{file_store, LONG};
 
-struct Job {
-    corpus: Corpus,
-    ins: Vec<String>,
-    source: String,
-    /// The embedded merge's decompressed result.
-    want: Vec<u8>,
+/// The corpus of these tests: 10 files of ~120 lines, 4 commits, 2 parts, 4 shards.
+fn corpus(seed: u64) -> FleetCorpus {
+    FleetCorpus::new(seed)
+        .files(10)
+        .lines(120)
+        .commits(4)
+        .parts(2)
+        .shards(4)
 }
 
-fn corpus(dir: &Path, seed: u64) -> Job {
-    let spec = CorpusSpec {
-        seed,
-        files: 10,
-        lines: 120,
-        commits: 4,
-        managers: 3,
-        parts: 2,
-        no_git: true,
-        ..CorpusSpec::default()
-    };
-    let corpus = generate(&spec, &dir.join(format!("corpus-{seed}"))).unwrap();
-    let ins: Vec<String> = corpus
-        .inputs
-        .iter()
-        .map(|p| p.display().to_string())
-        .collect();
-    let source = format!("dir:{}", corpus.sources.display());
-    let out = dir.join(format!("embedded-{seed}.jsonl.gz"));
-    let mut j = Job {
-        corpus,
-        ins,
-        source,
-        want: Vec::new(),
-    };
-    let mut a = j.args();
-    a.extend_from_slice(&["--out", out.to_str().unwrap()]);
-    merge_ok(&a);
-    j.want = gunzip(&out);
-    j
-}
-
-impl Job {
-    fn args(&self) -> Vec<&str> {
-        let mut a = vec![
-            "--source",
-            &self.source,
-            "--base-repo",
-            &self.corpus.base_repo,
-            "--base-commit",
-            &self.corpus.base_commit,
-            "--shards",
-            "4",
-            "--date-to",
-            "2024-04-08",
-            "--input",
-        ];
-        a.extend(self.ins.iter().map(|s| s.as_str()));
-        a
-    }
-
-    /// A coordinator's arguments: the job's, the broker, the store, the result, the id.
-    fn coord<'a>(
-        &'a self,
-        amqp: &'a str,
-        store: &'a str,
-        out: &'a Path,
-        id: &'a str,
-    ) -> Vec<&'a str> {
-        let mut a = self.args();
-        a.extend_from_slice(&[
-            "--amqp",
-            amqp,
-            "--store",
-            store,
-            "--out",
-            out.to_str().unwrap(),
-            "--job",
-            id,
-        ]);
-        a
-    }
-}
-
-fn file_store(dir: &Path) -> String {
-    format!("file://{}", dir.display())
+/// A coordinator's arguments: the job's, the broker, the store, the result, the id.
+fn coord<'a>(
+    j: &'a CorpusJob,
+    amqp: &'a str,
+    store: &'a str,
+    out: &'a Path,
+    id: &'a str,
+) -> Vec<&'a str> {
+    let mut a = j.coord_args(amqp, store, out);
+    a.extend_from_slice(&["--job", id]);
+    a
 }
 
 fn fails(args: &[&str]) -> String {
@@ -137,22 +73,21 @@ fn done_markers(dir: &Path) -> usize {
 /// rows under B's header (B overwrote job.json and reused A's markers and parts).
 #[test]
 fn reused_job_id_is_refused_not_merged_with_old_data() {
-    let _g = fleet::lock();
-    let tmp = tempfile::tempdir().unwrap();
-    let (a, b) = (corpus(tmp.path(), 301), corpus(tmp.path(), 302));
+    let a = corpus(301).build();
+    let b = a.sibling(302);
     assert_ne!(a.want, b.want);
     let amqp = fleet::amqp();
-    let store_dir = tmp.path().join("store");
+    let store_dir = a.path("store");
     let store = file_store(&store_dir);
-    let _w = worker(tmp.path(), 1, &store, &[], &[]);
-    let out_a = tmp.path().join("a.gz");
-    ok(&a.coord(&amqp, &store, &out_a, "reused-id"));
+    let _w = worker(a.dir(), 1, &store, &[], &[]);
+    let out_a = a.path("a.gz");
+    ok(&coord(&a, &amqp, &store, &out_a, "reused-id"));
     assert_eq!(gunzip(&out_a), a.want);
     let spec = store_dir.join("jobs/reused-id/job.json");
     let stored = std::fs::read(&spec).unwrap();
 
-    let out_b = tmp.path().join("b.gz");
-    let err = fails(&b.coord(&amqp, &store, &out_b, "reused-id"));
+    let out_b = a.path("b.gz");
+    let err = fails(&coord(&b, &amqp, &store, &out_b, "reused-id"));
     assert!(
         err.contains("job reused-id already exists in")
             && err.contains(&store)
@@ -164,11 +99,11 @@ fn reused_job_id_is_refused_not_merged_with_old_data() {
     assert!(!store_dir.join("jobs/reused-id/lease.json").exists());
 
     // The same id with the same inputs is a reused id too.
-    let err = fails(&a.coord(&amqp, &store, &out_b, "reused-id"));
+    let err = fails(&coord(&a, &amqp, &store, &out_b, "reused-id"));
     assert!(err.contains("already exists"), "{err}");
 
     // B under an id of its own is B.
-    ok(&b.coord(&amqp, &store, &out_b, "reused-id-b"));
+    ok(&coord(&b, &amqp, &store, &out_b, "reused-id-b"));
     assert_eq!(gunzip(&out_b), b.want);
 }
 
@@ -176,27 +111,26 @@ fn reused_job_id_is_refused_not_merged_with_old_data() {
 /// stored job under the new header.
 #[test]
 fn resume_with_other_inputs_is_refused() {
-    let _g = fleet::lock();
-    let tmp = tempfile::tempdir().unwrap();
-    let (a, b) = (corpus(tmp.path(), 311), corpus(tmp.path(), 312));
+    let a = corpus(311).build();
+    let b = a.sibling(312);
     let amqp = fleet::amqp();
-    let store_dir = tmp.path().join("store");
+    let store_dir = a.path("store");
     let store = file_store(&store_dir);
-    let _w = worker(tmp.path(), 2, &store, &[], &[]);
-    let out = tmp.path().join("a.gz");
-    ok(&a.coord(&amqp, &store, &out, "resume-other"));
+    let _w = worker(a.dir(), 2, &store, &[], &[]);
+    let out = a.path("a.gz");
+    ok(&coord(&a, &amqp, &store, &out, "resume-other"));
     let spec = store_dir.join("jobs/resume-other/job.json");
     let stored = std::fs::read(&spec).unwrap();
 
-    let out_b = tmp.path().join("b.gz");
-    let mut r = b.coord(&amqp, &store, &out_b, "resume-other");
+    let out_b = a.path("b.gz");
+    let mut r = coord(&b, &amqp, &store, &out_b, "resume-other");
     r.push("--resume");
     let err = fails(&r);
     assert!(
         err.contains("job resume-other was started with other settings: inputs"),
         "{err}"
     );
-    let mut r = a.coord(&amqp, &store, &out_b, "resume-other");
+    let mut r = coord(&a, &amqp, &store, &out_b, "resume-other");
     r.extend_from_slice(&["--resume", "--namespace", "android"]);
     let err = fails(&r);
     assert!(err.contains("namespace is \"upstream\""), "{err}");
@@ -205,10 +139,7 @@ fn resume_with_other_inputs_is_refused() {
     assert_eq!(std::fs::read(&spec).unwrap(), stored);
 
     // The same flags resume; --shards and --date-to may be left out.
-    let mut r: Vec<&str> = a
-        .coord(&amqp, &store, &out_b, "resume-other")
-        .into_iter()
-        .collect();
+    let mut r: Vec<&str> = coord(&a, &amqp, &store, &out_b, "resume-other");
     let i = r.iter().position(|x| *x == "--shards").unwrap();
     r.drain(i..i + 2);
     let i = r.iter().position(|x| *x == "--date-to").unwrap();
@@ -222,19 +153,17 @@ fn resume_with_other_inputs_is_refused() {
 /// a 103 GB allocation; a job.json that is not JSON, or names another job, is refused.
 #[test]
 fn job_json_with_huge_shard_count_is_refused() {
-    let _g = fleet::lock();
-    let tmp = tempfile::tempdir().unwrap();
-    let a = corpus(tmp.path(), 321);
+    let a = corpus(321).build();
     let amqp = fleet::amqp();
-    let store_dir = tmp.path().join("store");
+    let store_dir = a.path("store");
     let store = file_store(&store_dir);
-    let _w = worker(tmp.path(), 3, &store, &[], &[]);
-    let out = tmp.path().join("a.gz");
-    ok(&a.coord(&amqp, &store, &out, "huge-shards"));
+    let _w = worker(a.dir(), 3, &store, &[], &[]);
+    let out = a.path("a.gz");
+    ok(&coord(&a, &amqp, &store, &out, "huge-shards"));
     let spec_path = store_dir.join("jobs/huge-shards/job.json");
     let good: serde_json::Value =
         serde_json::from_slice(&std::fs::read(&spec_path).unwrap()).unwrap();
-    let mut r = a.coord(&amqp, &store, &out, "huge-shards");
+    let mut r = coord(&a, &amqp, &store, &out, "huge-shards");
     r.push("--resume");
     let cases: Vec<(Vec<u8>, &str)> = vec![
         (
@@ -291,28 +220,27 @@ fn job_json_with_huge_shard_count_is_refused() {
 /// and exits without touching it; the first completes exactly.
 #[test]
 fn second_coordinator_on_a_live_job_exits() {
-    let _g = fleet::lock();
-    let tmp = tempfile::tempdir().unwrap();
-    let (a, b) = (corpus(tmp.path(), 331), corpus(tmp.path(), 332));
+    let a = corpus(331).build();
+    let b = a.sibling(332);
     let amqp = fleet::amqp();
-    let store_dir = tmp.path().join("store");
+    let store_dir = a.path("store");
     let store = file_store(&store_dir);
     // No worker yet: the first coordinator waits for its splits until one starts.
-    let out = tmp.path().join("a.gz");
-    let first = fleet::coordinator_spawn(&a.coord(&amqp, &store, &out, "live-job"));
+    let out = a.path("a.gz");
+    let first = fleet::coordinator_spawn(&coord(&a, &amqp, &store, &out, "live-job"));
     let lease = store_dir.join("jobs/live-job/lease.json");
     let spec = store_dir.join("jobs/live-job/job.json");
     wait_for("the first coordinator's lease", LONG, || {
         lease.exists() && spec.exists()
     });
-    let out2 = tmp.path().join("second.gz");
+    let out2 = a.path("second.gz");
     let spec_before = std::fs::read(&spec).unwrap();
     // Same inputs, other inputs, and --resume: all refused.
-    let mut resume = a.coord(&amqp, &store, &out2, "live-job");
+    let mut resume = coord(&a, &amqp, &store, &out2, "live-job");
     resume.push("--resume");
     for args in [
-        a.coord(&amqp, &store, &out2, "live-job"),
-        b.coord(&amqp, &store, &out2, "live-job"),
+        coord(&a, &amqp, &store, &out2, "live-job"),
+        coord(&b, &amqp, &store, &out2, "live-job"),
         resume,
     ] {
         let owner = std::fs::read_to_string(&lease).unwrap();
@@ -328,7 +256,7 @@ fn second_coordinator_on_a_live_job_exits() {
         assert_eq!(std::fs::read(&spec).unwrap(), spec_before);
         assert!(!out2.exists());
     }
-    let _w = worker(tmp.path(), 4, &store, &[], &[]);
+    let _w = worker(a.dir(), 4, &store, &[], &[]);
     let o = first.join().unwrap();
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     assert_eq!(gunzip(&out), a.want);
@@ -341,25 +269,23 @@ fn second_coordinator_on_a_live_job_exits() {
 /// over once stale and completes the job exactly, without the user retrying.
 #[test]
 fn resume_right_after_a_killed_coordinator_was_refused_until_its_lease_went_stale() {
-    let _g = fleet::lock();
-    let tmp = tempfile::tempdir().unwrap();
-    let a = corpus(tmp.path(), 341);
+    let a = corpus(341).build();
     let amqp = fleet::amqp();
-    let store_dir = tmp.path().join("store");
+    let store_dir = a.path("store");
     let store = file_store(&store_dir);
     let _w = worker(
-        tmp.path(),
+        a.dir(),
         5,
         &store,
         &[],
         &[("COVMERGE_FAULT_SLEEP", "merge:700")],
     );
-    let out = tmp.path().join("a.gz");
-    let mut args = a.coord(&amqp, &store, &out, "stale-lease");
+    let out = a.path("a.gz");
+    let mut args = coord(&a, &amqp, &store, &out, "stale-lease");
     args.extend_from_slice(&["--lease-heartbeat-secs", "1"]);
     let mut c = fleet::Proc::spawn(
         fleet::fleet_cmd(&[&["coordinator", "--quiet"][..], &args[..]].concat()),
-        tmp.path().join("coord-1.log"),
+        a.path("coord-1.log"),
         "coordinator",
     );
     let parts = store_dir.join("jobs/stale-lease/parts");
@@ -367,7 +293,7 @@ fn resume_right_after_a_killed_coordinator_was_refused_until_its_lease_went_stal
     c.kill9();
     let lease = store_dir.join("jobs/stale-lease/lease.json");
     assert!(lease.exists());
-    let mut r = a.coord(&amqp, &store, &out, "stale-lease");
+    let mut r = coord(&a, &amqp, &store, &out, "stale-lease");
     r.push("--resume");
     let t0 = Instant::now();
     let o = coordinator_run(&r, &[("RUST_LOG", "info")], LONG);
@@ -385,16 +311,14 @@ fn resume_right_after_a_killed_coordinator_was_refused_until_its_lease_went_stal
 /// stops at once and exits non-zero without a result or a manifest.
 #[test]
 fn coordinator_whose_lease_was_taken_over_stops_without_publishing() {
-    let _g = fleet::lock();
-    let tmp = tempfile::tempdir().unwrap();
-    let a = corpus(tmp.path(), 351);
+    let a = corpus(351).build();
     let amqp = fleet::amqp();
-    let store_dir = tmp.path().join("store");
+    let store_dir = a.path("store");
     let store = file_store(&store_dir);
     // No worker: the coordinator waits for its splits when its lease is taken.
-    let out = tmp.path().join("a.gz");
-    let man: PathBuf = tmp.path().join("manifest.json");
-    let mut args = a.coord(&amqp, &store, &out, "taken-over");
+    let out = a.path("a.gz");
+    let man: PathBuf = a.path("manifest.json");
+    let mut args = coord(&a, &amqp, &store, &out, "taken-over");
     args.extend_from_slice(&[
         "--lease-heartbeat-secs",
         "1",
@@ -445,26 +369,24 @@ fn coordinator_whose_lease_was_taken_over_stops_without_publishing() {
 /// task runs again.
 #[test]
 fn resume_after_an_input_was_rewritten_under_its_name_mixed_old_and_new_rows() {
-    let _g = fleet::lock();
-    let tmp = tempfile::tempdir().unwrap();
-    let a = corpus(tmp.path(), 361);
+    let a = corpus(361).build();
     let amqp = fleet::amqp();
-    let store_dir = tmp.path().join("store");
+    let store_dir = a.path("store");
     let store = file_store(&store_dir);
     // Splits run; merges wait: the job is killed between its phases.
     let w = worker(
-        tmp.path(),
+        a.dir(),
         6,
         &store,
         &[],
         &[("COVMERGE_FAULT_SLEEP", "merge:60000")],
     );
-    let out = tmp.path().join("a.gz");
-    let mut args = a.coord(&amqp, &store, &out, "rewritten");
+    let out = a.path("a.gz");
+    let mut args = coord(&a, &amqp, &store, &out, "rewritten");
     args.extend_from_slice(&["--lease-heartbeat-secs", "1"]);
     let mut c = fleet::Proc::spawn(
         fleet::fleet_cmd(&[&["coordinator", "--quiet"][..], &args[..]].concat()),
-        tmp.path().join("coord-1.log"),
+        a.path("coord-1.log"),
         "coordinator",
     );
     w.wait_log("fault point reached", LONG);
@@ -474,26 +396,26 @@ fn resume_after_an_input_was_rewritten_under_its_name_mixed_old_and_new_rows() {
     let stored: serde_json::Value = serde_json::from_slice(&std::fs::read(&spec).unwrap()).unwrap();
     assert_eq!(
         stored["input_ids"].as_array().map(|v| v.len()),
-        Some(a.ins.len()),
+        Some(a.inputs.len()),
         "{stored}"
     );
     let spec_before = std::fs::read(&spec).unwrap();
     // The first input re-exported: other rows, the same name.
-    let other = std::fs::read(&a.ins[1]).unwrap();
-    std::fs::write(&a.ins[0], other).unwrap();
-    let mut r = a.coord(&amqp, &store, &out, "rewritten");
+    let other = std::fs::read(&a.inputs[1]).unwrap();
+    std::fs::write(&a.inputs[0], other).unwrap();
+    let mut r = coord(&a, &amqp, &store, &out, "rewritten");
     r.push("--resume");
     let err = fails(&r);
     assert!(
         err.contains(&format!(
             "--resume: job rewritten: input {} changed since the job started:",
-            a.ins[0]
+            a.inputs[0]
         )) && err.contains("modified")
             && err.contains("nothing was changed"),
         "{err}"
     );
     assert!(
-        !err.contains(&format!("input {} changed", a.ins[1])),
+        !err.contains(&format!("input {} changed", a.inputs[1])),
         "{err}"
     );
     assert_eq!(std::fs::read(&spec).unwrap(), spec_before);

@@ -6,8 +6,8 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use covmerge_corpus::{generate, CorpusSpec};
-use covmerge_integration_tests::fleet::{self, amqp, coordinator_spawn, worker, Proc};
+use covmerge_integration_tests::fleet::{amqp, coordinator_spawn, worker, Proc};
+use covmerge_integration_tests::{manifest, FleetCorpus};
 
 /// The address a process printed after `listening on `.
 fn listen_addr(p: &Proc) -> String {
@@ -128,39 +128,19 @@ fn start_prometheus(dir: &Path, targets: &[String]) -> (Proc, String) {
     (p, addr)
 }
 
-/// Two workers and a coordinator scraped by Prometheus during a job: after it, the
-/// workers' counters summed by Prometheus equal the manifest (rows read, rows merged,
-/// tasks done), the coordinator's per-job gauges were seen, and /readyz follows the
-/// broker and SIGTERM.
-#[test]
-fn prometheus_scrapes_a_fleet_and_counters_add_up_to_the_manifest() {
-    let _g = fleet::lock();
-    let tmp = tempfile::tempdir().unwrap();
-    let spec = CorpusSpec {
-        seed: 77,
-        files: 12,
-        lines: 150,
-        commits: 5,
-        managers: 3,
-        parts: 3,
-        no_git: true,
-        ..CorpusSpec::default()
-    };
-    let corpus = generate(&spec, &tmp.path().join("corpus")).unwrap();
-    let store = format!("file://{}", tmp.path().join("store").display());
-    // Merges pause 2.5 s each so that the job lasts a few scrapes.
+/// A worker with `--listen`, merges paused 2.5 s each (the job lasts a few scrapes);
+/// returns it and its address.
+fn listening_worker(dir: &Path, n: usize, store: &str, extra: &[&str]) -> (Proc, String) {
     let slow = [("COVMERGE_FAULT_SLEEP", "merge:2500")];
-    let listen = ["--listen", "127.0.0.1:0"];
-    let w1 = worker(tmp.path(), 1, &store, &listen, &slow);
-    let w2 = worker(
-        tmp.path(),
-        2,
-        &store,
-        &[&listen[..], &["--split-threads", "1"]].concat(),
-        &slow,
-    );
-    let (a1, a2) = (listen_addr(&w1), listen_addr(&w2));
-    for a in [&a1, &a2] {
+    let args = [&["--listen", "127.0.0.1:0"][..], extra].concat();
+    let w = worker(dir, n, store, &args, &slow);
+    let a = listen_addr(&w);
+    (w, a)
+}
+
+/// The workers at `addrs` are healthy and ready (consuming).
+fn assert_ready(addrs: &[&str]) {
+    for a in addrs {
         assert_eq!(status(&format!("http://{a}/healthz")), "200");
         assert_eq!(
             status(&format!("http://{a}/readyz")),
@@ -168,48 +148,16 @@ fn prometheus_scrapes_a_fleet_and_counters_add_up_to_the_manifest() {
             "worker {a} consuming"
         );
     }
-    let coord_addr = format!("127.0.0.1:{}", free_port());
-    let (_prom, prom) = start_prometheus(tmp.path(), &[a1.clone(), a2.clone(), coord_addr.clone()]);
-    for a in [&a1, &a2] {
-        eventually(&prom, &format!("up{{instance=\"{a}\"}}"), 1.0);
-    }
+}
 
-    let manifest_path = tmp.path().join("manifest.json");
-    let out = tmp.path().join("out.jsonl.gz");
-    let source = format!("dir:{}", corpus.sources.display());
-    let amqp = amqp();
-    let mut args: Vec<String> = [
-        "--source",
-        &source,
-        "--base-repo",
-        &corpus.base_repo,
-        "--base-commit",
-        &corpus.base_commit,
-        "--shards",
-        "4",
-        "--amqp",
-        &amqp,
-        "--store",
-        &store,
-        "--out",
-        out.to_str().unwrap(),
-        "--manifest",
-        manifest_path.to_str().unwrap(),
-        "--listen",
-        &coord_addr,
-        "--input",
-    ]
-    .iter()
-    .map(|s| s.to_string())
-    .collect();
-    args.extend(corpus.inputs.iter().map(|p| p.display().to_string()));
-    let a: Vec<&str> = args.iter().map(|s| s.as_str()).collect();
-    let coord = coordinator_spawn(&a);
-    // While the job runs, Prometheus sees the coordinator's tasks of the job.
+/// Runs the job's coordinator (listening on `coord_addr`) to its end; returns its
+/// output and whether Prometheus saw its tasks of the job while it ran.
+fn run_scraped_job(prom: &str, args: &[&str]) -> (std::process::Output, bool) {
+    let coord = coordinator_spawn(args);
     let t0 = Instant::now();
     let mut scraped = false;
     while !coord.is_finished() && t0.elapsed() < Duration::from_secs(120) {
-        scraped |= query(&prom, "count(covmerge_job_tasks)").is_some_and(|v| v >= 4.0);
+        scraped |= query(prom, "count(covmerge_job_tasks)").is_some_and(|v| v >= 4.0);
         std::thread::sleep(Duration::from_millis(200));
     }
     let o = coord.join().unwrap();
@@ -218,60 +166,45 @@ fn prometheus_scrapes_a_fleet_and_counters_add_up_to_the_manifest() {
         "coordinator: {}",
         String::from_utf8_lossy(&o.stderr)
     );
-    let up = query(&prom, &format!("up{{instance=\"{coord_addr}\"}}"));
-    assert!(
-        scraped,
-        "the coordinator's job gauges were never scraped (up: {up:?}); targets: {}\ncoordinator: {}",
-        curl(&format!("http://{prom}/api/v1/targets")),
-        String::from_utf8_lossy(&o.stderr)
-    );
-    let job = String::from_utf8(o.stdout).unwrap();
-    let job_id = job.lines().next().unwrap().strip_prefix("job ").unwrap();
-    let m: serde_json::Value =
-        serde_json::from_slice(&std::fs::read(&manifest_path).unwrap()).unwrap();
+    (o, scraped)
+}
+
+/// The workers' counters (instances `a1`, `a2`) summed by Prometheus equal the
+/// manifest's totals and tasks; both workers did some of the work.
+fn assert_counters_add_up(prom: &str, a1: &str, a2: &str, m: &serde_json::Value, splits: f64) {
     let totals = &m["totals"];
     let n = |k: &str| totals[k].as_u64().unwrap() as f64;
     assert!(n("rows_merged") > 0.0);
-    let workers = "job=\"covmerge\",instance=~\"".to_string() + &a1 + "|" + &a2 + "\"";
+    let workers = "job=\"covmerge\",instance=~\"".to_string() + a1 + "|" + a2 + "\"";
+    let sum = |metric: &str, want: f64| {
+        eventually(prom, &format!("sum({metric}{{{workers}}})"), want);
+    };
+    sum("covmerge_rows_read_total", n("rows_in"));
+    sum("covmerge_rows_merged_total", n("rows_merged"));
+    sum("covmerge_rows_lost_total", n("rows_lost"));
     eventually(
-        &prom,
-        &format!("sum(covmerge_rows_read_total{{{workers}}})"),
-        n("rows_in"),
-    );
-    eventually(
-        &prom,
-        &format!("sum(covmerge_rows_merged_total{{{workers}}})"),
-        n("rows_merged"),
-    );
-    eventually(
-        &prom,
-        &format!("sum(covmerge_rows_lost_total{{{workers}}})"),
-        n("rows_lost"),
-    );
-    let splits = corpus.inputs.len() as f64;
-    eventually(
-        &prom,
+        prom,
         &format!("sum(covmerge_tasks_total{{{workers},kind=\"split\",outcome=\"done\"}})"),
         splits,
     );
     eventually(
-        &prom,
+        prom,
         &format!("sum(covmerge_tasks_total{{{workers},kind=\"merge\",outcome=\"done\"}})"),
         m["shards"].as_array().unwrap().len() as f64,
     );
-    eventually(
-        &prom,
-        &format!("sum(covmerge_task_duration_seconds_count{{{workers}}})"),
-        splits + 4.0,
-    );
-    // Both workers did some of the work.
-    for a in [&a1, &a2] {
+    sum("covmerge_task_duration_seconds_count", splits + 4.0);
+    for a in [a1, a2] {
         let q = format!("sum(covmerge_tasks_total{{instance=\"{a}\",outcome=\"done\"}})");
-        assert!(query(&prom, &q).unwrap_or(0.0) >= 1.0, "{q}");
+        assert!(query(prom, &q).unwrap_or(0.0) >= 1.0, "{q}");
     }
+}
+
+/// The coordinator's per-job gauges of `job_id` were seen, in a plausible state; three
+/// processes reported their build; nothing is in flight any more.
+fn assert_job_gauges(prom: &str, job_id: &str) {
     let seen = |state: &str| {
         query(
-            &prom,
+            prom,
             &format!(
                 "max_over_time(covmerge_job_tasks{{job_id=\"{job_id}\",state=\"{state}\"}}[5m])"
             ),
@@ -284,15 +217,14 @@ fn prometheus_scrapes_a_fleet_and_counters_add_up_to_the_manifest() {
     assert!(seen("running").unwrap() >= 1.0);
     assert_eq!(seen("failed"), Some(0.0));
     // Three processes reported their build (the coordinator's series is stale now).
-    eventually(
-        &prom,
-        "count(count_over_time(covmerge_build_info[5m]))",
-        3.0,
-    );
-    eventually(&prom, "sum(covmerge_tasks_in_flight)", 0.0);
+    eventually(prom, "count(count_over_time(covmerge_build_info[5m]))", 3.0);
+    eventually(prom, "sum(covmerge_tasks_in_flight)", 0.0);
+}
 
-    // promtool accepts the exposition.
-    let text = curl(&format!("http://{a1}/metrics"));
+/// promtool accepts the exposition of `http://addr/metrics`.
+fn assert_promtool_accepts(addr: &str) {
+    use std::io::Write;
+    let text = curl(&format!("http://{addr}/metrics"));
     let mut check = Command::new("promtool")
         .args(["check", "metrics"])
         .stdin(Stdio::piped())
@@ -300,7 +232,6 @@ fn prometheus_scrapes_a_fleet_and_counters_add_up_to_the_manifest() {
         .stderr(Stdio::piped())
         .spawn()
         .expect("promtool");
-    use std::io::Write;
     check
         .stdin
         .take()
@@ -314,6 +245,50 @@ fn prometheus_scrapes_a_fleet_and_counters_add_up_to_the_manifest() {
         String::from_utf8_lossy(&o.stdout),
         String::from_utf8_lossy(&o.stderr)
     );
+}
+
+/// Two workers and a coordinator scraped by Prometheus during a job: after it, the
+/// workers' counters summed by Prometheus equal the manifest (rows read, rows merged,
+/// tasks done), the coordinator's per-job gauges were seen, and /readyz follows the
+/// broker and SIGTERM.
+#[test]
+fn prometheus_scrapes_a_fleet_and_counters_add_up_to_the_manifest() {
+    let s = FleetCorpus::new(77).shards(4).build();
+    let store = s.file_store();
+    let (w1, a1) = listening_worker(s.dir(), 1, &store, &[]);
+    let (w2, a2) = listening_worker(s.dir(), 2, &store, &["--split-threads", "1"]);
+    assert_ready(&[&a1, &a2]);
+    let coord_addr = format!("127.0.0.1:{}", free_port());
+    let (_prom, prom) = start_prometheus(s.dir(), &[a1.clone(), a2.clone(), coord_addr.clone()]);
+    for a in [&a1, &a2] {
+        eventually(&prom, &format!("up{{instance=\"{a}\"}}"), 1.0);
+    }
+
+    let manifest_path = s.path("manifest.json");
+    let out = s.path("out.jsonl.gz");
+    let amqp = amqp();
+    let mut a = s.coord_args(&amqp, &store, &out);
+    a.extend_from_slice(&[
+        "--manifest",
+        manifest_path.to_str().unwrap(),
+        "--listen",
+        &coord_addr,
+    ]);
+    // While the job runs, Prometheus sees the coordinator's tasks of the job.
+    let (o, scraped) = run_scraped_job(&prom, &a);
+    let up = query(&prom, &format!("up{{instance=\"{coord_addr}\"}}"));
+    assert!(
+        scraped,
+        "the coordinator's job gauges were never scraped (up: {up:?}); targets: {}\ncoordinator: {}",
+        curl(&format!("http://{prom}/api/v1/targets")),
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let job = String::from_utf8(o.stdout).unwrap();
+    let job_id = job.lines().next().unwrap().strip_prefix("job ").unwrap();
+    let m = manifest(&manifest_path);
+    assert_counters_add_up(&prom, &a1, &a2, &m, s.corpus.inputs.len() as f64);
+    assert_job_gauges(&prom, job_id);
+    assert_promtool_accepts(&a1);
 
     // SIGTERM: an idle worker stops at once and cleanly.
     let mut w1 = w1;

@@ -4,9 +4,8 @@
 
 use std::path::Path;
 
-use covmerge_corpus::{generate, CorpusSpec};
 use covmerge_integration_tests::{
-    canon, fixture, gunzip, manifest as manifest_of, merge_ok, oracle,
+    canon, fixture, gunzip, manifest as manifest_of, merge_ok, oracle, FleetCorpus,
 };
 use serde_json::Value;
 
@@ -43,19 +42,12 @@ fn merge(
 #[test]
 fn records_are_independent_of_shards_and_workers() {
     for seed in [3u64, 11, 29] {
-        let tmp = tempfile::tempdir().unwrap();
-        let spec = CorpusSpec {
-            seed,
-            files: 9,
-            lines: 80,
-            commits: 4,
-            managers: 3,
-            parts: 3,
-            no_git: true,
-            ..CorpusSpec::default()
-        };
-        let c = generate(&spec, &tmp.path().join("corpus")).unwrap();
-        let src = format!("dir:{}", c.sources.display());
+        let s = FleetCorpus::local(seed)
+            .files(9)
+            .lines(80)
+            .commits(4)
+            .build();
+        let (c, src) = (&s.corpus, &s.source);
         let mut reference = None;
         // A small deterministic walk over shard/worker counts, different per seed.
         let mut x = seed;
@@ -65,8 +57,8 @@ fn records_are_independent_of_shards_and_workers() {
                 .wrapping_add(1442695040888963407);
             let shards = 1 + (x >> 33) as u32 % 17;
             let workers = 1 + (x >> 20) as u32 % 4;
-            let out = tmp.path().join(format!("out-{shards}-{workers}.gz"));
-            let stdout = merge(&c, &src, &out, shards, workers);
+            let out = s.path(&format!("out-{shards}-{workers}.gz"));
+            let stdout = merge(c, src, &out, shards, workers);
             let got = canon(&out);
             match &reference {
                 None => reference = Some((got, stdout)),
@@ -80,10 +72,10 @@ fn records_are_independent_of_shards_and_workers() {
             }
         }
         // Same shard count, different workers: byte-identical.
-        let a = tmp.path().join("a.gz");
-        let b = tmp.path().join("b.gz");
-        merge(&c, &src, &a, 5, 1);
-        merge(&c, &src, &b, 5, 3);
+        let a = s.path("a.gz");
+        let b = s.path("b.gz");
+        merge(c, src, &a, 5, 1);
+        merge(c, src, &b, 5, 3);
         assert_eq!(
             gunzip(&a),
             gunzip(&b),
@@ -94,26 +86,16 @@ fn records_are_independent_of_shards_and_workers() {
 
 #[test]
 fn git_source_agrees_with_dir_source() {
-    let tmp = tempfile::tempdir().unwrap();
-    let spec = CorpusSpec {
-        seed: 5,
-        files: 8,
-        lines: 100,
-        commits: 5,
-        managers: 3,
-        ..CorpusSpec::default()
-    };
-    let c = generate(&spec, &tmp.path().join("corpus")).unwrap();
-    let a = tmp.path().join("dir.gz");
-    let b = tmp.path().join("git.gz");
-    merge(&c, &format!("dir:{}", c.sources.display()), &a, 4, 2);
-    merge(
-        &c,
-        &format!("git:{}", c.git.as_ref().unwrap().display()),
-        &b,
-        4,
-        2,
-    );
+    let s = FleetCorpus::local(5)
+        .git()
+        .files(8)
+        .lines(100)
+        .parts(2)
+        .build();
+    let a = s.path("dir.gz");
+    let b = s.path("git.gz");
+    merge(&s.corpus, &s.source, &a, 4, 2);
+    merge(&s.corpus, &s.git_source(), &b, 4, 2);
     assert_eq!(gunzip(&a), gunzip(&b));
     let got = canon(&a);
     assert!(
@@ -129,50 +111,35 @@ fn git_source_agrees_with_dir_source() {
 #[test]
 fn agrees_with_the_reference_merger() {
     let corpora = [
-        CorpusSpec {
-            seed: 17,
-            files: 30,
-            lines: 300,
-            commits: 14,
-            managers: 3,
-            ..CorpusSpec::default()
-        },
-        CorpusSpec {
-            seed: 4,
-            files: 14,
-            lines: 150,
-            commits: 7,
-            managers: 6,
-            parts: 3,
-            plain: true,
-            ..CorpusSpec::default()
-        },
-        CorpusSpec {
-            seed: 23,
-            files: 6,
-            lines: 200,
-            commits: 3,
-            managers: 1,
-            sorted: true,
-            columns: covmerge_corpus::Columns::Required,
-            ..CorpusSpec::default()
-        },
+        FleetCorpus::local(17)
+            .files(30)
+            .lines(300)
+            .commits(14)
+            .parts(2),
+        FleetCorpus::local(4)
+            .files(14)
+            .commits(7)
+            .managers(6)
+            .spec(|s| s.plain = true),
+        FleetCorpus::local(23)
+            .files(6)
+            .lines(200)
+            .commits(3)
+            .managers(1)
+            .parts(2)
+            .spec(|s| {
+                s.sorted = true;
+                s.columns = covmerge_corpus::Columns::Required;
+            }),
     ];
-    for spec in corpora {
-        let seed = spec.seed;
-        let spec = CorpusSpec {
-            no_git: true,
-            ..spec
-        };
-        let tmp = tempfile::tempdir().unwrap();
-        let c = generate(&spec, &tmp.path().join("corpus")).unwrap();
-        let out = tmp.path().join("out.gz");
-        let manifest = tmp.path().join("manifest.json");
-        let src = format!("dir:{}", c.sources.display());
-        let inputs: Vec<String> = c.inputs.iter().map(|p| p.display().to_string()).collect();
+    for knobs in corpora {
+        let s = knobs.build();
+        let (seed, c, src) = (s.seed(), &s.corpus, &s.source);
+        let out = s.path("out.gz");
+        let manifest = s.path("manifest.json");
         let mut args = vec![
             "--source",
-            &src,
+            src,
             "--base-repo",
             &c.base_repo,
             "--base-commit",
@@ -187,7 +154,7 @@ fn agrees_with_the_reference_merger() {
             "2",
             "--input",
         ];
-        args.extend(inputs.iter().map(|s| s.as_str()));
+        args.extend(s.inputs.iter().map(String::as_str));
         merge_ok(&args);
 
         let want = oracle::merge(&c.inputs, &c.sources, &c.base_commit);
@@ -249,27 +216,23 @@ fn oracle_reproduces_the_reviewed_semantics_snapshot() {
 /// to the same bytes.
 #[test]
 fn column_layout_and_row_order_do_not_change_the_result() {
-    let tmp = tempfile::tempdir().unwrap();
     let mut outs = Vec::new();
     for (name, columns, sorted) in [
         ("bq", covmerge_corpus::Columns::Bigquery, false),
         ("req", covmerge_corpus::Columns::Required, true),
     ] {
-        let spec = CorpusSpec {
-            seed: 17,
-            files: 12,
-            lines: 120,
-            commits: 5,
-            managers: 4,
-            parts: 3,
-            no_git: true,
-            columns,
-            sorted,
-            ..CorpusSpec::default()
-        };
-        let c = generate(&spec, &tmp.path().join(name)).unwrap();
-        let out = tmp.path().join(format!("{name}.jsonl.gz"));
-        merge(&c, &format!("dir:{}", c.sources.display()), &out, 5, 2);
+        let s = FleetCorpus::local(17)
+            .files(12)
+            .lines(120)
+            .commits(5)
+            .managers(4)
+            .spec(|s| {
+                s.columns = columns;
+                s.sorted = sorted;
+            })
+            .build();
+        let out = s.path(&format!("{name}.jsonl.gz"));
+        merge(&s.corpus, &s.source, &out, 5, 2);
         outs.push(gunzip(&out));
     }
     assert!(outs[0].len() > 1000, "a real result");

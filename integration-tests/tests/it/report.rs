@@ -1,9 +1,9 @@
 //! `covmerge report` and `covmerge diff` on the bundled example, checked in a real
 //! browser: Debian's chromium driven through chromedriver (WebDriver, with fantoccini).
 //! The test starts chromedriver itself and fails if it cannot (deploy/dev/test.sh
-//! installs both). Screenshots go to target/report-screenshots/. It is one long test on
-//! purpose (~600 lines): one browser session walks the whole report, since starting
-//! Chromium for each check would cost seconds each.
+//! installs both). Screenshots go to target/report-screenshots/. It is one test on
+//! purpose: one browser session walks the whole report, step by named step, since
+//! starting Chromium for each check would cost seconds each.
 
 use std::collections::BTreeMap;
 use std::net::TcpStream;
@@ -91,6 +91,11 @@ fn pct(i: u64, c: u64) -> String {
 }
 
 fn merge(dir: &Path, name: &str, inputs: &[&str]) -> PathBuf {
+    merge_with(dir, name, inputs, &[])
+}
+
+/// [`merge`] with `extra` flags.
+fn merge_with(dir: &Path, name: &str, inputs: &[&str], extra: &[&str]) -> PathBuf {
     let ex = root().join("examples/small");
     let out = dir.join(name);
     let mut args = vec![
@@ -102,8 +107,9 @@ fn merge(dir: &Path, name: &str, inputs: &[&str]) -> PathBuf {
         BASE.into(),
         "--out".into(),
         out.display().to_string(),
-        "--input".into(),
     ];
+    args.extend(extra.iter().map(|a| a.to_string()));
+    args.push("--input".into());
     args.extend(inputs.iter().map(|i| ex.join(i).display().to_string()));
     merge_ok(&args.iter().map(String::as_str).collect::<Vec<_>>());
     out
@@ -232,41 +238,57 @@ fn shot_dir() -> PathBuf {
     d
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn report_in_a_real_browser() {
-    let tmp = tempfile::tempdir().unwrap();
-    let full = merge(
-        tmp.path(),
-        "full.jsonl.gz",
-        &["input-00.csv.gz", "input-01.csv.gz"],
-    );
-    let site = tmp.path().join("site");
-    let out = report(&full, &site, &[]);
-    assert!(out.contains("first page: "), "{out}");
-    let files = parse(&full);
-    let managers: Vec<String> = {
-        let mut m: Vec<String> = files
-            .values()
-            .flat_map(|f| f.cov.keys().cloned())
-            .filter(|m| m != "*")
-            .collect();
-        m.sort();
-        m.dedup();
-        m
-    };
-    assert_eq!(managers.len(), 3);
+/// A script returning the text of the element `id`.
+fn text(id: &str) -> String {
+    format!("return document.getElementById('{id}').textContent")
+}
 
-    let driver = start_driver();
-    let c = browser(&driver).await;
-    c.goto(&url(&site.join("index.html"))).await.unwrap();
-    ready(&c).await;
+/// Finds `path` with the tree's filter and opens its page.
+async fn open_file_page(c: &Client, path: &str) {
+    js(
+        c,
+        &format!("document.getElementById('f-text').value = '{path}'; document.getElementById('f-text').dispatchEvent(new Event('input'))"),
+    )
+    .await;
+    let name = path.rsplit('/').next().unwrap();
+    let t = Instant::now();
+    loop {
+        ready(c).await;
+        let found = js(c, &format!("const a = [...document.querySelectorAll('#rows a')].find(a => a.textContent === '{name}'); if (a) a.click(); return !!a")).await;
+        if found == true {
+            break;
+        }
+        assert!(
+            t.elapsed() < Duration::from_secs(10),
+            "{path} not found by the filter"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    ready_at(c, "file.html").await;
+}
 
-    // Totals and the top level, recomputed from the result.
-    let (ti, tc) = sums(&files, "", "*");
-    let text = |id: &str| format!("return document.getElementById('{id}').textContent");
-    assert_eq!(js(&c, &text("total-instrumented")).await, ti.to_string());
-    assert_eq!(js(&c, &text("total-covered")).await, tc.to_string());
-    let top = rows(&c).await;
+/// The managers of a result, sorted (`*` left out).
+fn managers_of(files: &BTreeMap<String, FileRec>) -> Vec<String> {
+    let mut m: Vec<String> = files
+        .values()
+        .flat_map(|f| f.cov.keys().cloned())
+        .filter(|m| m != "*")
+        .collect();
+    m.sort();
+    m.dedup();
+    m
+}
+
+/// Totals and the top level, recomputed from the result.
+async fn assert_totals_and_top_level(
+    c: &Client,
+    files: &BTreeMap<String, FileRec>,
+    managers: &[String],
+) {
+    let (ti, tc) = sums(files, "", "*");
+    assert_eq!(js(c, &text("total-instrumented")).await, ti.to_string());
+    assert_eq!(js(c, &text("total-covered")).await, tc.to_string());
+    let top = rows(c).await;
     let mut want_top: Vec<String> = files
         .keys()
         .map(|p| match p.split_once('/') {
@@ -282,7 +304,7 @@ async fn report_in_a_real_browser() {
     );
     for r in &top {
         let prefix = r[2].clone();
-        let (i, cv) = sums(&files, &prefix, "*");
+        let (i, cv) = sums(files, &prefix, "*");
         assert_eq!(
             (r[3].as_str(), r[4].as_str()),
             (&*i.to_string(), &*cv.to_string()),
@@ -290,22 +312,24 @@ async fn report_in_a_real_browser() {
         );
         assert_eq!(r[5], pct(i, cv), "{prefix} %");
         for (k, m) in managers.iter().enumerate() {
-            let (mi, mc) = sums(&files, &prefix, m);
+            let (mi, mc) = sums(files, &prefix, m);
             assert_eq!(r[6 + k], pct(mi, mc), "{prefix} manager {m}");
         }
     }
+}
 
-    // Expanding fs/ loads its directory script and shows its children, with numbers.
+/// Expanding fs/ loads its directory script and shows its children, with numbers.
+async fn assert_fs_expands(c: &Client, files: &BTreeMap<String, FileRec>) {
     c.find(Locator::Css("tr[data-kind=d][data-id] td.name"))
         .await
         .unwrap();
     js(
-        &c,
+        c,
         "[...document.querySelectorAll('#rows tr')].find(tr => tr.cells[0].textContent.endsWith('fs/')).querySelector('button').click()",
     )
     .await;
-    ready(&c).await;
-    let after = rows(&c).await;
+    ready(c).await;
+    let after = rows(c).await;
     let fs_children: Vec<&Vec<String>> = after.iter().filter(|r| r[1] == "1").collect();
     let mut want: Vec<String> = files
         .keys()
@@ -322,17 +346,19 @@ async fn report_in_a_real_browser() {
         want
     );
     for r in &fs_children {
-        let (i, cv) = sums(&files, &format!("fs/{}", r[2]), "*");
+        let (i, cv) = sums(files, &format!("fs/{}", r[2]), "*");
         assert_eq!(
             (r[3].clone(), r[4].clone()),
             (i.to_string(), cv.to_string())
         );
     }
-    std::fs::write(shot_dir().join("tree.png"), c.screenshot().await.unwrap()).unwrap();
+}
 
-    // Sorting by % (descending on the first click).
-    js(&c, "document.querySelector('th[data-sort=p]').click()").await;
-    let sorted = rows(&c).await;
+/// Sorting by % (descending on the first click), then the "below X %" and "has
+/// signal" filters, each turned off again.
+async fn assert_sort_and_filters(c: &Client) {
+    js(c, "document.querySelector('th[data-sort=p]').click()").await;
+    let sorted = rows(c).await;
     let top_pcts: Vec<f64> = sorted
         .iter()
         .filter(|r| r[1] == "0")
@@ -351,11 +377,11 @@ async fn report_in_a_real_browser() {
         .fold(0.0, f64::max)
         .floor();
     js(
-        &c,
+        c,
         &format!("document.getElementById('f-below-pct').value = '{x}'; const b = document.getElementById('f-below'); b.checked = true; b.dispatchEvent(new Event('input'))"),
     )
     .await;
-    let below = rows(&c).await;
+    let below = rows(c).await;
     for r in below.iter().filter(|r| r[0] == "f") {
         let p: f64 = r[5].parse().unwrap();
         assert!(p <= x, "{r:?} shown with below {x} %");
@@ -363,19 +389,22 @@ async fn report_in_a_real_browser() {
     let hidden = sorted.iter().filter(|r| r[0] == "f").count()
         - below.iter().filter(|r| r[0] == "f").count();
     assert!(hidden > 0, "no file hidden by below {x} %");
-    js(&c, "const b = document.getElementById('f-below'); b.checked = false; b.dispatchEvent(new Event('input'))").await;
+    js(c, "const b = document.getElementById('f-below'); b.checked = false; b.dispatchEvent(new Event('input'))").await;
 
     // "has signal" keeps only rows with covered lines.
-    js(&c, "const b = document.getElementById('f-signal'); b.checked = true; b.dispatchEvent(new Event('input'))").await;
-    let signal = rows(&c).await;
+    js(c, "const b = document.getElementById('f-signal'); b.checked = true; b.dispatchEvent(new Event('input'))").await;
+    let signal = rows(c).await;
     for r in &signal {
         assert_ne!(r[4], "0", "{r:?} has no signal");
     }
     assert_eq!(signal.len(), sorted.iter().filter(|r| r[4] != "0").count());
-    js(&c, "const b = document.getElementById('f-signal'); b.checked = false; b.dispatchEvent(new Event('input'))").await;
+    js(c, "const b = document.getElementById('f-signal'); b.checked = false; b.dispatchEvent(new Event('input'))").await;
+}
 
-    // Back to name order, then the path filter loads data/paths.js, expands down to the matches and hides the rest.
-    js(&c, "document.querySelector('th[data-sort=name]').click()").await;
+/// Back to name order, the path filter `ext4/` loads data/paths.js, expands down to
+/// the matches and hides the rest; returns the names shown.
+async fn assert_path_filter(c: &Client, files: &BTreeMap<String, FileRec>) -> Vec<String> {
+    js(c, "document.querySelector('th[data-sort=name]').click()").await;
     c.find(Locator::Id("f-text"))
         .await
         .unwrap()
@@ -384,8 +413,8 @@ async fn report_in_a_real_browser() {
         .unwrap();
     let t = Instant::now();
     let filtered = loop {
-        ready(&c).await;
-        let r = rows(&c).await;
+        ready(c).await;
+        let r = rows(c).await;
         if r.iter().any(|r| r[1] == "2") {
             break r;
         }
@@ -404,27 +433,20 @@ async fn report_in_a_real_browser() {
             .map(String::from),
     );
     assert_eq!(names, want);
+    names
+}
 
-    // A file page: line colours, hits, text, functions, the manager selector.
-    let path = "fs/ext4/".to_string() + &want[2];
-    js(
-        &c,
-        &format!(
-            "[...document.querySelectorAll('#rows a')].find(a => a.textContent === '{}').click()",
-            want[2]
-        ),
-    )
-    .await;
-    ready_at(&c, "file.html").await;
-    assert_eq!(js(&c, &text("path")).await, path.as_str());
-    let f = &files[&path];
+/// The open file page of `path` (record `f`): line colours, hits and text, then the
+/// functions table.
+async fn assert_file_page(c: &Client, path: &str, f: &FileRec) {
+    assert_eq!(js(c, &text("path")).await, path);
     let source =
-        std::fs::read_to_string(root().join("examples/small/sources").join(BASE).join(&path))
+        std::fs::read_to_string(root().join("examples/small/sources").join(BASE).join(path))
             .unwrap();
     let src_lines: Vec<&str> = source.lines().collect();
     let lines: Vec<(String, String, String)> = serde_json::from_value(
         js(
-            &c,
+            c,
             "return [...document.querySelectorAll('#src tbody tr')].map(tr => \
              [tr.className, tr.querySelector('.hits').textContent, tr.querySelector('.code').textContent])",
         )
@@ -447,7 +469,7 @@ async fn report_in_a_real_browser() {
     assert!(lines.iter().any(|l| l.0 == "cov") && lines.iter().any(|l| l.0 == "unc"));
     let funcs: Vec<Vec<String>> = serde_json::from_value(
         js(
-            &c,
+            c,
             "return [...document.querySelectorAll('#funcs tbody tr')].map(tr => [...tr.cells].map(td => td.textContent))",
         )
         .await,
@@ -464,8 +486,11 @@ async fn report_in_a_real_browser() {
             [name.clone(), fl.len().to_string(), cov.to_string()]
         );
     }
-    std::fs::write(shot_dir().join("file.png"), c.screenshot().await.unwrap()).unwrap();
-    // Each manager of the file colours the lines with its own hits.
+}
+
+/// Each manager of the open file page (record `f`) colours the lines with its own
+/// hits, and the summary says its numbers.
+async fn assert_manager_selector(c: &Client, f: &FileRec) {
     for (k, (m, mc)) in f.cov.iter().filter(|(m, _)| *m != "*").enumerate() {
         c.find(Locator::Id("manager"))
             .await
@@ -475,7 +500,7 @@ async fn report_in_a_real_browser() {
             .unwrap();
         let classes: Vec<String> = serde_json::from_value(
             js(
-                &c,
+                c,
                 "return [...document.querySelectorAll('#src tbody tr')].map(tr => tr.className)",
             )
             .await,
@@ -491,7 +516,7 @@ async fn report_in_a_real_browser() {
         }
         let (mi, mcv) = (mc.len(), mc.values().filter(|&&h| h > 0).count());
         assert_eq!(
-            js(&c, &text("fsum")).await,
+            js(c, &text("fsum")).await,
             format!(
                 "{mcv} / {mi} lines covered ({} %)",
                 pct(mi as u64, mcv as u64)
@@ -499,11 +524,13 @@ async fn report_in_a_real_browser() {
             .as_str()
         );
     }
+}
 
-    // Without a source the page still shows every instrumented line, with no text.
-    let bare = tmp.path().join("bare");
-    report(&full, &bare, &["--no-source"]);
-    let id = js(&c, "return location.hash.slice(1)").await;
+/// Without a source (a report of `full` into `bare`) the open file's page still
+/// shows every instrumented line of `f`, with no text.
+async fn assert_page_without_source(c: &Client, full: &Path, bare: &Path, f: &FileRec) {
+    report(full, bare, &["--no-source"]);
+    let id = js(c, "return location.hash.slice(1)").await;
     c.goto(&format!(
         "{}#{}",
         url(&bare.join("file.html")),
@@ -511,21 +538,64 @@ async fn report_in_a_real_browser() {
     ))
     .await
     .unwrap();
-    ready(&c).await;
+    ready(c).await;
     let n: u64 = serde_json::from_value(
         js(
-            &c,
+            c,
             "return document.querySelectorAll('#src tbody tr').length",
         )
         .await,
     )
     .unwrap();
-    assert_eq!(n, *star.keys().max().unwrap() as u64);
-    let note = js(&c, &text("note")).await;
+    assert_eq!(n, *f.cov["*"].keys().max().unwrap() as u64);
+    let note = js(c, &text("note")).await;
     assert!(
         note.as_str().unwrap().starts_with("Source text not shown"),
         "{note}"
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn report_in_a_real_browser() {
+    let tmp = tempfile::tempdir().unwrap();
+    let full = merge(
+        tmp.path(),
+        "full.jsonl.gz",
+        &["input-00.csv.gz", "input-01.csv.gz"],
+    );
+    let site = tmp.path().join("site");
+    let out = report(&full, &site, &[]);
+    assert!(out.contains("first page: "), "{out}");
+    let files = parse(&full);
+    let managers = managers_of(&files);
+    assert_eq!(managers.len(), 3);
+
+    let driver = start_driver();
+    let c = browser(&driver).await;
+    c.goto(&url(&site.join("index.html"))).await.unwrap();
+    ready(&c).await;
+    assert_totals_and_top_level(&c, &files, &managers).await;
+    assert_fs_expands(&c, &files).await;
+    std::fs::write(shot_dir().join("tree.png"), c.screenshot().await.unwrap()).unwrap();
+    assert_sort_and_filters(&c).await;
+    let shown = assert_path_filter(&c, &files).await;
+
+    // A file page: line colours, hits, text, functions, the manager selector.
+    let path = "fs/ext4/".to_string() + &shown[2];
+    js(
+        &c,
+        &format!(
+            "[...document.querySelectorAll('#rows a')].find(a => a.textContent === '{}').click()",
+            shown[2]
+        ),
+    )
+    .await;
+    ready_at(&c, "file.html").await;
+    let f = &files[&path];
+    assert_file_page(&c, &path, f).await;
+    std::fs::write(shot_dir().join("file.png"), c.screenshot().await.unwrap()).unwrap();
+    assert_manager_selector(&c, f).await;
+    assert_page_without_source(&c, &full, &tmp.path().join("bare"), f).await;
 
     groups::groups_view(&c, tmp.path()).await;
     diff_view(&c, tmp.path()).await;
@@ -572,7 +642,6 @@ async fn diff_view(c: &Client, dir: &Path) {
     report(&b, &site, &["--diff", a.to_str().unwrap()]);
     c.goto(&url(&site.join("index.html"))).await.unwrap();
     ready(c).await;
-    let text = |id: &str| format!("return document.getElementById('{id}').textContent");
     assert_eq!(js(c, &text("total-gained")).await, format!("+{g}").as_str());
     assert_eq!(js(c, &text("total-lost")).await, format!("−{l}").as_str());
     js(c, "document.getElementById('sort-drop').click()").await;
@@ -593,27 +662,7 @@ async fn diff_view(c: &Client, dir: &Path) {
         .iter()
         .find(|v| v["lost"].as_array().is_some_and(|a| !a.is_empty()) && v["status"] == "changed")
         .expect("a changed file with lost lines");
-    let path = changed["file"].as_str().unwrap();
-    js(
-        c,
-        &format!("document.getElementById('f-text').value = '{path}'; document.getElementById('f-text').dispatchEvent(new Event('input'))"),
-    )
-    .await;
-    let name = path.rsplit('/').next().unwrap();
-    let t = Instant::now();
-    loop {
-        ready(c).await;
-        let found = js(c, &format!("const a = [...document.querySelectorAll('#rows a')].find(a => a.textContent === '{name}'); if (a) a.click(); return !!a")).await;
-        if found == true {
-            break;
-        }
-        assert!(
-            t.elapsed() < Duration::from_secs(10),
-            "{path} not found by the filter"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    ready_at(c, "file.html").await;
+    open_file_page(c, changed["file"].as_str().unwrap()).await;
     let marks: BTreeMap<String, Vec<u64>> = serde_json::from_value(
         js(
             c,

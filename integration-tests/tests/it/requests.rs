@@ -5,10 +5,9 @@
 use std::collections::BTreeMap;
 use std::sync::OnceLock;
 
-use covmerge_corpus::{generate, CorpusSpec};
 use covmerge_integration_tests::fleet::{bucket, coordinator_run, s3_addr, worker_on, Vhost};
 use covmerge_integration_tests::relay::Relay;
-use covmerge_integration_tests::{gunzip, merge_ok};
+use covmerge_integration_tests::{gunzip, FleetCorpus};
 
 use crate::fleet::LONG;
 
@@ -64,68 +63,29 @@ fn a_request_per_task_at_phase_start_task_start_and_cleanup() {
 }
 
 fn run_job() -> BTreeMap<String, u64> {
-    let tmp = tempfile::tempdir().unwrap();
-    let dir = tmp.path();
-    let spec = CorpusSpec {
-        seed: 251,
-        files: 40,
-        lines: 300,
-        commits: 4,
-        managers: 3,
-        parts: 100,
-        no_git: true,
-        ..CorpusSpec::default()
-    };
-    let corpus = generate(&spec, &dir.join("corpus")).unwrap();
-    let ins: Vec<String> = corpus
-        .inputs
-        .iter()
-        .map(|p| p.display().to_string())
-        .collect();
-    let source = format!("dir:{}", corpus.sources.display());
-    let mut job: Vec<&str> = vec![
-        "--source",
-        &source,
-        "--base-repo",
-        &corpus.base_repo,
-        "--base-commit",
-        &corpus.base_commit,
-        "--shards",
-        "16",
-        "--date-to",
-        "2024-04-08",
-    ];
-    let embedded = dir.join("embedded.jsonl.gz");
-    let mut a = job.clone();
-    a.extend(["--out", embedded.to_str().unwrap(), "--input"]);
-    a.extend(ins.iter().map(String::as_str));
-    merge_ok(&a);
-
+    let s = FleetCorpus::new(251)
+        .files(40)
+        .lines(300)
+        .commits(4)
+        .parts(100)
+        .shards(16)
+        .unlocked()
+        .build();
     let vh = Vhost::new("requests");
     let relay = Relay::start(&s3_addr());
     let endpoint = format!("http://{}", relay.addr());
     let env = [("AWS_ENDPOINT_URL", endpoint.as_str())];
     let store = format!("s3://{}/jobs", bucket("requests"));
     let _w: Vec<_> = (1..=2)
-        .map(|n| worker_on(&vh.url, dir, n, &store, &[], &env))
+        .map(|n| worker_on(&vh.url, s.dir(), n, &store, &[], &env))
         .collect();
-    let out = dir.join("out.jsonl.gz");
-    job.extend([
-        "--amqp",
-        &vh.url,
-        "--store",
-        &store,
-        "--out",
-        out.to_str().unwrap(),
-        "--input",
-    ]);
-    job.extend(ins.iter().map(String::as_str));
-    let o = coordinator_run(&job, &env, LONG);
+    let out = s.path("out.jsonl.gz");
+    let o = coordinator_run(&s.coord_args(&vh.url, &store, &out), &env, LONG);
     assert!(
         o.status.success(),
         "coordinator failed:\n{}",
         String::from_utf8_lossy(&o.stderr)
     );
-    assert_eq!(gunzip(&out), gunzip(&embedded));
+    assert_eq!(gunzip(&out), s.want);
     relay.requests()
 }

@@ -59,7 +59,7 @@ pub(super) fn wait_bounded(child: &mut Child, limit: Duration, what: &str) -> Ex
 /// readable streams.
 #[test]
 pub(super) fn merge_hung_or_panicked_when_stderr_or_stdout_could_not_be_written() {
-    let s = setup(281, false);
+    let s = FleetCorpus::new(281).unlocked().build();
     for (out_sink, err_sink) in [
         (Sink::Null, Sink::DevFull),
         (Sink::Null, Sink::ClosedPipe),
@@ -68,12 +68,9 @@ pub(super) fn merge_hung_or_panicked_when_stderr_or_stdout_could_not_be_written(
         (Sink::DevFull, Sink::DevFull),
     ] {
         let what = format!("merge, stdout {out_sink:?}, stderr {err_sink:?}");
-        let out = s
-            .tmp
-            .path()
-            .join(format!("out-{out_sink:?}-{err_sink:?}.gz"));
+        let out = s.path(&format!("out-{out_sink:?}-{err_sink:?}.gz"));
         let mut a = vec!["merge", "--quiet"];
-        a.extend(job_args(&s.corpus, &s.source, &s.ins));
+        a.extend(s.job_args());
         a.extend(["--out", out.to_str().unwrap()]);
         let mut keep = Vec::new();
         let mut child = Command::new(bin())
@@ -140,9 +137,9 @@ pub(super) fn failing_merge_hung_when_stderr_was_full() {
 /// embedded result, the coordinator exits 0, and the worker stops at SIGTERM.
 #[test]
 pub(super) fn fleet_hung_when_its_log_pipe_died() {
-    let s = setup(282, false);
+    let s = FleetCorpus::new(282).unlocked().build();
     let vh = Vhost::new("edges-logs");
-    let store_dir = s.tmp.path().join("store");
+    let store_dir = s.path("store");
     std::fs::create_dir_all(&store_dir).unwrap();
     let store = file_store(&store_dir);
     let mut keep = Vec::new();
@@ -153,7 +150,7 @@ pub(super) fn fleet_hung_when_its_log_pipe_died() {
         .stderr(stdio(Sink::DevFull, &mut keep))
         .spawn()
         .unwrap();
-    let out = s.tmp.path().join("fleet.gz");
+    let out = s.path("fleet.gz");
     let mut a = vec!["coordinator", "--quiet"];
     a.extend(s.coord_args(&vh.url, &store, &out));
     let mut c = fleet_cmd(&a)

@@ -11,9 +11,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use covmerge_integration_tests::fleet::{fleet_cmd, Vhost};
-use covmerge_integration_tests::{bin, fixture, gcs, gunzip};
+use covmerge_integration_tests::{bin, fixture, gcs, gunzip, FleetCorpus};
 
-use crate::fleet::{file_store, job_args, setup, LONG};
+use crate::fleet::{file_store, LONG};
 
 mod dashboard;
 mod logs;

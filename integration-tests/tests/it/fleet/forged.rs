@@ -10,10 +10,9 @@ fn poison_messages_are_dead_lettered_and_the_worker_survives() {
     use covmerge_proto::wire;
     use covmerge_queue::{amqp::AmqpQueue, Event, Queue, DEFAULT_DELIVERY_LIMIT};
 
-    let _g = fleet::lock();
-    let s = setup(73, false);
-    let store = file_store(&s.tmp.path().join("store"));
-    let mut w = worker(s.tmp.path(), 80, &store, &[], &[]);
+    let s = FleetCorpus::new(73).build();
+    let store = s.file_store();
+    let mut w = worker(s.dir(), 80, &store, &[], &[]);
     let job = format!("poison-msg-{}", std::process::id());
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -58,7 +57,7 @@ fn poison_messages_are_dead_lettered_and_the_worker_survives() {
     );
     // It still serves real work.
     let amqp = fleet::amqp();
-    let out = s.tmp.path().join("out.gz");
+    let out = s.path("out.gz");
     let a = s.coord_args(&amqp, &store, &out);
     run_ok(&a, &[]);
     assert_eq!(gunzip(&out), s.want);
@@ -75,10 +74,9 @@ fn forged_task_with_4294967295_shards_no_longer_kills_the_worker() {
     use covmerge_proto::{JobId, SplitId};
     use covmerge_queue::{amqp::AmqpQueue, Event, Queue, DEFAULT_DELIVERY_LIMIT};
 
-    let _g = fleet::lock();
-    let s = setup(79, false);
-    let store = file_store(&s.tmp.path().join("store"));
-    let w = worker(s.tmp.path(), 90, &store, &[], &[]);
+    let s = FleetCorpus::new(79).build();
+    let store = s.file_store();
+    let w = worker(s.dir(), 90, &store, &[], &[]);
     let job = format!("forged-shards-{}", std::process::id());
     rt().block_on(async {
         let q = AmqpQueue::connect(&fleet::amqp(), DEFAULT_DELIVERY_LIMIT)
@@ -89,7 +87,7 @@ fn forged_task_with_4294967295_shards_no_longer_kills_the_worker() {
             namespace: None,
             job: JobId::parse(&job).unwrap(),
             split: SplitId(0),
-            input: s.ins[0].clone(),
+            input: s.inputs[0].clone(),
             shards: u32::MAX,
             max_bad_rows: 0,
             go: Default::default(),
@@ -115,11 +113,81 @@ fn forged_task_with_4294967295_shards_no_longer_kills_the_worker() {
     assert!(w.log_text().contains("invalid task"), "{}", w.log_text());
     // And it still serves real work.
     let amqp = fleet::amqp();
-    let out = s.tmp.path().join("out.gz");
+    let out = s.path("out.gz");
     run_ok(&s.coord_args(&amqp, &store, &out), &[]);
     assert_eq!(gunzip(&out), s.want);
     w.signal(libc::SIGTERM);
     assert_eq!(w.wait_exit(Duration::from_secs(30)), Some(0));
+}
+
+/// Publishes `task` to `job`, waits for a worker's refusal of it and its dead letter;
+/// returns the refusal's message.
+async fn refusal(
+    q: &covmerge_queue::amqp::AmqpQueue,
+    job: &str,
+    task: &covmerge_proto::wire::Task,
+) -> String {
+    use covmerge_proto::wire::{self, FailureKind, ReportStatus, TaskReport};
+    use covmerge_queue::{Event, Queue};
+    q.publish_task(job, wire::encode(task).unwrap())
+        .await
+        .unwrap();
+    let (mut refused, mut dead) = (None, false);
+    while refused.is_none() || !dead {
+        match next_event(q, job).await {
+            Event::Report(b) => {
+                let r: TaskReport = wire::decode(&b).unwrap();
+                if let ReportStatus::Failed(f) = r.status {
+                    assert_eq!(f.kind, FailureKind::Refused, "{f}");
+                    refused = Some(f.message);
+                }
+            }
+            Event::DeadLetter { .. } => dead = true,
+            Event::TasksLost => {}
+        }
+    }
+    refused.unwrap()
+}
+
+/// A split task of `input` under the job id `../../x` is dead-lettered to `job`, as is.
+async fn assert_escaping_job_id_is_poison(
+    q: &covmerge_queue::amqp::AmqpQueue,
+    job: &str,
+    input: &str,
+) {
+    use covmerge_proto::wire;
+    use covmerge_queue::{Event, Queue};
+    #[derive(serde::Serialize)]
+    struct Env<T> {
+        version: u16,
+        body: T,
+    }
+    #[derive(serde::Serialize)]
+    enum FakeTask {
+        Split {
+            job: String,
+            split: u32,
+            input: String,
+            shards: u32,
+            max_bad_rows: u64,
+        },
+    }
+    let escape = rmp_serde::to_vec_named(&Env {
+        version: wire::PROTOCOL_VERSION,
+        body: FakeTask::Split {
+            job: "../../x".into(),
+            split: 0,
+            input: input.into(),
+            shards: 6,
+            max_bad_rows: 0,
+        },
+    })
+    .unwrap();
+    q.publish_task(job, escape.clone()).await.unwrap();
+    match next_event(q, job).await {
+        Event::DeadLetter { body, .. } => assert_eq!(body, escape),
+        other => panic!("expected a dead letter, got {other:?}"),
+    }
 }
 
 /// Whoever could publish a task could make a worker read any local file
@@ -128,19 +196,18 @@ fn forged_task_with_4294967295_shards_no_longer_kills_the_worker() {
 /// created with, and a bad job id makes the message poison.
 #[test]
 fn forged_split_task_cannot_read_files_outside_its_job() {
-    use covmerge_proto::wire::{self, FailureKind, ReportStatus, SplitTask, Task, TaskReport};
+    use covmerge_proto::wire::{SplitTask, Task};
     use covmerge_proto::{JobId, SplitId};
-    use covmerge_queue::{amqp::AmqpQueue, Event, Queue, DEFAULT_DELIVERY_LIMIT};
+    use covmerge_queue::{amqp::AmqpQueue, Queue, DEFAULT_DELIVERY_LIMIT};
 
-    let _g = fleet::lock();
-    let s = setup(83, false);
-    let store = file_store(&s.tmp.path().join("store"));
+    let s = FleetCorpus::new(83).build();
+    let store = s.file_store();
     let amqp = fleet::amqp();
-    let out = s.tmp.path().join("out.gz");
+    let out = s.path("out.gz");
     let mut a = s.coord_args(&amqp, &store, &out);
     let job = format!("forged-input-{}", std::process::id());
     a.extend_from_slice(&["--job", &job]);
-    let w = worker(s.tmp.path(), 91, &store, &[], &[]);
+    let w = worker(s.dir(), 91, &store, &[], &[]);
     // A real job: its spec (and inputs) are in the store.
     run_ok(&a, &[]);
     assert_eq!(gunzip(&out), s.want);
@@ -159,24 +226,7 @@ fn forged_split_task_cannot_read_files_outside_its_job() {
             go: Default::default(),
             more: Vec::new(),
         });
-        q.publish_task(&job, wire::encode(&forged).unwrap())
-            .await
-            .unwrap();
-        let (mut refused, mut dead) = (None, false);
-        while refused.is_none() || !dead {
-            match next_event(&q, &job).await {
-                Event::Report(b) => {
-                    let r: TaskReport = wire::decode(&b).unwrap();
-                    if let ReportStatus::Failed(f) = r.status {
-                        assert_eq!(f.kind, FailureKind::Refused, "{f}");
-                        refused = Some(f.message);
-                    }
-                }
-                Event::DeadLetter { .. } => dead = true,
-                Event::TasksLost => {}
-            }
-        }
-        let refused = refused.unwrap();
+        let refused = refusal(&q, &job, &forged).await;
         assert!(refused.contains("refused"), "{refused}");
         assert!(
             !refused.contains("column") && !refused.contains("passwd"),
@@ -188,7 +238,7 @@ fn forged_split_task_cannot_read_files_outside_its_job() {
             namespace: None,
             job: JobId::parse(&job).unwrap(),
             split: SplitId(0),
-            input: s.ins[0].clone(),
+            input: s.inputs[0].clone(),
             shards: 6,
             max_bad_rows: 0,
             go: covmerge_proto::job::GoInput {
@@ -200,24 +250,7 @@ fn forged_split_task_cannot_read_files_outside_its_job() {
             },
             more: Vec::new(),
         });
-        q.publish_task(&job, wire::encode(&forged_go).unwrap())
-            .await
-            .unwrap();
-        let (mut refused_go, mut dead_go) = (None, false);
-        while refused_go.is_none() || !dead_go {
-            match next_event(&q, &job).await {
-                Event::Report(b) => {
-                    let r: TaskReport = wire::decode(&b).unwrap();
-                    if let ReportStatus::Failed(f) = r.status {
-                        assert_eq!(f.kind, FailureKind::Refused, "{f}");
-                        refused_go = Some(f.message);
-                    }
-                }
-                Event::DeadLetter { .. } => dead_go = true,
-                Event::TasksLost => {}
-            }
-        }
-        let refused_go = refused_go.unwrap();
+        let refused_go = refusal(&q, &job, &forged_go).await;
         assert!(
             refused_go.contains("settings are not those of job"),
             "{refused_go}"
@@ -233,60 +266,13 @@ fn forged_split_task_cannot_read_files_outside_its_job() {
             file_path_prefix: String::new(),
             groups: vec![covmerge_proto::group::Group::parse("all=*").unwrap()],
         });
-        q.publish_task(&job, wire::encode(&forged_groups).unwrap())
-            .await
-            .unwrap();
-        let (mut refused_groups, mut dead_groups) = (None, false);
-        while refused_groups.is_none() || !dead_groups {
-            match next_event(&q, &job).await {
-                Event::Report(b) => {
-                    let r: TaskReport = wire::decode(&b).unwrap();
-                    if let ReportStatus::Failed(f) = r.status {
-                        assert_eq!(f.kind, FailureKind::Refused, "{f}");
-                        refused_groups = Some(f.message);
-                    }
-                }
-                Event::DeadLetter { .. } => dead_groups = true,
-                Event::TasksLost => {}
-            }
-        }
-        let refused_groups = refused_groups.unwrap();
+        let refused_groups = refusal(&q, &job, &forged_groups).await;
         assert!(
             refused_groups.contains("its groups are not those of job"),
             "{refused_groups}"
         );
         // The same task with a job id that escapes the job's prefix.
-        #[derive(serde::Serialize)]
-        struct Env<T> {
-            version: u16,
-            body: T,
-        }
-        #[derive(serde::Serialize)]
-        enum FakeTask {
-            Split {
-                job: String,
-                split: u32,
-                input: String,
-                shards: u32,
-                max_bad_rows: u64,
-            },
-        }
-        let escape = rmp_serde::to_vec_named(&Env {
-            version: wire::PROTOCOL_VERSION,
-            body: FakeTask::Split {
-                job: "../../x".into(),
-                split: 0,
-                input: s.ins[0].clone(),
-                shards: 6,
-                max_bad_rows: 0,
-            },
-        })
-        .unwrap();
-        q.publish_task(&job, escape.clone()).await.unwrap();
-        match next_event(&q, &job).await {
-            Event::DeadLetter { body, .. } => assert_eq!(body, escape),
-            other => panic!("expected a dead letter, got {other:?}"),
-        }
+        assert_escaping_job_id_is_poison(&q, &job, &s.inputs[0]).await;
         q.close_job(&job).await.unwrap();
     });
     let log = w.log_text();
@@ -309,18 +295,17 @@ fn chunk_for_an_out_of_range_shard_no_longer_dropped_silently() {
     use covmerge_proto::{Attempt, ShardId};
     use covmerge_queue::{amqp::AmqpQueue, Queue, DEFAULT_DELIVERY_LIMIT};
 
-    let _g = fleet::lock();
-    let s = setup(109, false);
+    let s = FleetCorpus::new(109).build();
     let amqp = fleet::amqp();
-    let store = file_store(&s.tmp.path().join("store"));
-    let out = s.tmp.path().join("out.gz");
+    let store = s.file_store();
+    let out = s.path("out.gz");
     let a = s.coord_args(&amqp, &store, &out);
     let coord = fleet::coordinator_spawn(&a);
     rt().block_on(async {
         let q = AmqpQueue::connect(&amqp, DEFAULT_DELIVERY_LIMIT)
             .await
             .unwrap();
-        for _ in 0..s.ins.len() {
+        for _ in 0..s.inputs.len() {
             let d = tokio::time::timeout(Duration::from_secs(60), q.next_task())
                 .await
                 .expect("a split task")
@@ -420,11 +405,11 @@ fn secrets_no_longer_reach_help_logs_or_errors() {
     assert!(!o.status.success() && !err.contains(PW), "{err}");
 
     // A dashboard that is down: its URL is logged without the password.
-    let s = setup(113, false);
-    let out = s.tmp.path().join("out.gz");
+    let s = FleetCorpus::local(113).build();
+    let out = s.path("out.gz");
     let dash = format!("http://u:{PW}@127.0.0.1:9/");
     let mut a = vec!["merge", "--quiet"];
-    a.extend(job_args(&s.corpus, &s.source, &s.ins));
+    a.extend(s.job_args());
     a.extend_from_slice(&[
         "--out",
         out.to_str().unwrap(),

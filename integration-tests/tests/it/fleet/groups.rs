@@ -8,8 +8,7 @@ use super::*;
 /// manifest lists the groups.
 #[test]
 fn fleet_with_groups_equals_embedded() {
-    let _g = fleet::lock();
-    let s = setup(47, false);
+    let s = FleetCorpus::new(47).build();
     let groups = [
         "--group",
         "kasan=*kasan*",
@@ -18,23 +17,18 @@ fn fleet_with_groups_equals_embedded() {
         "--group",
         "none=no-such-manager-*",
     ];
-    let embedded = s.tmp.path().join("embedded-groups.gz");
-    let mut a = job_args(&s.corpus, &s.source, &s.ins);
-    a.extend_from_slice(&groups);
-    a.extend_from_slice(&["--out", embedded.to_str().unwrap()]);
-    merge_ok(&a);
-    let want = gunzip(&embedded);
+    let want = s.embedded("embedded-groups.gz", &groups);
     let text = String::from_utf8(want.clone()).unwrap();
     assert!(text.contains(r#""Manager":"kasan""#) && text.contains(r#""Manager":"first""#));
     assert!(!text.contains(r#""Manager":"none""#));
     assert_ne!(want, s.want, "group records were written");
 
     let amqp = fleet::amqp();
-    let store = file_store(&s.tmp.path().join("store"));
-    let out = s.tmp.path().join("fleet-groups.gz");
-    let man = s.tmp.path().join("manifest.json");
-    let _w1 = worker(s.tmp.path(), 70, &store, &[], &[]);
-    let _w2 = worker(s.tmp.path(), 71, &store, &[], &[]);
+    let store = s.file_store();
+    let out = s.path("fleet-groups.gz");
+    let man = s.path("manifest.json");
+    let _w1 = worker(s.dir(), 70, &store, &[], &[]);
+    let _w2 = worker(s.dir(), 71, &store, &[], &[]);
     let mut a = s.coord_args(&amqp, &store, &out);
     a.extend_from_slice(&groups);
     a.extend_from_slice(&["--manifest", man.to_str().unwrap()]);
@@ -60,13 +54,12 @@ fn fleet_with_groups_equals_embedded() {
 /// anything of the job is changed; the same groups resume it.
 #[test]
 fn resume_with_other_groups_is_refused() {
-    let _g = fleet::lock();
-    let s = setup(48, false);
+    let s = FleetCorpus::new(48).build();
     let amqp = fleet::amqp();
-    let store_dir = s.tmp.path().join("store");
+    let store_dir = s.path("store");
     let store = file_store(&store_dir);
-    let out = s.tmp.path().join("groups.gz");
-    let _w = worker(s.tmp.path(), 72, &store, &[], &[]);
+    let out = s.path("groups.gz");
+    let _w = worker(s.dir(), 72, &store, &[], &[]);
     let started = ["--job", "groups-resume", "--group", "kasan=*kasan*"];
     let mut a = s.coord_args(&amqp, &store, &out);
     a.extend_from_slice(&started);
@@ -75,7 +68,7 @@ fn resume_with_other_groups_is_refused() {
     let spec = store_dir.join("jobs/groups-resume/job.json");
     let stored = std::fs::read(&spec).unwrap();
 
-    let out_b = s.tmp.path().join("groups-b.gz");
+    let out_b = s.path("groups-b.gz");
     for other in [
         &["--group", "kasan=*kmsan*"][..],
         &["--group", "kasan=*kasan*", "--group", "first=*-0"][..],

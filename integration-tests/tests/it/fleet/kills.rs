@@ -8,8 +8,7 @@ use super::*;
 /// worker (`--split-threads 1`: inflate and parse on the task's thread).
 #[test]
 fn fleet_on_s3_equals_embedded() {
-    let _g = fleet::lock();
-    let s = setup(41, false);
+    let s = FleetCorpus::new(41).build();
     let b = bucket("eq");
     for p in &s.corpus.inputs {
         upload(
@@ -19,13 +18,13 @@ fn fleet_on_s3_equals_embedded() {
         );
     }
     let store = format!("s3://{b}/fleet");
-    let _w1 = worker(s.tmp.path(), 1, &store, &[], &[]);
-    let _w2 = worker(s.tmp.path(), 2, &store, &["--split-threads", "1"], &[]);
+    let _w1 = worker(s.dir(), 1, &store, &[], &[]);
+    let _w2 = worker(s.dir(), 2, &store, &["--split-threads", "1"], &[]);
     let ins = vec![format!("s3://{b}/in/*")];
-    let mut a = job_args(&s.corpus, &s.source, &ins);
+    let mut a = s.job_args_with(&s.source, &ins);
     let amqp = fleet::amqp();
     let out = format!("s3://{b}/out/result.jsonl.gz");
-    let man = s.tmp.path().join("manifest.json");
+    let man = s.path("manifest.json");
     a.extend_from_slice(&[
         "--amqp",
         &amqp,
@@ -39,10 +38,10 @@ fn fleet_on_s3_equals_embedded() {
     let stdout = run_ok(&a, &[]);
     let job = job_id(&stdout);
     assert!(stdout.contains("total instrumented("));
-    let got = s.tmp.path().join("got.gz");
+    let got = s.path("got.gz");
     download(&b, "out/result.jsonl.gz", &got);
     assert_eq!(gunzip(&got), s.want, "fleet result differs from embedded");
-    let in_store = s.tmp.path().join("in-store.gz");
+    let in_store = s.path("in-store.gz");
     download(&b, &format!("fleet/jobs/{job}/result.jsonl.gz"), &in_store);
     assert_eq!(gunzip(&in_store), s.want);
     let m = manifest(&man);
@@ -55,25 +54,24 @@ fn fleet_on_s3_equals_embedded() {
 /// and marker, between report and ack); another worker finishes; same result.
 #[test]
 fn sigkill_at_any_point_loses_nothing() {
-    let _g = fleet::lock();
-    let s = setup(43, false);
+    let s = FleetCorpus::new(43).build();
     let amqp = fleet::amqp();
     for point in ["split", "merge", "upload", "ack"] {
-        let store_dir = s.tmp.path().join(format!("store-{point}"));
+        let store_dir = s.dir().join(format!("store-{point}"));
         let store = file_store(&store_dir);
         let mut doomed = worker(
-            s.tmp.path(),
+            s.dir(),
             10,
             &store,
             &[],
             &[("COVMERGE_FAULT_SLEEP", &format!("{point}:60000"))],
         );
-        let out = s.tmp.path().join(format!("out-{point}.gz"));
+        let out = s.dir().join(format!("out-{point}.gz"));
         let a = s.coord_args(&amqp, &store, &out);
         let coord = fleet::coordinator_spawn(&a);
         doomed.wait_log("fault point reached", Duration::from_secs(60));
         doomed.kill9();
-        let _healthy = worker(s.tmp.path(), 11, &store, &[], &[]);
+        let _healthy = worker(s.dir(), 11, &store, &[], &[]);
         let o = coord.join().unwrap();
         assert!(
             o.status.success(),
@@ -88,19 +86,18 @@ fn sigkill_at_any_point_loses_nothing() {
 /// grace too short it hands the task back and exits 0; the job completes either way.
 #[test]
 fn sigterm_drains_or_hands_back() {
-    let _g = fleet::lock();
-    let s = setup(47, false);
+    let s = FleetCorpus::new(47).build();
     let amqp = fleet::amqp();
     for (grace, pause, finishes) in [("20", "2000", true), ("1", "30000", false)] {
-        let store = file_store(&s.tmp.path().join(format!("store-{grace}")));
+        let store = file_store(&s.dir().join(format!("store-{grace}")));
         let mut w = worker(
-            s.tmp.path(),
+            s.dir(),
             20,
             &store,
             &["--grace", grace],
             &[("COVMERGE_FAULT_SLEEP", &format!("merge:{pause}"))],
         );
-        let out = s.tmp.path().join(format!("out-{grace}.gz"));
+        let out = s.dir().join(format!("out-{grace}.gz"));
         let a = s.coord_args(&amqp, &store, &out);
         let coord = fleet::coordinator_spawn(&a);
         w.wait_log("fault point reached", Duration::from_secs(60));
@@ -122,7 +119,7 @@ fn sigterm_drains_or_hands_back() {
         } else {
             assert!(log.contains("handing the task back"), "{log}");
         }
-        let _w2 = worker(s.tmp.path(), 21, &store, &[], &[]);
+        let _w2 = worker(s.dir(), 21, &store, &[], &[]);
         let o = coord.join().unwrap();
         assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
         assert_eq!(gunzip(&out), s.want);
@@ -134,13 +131,12 @@ fn sigterm_drains_or_hands_back() {
 /// re-runs only that shard and completes.
 #[test]
 fn failing_shard_is_dead_lettered_then_resume_completes() {
-    let _g = fleet::lock();
-    let s = setup(53, false);
+    let s = FleetCorpus::new(53).build();
     let amqp = fleet::amqp();
-    let store_dir = s.tmp.path().join("store");
+    let store_dir = s.path("store");
     let store = file_store(&store_dir);
-    let out = s.tmp.path().join("out.gz");
-    let man = s.tmp.path().join("manifest.json");
+    let out = s.path("out.gz");
+    let man = s.path("manifest.json");
     let mut a = s.coord_args(&amqp, &store, &out);
     a.extend_from_slice(&[
         "--manifest",
@@ -150,7 +146,7 @@ fn failing_shard_is_dead_lettered_then_resume_completes() {
     ]);
     {
         let _w = worker(
-            s.tmp.path(),
+            s.dir(),
             30,
             &store,
             &[],
@@ -173,7 +169,7 @@ fn failing_shard_is_dead_lettered_then_resume_completes() {
         );
     }
     let before = marker_times(&store_dir.join("jobs/poison-shard-job/parts"));
-    let _w = worker(s.tmp.path(), 31, &store, &[], &[]);
+    let _w = worker(s.dir(), 31, &store, &[], &[]);
     let mut r = a.clone();
     r.push("--resume");
     run_ok(&r, &[]);
@@ -190,11 +186,10 @@ fn failing_shard_is_dead_lettered_then_resume_completes() {
 /// line); after the input is fixed, `--resume` completes the same job.
 #[test]
 fn poison_input_reported_then_fixed_and_resumed() {
-    let _g = fleet::lock();
-    let s = setup(59, false);
+    let s = FleetCorpus::new(59).build();
     let amqp = fleet::amqp();
-    let store = file_store(&s.tmp.path().join("store"));
-    let out = s.tmp.path().join("out.gz");
+    let store = s.file_store();
+    let out = s.path("out.gz");
     // Break input 2: append a row with a non-numeric line (plain CSV in the same dir).
     let bad: PathBuf = s.corpus.inputs[1].clone();
     let good_bytes = std::fs::read(&bad).unwrap();
@@ -206,7 +201,7 @@ fn poison_input_reported_then_fixed_and_resumed() {
     std::fs::write(&bad, text.as_bytes()).unwrap();
     let mut a = s.coord_args(&amqp, &store, &out);
     a.extend_from_slice(&["--job", "poison-input-job"]);
-    let _w = worker(s.tmp.path(), 40, &store, &[], &[]);
+    let _w = worker(s.dir(), 40, &store, &[], &[]);
     let o = coordinator_run(&a, &[], LONG);
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(!o.status.success());
@@ -227,13 +222,12 @@ fn poison_input_reported_then_fixed_and_resumed() {
 /// Every task published twice: the duplicates are harmless.
 #[test]
 fn duplicate_tasks_are_harmless() {
-    let _g = fleet::lock();
-    let s = setup(61, false);
+    let s = FleetCorpus::new(61).build();
     let amqp = fleet::amqp();
-    let store = file_store(&s.tmp.path().join("store"));
-    let out = s.tmp.path().join("out.gz");
-    let _w1 = worker(s.tmp.path(), 50, &store, &[], &[]);
-    let _w2 = worker(s.tmp.path(), 51, &store, &[], &[]);
+    let store = s.file_store();
+    let out = s.path("out.gz");
+    let _w1 = worker(s.dir(), 50, &store, &[], &[]);
+    let _w2 = worker(s.dir(), 51, &store, &[], &[]);
     let a = s.coord_args(&amqp, &store, &out);
     run_ok(&a, &[("COVMERGE_FAULT_DUPLICATE_TASKS", "1")]);
     assert_eq!(gunzip(&out), s.want);
@@ -243,14 +237,13 @@ fn duplicate_tasks_are_harmless() {
 /// without redoing finished shards. Meanwhile the broker drops every connection once.
 #[test]
 fn coordinator_killed_and_resumed_with_a_broker_connection_cut() {
-    let _g = fleet::lock();
-    let s = setup(67, false);
+    let s = FleetCorpus::new(67).build();
     let amqp = fleet::amqp();
-    let store_dir = s.tmp.path().join("store");
+    let store_dir = s.path("store");
     let store = file_store(&store_dir);
-    let out = s.tmp.path().join("out.gz");
+    let out = s.path("out.gz");
     let w = worker(
-        s.tmp.path(),
+        s.dir(),
         60,
         &store,
         &[],
@@ -260,7 +253,7 @@ fn coordinator_killed_and_resumed_with_a_broker_connection_cut() {
     a.extend_from_slice(&["--job", "coord-crash-job", "--lease-heartbeat-secs", "1"]);
     let mut c = fleet::Proc::spawn(
         fleet::fleet_cmd(&[&["coordinator", "--quiet"][..], &a[..]].concat()),
-        s.tmp.path().join("coord-1.log"),
+        s.path("coord-1.log"),
         "coordinator",
     );
     let parts = store_dir.join("jobs/coord-crash-job/parts");
@@ -313,8 +306,7 @@ fn coordinator_killed_and_resumed_with_a_broker_connection_cut() {
 /// exported by `covmerge sources`.
 #[test]
 fn stateless_workers_use_the_store_source() {
-    let _g = fleet::lock();
-    let s = setup(71, true);
+    let s = FleetCorpus::new(71).git().build();
     let amqp = fleet::amqp();
     let b = bucket("src");
     let snapshot = format!("s3://{b}/sources");
@@ -338,10 +330,10 @@ fn stateless_workers_use_the_store_source() {
     std::fs::remove_dir_all(&git).unwrap();
     std::fs::remove_dir_all(&s.corpus.sources).unwrap();
     let store = format!("s3://{b}/fleet");
-    let _w = worker(s.tmp.path(), 70, &store, &[], &[]);
+    let _w = worker(s.dir(), 70, &store, &[], &[]);
     let source = format!("store:{snapshot}");
-    let out = s.tmp.path().join("out.gz");
-    let mut a = job_args(&s.corpus, &source, &s.ins);
+    let out = s.path("out.gz");
+    let mut a = s.job_args_with(&source, &s.inputs);
     a.extend_from_slice(&[
         "--amqp",
         &amqp,
@@ -360,19 +352,18 @@ fn stateless_workers_use_the_store_source() {
 /// task is handed back, and the job's result is complete and identical.
 #[test]
 fn grace_hand_back_no_longer_waits_for_blocking_work() {
-    let _g = fleet::lock();
-    let s = setup(103, false);
+    let s = FleetCorpus::new(103).build();
     let amqp = fleet::amqp();
-    let store = file_store(&s.tmp.path().join("store"));
+    let store = s.file_store();
     let mut w = worker(
-        s.tmp.path(),
+        s.dir(),
         120,
         &store,
         &["--grace", "1"],
         // A split's thread, blocked for a minute after its first chunk.
         &[("COVMERGE_FAULT_SLEEP", "split:60000")],
     );
-    let out = s.tmp.path().join("out.gz");
+    let out = s.path("out.gz");
     let a = s.coord_args(&amqp, &store, &out);
     let coord = fleet::coordinator_spawn(&a);
     w.wait_log("fault point reached", Duration::from_secs(60));
@@ -388,7 +379,7 @@ fn grace_hand_back_no_longer_waits_for_blocking_work() {
         "{}",
         w.log_text()
     );
-    let _w2 = worker(s.tmp.path(), 121, &store, &[], &[]);
+    let _w2 = worker(s.dir(), 121, &store, &[], &[]);
     let o = coord.join().unwrap();
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     assert_eq!(gunzip(&out), s.want);

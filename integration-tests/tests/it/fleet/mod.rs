@@ -1,11 +1,10 @@
 //! Fleet mode (coordinator + worker processes) against the real RabbitMQ and an S3
-//! server, with faults injected: every final result must equal the embedded one. The
-//! setup every scenario shares is here; the scenarios by kind in `kills.rs`,
-//! `forged.rs` and `outages.rs`.
+//! server, with faults injected: every final result must equal the embedded one. Each
+//! scenario's corpus is a `FleetCorpus`; the functions they share are here, the
+//! scenarios by kind in `kills.rs`, `forged.rs` and `outages.rs`.
 
-use covmerge_corpus::{generate, Corpus, CorpusSpec};
 use covmerge_integration_tests::fleet::{self, bucket, coordinator_run, download, upload, worker};
-use covmerge_integration_tests::{gunzip, manifest, merge_ok};
+use covmerge_integration_tests::{gunzip, manifest, merge_ok, FleetCorpus};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -15,90 +14,7 @@ mod kills;
 mod outages;
 mod sources;
 
-const SHARDS: &str = "6";
-
 pub(crate) const LONG: Duration = Duration::from_secs(180);
-
-pub(crate) struct Setup {
-    pub(crate) tmp: tempfile::TempDir,
-    pub(crate) corpus: Corpus,
-    /// The corpus' inputs and `dir:` source, as job arguments.
-    pub(crate) ins: Vec<String>,
-    pub(crate) source: String,
-    /// The embedded merge's decompressed result.
-    pub(crate) want: Vec<u8>,
-}
-
-pub(crate) fn inputs(c: &Corpus) -> Vec<String> {
-    c.inputs.iter().map(|p| p.display().to_string()).collect()
-}
-
-pub(crate) fn src(c: &Corpus) -> String {
-    format!("dir:{}", c.sources.display())
-}
-
-pub(crate) fn job_args<'a>(c: &'a Corpus, source: &'a str, ins: &'a [String]) -> Vec<&'a str> {
-    let mut a = vec![
-        "--source",
-        source,
-        "--base-repo",
-        &c.base_repo,
-        "--base-commit",
-        &c.base_commit,
-        "--shards",
-        SHARDS,
-        "--date-to",
-        "2024-04-08",
-        "--input",
-    ];
-    a.extend(ins.iter().map(|s| s.as_str()));
-    a
-}
-
-impl Setup {
-    /// A coordinator's arguments for this corpus: the job's, then the broker, the
-    /// store and the result.
-    pub(crate) fn coord_args<'a>(
-        &'a self,
-        amqp: &'a str,
-        store: &'a str,
-        out: &'a Path,
-    ) -> Vec<&'a str> {
-        let mut a = job_args(&self.corpus, &self.source, &self.ins);
-        let out = out.to_str().unwrap();
-        a.extend_from_slice(&["--amqp", amqp, "--store", store, "--out", out]);
-        a
-    }
-}
-
-pub(crate) fn setup(seed: u64, git: bool) -> Setup {
-    let tmp = tempfile::tempdir().unwrap();
-    let spec = CorpusSpec {
-        seed,
-        files: 12,
-        lines: 150,
-        commits: 5,
-        managers: 3,
-        parts: 3,
-        no_git: !git,
-        ..CorpusSpec::default()
-    };
-    let corpus = generate(&spec, &tmp.path().join("corpus")).unwrap();
-    let out = tmp.path().join("embedded.jsonl.gz");
-    let ins = inputs(&corpus);
-    let source = src(&corpus);
-    let mut a = job_args(&corpus, &source, &ins);
-    a.extend_from_slice(&["--out", out.to_str().unwrap()]);
-    merge_ok(&a);
-    let want = gunzip(&out);
-    Setup {
-        tmp,
-        corpus,
-        ins,
-        source,
-        want,
-    }
-}
 
 /// Modification times of the `.done` markers in `dir`, by name.
 pub(crate) fn marker_times(dir: &Path) -> Vec<(PathBuf, std::time::SystemTime)> {

@@ -9,19 +9,18 @@ use super::*;
 /// back, and its redelivery reports it again from the marker instead of redoing it.
 #[test]
 fn lost_report_no_longer_hangs_the_coordinator() {
-    let _g = fleet::lock();
-    let s = setup(89, false);
+    let s = FleetCorpus::new(89).build();
     let amqp = fleet::amqp();
     // (a) Every report lost: only the store's markers tell the coordinator.
-    let store = file_store(&s.tmp.path().join("store-lost"));
+    let store = file_store(&s.path("store-lost"));
     let _w = worker(
-        s.tmp.path(),
+        s.dir(),
         92,
         &store,
         &[],
         &[("COVMERGE_FAULT_LOSE_REPORTS", "1")],
     );
-    let out = s.tmp.path().join("out-lost.gz");
+    let out = s.path("out-lost.gz");
     let mut a = s.coord_args(&amqp, &store, &out);
     a.extend_from_slice(&["--reconcile-secs", "2"]);
     let o = coordinator_run(&a, &[], LONG);
@@ -32,16 +31,16 @@ fn lost_report_no_longer_hangs_the_coordinator() {
     drop(_w);
     // (b) The first report of each task refused: handed back and reported again; no
     // reconciliation within the test's time.
-    let store_dir = s.tmp.path().join("store-fail");
+    let store_dir = s.path("store-fail");
     let store = file_store(&store_dir);
     let w = worker(
-        s.tmp.path(),
+        s.dir(),
         93,
         &store,
         &[],
         &[("COVMERGE_FAULT_FAIL_REPORTS", "1")],
     );
-    let out = s.tmp.path().join("out-fail.gz");
+    let out = s.path("out-fail.gz");
     let mut a = s.coord_args(&amqp, &store, &out);
     a.extend_from_slice(&["--reconcile-secs", "3600"]);
     run_ok(&a, &[]);
@@ -58,11 +57,10 @@ fn lost_report_no_longer_hangs_the_coordinator() {
 /// tasks it still waits for again.
 #[test]
 fn tasks_lost_from_the_queue_no_longer_hang_the_coordinator() {
-    let _g = fleet::lock();
-    let s = setup(97, false);
+    let s = FleetCorpus::new(97).build();
     let amqp = fleet::amqp();
-    let store = file_store(&s.tmp.path().join("store"));
-    let out = s.tmp.path().join("out.gz");
+    let store = s.file_store();
+    let out = s.path("out.gz");
     let mut a = s.coord_args(&amqp, &store, &out);
     a.extend_from_slice(&["--republish-secs", "3", "--reconcile-secs", "1"]);
     let coord = fleet::coordinator_spawn(&a);
@@ -78,7 +76,7 @@ fn tasks_lost_from_the_queue_no_longer_hang_the_coordinator() {
         .unwrap();
     // (Not asserting an empty queue here: a republish may already follow the purge.)
     assert!(purged.status.success());
-    let _w = worker(s.tmp.path(), 94, &store, &[], &[]);
+    let _w = worker(s.dir(), 94, &store, &[], &[]);
     let o = coord.join().unwrap();
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(o.status.success(), "{err}");
@@ -93,21 +91,20 @@ fn tasks_lost_from_the_queue_no_longer_hang_the_coordinator() {
 #[test]
 fn broker_outage_of_70s_no_longer_kills_the_job() {
     use covmerge_integration_tests::relay::Relay;
-    let _g = fleet::lock();
-    let s = setup(97, false);
+    let s = FleetCorpus::new(97).build();
     let relay = Relay::start(&fleet::amqp_addr());
     let via = fleet::amqp_via(&relay.addr());
-    let store_dir = s.tmp.path().join("store");
+    let store_dir = s.path("store");
     let store = file_store(&store_dir);
     let w = fleet::worker_on(
         &via,
-        s.tmp.path(),
+        s.dir(),
         100,
         &store,
         &[],
         &[("COVMERGE_FAULT_SLEEP", "merge:700")],
     );
-    let out = s.tmp.path().join("out.gz");
+    let out = s.path("out.gz");
     let mut a = s.coord_args(&via, &store, &out);
     a.extend_from_slice(&["--job", "broker-outage-job"]);
     let coord = fleet::coordinator_spawn_env(&a, &[], Duration::from_secs(400));
@@ -140,16 +137,16 @@ fn broker_outage_of_70s_no_longer_kills_the_job() {
     drop(w);
 
     // A budget shorter than the outage: a clear exit, the job resumable.
-    let store_dir = s.tmp.path().join("store-2");
+    let store_dir = s.path("store-2");
     let store = file_store(&store_dir);
     let w = worker(
-        s.tmp.path(),
+        s.dir(),
         101,
         &store,
         &[],
         &[("COVMERGE_FAULT_SLEEP", "merge:1000")],
     );
-    let out = s.tmp.path().join("out-2.gz");
+    let out = s.path("out-2.gz");
     let mut a = s.coord_args(&via, &store, &out);
     a.extend_from_slice(&[
         "--job",
@@ -184,8 +181,7 @@ fn broker_outage_of_70s_no_longer_kills_the_job() {
 #[test]
 fn storage_outages_of_35s_mid_merge_and_12s_in_assembly_no_longer_fail_the_job() {
     use covmerge_integration_tests::relay::Relay;
-    let _g = fleet::lock();
-    let s = setup(101, false);
+    let s = FleetCorpus::new(101).build();
     let b = bucket("outage");
     let to_workers = Relay::start(&fleet::s3_addr());
     let to_coord = Relay::start(&fleet::s3_addr());
@@ -193,7 +189,7 @@ fn storage_outages_of_35s_mid_merge_and_12s_in_assembly_no_longer_fail_the_job()
     let cep = format!("http://{}", to_coord.addr());
     let store = format!("s3://{b}/fleet");
     let w = worker(
-        s.tmp.path(),
+        s.dir(),
         110,
         &store,
         &[],
@@ -203,8 +199,8 @@ fn storage_outages_of_35s_mid_merge_and_12s_in_assembly_no_longer_fail_the_job()
         ],
     );
     let amqp = fleet::amqp();
-    let out = s.tmp.path().join("out.gz");
-    let man = s.tmp.path().join("manifest.json");
+    let out = s.path("out.gz");
+    let man = s.path("manifest.json");
     let mut a = s.coord_args(&amqp, &store, &out);
     a.extend_from_slice(&["--manifest", man.to_str().unwrap()]);
     let c = fleet::Proc::spawn(
@@ -214,7 +210,7 @@ fn storage_outages_of_35s_mid_merge_and_12s_in_assembly_no_longer_fail_the_job()
                 .env("COVMERGE_FAULT_SLEEP", "assemble:1500");
             cmd
         },
-        s.tmp.path().join("coord.log"),
+        s.path("coord.log"),
         "coordinator",
     );
     let mut c = c;
@@ -248,15 +244,15 @@ fn storage_outages_of_35s_mid_merge_and_12s_in_assembly_no_longer_fail_the_job()
     drop(w);
 
     // A shard that keeps failing: the failure names the worker's error.
-    let store = file_store(&s.tmp.path().join("store-fail"));
+    let store = file_store(&s.path("store-fail"));
     let _w = worker(
-        s.tmp.path(),
+        s.dir(),
         111,
         &store,
         &[],
         &[("COVMERGE_FAULT_FAIL_SHARD", "1")],
     );
-    let out = s.tmp.path().join("out-fail.gz");
+    let out = s.path("out-fail.gz");
     let a = s.coord_args(&amqp, &store, &out);
     let o = coordinator_run(&a, &[], LONG);
     let err = String::from_utf8_lossy(&o.stderr);
@@ -274,30 +270,29 @@ fn storage_outages_of_35s_mid_merge_and_12s_in_assembly_no_longer_fail_the_job()
 #[test]
 fn manifest_attempts_no_longer_undercount_a_shard_merged_twice() {
     use covmerge_integration_tests::relay::Relay;
-    let _g = fleet::lock();
-    let s = setup(107, false);
+    let s = FleetCorpus::new(107).build();
     let relay = Relay::start(&fleet::amqp_addr());
     let via = fleet::amqp_via(&relay.addr());
-    let store_dir = s.tmp.path().join("store");
+    let store_dir = s.path("store");
     let store = file_store(&store_dir);
     let stalled = fleet::worker_on(
         &via,
-        s.tmp.path(),
+        s.dir(),
         130,
         &store,
         &[],
         &[("COVMERGE_FAULT_SLEEP", "merge:40000")],
     );
     let amqp = fleet::amqp();
-    let out = s.tmp.path().join("out.gz");
-    let man = s.tmp.path().join("manifest.json");
+    let out = s.path("out.gz");
+    let man = s.path("manifest.json");
     let mut a = s.coord_args(&amqp, &store, &out);
     a.extend_from_slice(&["--manifest", man.to_str().unwrap(), "--job", "stall-job"]);
     let coord = fleet::coordinator_spawn(&a);
     stalled.wait_log("fault point reached", Duration::from_secs(60));
     // The stalled worker's connection drops: the broker gives its shard to another.
     relay.cut();
-    let _healthy = worker(s.tmp.path(), 131, &store, &[], &[]);
+    let _healthy = worker(s.dir(), 131, &store, &[], &[]);
     let o = coord.join().unwrap();
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     assert_eq!(gunzip(&out), s.want);

@@ -20,14 +20,8 @@ fn tree(root: &Path, skip: Option<usize>) -> String {
     format!("dir:{}", root.display())
 }
 
-#[test]
-fn a_worker_source_lacking_one_base_file_published_a_result_without_it() {
-    let _g = fleet::lock();
-    let tmp = tempfile::tempdir().unwrap();
-    let full = tree(&tmp.path().join("full"), None);
-    let lacking = tree(&tmp.path().join("lacking"), Some(3));
-    let same = tree(&tmp.path().join("same"), None);
-    let input = tmp.path().join("in.csv");
+/// An input of 8 files `k/f0.c` .. `k/f7.c` at `c1`, 5 lines each, two managers.
+fn input(path: &Path) -> String {
     let mut csv =
         String::from("kernel_repo,kernel_commit,file_path,func_name,manager,sl,hit_count\n");
     for i in 0..8 {
@@ -35,42 +29,71 @@ fn a_worker_source_lacking_one_base_file_published_a_result_without_it() {
             csv.push_str(&format!("r,c1,k/f{i}.c,f{i},m{},{l},{}\n", l % 2, i + l));
         }
     }
-    std::fs::write(&input, csv).unwrap();
-    let input = input.display().to_string();
-    let job = |out: &Path, store: &str| -> Vec<String> {
-        let mut a: Vec<String> = [
-            "--source",
-            &full,
-            "--base-repo",
-            "r",
-            "--base-commit",
-            "c1",
-            "--shards",
-            "4",
-            "--date-to",
-            "2024-04-08",
-            "--input",
-            &input,
-            "--out",
-        ]
-        .iter()
-        .map(|s| s.to_string())
-        .collect();
-        a.push(out.display().to_string());
-        if !store.is_empty() {
-            a.extend([
-                "--amqp".into(),
-                fleet::amqp(),
-                "--store".into(),
-                store.into(),
-            ]);
-        }
-        a
-    };
-    let strs = |v: &[String]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
-    let embedded = tmp.path().join("embedded.gz");
-    let a = job(&embedded, "");
-    merge_ok(&a.iter().map(|s| s.as_str()).collect::<Vec<_>>());
+    std::fs::write(path, csv).unwrap();
+    path.display().to_string()
+}
+
+/// The job's arguments: `source`, `input`, 4 shards, into `out`; on a fleet's `store`
+/// unless it is empty.
+fn job(source: &str, input: &str, out: &Path, store: &str) -> Vec<String> {
+    let mut a: Vec<String> = [
+        "--source",
+        source,
+        "--base-repo",
+        "r",
+        "--base-commit",
+        "c1",
+        "--shards",
+        "4",
+        "--date-to",
+        "2024-04-08",
+        "--input",
+        input,
+        "--out",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    a.push(out.display().to_string());
+    if !store.is_empty() {
+        a.extend([
+            "--amqp".into(),
+            fleet::amqp(),
+            "--store".into(),
+            store.into(),
+        ]);
+    }
+    a
+}
+
+fn strs(v: &[String]) -> Vec<&str> {
+    v.iter().map(String::as_str).collect()
+}
+
+/// A worker on `store` with its own `--source`, one task at a time, each merge held a
+/// second (so that two workers both merge shards).
+fn worker_with_source(dir: &Path, n: usize, store: &str, source: &str) -> fleet::Proc {
+    let slow = [("COVMERGE_FAULT_SLEEP", "merge:1000")];
+    worker(
+        dir,
+        n,
+        store,
+        &["--source", source, "--concurrency", "1"],
+        &slow,
+    )
+}
+
+#[test]
+fn a_worker_source_lacking_one_base_file_published_a_result_without_it() {
+    let _g = fleet::lock();
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let full = tree(&dir.join("full"), None);
+    let lacking = tree(&dir.join("lacking"), Some(3));
+    let same = tree(&dir.join("same"), None);
+    let input = input(&dir.join("in.csv"));
+    let embedded = dir.join("embedded.gz");
+    merge_ok(&strs(&job(&full, &input, &embedded, "")));
     let want = gunzip(&embedded);
     assert_eq!(
         String::from_utf8_lossy(&want)
@@ -80,25 +103,11 @@ fn a_worker_source_lacking_one_base_file_published_a_result_without_it() {
     );
 
     // Each worker takes one task at a time and holds it a second: both merge shards.
-    let store = file_store(&tmp.path().join("store"));
-    let slow = [("COVMERGE_FAULT_SLEEP", "merge:1000")];
-    let w1 = worker(
-        tmp.path(),
-        1,
-        &store,
-        &["--source", &full, "--concurrency", "1"],
-        &slow,
-    );
-    let w2 = worker(
-        tmp.path(),
-        2,
-        &store,
-        &["--source", &lacking, "--concurrency", "1"],
-        &slow,
-    );
-    let out = tmp.path().join("fleet.gz");
-    let a = strs(&job(&out, &store));
-    let o = coordinator_run(&a.iter().map(|s| s.as_str()).collect::<Vec<_>>(), &[], LONG);
+    let store = file_store(&dir.join("store"));
+    let w1 = worker_with_source(dir, 1, &store, &full);
+    let w2 = worker_with_source(dir, 2, &store, &lacking);
+    let out = dir.join("fleet.gz");
+    let o = coordinator_run(&strs(&job(&full, &input, &out, &store)), &[], LONG);
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(
         !o.status.success(),
@@ -119,15 +128,8 @@ fn a_worker_source_lacking_one_base_file_published_a_result_without_it() {
     drop(w2);
 
     // The same files in another root: the same id, the embedded result.
-    let w3 = worker(
-        tmp.path(),
-        3,
-        &store,
-        &["--source", &same, "--concurrency", "1"],
-        &slow,
-    );
-    let a = strs(&job(&out, &store));
-    let o = coordinator_run(&a.iter().map(|s| s.as_str()).collect::<Vec<_>>(), &[], LONG);
+    let w3 = worker_with_source(dir, 3, &store, &same);
+    let o = coordinator_run(&strs(&job(&full, &input, &out, &store)), &[], LONG);
     assert!(
         o.status.success(),
         "identical sources failed: {}\n{}\n{}",

@@ -30,50 +30,9 @@ fn unique(
         .collect()
 }
 
-pub(super) async fn groups_view(c: &Client, dir: &Path) {
-    let ex = root().join("examples/small");
-    let result = dir.join("groups.jsonl.gz");
-    let manifest = dir.join("groups.manifest.json");
-    let src = format!("dir:{}", ex.join("sources").display());
-    let inputs: Vec<String> = ["input-00.csv.gz", "input-01.csv.gz"]
-        .iter()
-        .map(|i| ex.join(i).display().to_string())
-        .collect();
-    let mut args = vec![
-        "--source",
-        &src,
-        "--base-repo",
-        "git://example.invalid/linux.git",
-        "--base-commit",
-        BASE,
-        "--out",
-        result.to_str().unwrap(),
-        "--manifest",
-        manifest.to_str().unwrap(),
-        "--group",
-        "san=*san*",
-        "--group",
-        "all=*",
-        "--input",
-    ];
-    args.extend(inputs.iter().map(|s| s.as_str()));
-    merge_ok(&args);
-    let files = parse(&result);
-    let managers = [
-        "ci-upstream-gce-leak-2",
-        "ci-upstream-kasan-gce-0",
-        "ci-upstream-kmsan-gce-1",
-    ]
-    .map(String::from);
-    let only = unique(&files, &managers);
-
-    let site = dir.join("groups-site");
-    let out = report(&result, &site, &["--manifest", manifest.to_str().unwrap()]);
-    assert!(out.contains("3 managers, 2 groups to"), "{out}");
-    c.goto(&url(&site.join("index.html"))).await.unwrap();
-    ready(c).await;
-
-    // Columns: the managers by name, then the groups as given, marked as groups.
+/// Columns: the managers by name, then the groups as given, marked as groups; group
+/// cells hold the group records' numbers, `all` is the `*` record.
+async fn assert_group_columns(c: &Client, files: &BTreeMap<String, FileRec>, managers: &[String]) {
     let heads: Vec<(String, bool)> = serde_json::from_value(
         js(
             c,
@@ -99,16 +58,22 @@ pub(super) async fn groups_view(c: &Client, dir: &Path) {
     for r in &top {
         let prefix = r[2].clone();
         for (k, g) in ["san", "all"].iter().enumerate() {
-            let (gi, gc) = sums(&files, &prefix, g);
+            let (gi, gc) = sums(files, &prefix, g);
             assert_eq!(r[6 + 3 + k], pct(gi, gc), "{prefix} group {g}");
         }
         assert_eq!(r[6 + 4], r[5], "{prefix}: all = *");
     }
     let grp_cells = js(c, "return document.querySelectorAll('#rows td.grp').length").await;
     assert_eq!(grp_cells, json!(2 * top.len()));
+}
 
-    // Unique lines: per manager column, the lines only it covered below each row;
-    // nothing for the groups.
+/// Unique lines: per manager column, the lines only it covered below each row
+/// (`only`); nothing for the groups; sorting by a manager column sorts by them.
+async fn assert_unique_lines(
+    c: &Client,
+    only: &BTreeMap<String, BTreeMap<u32, String>>,
+    managers: &[String],
+) {
     js(c, "const b = document.getElementById('f-unique'); b.checked = true; b.dispatchEvent(new Event('input'))").await;
     let uniq_rows = rows(c).await;
     let mut any = 0;
@@ -141,27 +106,12 @@ pub(super) async fn groups_view(c: &Client, dir: &Path) {
         .collect();
     assert!(sorted.windows(2).all(|w| w[0] >= w[1]), "{sorted:?}");
     js(c, "const b = document.getElementById('f-unique'); b.checked = false; b.dispatchEvent(new Event('input'))").await;
+}
 
-    // A file page marks each line covered by one manager with that manager, and labels
-    // the groups in the manager selector.
-    let (path, lines) = only.iter().max_by_key(|(_, l)| l.len()).unwrap();
-    // The path filter finds it; its link opens its page.
-    js(c, &format!("document.getElementById('f-text').value = '{path}'; document.getElementById('f-text').dispatchEvent(new Event('input'))")).await;
-    let name = path.rsplit('/').next().unwrap();
-    let t = Instant::now();
-    loop {
-        ready(c).await;
-        let found = js(c, &format!("const a = [...document.querySelectorAll('#rows a')].find(a => a.textContent === '{name}'); if (a) a.click(); return !!a")).await;
-        if found == true {
-            break;
-        }
-        assert!(
-            t.elapsed() < Duration::from_secs(10),
-            "{path} not found by the filter"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    ready_at(c, "file.html").await;
+/// The page of `path` (found by the path filter) marks each line covered by one
+/// manager with that manager (`lines`), and labels the groups in the manager selector.
+async fn assert_file_page_marks(c: &Client, path: &str, lines: &BTreeMap<u32, String>) {
+    open_file_page(c, path).await;
     let marked: BTreeMap<u32, String> = serde_json::from_value::<Vec<(u32, String)>>(
         js(
             c,
@@ -187,4 +137,42 @@ pub(super) async fn groups_view(c: &Client, dir: &Path) {
         options.contains(&"ci-upstream-kasan-gce-0".to_string()),
         "{options:?}"
     );
+}
+
+pub(super) async fn groups_view(c: &Client, dir: &Path) {
+    let manifest = dir.join("groups.manifest.json");
+    let result = merge_with(
+        dir,
+        "groups.jsonl.gz",
+        &["input-00.csv.gz", "input-01.csv.gz"],
+        &[
+            "--manifest",
+            manifest.to_str().unwrap(),
+            "--group",
+            "san=*san*",
+            "--group",
+            "all=*",
+        ],
+    );
+    let files = parse(&result);
+    let managers = [
+        "ci-upstream-gce-leak-2",
+        "ci-upstream-kasan-gce-0",
+        "ci-upstream-kmsan-gce-1",
+    ]
+    .map(String::from);
+    let only = unique(&files, &managers);
+
+    let site = dir.join("groups-site");
+    let out = report(&result, &site, &["--manifest", manifest.to_str().unwrap()]);
+    assert!(out.contains("3 managers, 2 groups to"), "{out}");
+    c.goto(&url(&site.join("index.html"))).await.unwrap();
+    ready(c).await;
+    assert_group_columns(c, &files, &managers).await;
+    assert_unique_lines(c, &only, &managers).await;
+
+    // A file page marks each line covered by one manager with that manager, and labels
+    // the groups in the manager selector.
+    let (path, lines) = only.iter().max_by_key(|(_, l)| l.len()).unwrap();
+    assert_file_page_marks(c, path, lines).await;
 }
