@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use anyhow::{Context, Result};
 use clap::Args;
 use covmerge_proto::output::totals_line;
-use covmerge_report::budget::{self, Budget, SourceShares};
+use covmerge_report::budget::{self, Budget};
 use covmerge_report::diff::categories::{same_base_counts, CatCounts, FailOn};
 use covmerge_report::read::{is_not_contiguous, Files};
 
@@ -330,7 +330,7 @@ pub(crate) async fn diff(a: DiffArgs) -> Result<()> {
                     a.new
                 );
             };
-            let source = b.open_source(spec)?;
+            let source = covmerge_report::budget::open_source(b, spec)?;
             for c in [&old_commit, &new_commit] {
                 covmerge_source::require_commit(source.as_ref(), spec, c)?;
             }

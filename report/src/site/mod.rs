@@ -32,7 +32,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result};
 use covmerge_source::Source;
 
-use crate::budget::{Budget, SourceShares};
+use crate::budget::Budget;
 use crate::diff::categories::CatLines;
 use crate::diff::{FileDiff, OldSide};
 use crate::groups::{unique_lines, Groups};
@@ -104,7 +104,7 @@ pub fn generate(opts: &Options, rt: &tokio::runtime::Handle) -> Result<Stats> {
     std::fs::create_dir_all(&opts.out)
         .with_context(|| format!("creating the report directory {}", opts.out.display()))?;
     let source = match &opts.source {
-        Some(s) => Some(opts.budget.open_source(s)?),
+        Some(s) => Some(crate::budget::open_source(opts.budget, s)?),
         None => None,
     };
     // covmerge writes each file's records together; a result written otherwise is read
