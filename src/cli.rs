@@ -7,6 +7,9 @@ use std::path::PathBuf;
 use clap::{Args, Parser, Subcommand};
 use covmerge_proto::date::Date;
 use covmerge_proto::job::{GoModule, InputFormat};
+use covmerge_report::budget::{self, Budget};
+use covmerge_report::diff::categories::FailOn;
+use covmerge_report::diff::compare::DiffOptions;
 
 /// Merges syzkaller line coverage from many builds onto one base revision.
 #[derive(Parser, Debug)]
@@ -37,9 +40,20 @@ pub(crate) enum Command {
     /// the store (works while the job runs and after its coordinator crashed).
     Status(StatusArgs),
     /// A static HTML coverage report of a result (tree, file pages, per manager).
-    Report(crate::cmd::report::ReportArgs),
+    Report(ReportArgs),
     /// Lines gained and lost between two results on the same base (JSON lines).
-    Diff(crate::cmd::report::DiffArgs),
+    Diff(DiffArgs),
+}
+
+impl Command {
+    /// The log level without RUST_LOG: `warn` for the one-shot commands that print
+    /// their own summary, `info` for the others.
+    pub(crate) fn default_log_level(&self) -> &'static str {
+        match self {
+            Command::Merge(_) | Command::Gen(_) => "warn",
+            _ => "info",
+        }
+    }
 }
 
 #[derive(Args, Debug)]
@@ -197,14 +211,8 @@ pub(crate) struct MergeArgs {
 pub(crate) struct CoordinatorArgs {
     #[command(flatten)]
     pub job: JobArgs,
-    /// RabbitMQ URL, e.g. amqp://user:pass@host:5672/%2f (the password is never logged).
-    #[arg(long, env = "COVMERGE_AMQP", hide_env_values = true)]
-    pub amqp: String,
-    /// Object store for the job's objects: file:///abs, s3://bucket/prefix, memory:.
-    #[arg(long, env = "COVMERGE_STORE", hide_env_values = true)]
-    pub store: String,
     #[command(flatten)]
-    pub outages: OutageArgs,
+    pub fleet: FleetArgs,
     /// Seconds between looks in the store for tasks whose report never arrived.
     #[arg(long, default_value_t = 30, value_parser = clap::value_parser!(u64).range(1..))]
     pub reconcile_secs: u64,
@@ -227,6 +235,20 @@ pub(crate) struct CoordinatorArgs {
     /// with no heartbeat for 3 intervals + 5 s is stale, and --resume takes it over.
     #[arg(long, env = "COVMERGE_LEASE_HEARTBEAT_SECS", default_value_t = 5, value_parser = clap::value_parser!(u64).range(1..=300))]
     pub lease_heartbeat_secs: u64,
+}
+
+/// What the fleet's processes (coordinator, worker) share: the broker, the store, how
+/// long they ride out outages of either, and the operations endpoints.
+#[derive(Args, Debug, Clone)]
+pub(crate) struct FleetArgs {
+    /// RabbitMQ URL, e.g. amqp://user:pass@host:5672/%2f (the password is never logged).
+    #[arg(long, env = "COVMERGE_AMQP", hide_env_values = true)]
+    pub amqp: String,
+    /// Object store for the job's objects: file:///abs, s3://bucket/prefix, memory:.
+    #[arg(long, env = "COVMERGE_STORE", hide_env_values = true)]
+    pub store: String,
+    #[command(flatten)]
+    pub outages: OutageArgs,
     #[command(flatten)]
     pub listen: ListenArgs,
 }
@@ -255,14 +277,8 @@ pub(crate) struct OutageArgs {
 
 #[derive(Args, Debug)]
 pub(crate) struct WorkerArgs {
-    /// RabbitMQ URL, e.g. amqp://user:pass@host:5672/%2f (the password is never logged).
-    #[arg(long, env = "COVMERGE_AMQP", hide_env_values = true)]
-    pub amqp: String,
-    /// Object store for the job's objects: file:///abs, s3://bucket/prefix, memory:.
-    #[arg(long, env = "COVMERGE_STORE", hide_env_values = true)]
-    pub store: String,
     #[command(flatten)]
-    pub outages: OutageArgs,
+    pub fleet: FleetArgs,
     /// This worker's own source (overrides the one named by the job).
     #[arg(long)]
     pub source: Option<String>,
@@ -287,8 +303,91 @@ pub(crate) struct WorkerArgs {
     /// worker takes no task (and is not ready) for 2, 4, 8, ... s.
     #[arg(long, env = "COVMERGE_MAX_CONFIG_FAILURES", default_value_t = covmerge_worker::run::DEFAULT_MAX_CONFIG_FAILURES, value_parser = clap::value_parser!(u32).range(1..))]
     pub max_config_failures: u32,
-    #[command(flatten)]
-    pub listen: ListenArgs,
+}
+
+#[derive(Args, Debug)]
+pub(crate) struct ReportArgs {
+    /// The result (a local path or an object-store URL).
+    pub result: String,
+    /// Where the source text comes from: dir:ROOT, git:PATH or store:URL (without it,
+    /// file pages show hits and functions but no text).
+    #[arg(long)]
+    pub source: Option<String>,
+    /// The directory to write the site to (created if missing).
+    #[arg(long)]
+    pub out: PathBuf,
+    /// An older result: mark lines gained and lost (on another base commit: lcov's
+    /// categories, matched through the line diff; needs --source).
+    #[arg(long, value_name = "OLD")]
+    pub diff: Option<String>,
+    /// Threads writing file pages (default: the cores).
+    #[arg(long)]
+    pub threads: Option<usize>,
+    /// The result's manifest (a path or a store URL): the groups it lists
+    /// (`merge --group`) are shown as group columns and never count as managers for
+    /// unique lines. Without it every record is a manager's.
+    #[arg(long, value_name = "FILE")]
+    pub manifest: Option<String>,
+    /// Memory the report may hold (e.g. 256MiB, 1GiB); the longest result line read is
+    /// a quarter of it.
+    #[arg(long, value_name = "BYTES", default_value_t = Budget::default(), value_parser = budget::parse)]
+    pub memory_budget: Budget,
+}
+
+#[derive(Args, Debug)]
+pub(crate) struct DiffArgs {
+    /// The older result.
+    pub old: String,
+    /// The newer result (on another base commit: give --source).
+    pub new: String,
+    /// Write the JSON lines here instead of to standard output (then a summary is
+    /// printed).
+    #[arg(long)]
+    pub out: Option<PathBuf>,
+    /// Memory the diff may hold (e.g. 256MiB, 1GiB); the longest result line read is
+    /// a quarter of it.
+    #[arg(long, value_name = "BYTES", default_value_t = Budget::default(), value_parser = budget::parse)]
+    pub memory_budget: Budget,
+    /// Where both bases' texts come from (dir:ROOT, git:PATH or store:URL): needed
+    /// when OLD and NEW are on different base commits, to match their lines.
+    #[arg(long)]
+    pub source: Option<String>,
+    /// Exit 3 when a file has at least N lines in category CAT (CBC, LBC, GBC, UBC,
+    /// ECB, EUB, GIC, UIC, GNC, UNC, DCB, DUB, or lost = LBC+ECB), naming the files on
+    /// standard error. Repeatable.
+    #[arg(long = "fail-on", value_name = "CAT>=N", value_parser = parse_fail_on)]
+    pub fail_on: Vec<FailOn>,
+}
+
+fn parse_fail_on(s: &str) -> Result<FailOn, String> {
+    FailOn::parse(s)
+}
+
+impl From<ReportArgs> for covmerge_report::Options {
+    fn from(a: ReportArgs) -> Self {
+        covmerge_report::Options {
+            result: a.result,
+            source: a.source,
+            out: a.out,
+            diff: a.diff,
+            threads: a.threads,
+            manifest: a.manifest,
+            budget: a.memory_budget,
+        }
+    }
+}
+
+impl From<DiffArgs> for DiffOptions {
+    fn from(a: DiffArgs) -> Self {
+        DiffOptions {
+            old: a.old,
+            new: a.new,
+            out: a.out,
+            budget: a.memory_budget,
+            source: a.source,
+            fail_on: a.fail_on,
+        }
+    }
 }
 
 #[derive(Args, Debug)]

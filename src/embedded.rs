@@ -15,8 +15,64 @@ use covmerge_storage::Store;
 use covmerge_worker::run::{serve::serve, Executor, WorkerConfig};
 use tokio::sync::oneshot;
 
+use crate::cli::MergeArgs;
+
+/// A `covmerge merge` job's settings, made once from its flags: the task loops, the
+/// workers' configuration and the job's options.
+pub(crate) struct Embedded {
+    /// Parallel task loops (`--workers`, default: the cores).
+    workers: usize,
+    worker_cfg: WorkerConfig,
+    opts: JobOptions,
+    show_progress: bool,
+    /// The result or the manifest goes to standard output: the summary goes to
+    /// standard error.
+    pub(crate) summary_to_stderr: bool,
+}
+
+impl Embedded {
+    /// The settings of `m` for its planned job `spec`.
+    pub(crate) fn new(m: &MergeArgs, spec: &JobSpec) -> anyhow::Result<Self> {
+        let workers = m.workers.unwrap_or_else(|| {
+            std::thread::available_parallelism()
+                .map(|n| n.get())
+                .unwrap_or(2)
+        });
+        let opts = JobOptions::embedded(m.out.clone(), m.job.manifest.clone(), m.job.dashboard()?);
+        // Split tasks run `workers` at a time: they share one budget, and the cores.
+        let worker_cfg =
+            WorkerConfig::embedded(m.memory_budget, workers, spec.split_ranges().len())
+                .map_err(anyhow::Error::msg)?;
+        let on_stdout = |o: &str| covmerge_storage::local::same_location(o, "-");
+        let summary_to_stderr = m.out.as_deref().is_some_and(on_stdout)
+            || m.job
+                .manifest
+                .as_deref()
+                .is_some_and(|p| on_stdout(&p.to_string_lossy()));
+        Ok(Embedded {
+            workers,
+            worker_cfg,
+            opts,
+            show_progress: !m.job.quiet,
+            summary_to_stderr,
+        })
+    }
+
+    /// Runs the job `spec` in this process.
+    pub(crate) async fn run(self, spec: JobSpec) -> Result<JobOutcome, JobError> {
+        run_embedded(
+            spec,
+            &self.opts,
+            self.workers,
+            self.worker_cfg,
+            self.show_progress,
+        )
+        .await
+    }
+}
+
 /// Runs a whole job in this process with `workers` parallel task loops.
-pub(crate) async fn run_embedded(
+async fn run_embedded(
     spec: JobSpec,
     opts: &JobOptions,
     workers: usize,
@@ -60,10 +116,7 @@ pub(crate) async fn run_embedded(
     } else {
         ProgressView::hidden()
     };
-    let mut opts = opts.clone();
-    opts.result_in_store = false;
-    opts.cleanup = false;
-    let r = run_job(Start::New(Box::new(spec)), &opts, queue, store, &progress).await;
+    let r = run_job(Start::New(Box::new(spec)), opts, queue, store, &progress).await;
     let _ = stop_tx.send(());
     // The in-process queue does not fail, and embedded task loops hand no task back
     // for their configuration: a loop's error here would be a bug, worth a line.

@@ -159,16 +159,14 @@ macro_rules! out {
     }};
 }
 
-/// Sets up tracing for `cli`: `warn` for the one-shot commands, `info` for the fleet's,
-/// RUST_LOG overriding; JSON lines with `--log-json`; every line through [`LogWriter`].
-pub(crate) fn init_tracing(cli: &crate::cli::Cli) {
+/// Sets up tracing: `default_level` (the command's) unless RUST_LOG says otherwise;
+/// JSON lines when `json` (`--log-json`) or COVMERGE_LOG_FORMAT=json; every line
+/// through [`LogWriter`].
+pub(crate) fn init_tracing(json: bool, default_level: &str) {
     use tracing_subscriber::EnvFilter;
-    let default = match cli.cmd {
-        crate::cli::Command::Merge(_) | crate::cli::Command::Gen(_) => "warn",
-        _ => "info",
-    };
-    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(default));
-    let json = cli.log_json || std::env::var("COVMERGE_LOG_FORMAT").is_ok_and(|v| v == "json");
+    let filter =
+        EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(default_level));
+    let json = json || std::env::var("COVMERGE_LOG_FORMAT").is_ok_and(|v| v == "json");
     let b = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(|| LogWriter)

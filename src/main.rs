@@ -6,6 +6,8 @@ mod log;
 mod cli;
 mod cmd;
 mod embedded;
+mod fleet;
+mod job;
 mod scratch;
 
 use std::process::ExitCode;
@@ -15,7 +17,7 @@ use clap::Parser;
 fn main() -> ExitCode {
     tune_malloc();
     let args = cli::Cli::parse();
-    log::init_tracing(&args);
+    log::init_tracing(args.log_json, args.cmd.default_log_level());
     // Blocking threads run splits, merges and local file I/O; each new thread costs a
     // malloc arena, so keep the pool small.
     let rt = match tokio::runtime::Builder::new_multi_thread()

@@ -45,3 +45,7 @@ pub const MAX_CHUNK_BYTES: u64 = 1 << 30;
 /// Most `--group` rules a job (and each of its merge tasks) may carry: each costs a
 /// match against every manager of a shard and a record per file.
 pub const MAX_GROUPS: usize = 256;
+
+/// The largest file version a source reads (`dir:`, `git:` and `store:` alike),
+/// whatever the memory budget: a merge holds a file's versions whole in memory.
+pub const MAX_SOURCE_FILE_BYTES: u64 = 256 << 20;

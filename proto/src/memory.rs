@@ -8,13 +8,23 @@
 //! again, streams, flushes earlier) with what it got; only where no bounded algorithm
 //! exists does it refuse, with the [`MemoryError`], which names the consumer and the
 //! flag. [`parse_bytes`] reads the flag's value (`256MiB`, `1GiB`, `512M`, `1000000`).
+//!
+//! How much each consumer may take is the plan's ([`plan`]): the budget divided once,
+//! per role, into named byte limits.
 
 use std::borrow::Cow;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
-/// `covmerge merge`'s default budget (and `report`'s and `diff`'s).
+pub mod plan;
+
+pub use plan::{line_diff_bytes, max_file_bytes, ReadBudget, Shares, TaskShare, MIN_LOOP_SHARE};
+
+/// `covmerge merge`'s default budget.
 pub const DEFAULT_MERGE_BUDGET: u64 = 256 << 20;
+/// The default budget of a process that reads results: `covmerge report`,
+/// `covmerge diff`.
+pub const DEFAULT_READ_BUDGET: u64 = 256 << 20;
 /// `covmerge worker`'s default budget: three quarters of the 512 MiB pod limit of
 /// `deploy/k8s/worker.yaml`; the rest is code, thread stacks, the runtime and the
 /// allocator's slack, which no reservation counts.

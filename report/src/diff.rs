@@ -21,6 +21,7 @@
 
 pub mod across;
 pub mod categories;
+pub mod compare;
 
 use std::io::Write;
 

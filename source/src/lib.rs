@@ -134,18 +134,11 @@ pub enum SourceError {
     },
 }
 
-/// The largest file version a source reads (`dir:`, `git:` and `store:` alike),
-/// whatever the memory budget: a merge holds a file's versions whole in memory.
-pub const MAX_SOURCE_FILE_BYTES: u64 = 256 << 20;
-
-/// The largest file version read under a memory budget of `budget` bytes: an eighth
-/// of it (two versions are a quarter, what a line diff may hold with its lines:
-/// [`project::diff_limit`]), at most [`MAX_SOURCE_FILE_BYTES`]. 32 MiB at the default
-/// budget of 256 MiB, 48 MiB at a worker's 384 MiB: the kernel's largest files (generated
-/// register headers) are under 20 MB.
-pub fn max_file_bytes(budget: u64) -> u64 {
-    (budget / 8).min(MAX_SOURCE_FILE_BYTES)
-}
+/// The largest file version a source reads, and the share of a merge's memory budget
+/// it reads at most: the memory plan's (`covmerge_proto::memory::plan`); a source is
+/// given its limit as a number.
+pub use covmerge_proto::limits::MAX_SOURCE_FILE_BYTES;
+pub use covmerge_proto::memory::max_file_bytes;
 
 /// A provider of file versions. `Ok(None)`: that commit or that file does not exist.
 pub trait Source: Send + Sync {

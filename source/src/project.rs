@@ -22,7 +22,7 @@
 //! linear even when every line differs. Memory: a diff holds both texts and, per line
 //! of either, imara-diff's interned input, its histogram and its result
 //! ([`diff_bytes`]); a pair whose estimate is over the limit its caller gives (a quarter
-//! of `--memory-budget`: [`diff_limit`]), or whose line counts multiply past
+//! of `--memory-budget`: `covmerge_proto::memory::line_diff_bytes`), or whose line counts multiply past
 //! [`MAX_DIFF_CELLS`], is not diffed at all: only a common prefix and suffix are mapped,
 //! computed over the texts without a vector of lines, and the pair is counted in
 //! `diffs_capped`. A map is held as its unchanged runs: a capped or identical pair's
@@ -57,12 +57,6 @@ pub fn diff_bytes(from: &FileVersion, to: &FileVersion, n: usize, m: usize) -> u
     (from.data.len() + to.data.len()) as u64
         + DIFF_BYTES_PER_LINE * (n + m) as u64
         + DIFF_FIXED_BYTES
-}
-
-/// The most a line diff may hold under a memory budget of `budget` bytes (a
-/// quarter of it: 64 MiB at the default of 256 MiB, two 20 MB files of 40-byte lines).
-pub fn diff_limit(budget: u64) -> u64 {
-    budget / 4
 }
 
 /// An unchanged run: lines `from..from + len` of the mapped version are lines

@@ -1,6 +1,7 @@
-//! What each subcommand does, one file each; `job.rs` holds what `merge` and
-//! `coordinator` share (their job flags made a job request, the source and base
-//! checked before any work). The arguments themselves are `crate::cli`'s.
+//! What each subcommand does, one file each: parse and call. The arguments are
+//! `crate::cli`'s; the settings they make are built once, in `crate::job` (a job's),
+//! `crate::embedded` (`merge`'s) and `crate::fleet` (the coordinator's and the
+//! worker's).
 
 use anyhow::{Context, Result};
 use covmerge_proto::output::totals_line;
@@ -9,15 +10,12 @@ use crate::cli::{Cli, Command};
 
 pub(crate) mod coordinator;
 pub(crate) mod gen;
-pub(crate) mod job;
 pub(crate) mod merge;
 pub(crate) mod notify;
 pub(crate) mod report;
 pub(crate) mod sources;
 pub(crate) mod status;
 pub(crate) mod worker;
-
-mod fleet;
 
 /// Runs the command `cli` names.
 pub(crate) async fn run(cli: Cli) -> Result<()> {

@@ -152,7 +152,7 @@ pub struct Bases {
     pub old_commit: String,
     /// NEW's base commit.
     pub new_commit: String,
-    /// The most one line diff may hold ([`crate::budget::SourceShares::line_diff`]).
+    /// The most one line diff may hold ([`crate::budget::Budget::line_diff`]).
     pub diff_limit: u64,
     /// Per side, the files asked for and those without text ([`Bases::check_sides`]).
     pub seen: Seen,

@@ -20,24 +20,28 @@
 //! within the budget's share ([`Budget::in_flight`]). Each file's numbers go to the
 //! [`TreeBuilder`], which keeps only directory sums in memory.
 
+mod check;
 mod data;
+mod gather;
 mod older;
 mod pages;
 
 use std::path::{Path, PathBuf};
-use std::sync::mpsc::{sync_channel, Receiver};
+use std::sync::mpsc::{Receiver, SyncSender};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
 use covmerge_source::Source;
 
-use crate::budget::{Budget, SourceShares};
+pub use check::check_out;
+use gather::Gather;
+
+use crate::budget::Budget;
 use crate::diff::categories::CatLines;
 use crate::diff::{FileDiff, OldSide};
-use crate::groups::{unique_lines, Groups};
+use crate::groups::Groups;
 use crate::read::{self, FileCov, Files};
-use crate::tree::{Managers, Summary, TreeBuilder};
 
 pub(crate) const APP_JS: &str = include_str!("app.js");
 pub(crate) const FILE_JS: &str = include_str!("file.js");
@@ -95,6 +99,48 @@ impl Stats {
     pub fn first_page_bytes(&self) -> u64 {
         self.first_page.iter().map(|(_, n)| n).sum()
     }
+
+    /// What `covmerge report` prints of a site written to `out`.
+    pub fn summary(&self, out: &Path) -> Vec<String> {
+        let groups = match self.groups {
+            0 => String::new(),
+            n => format!(", {n} groups"),
+        };
+        let parts: Vec<String> = self
+            .first_page
+            .iter()
+            .map(|(p, n)| format!("{p} {n}"))
+            .collect();
+        let mut lines = vec![
+            format!(
+                "wrote {} files, {} directories, {} managers{groups} to {} in {:.2} s",
+                self.files,
+                self.dirs,
+                self.managers,
+                out.join("index.html").display(),
+                self.elapsed.as_secs_f64()
+            ),
+            format!("{} files written, {} bytes", self.written, self.bytes),
+            format!(
+                "first page: {} bytes ({})",
+                self.first_page_bytes(),
+                parts.join(", ")
+            ),
+        ];
+        if self.bad_paths > 0 {
+            lines.push(format!(
+                "{} file(s) with a path that is not canonical: numbers shown, source text not read (see the warnings)",
+                self.bad_paths
+            ));
+        }
+        if self.sources_missing > 0 {
+            lines.push(format!(
+                "{} file(s) without source text (see their pages)",
+                self.sources_missing
+            ));
+        }
+        lines
+    }
 }
 
 /// Generates the site. Runs on a blocking thread (store sources and results are read
@@ -104,7 +150,7 @@ pub fn generate(opts: &Options, rt: &tokio::runtime::Handle) -> Result<Stats> {
     std::fs::create_dir_all(&opts.out)
         .with_context(|| format!("creating the report directory {}", opts.out.display()))?;
     let source = match &opts.source {
-        Some(s) => Some(opts.budget.open_source(s)?),
+        Some(s) => Some(crate::budget::open_source(opts.budget, s)?),
         None => None,
     };
     // covmerge writes each file's records together; a result written otherwise is read
@@ -136,6 +182,16 @@ struct Job {
     group: u32,
     files: Vec<FileJob>,
     bytes: u64,
+}
+
+impl Job {
+    fn new(group: u32) -> Job {
+        Job {
+            group,
+            files: Vec::new(),
+            bytes: 0,
+        }
+    }
 }
 
 /// One file to write.
@@ -199,7 +255,7 @@ fn run(
         Some(m) => Groups::from_manifest(m, &opts.result, &header, rt)?,
         None => Groups::default(),
     };
-    let mut old = match &opts.diff {
+    let old = match &opts.diff {
         Some(d) => Some(older::Older::open(
             d,
             rt,
@@ -210,182 +266,65 @@ fn run(
         )?),
         None => None,
     };
-    let mut ctotals = old.as_ref().and_then(older::totals_of);
-    let old_base = old.as_ref().map(|o| o.header().commit.clone());
-    let shared = Arc::new(Shared {
-        out: opts.out.clone(),
-        commit: header.commit.clone(),
-        source,
-        diff: old.is_some(),
-        groups: groups.clone(),
-        budget: opts.budget,
-        flight: Flight {
-            held: Mutex::new(0),
-            freed: Condvar::new(),
-            cap: opts.budget.in_flight(),
-        },
-        bytes: Default::default(),
-        written: Default::default(),
-        missing: Default::default(),
-        error: Mutex::new(None),
-    });
-    let threads = opts.threads.unwrap_or_else(|| {
+    let shared = Arc::new(Shared::new(opts, &header, source, old.is_some(), &groups));
+    let mut gather = Gather::new(opts, old, groups)?;
+    gather.stream(&mut files, &shared, threads(opts))?;
+    if let Some(e) = shared.error.lock().unwrap().take() {
+        return Err(e);
+    }
+    gather.finish(opts, &header, &shared)
+}
+
+/// Page writers: `--threads`, or one per core.
+fn threads(opts: &Options) -> usize {
+    let n = opts.threads.unwrap_or_else(|| {
         std::thread::available_parallelism()
             .map(|n| n.get())
             .unwrap_or(2)
     });
-    let (tx, rx) = sync_channel::<Job>(threads.max(1));
-    let rx = Arc::new(Mutex::new(rx));
-    let mut n_files = 0u32;
-    // The first file id of each group script.
-    let mut firsts: Vec<u32> = Vec::new();
-    let mut managers = Managers::default();
-    let mut tree = TreeBuilder::new(&opts.out, opts.budget)?;
-    let mut dtotals = crate::diff::Totals::default();
-    let mut bad_paths = 0;
-    let read_result = std::thread::scope(|s| -> Result<()> {
-        for _ in 0..threads.max(1) {
-            let (rx, shared) = (rx.clone(), shared.clone());
-            s.spawn(move || page_writer(&rx, &shared));
+    n.max(1)
+}
+
+impl Shared {
+    fn new(
+        opts: &Options,
+        header: &read::Header,
+        source: Option<Arc<dyn Source>>,
+        diff: bool,
+        groups: &Groups,
+    ) -> Shared {
+        Shared {
+            out: opts.out.clone(),
+            commit: header.commit.clone(),
+            source,
+            diff,
+            groups: groups.clone(),
+            budget: opts.budget,
+            flight: Flight {
+                held: Mutex::new(0),
+                freed: Condvar::new(),
+                cap: opts.budget.in_flight(),
+            },
+            bytes: Default::default(),
+            written: Default::default(),
+            missing: Default::default(),
+            error: Mutex::new(None),
         }
-        let r = (|| -> Result<()> {
-            let mut job = Job {
-                group: 0,
-                files: Vec::new(),
-                bytes: 0,
-            };
-            let send = |job: &mut Job| -> bool {
-                let full = std::mem::replace(
-                    job,
-                    Job {
-                        group: job.group + 1,
-                        files: Vec::new(),
-                        bytes: 0,
-                    },
-                );
-                shared.flight.acquire(full.bytes);
-                let n = full.bytes;
-                if shared.error.lock().unwrap().is_some() || tx.send(full).is_err() {
-                    shared.flight.release(n);
-                    return false; // a writer failed: its error is reported below
-                }
-                true
-            };
-            while let Some(f) = files.next_file()? {
-                let id = n_files;
-                n_files += 1;
-                bad_paths += u64::from(f.path_problem.is_some());
-                let (diff, cats) = match old.as_mut() {
-                    Some(o) => {
-                        let (d, c) = o.take(&f)?;
-                        (Some(d), c)
-                    }
-                    None => (None, None),
-                };
-                if let Some(d) = &diff {
-                    dtotals.add(d);
-                }
-                let unique = unique_lines(&f, &groups);
-                let mut summary = Summary::of(id, &f, &mut managers, diff.as_ref(), &unique);
-                if let (Some(c), Some(t)) = (&cats, &mut ctotals) {
-                    t.add(c);
-                    summary.cats = Some(c.categories);
-                }
-                tree.add(&summary, &managers)?;
-                let cats = cats.map(|c| c.lines);
-                if job.files.is_empty() {
-                    firsts.push(id);
-                }
-                job.bytes += f.bytes()
-                    + diff.as_ref().map_or(0, |d| {
-                        4 * (d.gained.len()
-                            + d.lost.len()
-                            + d.instrumented_added.len()
-                            + d.instrumented_removed.len()) as u64
-                    })
-                    + 8 * unique.len() as u64
-                    + cats
-                        .as_ref()
-                        .map_or(0, |c| 4 * c.0.iter().map(|v| v.len() as u64).sum::<u64>());
-                job.files.push(FileJob {
-                    id,
-                    file: f,
-                    diff,
-                    unique,
-                    cats,
-                });
-                if (job.files.len() >= data::GROUP_FILES || job.bytes >= data::GROUP_BYTES)
-                    && !send(&mut job)
-                {
-                    return Ok(());
-                }
-            }
-            if !job.files.is_empty() {
-                send(&mut job);
-            }
-            Ok(())
-        })();
-        drop(tx);
-        r
-    });
-    read_result?;
-    if let Some(e) = shared.error.lock().unwrap().take() {
-        return Err(e);
     }
-    let mut stats = Stats {
-        files: n_files as u64,
-        bad_paths,
-        ..Stats::default()
-    };
-    let mut diff = None;
-    if let Some(o) = old {
-        o.rest(&opts.result, &mut |d, c| {
-            dtotals.add(&d);
-            let id = n_files;
-            n_files += 1;
-            let mut s = Summary::deleted(id, &d);
-            if let (Some(c), Some(t)) = (c, &mut ctotals) {
-                t.add(&c);
-                s.cats = Some(c.categories);
-            }
-            tree.add(&s, &managers)
-        })?;
-        diff = Some((opts.diff.clone().unwrap_or_default(), dtotals));
+
+    /// Hands a full group to the page writers (waiting while the files in flight
+    /// would pass their share) and starts the next; false when a writer failed (its
+    /// error is reported by the caller).
+    fn send(&self, job: &mut Job, tx: &SyncSender<Job>) -> bool {
+        let full = std::mem::replace(job, Job::new(job.group + 1));
+        self.flight.acquire(full.bytes);
+        let n = full.bytes;
+        if self.error.lock().unwrap().is_some() || tx.send(full).is_err() {
+            self.flight.release(n);
+            return false;
+        }
+        true
     }
-    let cats = ctotals.map(|t| (old_base.unwrap_or_default(), t));
-    let (names, remap) = managers.finish(&groups);
-    let tree = tree.build(names, &remap, &groups)?;
-    let written = data::write_tree(
-        &opts.out,
-        &header,
-        &tree,
-        diff.as_ref(),
-        cats.as_ref(),
-        &firsts,
-    )?;
-    let pages = pages::write_pages(&opts.out, &header, &tree, diff.as_ref(), cats.as_ref())?;
-    stats.dirs = tree.dirs.len() as u64;
-    stats.groups = tree.groups.len() as u64;
-    stats.managers = tree.managers.len() as u64 - stats.groups;
-    stats.sources_missing = shared.missing.load(std::sync::atomic::Ordering::Relaxed);
-    stats.bytes = shared.bytes.load(std::sync::atomic::Ordering::Relaxed) + written + pages;
-    // meta, groups, paths, each directory; index, file, 3 assets.
-    stats.written = shared.written.load(std::sync::atomic::Ordering::Relaxed) + 3 + stats.dirs + 5;
-    stats.first_page = [
-        "index.html",
-        "assets/app.js",
-        "assets/style.css",
-        "data/meta.js",
-    ]
-    .iter()
-    .map(|s| s.to_string())
-    .chain([data::script_path("d", 0)])
-    .map(|p| {
-        let n = std::fs::metadata(opts.out.join(&p)).map_or(0, |m| m.len());
-        (p, n)
-    })
-    .collect();
-    Ok(stats)
 }
 
 fn page_writer(rx: &Mutex<Receiver<Job>>, shared: &Shared) {

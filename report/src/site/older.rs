@@ -8,7 +8,7 @@ use std::sync::Arc;
 use anyhow::Result;
 use covmerge_source::Source;
 
-use crate::budget::{Budget, SourceShares};
+use crate::budget::Budget;
 use crate::diff::across::{Bases, CatTotals, FileCats};
 use crate::diff::{FileDiff, OldSide};
 use crate::read::{FileCov, Header};

@@ -14,7 +14,8 @@
 //! report may have been lost). A report that cannot be published hands the task back
 //! instead of acknowledging it, so the redelivery reports it.
 //!
-//! - [`budget`]: how `--memory-budget` is divided among caches and task loops.
+//! - [`budget`]: how `--memory-budget` is held: each task's share reserved.
+//! - [`config`]: a worker process's configuration, made once per mode.
 //! - [`executor`]: admitting a task, running a split or a merge, writing its outputs.
 //! - [`failure`]: every error of a task classified once into a typed `Failure`.
 //! - [`cancel`]: how a handed-back task's thread stops reading and waiting.
@@ -22,12 +23,14 @@
 
 pub mod budget;
 mod cancel;
+pub mod config;
 pub mod executor;
 pub mod failure;
 mod prefetch;
 pub mod serve;
 mod spill_writer;
 
+pub use config::FleetWorker;
 /// The store layout lives in `covmerge_proto::layout`; re-exported for callers that
 /// knew it here.
 pub use covmerge_proto::layout as keys;

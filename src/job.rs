@@ -1,5 +1,6 @@
-//! What `merge` and `coordinator` share: their job flags made a job request, and the
-//! source and base commit checked before any work.
+//! What `merge` and `coordinator` share: their job flags made a job request (one
+//! conversion, [`JobArgs::request`]), the dashboard they notify, and the source and
+//! base commit checked before any work.
 
 use anyhow::{bail, Context, Result};
 use covmerge_coordinator::dashboard::Dashboard;
@@ -10,26 +11,47 @@ use tracing::{info, warn};
 
 use crate::cli::JobArgs;
 
-pub(crate) fn request(a: &JobArgs, job: Option<JobId>) -> Result<JobRequest> {
-    Ok(JobRequest {
-        job,
-        inputs: a.input.clone(),
-        source: a.source.clone(),
-        base_repo: a.base_repo.clone(),
-        base_commit: base_commit(a)?,
-        shards: a.shards,
-        max_bad_rows: a.max_bad_rows,
-        namespace: a.namespace.clone(),
-        duration: a.duration,
-        date_to: a.date_to.or(a.base_at).map(|d| d.to_string()),
-        total_rows: a.total_rows,
-        file_path_prefix: a.file_path_prefix.clone().unwrap_or_default(),
-        format: a.input_format,
-        go_modules: a.go_module.clone(),
-        go_managers: a.go_manager.clone(),
-        go_commits: a.go_commit.clone(),
-        groups: a.group.clone(),
-    })
+impl JobArgs {
+    /// The job request these flags make (`job`: `--job`'s id, if given); the base
+    /// commit is `--base-commit`, or looked up for `--base-at`.
+    pub(crate) fn request(&self, job: Option<JobId>) -> Result<JobRequest> {
+        Ok(JobRequest {
+            job,
+            inputs: self.input.clone(),
+            source: self.source.clone(),
+            base_repo: self.base_repo.clone(),
+            base_commit: base_commit(self)?,
+            shards: self.shards,
+            max_bad_rows: self.max_bad_rows,
+            namespace: self.namespace.clone(),
+            duration: self.duration,
+            date_to: self.date_to.or(self.base_at).map(|d| d.to_string()),
+            total_rows: self.total_rows,
+            file_path_prefix: self.file_path_prefix.clone().unwrap_or_default(),
+            format: self.input_format,
+            go_modules: self.go_module.clone(),
+            go_managers: self.go_manager.clone(),
+            go_commits: self.go_commit.clone(),
+            groups: self.group.clone(),
+        })
+    }
+
+    /// The dashboard to notify (`--dashboard`, `--dashboard-client` and the key from
+    /// the environment).
+    pub(crate) fn dashboard(&self) -> Result<Option<Dashboard>> {
+        let Some(url) = &self.dashboard else {
+            return Ok(None);
+        };
+        let client = self
+            .dashboard_client
+            .as_deref()
+            .context("--dashboard needs --dashboard-client")?;
+        Ok(Some(Dashboard::new(
+            url,
+            client,
+            crate::cmd::dashboard_key()?,
+        )))
+    }
 }
 
 /// `--base-commit`, or the commit `--base-at`/`--branch` name in the `git:` source.
@@ -51,17 +73,6 @@ fn base_commit(a: &JobArgs) -> Result<String> {
     let c = git.commit_at(a.branch.as_deref(), until)?;
     info!(base_at = %date, branch = a.branch.as_deref().unwrap_or("HEAD"), commit = %c, "base commit chosen");
     Ok(c)
-}
-
-pub(crate) fn dashboard(a: &JobArgs) -> Result<Option<Dashboard>> {
-    let Some(url) = &a.dashboard else {
-        return Ok(None);
-    };
-    let client = a
-        .dashboard_client
-        .as_deref()
-        .context("--dashboard needs --dashboard-client")?;
-    Ok(Some(Dashboard::new(url, client, super::dashboard_key()?)))
 }
 
 /// The same parse `open_source` does, before any work.
