@@ -19,6 +19,14 @@ if ! command -v chromium >/dev/null || ! command -v chromedriver >/dev/null; the
   DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium chromium-driver >/dev/null ||
     { apt-get update -q >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium chromium-driver >/dev/null; }
 fi
+# Gzip inputs inflate with ISA-L where libisal.so.2 is installed (Debian's libisal2);
+# covmerge-input's tests compare it with zlib-rs, so they need it. `isal` is the
+# benchmark's igzip.
+if ! ldconfig -p | grep -q 'libisal\.so\.2' || ! command -v igzip >/dev/null; then
+  echo "isa-l: installing (apt-get install libisal2 isal)"
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -q libisal2 isal >/dev/null ||
+    { apt-get update -q >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -q libisal2 isal >/dev/null; }
+fi
 export COVMERGE_TEST_AMQP=${COVMERGE_TEST_AMQP:-amqp://guest:guest@127.0.0.1:5672/%2f}
 # Go from PyPI: the Go coverage tests build and run a -cover program and compare with
 # `go tool covdata` / `go tool cover`.

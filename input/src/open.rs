@@ -5,6 +5,10 @@ use flate2::read::MultiGzDecoder;
 
 use super::InputError;
 
+mod isal;
+
+pub(crate) use isal::decoder_name;
+
 /// Bytes handed from a producer thread or task, read as a `Read` on a task thread.
 /// The channel is tokio's: an async producer sends without holding a blocking-pool
 /// thread (see covmerge-worker's `thread`), a producer thread uses `blocking_send`.
@@ -78,6 +82,9 @@ pub(crate) struct DecodeFailure {
 }
 
 enum Src<R: Read> {
+    /// Over a 32 KiB buffer, as flate2's `read::MultiGzDecoder` reads: the offset of
+    /// an error is counted in the same steps whichever decoder found it.
+    Isal(Box<isal::IsalGz<BufReader<Counting<BufReader<R>>>>>),
     Gzip(Box<MultiGzDecoder<Counting<BufReader<R>>>>),
     Plain(Counting<BufReader<R>>),
 }
@@ -90,6 +97,11 @@ struct Decoded {
 
 impl Decoded {
     fn new<R: Read + Send + 'static>(raw: R) -> io::Result<Self> {
+        Self::with_isal(raw, true)
+    }
+
+    /// [`Decoded::new`], with ISA-L only if `isal` (and loaded).
+    fn with_isal<R: Read + Send + 'static>(raw: R, isal: bool) -> io::Result<Self> {
         let raw: Box<dyn Read + Send> = Box::new(raw);
         let mut raw = BufReader::with_capacity(CHUNK, raw);
         let gzip = peek_gzip(&mut raw)?;
@@ -98,7 +110,24 @@ impl Decoded {
             consumed: 0,
         };
         let src = if gzip {
-            Src::Gzip(Box::new(MultiGzDecoder::new(raw)))
+            static SAID: std::sync::Once = std::sync::Once::new();
+            SAID.call_once(|| {
+                tracing::info!(
+                    decoder = decoder_name(),
+                    "gzip inputs inflate with {}",
+                    decoder_name()
+                )
+            });
+            let isal_gz = if isal {
+                isal::IsalGz::new(BufReader::with_capacity(32 * 1024, raw))
+                    .map_err(BufReader::into_inner)
+            } else {
+                Err(raw)
+            };
+            match isal_gz {
+                Ok(d) => Src::Isal(Box::new(d)),
+                Err(raw) => Src::Gzip(Box::new(MultiGzDecoder::new(raw))),
+            }
         } else {
             Src::Plain(raw)
         };
@@ -109,6 +138,10 @@ impl Decoded {
 impl Read for Decoded {
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
         let (r, offset, gzip) = match &mut self.src {
+            Src::Isal(d) => {
+                let r = d.read(buf);
+                (r, d.get_ref().get_ref().consumed, true)
+            }
             Src::Gzip(d) => {
                 let r = d.read(buf);
                 (r, d.get_ref().consumed, true)
@@ -309,5 +342,110 @@ mod tests {
             assert_eq!(at.offset, two.len() as u64 - 100, "{inflate:?}");
             assert!(at.gzip);
         }
+    }
+
+    /// What a decoder made of a stream: its bytes, or its error's kind, words and offset.
+    fn outcome(gz: &[u8], isal: bool) -> Result<Vec<u8>, (io::ErrorKind, String, u64)> {
+        let mut d = Decoded::with_isal(std::io::Cursor::new(gz.to_vec()), isal).unwrap();
+        if isal {
+            assert!(matches!(d.src, Src::Isal(_)), "ISA-L not in use");
+        }
+        let mut out = Vec::new();
+        let mut buf = vec![0u8; 4096];
+        loop {
+            match d.read(&mut buf) {
+                Ok(0) => return Ok(out),
+                Ok(n) => out.extend_from_slice(&buf[..n]),
+                Err(e) => {
+                    let at = e
+                        .get_ref()
+                        .and_then(|e| e.downcast_ref::<DecodeFailure>())
+                        .expect("a decode failure");
+                    return Err((e.kind(), at.problem.clone(), at.offset));
+                }
+            }
+        }
+    }
+
+    /// A gzip member with every optional header field (FEXTRA, FNAME, FCOMMENT, FHCRC).
+    fn gz_with_header_fields(data: &[u8]) -> Vec<u8> {
+        let plain = gz(data);
+        let mut head = vec![0x1f, 0x8b, 8, 0x1e, 0, 0, 0, 0, 0, 0xff];
+        head.extend([3, 0, b'x', b'y', b'z']);
+        head.extend(b"name.csv\0");
+        head.extend(b"a comment\0");
+        let mut crc = flate2::Crc::new();
+        crc.update(&head);
+        head.extend((crc.sum() as u16).to_le_bytes());
+        head.extend(&plain[10..]);
+        head
+    }
+
+    #[test]
+    fn isal_decodes_and_fails_as_flate2_does() {
+        assert_eq!(
+            isal::decoder_name(),
+            "isa-l",
+            "ISA-L (libisal.so.2, Debian's libisal2) must be installed for this test"
+        );
+        let text: Vec<u8> = (0..30_000)
+            .flat_map(|i| {
+                format!("r,c{},a/b{}.c,f{},m,{i},1\n", i / 5000, i % 40, i % 300).into_bytes()
+            })
+            .collect();
+        let mut two = gz(&text[..text.len() / 3]);
+        two.extend(gz_with_header_fields(&text[text.len() / 3..]));
+        let mut streams: Vec<(String, Vec<u8>)> = vec![
+            ("whole".into(), two.clone()),
+            ("empty member".into(), gz(b"")),
+            ("header fields".into(), gz_with_header_fields(b"abc\n")),
+        ];
+        // Cut everywhere near the members' edges, and at a stride through the data.
+        let first = gz(&text[..text.len() / 3]).len();
+        let cuts = (2..40)
+            .chain(first - 20..first + 60)
+            .chain((2..two.len()).step_by(997))
+            .chain(two.len() - 20..two.len());
+        for cut in cuts {
+            streams.push((format!("cut at {cut}"), two[..cut].to_vec()));
+        }
+        // Corrupt a byte at a stride (data, trailers, the second header).
+        for at in (2..two.len()).step_by(1_301).chain(first - 8..first + 40) {
+            let mut bad = two.clone();
+            bad[at] ^= 0x5a;
+            streams.push((format!("byte {at} flipped"), bad));
+        }
+        for tail in [
+            &b"\0"[..],
+            b"\0\0\0\0\0\0\0\0\0\0\0\0",
+            b"garbage after the member",
+            b"\x1f\x8b\x09",
+        ] {
+            let mut t = two.clone();
+            t.extend_from_slice(tail);
+            streams.push((format!("trailing {tail:?}"), t));
+        }
+        let mut long_name = vec![0x1f, 0x8b, 8, 0x08, 0, 0, 0, 0, 0, 0xff];
+        long_name.extend(std::iter::repeat_n(b'n', 70_000));
+        streams.push(("name past the cap".into(), long_name));
+        let mut reserved = gz(b"x");
+        reserved[3] = 0x80;
+        streams.push(("reserved flag".into(), reserved));
+        let mut hcrc = gz_with_header_fields(b"abc");
+        hcrc[34] ^= 1;
+        streams.push(("header crc".into(), hcrc));
+        for (what, s) in &streams {
+            let (zlib, isal) = (outcome(s, false), outcome(s, true));
+            match (&zlib, &isal) {
+                (Ok(a), Ok(b)) => assert!(a == b, "{what}: bytes differ"),
+                (Err(a), Err(b)) => assert_eq!(a, b, "{what}"),
+                _ => panic!(
+                    "{what}: zlib-rs {:?} but ISA-L {:?}",
+                    zlib.map(|v| v.len()),
+                    isal.map(|v| v.len())
+                ),
+            }
+        }
+        assert_eq!(outcome(&two, true).unwrap(), text);
     }
 }

@@ -25,7 +25,7 @@ CONTEXT = [
 LEAF = [
     ("spill decode (merge reads chunks)", ["spill::for_each_block", "spill::Cursor"]),
     ("merge: projection + sums", ["merge_shard"]),
-    ("input inflate", ["zlib_rs::inflate", "MultiGzDecoder", "GzDecoder", "open::Decoded", "zlib_rs::crc32", "zlib_rs::adler32"]),
+    ("input inflate", ["isal_inflate", "decode_huffman_code_block", "libisal", "IsalGz", "zlib_rs::inflate", "MultiGzDecoder", "GzDecoder", "open::Decoded", "zlib_rs::crc32", "zlib_rs::adler32"]),
     ("spill encode (aggregate + write block)", ["finish_into"]),
     ("shard aggregation (split: intern, append)", ["EntryTable::add", "StringTable::intern", "StringIndex::intern", "ThreadStrings", "shard_of", "spill::Pending"]),
     ("cut (record-aligned pieces)", ["Pieces", "count_newlines", "read_full", "ChannelReader"]),

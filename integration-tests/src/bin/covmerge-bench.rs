@@ -1,8 +1,10 @@
 //! End-to-end benchmark: generates (or reuses) a corpus, measures the `zcat | wc -l`
 //! floor, the two-core inflate floor (`zcat` of every part to /dev/null, as many at
-//! a time as there are cores) and `covmerge merge` side by side, and prints one row
+//! a time as there are cores), `covmerge merge`, the ISA-L inflate floor (`igzip -dc`,
+//! Debian's `isal`, the same way) and DuckDB's bare `GROUP BY` of the parts
+//! (`scripts/duckdb_groupby.py`, PyPI's `duckdb`) side by side, and prints one row
 //! per run with rows/s, MB/s (compressed input), wall, CPU and peak RSS, and the
-//! merge's wall over the inflate floor.
+//! merge's wall over each floor and DuckDB's over the merge's.
 //!
 //! With `--history REPO`, it also builds a corpus over the repository's real history
 //! ([`covmerge_integration_tests::history`]) and merges it with `git:REPO` and with
@@ -139,6 +141,68 @@ fn inflate_floor(files: &[String]) -> Command {
     c
 }
 
+/// The ISA-L inflate floor: every part through Debian's `isal` `igzip -dc` to
+/// /dev/null, as many at once as there are cores; `None` when `igzip` is not installed.
+fn igzip_floor(files: &[String]) -> Option<Command> {
+    let found = Command::new("sh")
+        .args(["-c", "command -v igzip"])
+        .stdout(std::process::Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success());
+    if !found {
+        return None;
+    }
+    let cores = std::thread::available_parallelism().map_or(2, |n| n.get());
+    let mut c = Command::new("sh");
+    c.arg("-c")
+        .arg(format!(
+            "printf '%s\\n' \"$@\" | xargs -P {cores} -n 1 sh -c 'igzip -dc \"$0\" >/dev/null'"
+        ))
+        .arg("sh")
+        .args(files);
+    Some(c)
+}
+
+/// DuckDB's bare `GROUP BY GROUPING SETS` of the parts on every core
+/// (`scripts/duckdb_groupby.py`); `None` when PyPI's `duckdb` is not installed.
+fn duckdb_groupby(files: &[String]) -> Option<Command> {
+    let found = Command::new("python3")
+        .args(["-c", "import duckdb"])
+        .stderr(std::process::Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success());
+    if !found {
+        return None;
+    }
+    let cores = std::thread::available_parallelism().map_or(2, |n| n.get());
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/duckdb_groupby.py");
+    let mut c = Command::new("sh");
+    c.arg("-c")
+        .arg("\"$@\" >/dev/null")
+        .arg("sh")
+        .arg("python3")
+        .arg(script)
+        .arg(cores.to_string())
+        .args(files);
+    Some(c)
+}
+
+/// The decoder `covmerge merge` inflates gzip inputs with (covmerge-input's `open`
+/// rule, repeated: ISA-L when `libisal.so.2` loads and `COVMERGE_INFLATE` is not
+/// `zlib-rs`); the merge also logs it at `RUST_LOG=info`.
+fn merge_decoder() -> &'static str {
+    if std::env::var("COVMERGE_INFLATE").is_ok_and(|v| v == "zlib-rs") {
+        return "zlib-rs (COVMERGE_INFLATE=zlib-rs)";
+    }
+    // SAFETY: a NUL-terminated name; the handle is only tested, then closed.
+    let h = unsafe { libc::dlopen(c"libisal.so.2".as_ptr(), libc::RTLD_NOW | libc::RTLD_LOCAL) };
+    if h.is_null() {
+        return "zlib-rs (libisal.so.2 not installed: apt-get install libisal2)";
+    }
+    unsafe { libc::dlclose(h) };
+    "isa-l (libisal.so.2)"
+}
+
 /// SHA-256 of a gzip file's decompressed bytes.
 fn content_sha(path: &Path) -> String {
     let out = Command::new("sh")
@@ -262,6 +326,7 @@ fn corpus_bench(a: &Args, corpus: &Path, bin: &Path) {
         gz_bytes as f64 / 1e6,
         inputs.len()
     );
+    println!("covmerge inflates with {}", merge_decoder());
     println!("| command | wall s | CPU s | peak RSS MB | rows/s | MB/s (gz) |");
     println!("|---|---|---|---|---|---|");
     let row = |name: &str, u: &Usage| {
@@ -298,10 +363,32 @@ fn corpus_bench(a: &Args, corpus: &Path, bin: &Path) {
         // On an idle machine both use every core, so the CPU ratio is also what the
         // wall ratio tends to; it stays meaningful when others load the machine.
         println!(
-            "covmerge merge / inflate floor: {:.2}× wall (target ≤ 1.00×), {:.2}× CPU",
+            "covmerge merge / zcat floor: {:.2}× wall, {:.2}× CPU",
             m.wall / floor2.wall,
             m.cpu / floor2.cpu
         );
+        match igzip_floor(&files).map(|mut c| measure(&mut c)) {
+            Some(ig) => {
+                row("igzip -dc > /dev/null, parts on all cores", &ig);
+                println!(
+                    "covmerge merge / igzip floor: {:.2}× wall (target ≤ 1.50×), {:.2}× CPU",
+                    m.wall / ig.wall,
+                    m.cpu / ig.cpu
+                );
+            }
+            None => println!("igzip: not installed (apt-get install isal)"),
+        }
+        match duckdb_groupby(&files).map(|mut c| measure(&mut c)) {
+            Some(d) => {
+                row("DuckDB bare GROUP BY GROUPING SETS", &d);
+                println!(
+                    "DuckDB / covmerge merge: {:.2}× wall (target ≥ 3.00×), {:.2}× CPU",
+                    d.wall / m.wall,
+                    d.cpu / m.cpu
+                );
+            }
+            None => println!("DuckDB: not installed (pip install duckdb)"),
+        }
     }
     let _ = std::fs::remove_file(&out);
 }
