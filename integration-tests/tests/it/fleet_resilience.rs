@@ -100,7 +100,15 @@ fn misconfigured_worker_goes_unready_and_exits() {
         &[],
     );
     let addr = listen_addr(&bad);
-    assert_eq!(http_status(&addr, "/readyz"), "200");
+    // The endpoints listen before the broker answers: ready once it has.
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while http_status(&addr, "/readyz") != "200" {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "never ready before the job"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
     let out = dir.join("out.gz");
     let args: Vec<String> = s
         .coord_args(&vh.url, &store, &out)
