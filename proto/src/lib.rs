@@ -12,6 +12,8 @@
 pub mod date;
 /// `--group NAME=GLOB`: records summing the managers a glob matches.
 pub mod group;
+/// How inputs are read: their format and how they become rows.
+pub mod input;
 /// Typed ids: jobs, shards, splits, attempts.
 pub mod ids;
 /// The job description every task carries.
