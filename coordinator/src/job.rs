@@ -394,11 +394,11 @@ fn split_tasks(spec: &JobSpec) -> Vec<Task> {
                 input: spec.inputs[i].clone(),
                 shards: spec.shards,
                 max_bad_rows: spec.max_bad_rows,
-                go: spec.go_input(i),
+                read: spec.input_spec(i),
                 namespace: spec.namespace.clone(),
                 more: (i + 1..r.end)
                     .map(|j| {
-                        let g = spec.go_input(j);
+                        let g = spec.input_spec(j);
                         SplitInput {
                             input: spec.inputs[j].clone(),
                             manager: g.manager,
@@ -884,7 +884,7 @@ mod tests {
                 date_to: "2026-12-01".into(),
                 total_rows: None,
             },
-            go: Default::default(),
+            input: Default::default(),
             splits: Vec::new(),
             groups: Vec::new(),
             input_ids: Vec::new(),

@@ -12,10 +12,10 @@
 pub mod date;
 /// `--group NAME=GLOB`: records summing the managers a glob matches.
 pub mod group;
-/// How inputs are read: their format and how they become rows.
-pub mod input;
 /// Typed ids: jobs, shards, splits, attempts.
 pub mod ids;
+/// How inputs are read: their format and how they become rows.
+pub mod input;
 /// The job description every task carries.
 pub mod job;
 /// The store keys of a job's objects (spec, spill chunks, markers, parts, result).
