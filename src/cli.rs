@@ -6,7 +6,7 @@ use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand};
 use covmerge_proto::date::Date;
-use covmerge_proto::job::{GoModule, InputFormat};
+use covmerge_proto::input::{GoModule, InputFormat};
 use covmerge_report::budget::{self, Budget};
 use covmerge_report::diff::categories::FailOn;
 use covmerge_report::diff::compare::DiffOptions;
@@ -148,9 +148,8 @@ pub(crate) struct JobArgs {
     /// No progress display.
     #[arg(long)]
     pub quiet: bool,
-    /// What the inputs hold: auto (a directory with covmeta.* files is Go covdata, a
-    /// file starting `mode: ` a Go text profile, else CSV), csv, go-text, go-covdata.
-    #[arg(long, default_value = "auto", value_parser = input_format)]
+    /// What the inputs hold, for every input (`auto`: found from each one).
+    #[arg(long, default_value = "auto", value_parser = input_format())]
     pub input_format: InputFormat,
     /// Go import paths under MODULE are repository paths under DIR (`.`: the root).
     #[arg(long, value_name = "MODULE=DIR", value_parser = go_module)]
@@ -175,8 +174,11 @@ fn group(s: &str) -> Result<covmerge_proto::group::Group, String> {
     covmerge_proto::group::Group::parse(s)
 }
 
-fn input_format(s: &str) -> Result<InputFormat, String> {
-    InputFormat::parse(s).ok_or_else(|| "expected auto, csv, go-text or go-covdata".into())
+/// `--input-format`'s values, each with its help, as [`InputFormat`] lists them.
+fn input_format() -> impl clap::builder::TypedValueParser<Value = InputFormat> {
+    use clap::builder::{PossibleValue, PossibleValuesParser, TypedValueParser};
+    let values = InputFormat::ALL.map(|f| PossibleValue::new(f.as_str()).help(f.describe()));
+    PossibleValuesParser::new(values).map(|s| InputFormat::parse(&s).expect("a listed value"))
 }
 
 fn go_module(s: &str) -> Result<GoModule, String> {

@@ -1,5 +1,7 @@
-use covmerge_proto::job::default_manager;
-use covmerge_proto::job::{GoInputMeta, GoModule, GoSpec, HeaderSpec, InputFormat, InputIdentity};
+use covmerge_proto::input::{
+    default_manager, GoModule, InputFormat, InputMeta, InputOptions, JobInputs,
+};
+use covmerge_proto::job::{HeaderSpec, InputIdentity};
 use covmerge_proto::{JobId, JobSpec};
 use covmerge_storage::{expand_inputs, is_store_url, open_object};
 
@@ -51,7 +53,7 @@ pub struct JobRequest {
 
 /// Each input's manager and commit for Go coverage: overrides by input or default name,
 /// else the default name and the base commit. An override that names no input is refused.
-fn go_input_metas(req: &JobRequest, inputs: &[String]) -> Result<Vec<GoInputMeta>, JobError> {
+fn input_metas(req: &JobRequest, inputs: &[String]) -> Result<Vec<InputMeta>, JobError> {
     let names: Vec<String> = inputs.iter().map(|i| default_manager(i)).collect();
     let find = |rules: &[(String, String)], flag: &str| -> Result<Vec<Option<String>>, JobError> {
         let mut out = vec![None; inputs.len()];
@@ -73,8 +75,9 @@ fn go_input_metas(req: &JobRequest, inputs: &[String]) -> Result<Vec<GoInputMeta
     };
     let managers = find(&req.go_managers, "--go-manager")?;
     // A manager no record can be named after (empty, `*`, a group's NAME, past the
-    // cap) is refused up front when given, and when every input is Go coverage;
-    // otherwise the split of a Go input refuses it (contract §6).
+    // cap) is refused up front when given, and when every input is of a format whose
+    // rows take their input's manager (Go coverage); otherwise the split of such an
+    // input refuses it (contract §6).
     let check =
         |manager: &str| covmerge_proto::group::check_manager(manager.as_bytes(), &req.groups);
     for (key, val) in &req.go_managers {
@@ -82,7 +85,9 @@ fn go_input_metas(req: &JobRequest, inputs: &[String]) -> Result<Vec<GoInputMeta
             JobError::Plan(format!("--go-manager {key}={val}: the manager {why}"))
         })?;
     }
-    if matches!(req.format, InputFormat::GoText | InputFormat::GoCovdata) {
+    let takes_input_manager =
+        covmerge_input::formats::format_of(req.format).is_some_and(|f| f.rows_take_input_manager());
+    if takes_input_manager {
         for (i, input) in inputs.iter().enumerate() {
             if managers[i].is_none() {
                 check(&names[i]).map_err(|why| {
@@ -98,7 +103,7 @@ fn go_input_metas(req: &JobRequest, inputs: &[String]) -> Result<Vec<GoInputMeta
     Ok(inputs
         .iter()
         .enumerate()
-        .map(|(i, _)| GoInputMeta {
+        .map(|(i, _)| InputMeta {
             manager: managers[i].clone().unwrap_or_else(|| names[i].clone()),
             commit: commits[i]
                 .clone()
@@ -186,37 +191,89 @@ pub async fn plan_job(req: &JobRequest) -> Result<JobSpec, JobError> {
     let mut sizes = Vec::new();
     let mut input_ids = Vec::new();
     for i in &inputs {
-        if is_store_url(i) {
-            let (store, key) = open_object(i).map_err(|e| JobError::Plan(e.to_string()))?;
-            let id = store
-                .identity(&key)
-                .await
-                .map_err(|e| JobError::Plan(format!("input {i}: {e}")))?;
-            sizes.push((id.size, i.ends_with(".gz")));
-            input_ids.push(id);
-        } else {
-            use covmerge_input::{detect, DetectError, InputKind};
-            let found = detect(std::path::Path::new(i)).map_err(|e| {
-                JobError::Plan(match e {
-                    DetectError::NotCovdata => format!(
-                        "input {i}: a directory, and not Go coverage data (no covmeta.* file)"
-                    ),
-                    e => format!("input {i}: {e}"),
-                })
-            })?;
-            if found.kind == InputKind::GoCovdata
-                && !matches!(req.format, InputFormat::Auto | InputFormat::GoCovdata)
-            {
-                return Err(JobError::Plan(format!(
-                    "input {i}: a directory that looks like Go coverage data (GOCOVERDIR: covmeta.* files), not {} input: give --input-format go-covdata (or auto)",
-                    req.format.as_str()
-                )));
-            }
-            sizes.push((found.bytes, found.gzip));
-            input_ids.push(local_identity(std::path::Path::new(i), found.bytes)?);
-        }
+        let (size, id) = measure_input(req, i).await?;
+        sizes.push(size);
+        input_ids.push(id);
     }
     let date_to = req.date_to.clone().unwrap_or_else(today_utc);
+    check_settings(req, &date_to)?;
+    let input = JobInputs {
+        format: req.format,
+        options: InputOptions {
+            go_modules: req.go_modules.clone(),
+        },
+        each: input_metas(req, &inputs)?,
+    };
+    // A fleet's workers run in directories of their own: a relative input or source
+    // would name another file on each of them. The job names absolute ones.
+    let inputs = inputs.iter().map(|i| absolute_location(i)).collect();
+    let source = match req.source.split_once(':') {
+        Some((kind @ ("dir" | "git"), path)) => format!("{kind}:{}", absolute_location(path)),
+        _ => req.source.clone(),
+    };
+    Ok(JobSpec {
+        job: req.job.clone().unwrap_or_else(JobId::new_random),
+        inputs,
+        base_repo: req.base_repo.clone(),
+        base_commit: req.base_commit.clone(),
+        source,
+        shards: req.shards.unwrap_or_else(|| default_shards(&sizes)),
+        max_bad_rows: req.max_bad_rows,
+        file_path_prefix: req.file_path_prefix.clone(),
+        header: HeaderSpec {
+            namespace: req
+                .namespace
+                .clone()
+                .unwrap_or_else(|| DEFAULT_NAMESPACE.to_string()),
+            duration: req.duration,
+            date_to,
+            total_rows: req.total_rows,
+        },
+        input,
+        splits: group_splits(&sizes),
+        groups: req.groups.clone(),
+        namespace: req.namespace.clone(),
+        input_ids,
+    })
+}
+
+/// One listed input's size (bytes, and whether gzip'd: the default shard count follows
+/// them) and identity. A local input's format is found through the input formats'
+/// registry: a directory no directory format claims is refused, and so is one that a
+/// directory format claims when `--input-format` names another.
+async fn measure_input(
+    req: &JobRequest,
+    i: &str,
+) -> Result<((u64, bool), InputIdentity), JobError> {
+    if is_store_url(i) {
+        let (store, key) = open_object(i).map_err(|e| JobError::Plan(e.to_string()))?;
+        let id = store
+            .identity(&key)
+            .await
+            .map_err(|e| JobError::Plan(format!("input {i}: {e}")))?;
+        return Ok(((id.size, i.ends_with(".gz")), id));
+    }
+    use covmerge_input::formats::{detect, format_of};
+    let found =
+        detect(std::path::Path::new(i)).map_err(|e| JobError::Plan(format!("input {i}: {e}")))?;
+    let dir = format_of(found.kind).and_then(|f| f.directory());
+    if let Some(d) =
+        dir.filter(|_| !matches!(req.format, InputFormat::Auto) && req.format != found.kind)
+    {
+        return Err(JobError::Plan(format!(
+            "input {i}: a directory that looks like {}, not {} input: give --input-format {} (or auto)",
+            d.looks_like,
+            req.format.as_str(),
+            found.kind.as_str()
+        )));
+    }
+    let id = local_identity(std::path::Path::new(i), found.bytes)?;
+    Ok(((found.bytes, found.gzip), id))
+}
+
+/// Checks the job's settings (after its inputs): `--date-to`, `--shards`,
+/// `--namespace`, `--go-module` and `--group`.
+fn check_settings(req: &JobRequest, date_to: &str) -> Result<(), JobError> {
     if let Err(e) = date_to.parse::<covmerge_proto::date::Date>() {
         return Err(JobError::Plan(format!("--date-to {date_to:?}: {e}")));
     }
@@ -260,43 +317,7 @@ pub async fn plan_job(req: &JobRequest) -> Result<JobSpec, JobError> {
         }
     }
     covmerge_proto::group::check_groups(&req.groups)
-        .map_err(|why| JobError::Plan(format!("--group: {why}")))?;
-    let go = GoSpec {
-        format: req.format,
-        modules: req.go_modules.clone(),
-        inputs: go_input_metas(req, &inputs)?,
-    };
-    // A fleet's workers run in directories of their own: a relative input or source
-    // would name another file on each of them. The job names absolute ones.
-    let inputs = inputs.iter().map(|i| absolute_location(i)).collect();
-    let source = match req.source.split_once(':') {
-        Some((kind @ ("dir" | "git"), path)) => format!("{kind}:{}", absolute_location(path)),
-        _ => req.source.clone(),
-    };
-    Ok(JobSpec {
-        job: req.job.clone().unwrap_or_else(JobId::new_random),
-        inputs,
-        base_repo: req.base_repo.clone(),
-        base_commit: req.base_commit.clone(),
-        source,
-        shards: req.shards.unwrap_or_else(|| default_shards(&sizes)),
-        max_bad_rows: req.max_bad_rows,
-        file_path_prefix: req.file_path_prefix.clone(),
-        header: HeaderSpec {
-            namespace: req
-                .namespace
-                .clone()
-                .unwrap_or_else(|| DEFAULT_NAMESPACE.to_string()),
-            duration: req.duration,
-            date_to,
-            total_rows: req.total_rows,
-        },
-        go,
-        splits: group_splits(&sizes),
-        groups: req.groups.clone(),
-        namespace: req.namespace.clone(),
-        input_ids,
-    })
+        .map_err(|why| JobError::Plan(format!("--group: {why}")))
 }
 
 /// A local input's identity: its size, modification time (ns) and inode; for a Go
@@ -403,11 +424,6 @@ fn absolute_location(location: &str) -> String {
     }
 }
 
-/// Whether `path` is a local directory holding at least one `covmeta.*` file.
-pub fn is_covdata_dir(path: &str) -> bool {
-    covmerge_input::is_covdata_dir(std::path::Path::new(path))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -449,7 +465,7 @@ mod tests {
                 date_to: "2026-01-01".into(),
                 total_rows: None,
             },
-            go: GoSpec::default(),
+            input: JobInputs::default(),
             splits: g,
             groups: Vec::new(),
             input_ids: Vec::new(),

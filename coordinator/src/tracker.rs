@@ -485,7 +485,7 @@ mod tests {
                         input: format!("/in/{i}.csv"),
                         shards: 1,
                         max_bad_rows: 0,
-                        go: Default::default(),
+                        read: Default::default(),
                         more: Vec::new(),
                     })
                 })

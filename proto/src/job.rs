@@ -2,6 +2,8 @@ use serde::{Deserialize, Serialize};
 
 use crate::JobId;
 
+use crate::input::{InputSpec, JobInputs};
+
 /// Everything that defines one job. The coordinator stores it under the job's prefix
 /// (`jobs/<id>/job.json`) so that `--resume` continues exactly the same job.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -25,9 +27,10 @@ pub struct JobSpec {
     pub file_path_prefix: String,
     /// Header fields of the result (contract §4).
     pub header: HeaderSpec,
-    /// How inputs are read and how Go coverage becomes rows (absent in older jobs).
-    #[serde(default)]
-    pub go: GoSpec,
+    /// How inputs are read: their format, options and each one's manager and commit
+    /// (stored as `go` by older jobs; absent in the oldest).
+    #[serde(default, alias = "go")]
+    pub input: JobInputs,
     /// The first input of each split task, ascending from 0: split `k` reads inputs
     /// `splits[k] .. splits[k + 1]` one after another. Empty (older jobs): one split
     /// per input.
@@ -116,19 +119,12 @@ impl InputIdentity {
 }
 
 impl JobSpec {
-    /// How split task `i` reads Go coverage: the job's format and module rules, the
-    /// input's manager and commit (older jobs: the default manager, the base commit).
-    /// Workers admit a split only if its settings are these.
-    pub fn go_input(&self, i: usize) -> GoInput {
-        let meta = self.go.inputs.get(i);
-        GoInput {
-            format: self.go.format,
-            modules: self.go.modules.clone(),
-            manager: meta.map(|m| m.manager.clone()).unwrap_or_default(),
-            commit: meta
-                .map(|m| m.commit.clone())
-                .unwrap_or_else(|| self.base_commit.clone()),
-        }
+    /// How input `i` is read: the job's format and options, the input's manager and
+    /// commit (older jobs: its default manager, the base commit). Workers admit a
+    /// split only if its settings are these.
+    pub fn input_spec(&self, i: usize) -> InputSpec {
+        let input = self.inputs.get(i).map_or("", String::as_str);
+        self.input.spec(i, input, &self.base_commit)
     }
 }
 
@@ -208,27 +204,7 @@ impl JobSpec {
             name("namespace", ns, false)?;
         }
         name("header.date_to", &self.header.date_to, false)?;
-        if self.go.modules.len() > MAX_GO_MODULES {
-            return Err(format!(
-                "{} Go module rules, more than {MAX_GO_MODULES}",
-                self.go.modules.len()
-            ));
-        }
-        for m in &self.go.modules {
-            name("a Go module", &m.module, false)?;
-            name("a Go module directory", &m.dir, false)?;
-        }
-        if !self.go.inputs.is_empty() && self.go.inputs.len() != self.inputs.len() {
-            return Err(format!(
-                "{} Go input settings for {} inputs",
-                self.go.inputs.len(),
-                self.inputs.len()
-            ));
-        }
-        for g in &self.go.inputs {
-            name("a Go manager", &g.manager, true)?;
-            name("a Go commit", &g.commit, false)?;
-        }
+        self.input.validate(self.inputs.len(), name)?;
         crate::group::check_groups(&self.groups)?;
         if !self.input_ids.is_empty() && self.input_ids.len() != self.inputs.len() {
             return Err(format!(
@@ -306,97 +282,15 @@ impl JobSpec {
             cmp!("date_to", header.date_to);
         }
         cmp!("total_rows", header.total_rows);
-        cmp!("input_format", go.format);
-        cmp!("go_modules", go.modules);
-        // Older jobs stored no per-input Go settings: theirs are the defaults.
-        if !self.go.inputs.is_empty() {
-            cmp!("go inputs (--go-manager, --go-commit)", go.inputs);
+        cmp!("input_format", input.format);
+        cmp!("go_modules", input.options.go_modules);
+        // Older jobs stored no per-input settings: theirs are the defaults.
+        if !self.input.each.is_empty() {
+            cmp!("go inputs (--go-manager, --go-commit)", input.each);
         }
         cmp!("groups (--group)", groups);
         None
     }
-}
-
-/// What an input holds.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum InputFormat {
-    /// A directory holding `covmeta.*` files is Go covdata, a file whose first line
-    /// starts with `mode: ` a Go text profile, anything else CSV.
-    #[default]
-    Auto,
-    /// CSV rows (contract §2).
-    Csv,
-    /// A Go text profile (`go test -coverprofile`).
-    GoText,
-    /// A `GOCOVERDIR` directory of Go covmeta and covcounters files.
-    GoCovdata,
-}
-
-impl InputFormat {
-    /// The format an `--input-format` value names (`auto`, `csv`, `go-text`, `go-covdata`).
-    pub fn parse(s: &str) -> Option<Self> {
-        Some(match s {
-            "auto" => InputFormat::Auto,
-            "csv" => InputFormat::Csv,
-            "go-text" => InputFormat::GoText,
-            "go-covdata" => InputFormat::GoCovdata,
-            _ => return None,
-        })
-    }
-
-    /// The `--input-format` value naming it.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            InputFormat::Auto => "auto",
-            InputFormat::Csv => "csv",
-            InputFormat::GoText => "go-text",
-            InputFormat::GoCovdata => "go-covdata",
-        }
-    }
-}
-
-/// `--go-module MODULE=DIR`: Go files under import path MODULE are at DIR in the
-/// repository (`.`: its root).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct GoModule {
-    /// The Go import path prefix (e.g. `example.com/m`).
-    pub module: String,
-    /// Where its files are in the repository, relative to the root (`.`: the root).
-    pub dir: String,
-}
-
-/// The manager and build commit of one input's Go coverage.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct GoInputMeta {
-    /// The manager the input's rows are recorded under.
-    pub manager: String,
-    /// The kernel commit (build) the input's coverage was recorded on.
-    pub commit: String,
-}
-
-/// Job-wide input settings.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct GoSpec {
-    /// How every input is read (`--input-format`).
-    pub format: InputFormat,
-    /// Where Go modules lie in the repository (`--go-module`).
-    pub modules: Vec<GoModule>,
-    /// One per input, aligned with [`JobSpec::inputs`] (empty in older jobs).
-    pub inputs: Vec<GoInputMeta>,
-}
-
-/// How one split task reads its input when it is Go coverage.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct GoInput {
-    /// How this input is read.
-    pub format: InputFormat,
-    /// Where Go modules lie in the repository (`--go-module`).
-    pub modules: Vec<GoModule>,
-    /// The manager its rows are recorded under and the commit of its build.
-    pub manager: String,
-    /// The commit of the build that recorded it.
-    pub commit: String,
 }
 
 /// The job description line of the output (`coveragedb.HistoryRecord`).
@@ -410,18 +304,6 @@ pub struct HeaderSpec {
     pub date_to: String,
     /// `None`: the number of data rows read.
     pub total_rows: Option<i64>,
-}
-
-/// The default manager of an input: a directory's name, or a file's name without its
-/// extension(s) (`runs/mgr-c.out` → `mgr-c`, `p.out.gz` → `p`).
-pub fn default_manager(input: &str) -> String {
-    let trimmed = input.trim_end_matches('/');
-    let base = trimmed.rsplit('/').next().unwrap_or(trimmed);
-    let stem = match base.find('.') {
-        Some(0) | None => base,
-        Some(i) => &base[..i],
-    };
-    stem.to_string()
 }
 
 #[cfg(test)]
@@ -445,7 +327,7 @@ mod tests {
                 date_to: "2024-04-08".into(),
                 total_rows: None,
             },
-            go: GoSpec::default(),
+            input: JobInputs::default(),
             splits: Vec::new(),
             groups: Vec::new(),
             input_ids: Vec::new(),
@@ -465,14 +347,14 @@ mod tests {
         s.inputs[1] = "x".repeat(crate::limits::MAX_NAME_BYTES + 1);
         assert!(s.validate().is_err());
         let mut s = spec();
-        s.go.inputs = vec![GoInputMeta {
+        s.input.each = vec![crate::input::InputMeta {
             manager: "m".into(),
             commit: "c".into(),
         }];
         assert!(s
             .validate()
             .unwrap_err()
-            .contains("1 Go input settings for 2 inputs"));
+            .contains("1 per-input settings for 2 inputs"));
     }
 
     #[test]
@@ -519,14 +401,6 @@ mod tests {
         let mut d = spec();
         d.groups = vec![b.groups[0].clone(), b.groups[0].clone()];
         assert!(d.validate().unwrap_err().contains("given twice"));
-    }
-
-    #[test]
-    fn default_manager_is_the_name_without_extension() {
-        assert_eq!(default_manager("runs/mgr-c.out"), "mgr-c");
-        assert_eq!(default_manager("runs/p.out.gz"), "p");
-        assert_eq!(default_manager("/data/covdir-7/"), "covdir-7");
-        assert_eq!(default_manager("plain"), "plain");
     }
 
     #[test]

@@ -14,6 +14,8 @@ pub mod date;
 pub mod group;
 /// Typed ids: jobs, shards, splits, attempts.
 pub mod ids;
+/// How inputs are read: their format and how they become rows.
+pub mod input;
 /// The job description every task carries.
 pub mod job;
 /// The store keys of a job's objects (spec, spill chunks, markers, parts, result).

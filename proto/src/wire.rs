@@ -20,7 +20,10 @@ use crate::{Attempt, Counts, JobId, ShardId, SplitId, TaskRef};
 /// 7: a merge outcome lists its files' base line counts ([`MergeOutcome::base_lines`])
 ///    and names the base as the worker's source holds it ([`MergeOutcome::source_id`]);
 ///    the coordinator refuses the merges of a version-6 worker, which reports neither.
-pub const PROTOCOL_VERSION: u16 = 7;
+/// 8: a split task says how its input is read in one [`crate::input::InputSpec`]
+///    ([`SplitTask::read`]: format, manager, commit, options) where version 7 had a
+///    `go` field; a worker of version 7 would read every input as `auto`.
+pub const PROTOCOL_VERSION: u16 = 8;
 
 /// Largest message a receiver decodes. A merge task lists its spill chunks; 16 MiB is
 /// ~100k chunk keys, far beyond any real job.
@@ -152,26 +155,11 @@ impl Task {
                     name("input", &m.input)?;
                     if m.manager.len() > MAX_NAME_BYTES || m.commit.len() > MAX_NAME_BYTES {
                         return Err(format!(
-                            "a Go manager or commit longer than {MAX_NAME_BYTES} bytes"
+                            "an input's manager or commit longer than {MAX_NAME_BYTES} bytes"
                         ));
                     }
                 }
-                let g = &t.go;
-                if g.modules.len() > MAX_GO_MODULES {
-                    return Err(format!(
-                        "{} Go module rules, more than {MAX_GO_MODULES}",
-                        g.modules.len()
-                    ));
-                }
-                let long = |v: &str| v.len() > MAX_NAME_BYTES;
-                if long(&g.manager)
-                    || long(&g.commit)
-                    || g.modules.iter().any(|m| long(&m.module) || long(&m.dir))
-                {
-                    return Err(format!(
-                        "a Go manager, commit or module rule longer than {MAX_NAME_BYTES} bytes"
-                    ));
-                }
+                t.read.validate()?;
                 Ok(())
             }
             Task::Merge(t) => {
@@ -233,11 +221,10 @@ pub struct SplitTask {
     pub shards: u32,
     /// The splitter stops early once it has seen more bad rows than this.
     pub max_bad_rows: u64,
-    /// The input's format and, for Go coverage, how it becomes rows.
-    #[serde(default)]
-    pub go: crate::job::GoInput,
+    /// How `input` is read: its format, manager and commit, the job's format options.
+    pub read: crate::input::InputSpec,
     /// The split's further inputs (inputs `split + 1 ..` of its group), read after
-    /// `input` with the same settings but their own Go manager and commit. Small
+    /// `input` with the same format and options but their own manager and commit. Small
     /// inputs are grouped so that a job of many makes few spill objects and chunks.
     #[serde(default)]
     pub more: Vec<SplitInput>,
@@ -252,9 +239,9 @@ pub struct SplitTask {
 pub struct SplitInput {
     /// Local path or object-store URL of the input.
     pub input: String,
-    /// Its Go manager and build commit.
+    /// The manager its rows are recorded under ([`crate::input::InputSpec::manager`]).
     pub manager: String,
-    /// Its Go build commit.
+    /// Its build commit ([`crate::input::InputSpec::commit`]).
     pub commit: String,
 }
 
@@ -570,33 +557,31 @@ mod tests {
                 input: input.into(),
                 shards,
                 max_bad_rows: 0,
-                go: Default::default(),
+                read: Default::default(),
                 more: Vec::new(),
             })
         };
         assert!(split(4, "/in.csv").validate().is_ok());
-        let with_go = |go: crate::job::GoInput| {
+        let with_go = |read: crate::input::InputSpec| {
             let mut t = split(4, "/in.csv");
             if let Task::Split(s) = &mut t {
-                s.go = go;
+                s.read = read;
             }
             t.validate()
         };
-        let rule = crate::job::GoModule {
+        let rule = crate::input::GoModule {
             module: "example.com/m".into(),
             dir: ".".into(),
         };
-        assert!(with_go(crate::job::GoInput {
-            modules: vec![rule.clone(); 3],
+        let with_rules = |n| crate::input::InputSpec {
+            options: crate::input::InputOptions {
+                go_modules: vec![rule.clone(); n],
+            },
             ..Default::default()
-        })
-        .is_ok());
-        assert!(with_go(crate::job::GoInput {
-            modules: vec![rule; crate::limits::MAX_GO_MODULES + 1],
-            ..Default::default()
-        })
-        .is_err());
-        assert!(with_go(crate::job::GoInput {
+        };
+        assert!(with_go(with_rules(3)).is_ok());
+        assert!(with_go(with_rules(crate::limits::MAX_GO_MODULES + 1)).is_err());
+        assert!(with_go(crate::input::InputSpec {
             manager: "m".repeat(5000),
             ..Default::default()
         })
@@ -637,40 +622,96 @@ mod tests {
         );
     }
 
-    /// A task of the release before groups is poison, as any other version: a worker
-    /// of that release would drop a task's groups and write a part without them.
+    /// A task of the release before groups (4) or before the shared table (5) is
+    /// poison, as any other version: a worker of version 4 would drop a task's groups
+    /// and write a part without them, one of version 5 a split's `--namespace` and
+    /// merge every namespace.
     #[test]
-    fn a_version_4_task_is_rejected() {
-        let b = rmp_serde::to_vec_named(&Envelope {
-            version: 4,
-            body: task(),
-        })
-        .unwrap();
-        assert!(matches!(
-            decode::<Task>(&b),
-            Err(WireError::Version {
-                got: 4,
-                want: PROTOCOL_VERSION
+    fn version_4_and_5_tasks_are_rejected() {
+        for version in [4, 5] {
+            let b = rmp_serde::to_vec_named(&Envelope {
+                version,
+                body: task(),
             })
-        ));
+            .unwrap();
+            assert!(matches!(
+                decode::<Task>(&b),
+                Err(WireError::Version { got, want: PROTOCOL_VERSION }) if got == version
+            ));
+        }
     }
 
-    /// A task of the release before the shared table is poison: a worker of that
-    /// release would drop a split's `--namespace` and merge every namespace.
+    /// A split task of the release before the input spec is poison: its `go` field
+    /// said how the input is read, and a worker of this release would not find it.
+    /// Without the envelope, its body does not decode as a split task either (the
+    /// spec is required, not defaulted to `auto`), where the new one does.
     #[test]
-    fn a_version_5_task_is_rejected() {
+    fn a_version_7_split_task_is_rejected() {
+        #[derive(Serialize)]
+        struct V7Go {
+            format: crate::input::InputFormat,
+            modules: Vec<crate::input::GoModule>,
+            manager: String,
+            commit: String,
+        }
+        #[derive(Serialize)]
+        struct V7Split {
+            job: JobId,
+            split: SplitId,
+            input: String,
+            shards: u32,
+            max_bad_rows: u64,
+            go: V7Go,
+            more: Vec<SplitInput>,
+        }
+        #[derive(Serialize)]
+        enum V7Task {
+            Split(V7Split),
+        }
+        let old = V7Task::Split(V7Split {
+            job: JobId::parse("j1").unwrap(),
+            split: SplitId(0),
+            input: "/in.out".into(),
+            shards: 4,
+            max_bad_rows: 0,
+            go: V7Go {
+                format: crate::input::InputFormat::GoText,
+                modules: Vec::new(),
+                manager: "m".into(),
+                commit: "c".into(),
+            },
+            more: Vec::new(),
+        });
         let b = rmp_serde::to_vec_named(&Envelope {
-            version: 5,
-            body: task(),
+            version: 7,
+            body: &old,
         })
         .unwrap();
         assert!(matches!(
             decode::<Task>(&b),
             Err(WireError::Version {
-                got: 5,
+                got: 7,
                 want: PROTOCOL_VERSION
             })
         ));
+        let body = rmp_serde::to_vec_named(&old).unwrap();
+        assert!(rmp_serde::from_slice::<Task>(&body).is_err());
+        let new = Task::Split(SplitTask {
+            job: JobId::parse("j1").unwrap(),
+            split: SplitId(0),
+            input: "/in.out".into(),
+            shards: 4,
+            max_bad_rows: 0,
+            read: crate::input::InputSpec {
+                format: crate::input::InputFormat::GoText,
+                manager: "m".into(),
+                commit: "c".into(),
+                options: Default::default(),
+            },
+            more: Vec::new(),
+            namespace: None,
+        });
+        assert_eq!(decode::<Task>(&encode(&new).unwrap()).unwrap(), new);
     }
 
     /// A merge report or `.done` marker of the release before the base checks is

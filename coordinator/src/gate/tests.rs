@@ -313,7 +313,7 @@ fn spec() -> JobSpec {
             date_to: "2024-04-08".into(),
             total_rows: None,
         },
-        go: Default::default(),
+        input: Default::default(),
         splits: Vec::new(),
         groups: groups(),
         namespace: None,

@@ -21,11 +21,11 @@ pub(super) fn split_tasks(spec: &JobSpec) -> Vec<Task> {
                 input: spec.inputs[i].clone(),
                 shards: spec.shards,
                 max_bad_rows: spec.max_bad_rows,
-                go: spec.go_input(i),
+                read: spec.input_spec(i),
                 namespace: spec.namespace.clone(),
                 more: (i + 1..r.end)
                     .map(|j| {
-                        let g = spec.go_input(j);
+                        let g = spec.input_spec(j);
                         SplitInput {
                             input: spec.inputs[j].clone(),
                             manager: g.manager,

@@ -66,7 +66,7 @@ fn merge_tasks_are_published_largest_shard_first() {
             date_to: "2026-12-01".into(),
             total_rows: None,
         },
-        go: Default::default(),
+        input: Default::default(),
         splits: Vec::new(),
         groups: Vec::new(),
         input_ids: Vec::new(),

@@ -14,7 +14,7 @@ pub mod text;
 
 use std::collections::{BTreeMap, HashMap};
 
-use covmerge_proto::job::GoModule;
+use covmerge_proto::input::GoModule;
 
 /// Why a Go coverage input cannot be read. Every variant names the file (and, for
 /// binary data, the byte offset; for text profiles, the line).
@@ -499,7 +499,7 @@ pub fn parse_module_rule(s: &str) -> Result<GoModule, String> {
     })
 }
 
-pub use covmerge_proto::job::default_manager;
+pub use covmerge_proto::input::default_manager;
 
 #[cfg(test)]
 mod tests {

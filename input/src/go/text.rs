@@ -218,7 +218,7 @@ pub fn parse_block(line: &str) -> Result<(&str, Pos, u32, u64), String> {
 mod tests {
     use super::super::ModuleMap;
     use super::*;
-    use covmerge_proto::job::GoModule;
+    use covmerge_proto::input::GoModule;
 
     fn rules() -> ModuleMap {
         ModuleMap::new(&[GoModule {

@@ -183,7 +183,7 @@ fn a_task_no_worker_can_run_and_bad_input_still_fail_the_job() {
             input: s.inputs[0].clone(),
             shards: 6,
             max_bad_rows: 0,
-            go: Default::default(),
+            read: Default::default(),
             more: Vec::new(),
         });
         q.publish_task(&job, wire::encode(&task).unwrap())

@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use bytes::Bytes;
-use covmerge_proto::job::InputFormat;
+use covmerge_proto::input::InputSpec;
 use covmerge_proto::memory::{MemoryPool, MemoryReservation};
 use covmerge_proto::wire::{
     self, Failure, MergeOutcome, MergeTask, ReportStatus, SplitOutcome, SplitTask, Task,
@@ -26,50 +26,9 @@ use super::spill_writer::{SpillState, SpillWriter};
 use crate::merge::part::PartBytes;
 use crate::merge::{merge_shard_with_prefix, HeldBudget, ProjectionCache};
 use crate::source::{open_source_within, CachedSource, Source};
-use crate::split::go::{split_go, GoSource};
-use crate::split::{split_input_of_namespace, Flush, SplitError, SplitSettings, BAD_ROW_SAMPLES};
-use crate::thread::run_on_thread;
-
-/// What a split task's input holds, opened.
-enum Opened {
-    GoDir,
-    GoText(Box<dyn std::io::Read + Send>),
-    Csv(Box<dyn std::io::Read + Send>),
-}
-
-/// Opens an input as its format says, or as [`crate::input::detect_stream`] finds it
-/// (`auto`): a local directory is Go covdata, a stream whose first bytes are `mode: `
-/// a Go text profile, anything else CSV.
-fn open_as(
-    input: &str,
-    format: InputFormat,
-    rt: &tokio::runtime::Handle,
-    inflate: crate::input::Inflate,
-) -> Result<Opened, TaskError> {
-    let local_dir = !covmerge_storage::is_store_url(input) && std::path::Path::new(input).is_dir();
-    match format {
-        InputFormat::GoCovdata | InputFormat::Auto if local_dir => return Ok(Opened::GoDir),
-        InputFormat::GoCovdata => {
-            return Err(Failure::bad_input(format!(
-                "{input}: a Go covdata input must be a local directory"
-            )))
-        }
-        _ => {}
-    }
-    let reader = crate::input::open_input(input, rt, inflate).map_err(Failure::bad_input)?;
-    Ok(match format {
-        InputFormat::GoText => Opened::GoText(reader),
-        InputFormat::Csv => Opened::Csv(reader),
-        _ => {
-            let (kind, reader) = crate::input::detect_stream(reader)
-                .map_err(|e| Failure::bad_input(crate::input::InputError::from_read(input, e)))?;
-            match kind {
-                crate::input::InputKind::GoText => Opened::GoText(Box::new(reader)),
-                _ => Opened::Csv(Box::new(reader)),
-            }
-        }
-    })
-}
+use crate::split::inputs::{split_inputs, ReadInput};
+use crate::split::{Emit, Flush, SplitError, SplitSettings, BAD_ROW_SAMPLES};
+use crate::thread::{run_on_thread, Cancel};
 
 /// What a worker process is configured with.
 #[derive(Debug, Clone)]
@@ -393,7 +352,7 @@ impl Executor {
                         .into_iter()
                         .find(|r| r.start == first)
                         .ok_or_else(|| format!("job {} has no split {}", t.job, t.split))?;
-                    let inputs: Vec<(&str, covmerge_proto::job::GoInput)> = split_inputs(t);
+                    let inputs: Vec<(&str, InputSpec)> = split_inputs(t);
                     if inputs.len() != range.len()
                         || range
                             .clone()
@@ -409,7 +368,7 @@ impl Executor {
                         || t.max_bad_rows != spec.max_bad_rows
                         || range
                             .zip(&inputs)
-                            .any(|(j, (_, go))| *go != spec.go_input(j))
+                            .any(|(j, (_, read))| *read != spec.input_spec(j))
                     {
                         return Err(format!("its settings are not those of job {}", t.job));
                     }
@@ -494,102 +453,8 @@ impl Executor {
         let outcome = run_on_thread(&name, move |cancel| -> Result<SplitOutcome, TaskError> {
             // Flushes earlier when the task got less than its loop's share.
             let budget = TaskShare::of(share.size()).split.max(64 << 10);
-            // A one-thread split inflates on its own thread too: nothing to overlap with.
-            let inflate = if this.cfg.split_threads <= 1 {
-                crate::input::Inflate::Inline
-            } else {
-                crate::input::Inflate::Pipelined
-            };
-            // Chunk contents depend on how pieces fell to parse threads, so every
-            // attempt writes under its own nonce: two attempts running at once never
-            // overwrite each other's chunks, and the marker names only its own.
-            let nonce = covmerge_proto::ids::random_hex();
-            let seq = AtomicU64::new(0);
-            let written = AtomicU64::new(0);
-            let write = |flush: Flush| -> Result<String, SplitError> {
-                let n = seq.fetch_add(1, Ordering::Relaxed) as u32;
-                let key = keys::spill(&t2.job, t2.split, &nonce, n);
-                let abandoned = || SplitError::Emit {
-                    message: ABANDONED.into(),
-                    transient: true,
-                };
-                let len = flush.bytes.len() as u64;
-                until_cancelled(&rt, &cancel, this.store.put(&key, Bytes::from(flush.bytes)))
-                    .ok_or_else(abandoned)?
-                    .map_err(|e| SplitError::Emit {
-                        message: e.to_string(),
-                        transient: e.is_transient(),
-                    })?;
-                metrics().bytes_written("chunk", len);
-                if written.fetch_add(1, Ordering::Relaxed) == 0 {
-                    covmerge_fault::pause_blocking_unless("split", &|| cancel.is_cancelled());
-                }
-                if cancel.is_cancelled() {
-                    return Err(abandoned());
-                }
-                Ok(key)
-            };
-            let settings = SplitSettings {
-                shards: t2.shards,
-                max_bad_rows: t2.max_bad_rows,
-                memory_budget: budget,
-                threads: this.cfg.split_threads,
-                groups,
-            };
-            // Spill objects are written on a thread of their own while the split reads on.
-            let state = SpillState::default();
-            let outcome = std::thread::scope(|scope| -> Result<SplitOutcome, TaskError> {
-                let spills = SpillWriter::start(scope, &state, &write, budget);
-                let emit = |flush: Flush| spills.add(flush);
-                // Abandoned (handed back after the grace period): the next read fails.
-                let cancelable = |inner| CancelRead {
-                    inner,
-                    cancel: cancel.clone(),
-                };
-                // The split's inputs one after another; their spills are written together.
-                let mut outcome = SplitOutcome::default();
-                for (input, go) in split_inputs(&t2) {
-                    let settings = SplitSettings {
-                        max_bad_rows: t2.max_bad_rows.saturating_sub(outcome.counts.rows_bad),
-                        ..settings.clone()
-                    };
-                    let one = match open_as(input, go.format, &rt, inflate)? {
-                        Opened::GoDir => split_go(
-                            input,
-                            GoSource::Dir(std::path::Path::new(input)),
-                            &go,
-                            settings,
-                            &emit,
-                        )?,
-                        Opened::GoText(r) => split_go(
-                            input,
-                            GoSource::Text(Box::new(std::io::BufReader::with_capacity(
-                                1 << 16,
-                                cancelable(r),
-                            ))),
-                            &go,
-                            settings,
-                            &emit,
-                        )?,
-                        Opened::Csv(r) => split_input_of_namespace(
-                            input,
-                            cancelable(r),
-                            settings,
-                            t2.namespace.as_deref(),
-                            &emit,
-                        )?,
-                    };
-                    outcome.counts.add(&one.counts);
-                    outcome.namespaces.add(&one.namespaces);
-                    let room = BAD_ROW_SAMPLES.saturating_sub(outcome.bad_rows.len());
-                    outcome.bad_rows.extend(one.bad_rows.into_iter().take(room));
-                    if outcome.counts.rows_bad > t2.max_bad_rows {
-                        break;
-                    }
-                }
-                outcome.chunks = spills.finish()?;
-                Ok(outcome)
-            })?;
+            let outcome = this.split_blocking(&t2, groups, budget, &rt, &cancel)?;
+            drop(share);
             this.progress
                 .rows_read
                 .fetch_add(outcome.counts.rows_in, Ordering::Relaxed);
@@ -597,21 +462,7 @@ impl Executor {
         })
         .await
         .map_err(Failure::transient)??;
-        if outcome.counts.rows_bad > t.max_bad_rows {
-            let first = outcome
-                .bad_rows
-                .first()
-                .map(|b| b.to_string())
-                .unwrap_or_default();
-            let inputs = match t.more.len() {
-                0 => t.input.clone(),
-                n => format!("{} and {n} more input(s)", t.input),
-            };
-            return Err(Failure::bad_input(format!(
-                "{first} ({} bad row(s) in {inputs}; --max-bad-rows {})",
-                outcome.counts.rows_bad, t.max_bad_rows
-            )));
-        }
+        refuse_bad_rows(t, &outcome)?;
         let marker = wire::encode(&outcome).map_err(Failure::internal)?;
         let key = keys::split_done(&t.job, t.split);
         self.store
@@ -627,15 +478,144 @@ impl Executor {
         Ok(outcome)
     }
 
+    /// A split on its task thread: its inputs read one after another within `budget`,
+    /// their spill objects written together, on a thread of their own while the
+    /// split reads on.
+    fn split_blocking(
+        &self,
+        t: &SplitTask,
+        groups: crate::input::Groups,
+        budget: usize,
+        rt: &tokio::runtime::Handle,
+        cancel: &Cancel,
+    ) -> Result<SplitOutcome, TaskError> {
+        // Chunk contents depend on how pieces fell to parse threads, so every
+        // attempt writes under its own nonce: two attempts running at once never
+        // overwrite each other's chunks, and the marker names only its own.
+        let nonce = covmerge_proto::ids::random_hex();
+        let seq = AtomicU64::new(0);
+        let written = AtomicU64::new(0);
+        let write = |flush: Flush| -> Result<String, SplitError> {
+            let n = seq.fetch_add(1, Ordering::Relaxed) as u32;
+            let key = keys::spill(&t.job, t.split, &nonce, n);
+            let abandoned = || SplitError::Emit {
+                message: ABANDONED.into(),
+                transient: true,
+            };
+            let len = flush.bytes.len() as u64;
+            until_cancelled(rt, cancel, self.store.put(&key, Bytes::from(flush.bytes)))
+                .ok_or_else(abandoned)?
+                .map_err(|e| SplitError::Emit {
+                    message: e.to_string(),
+                    transient: e.is_transient(),
+                })?;
+            metrics().bytes_written("chunk", len);
+            if written.fetch_add(1, Ordering::Relaxed) == 0 {
+                covmerge_fault::pause_blocking_unless("split", &|| cancel.is_cancelled());
+            }
+            if cancel.is_cancelled() {
+                return Err(abandoned());
+            }
+            Ok(key)
+        };
+        let settings = SplitSettings {
+            shards: t.shards,
+            max_bad_rows: t.max_bad_rows,
+            memory_budget: budget,
+            threads: self.cfg.split_threads,
+            groups,
+        };
+        let state = SpillState::default();
+        std::thread::scope(|scope| -> Result<SplitOutcome, TaskError> {
+            let spills = SpillWriter::start(scope, &state, &write, budget);
+            let emit = |flush: Flush| spills.add(flush);
+            let mut outcome = self.read_inputs(t, settings, rt, cancel, &emit)?;
+            outcome.chunks = spills.finish()?;
+            Ok(outcome)
+        })
+    }
+
+    /// Reads a split task's inputs one after another into `emit`, until more of their
+    /// rows were bad than the task allows.
+    fn read_inputs(
+        &self,
+        t: &SplitTask,
+        settings: SplitSettings,
+        rt: &tokio::runtime::Handle,
+        cancel: &Cancel,
+        emit: &Emit<'_>,
+    ) -> Result<SplitOutcome, TaskError> {
+        // A one-thread split inflates on its own thread too: nothing to overlap with.
+        let inflate = if self.cfg.split_threads <= 1 {
+            crate::input::Inflate::Inline
+        } else {
+            crate::input::Inflate::Pipelined
+        };
+        // Abandoned (handed back after the grace period): the next read fails.
+        let wrap = |inner: Box<dyn std::io::Read + Send>| -> Box<dyn std::io::Read + Send> {
+            let cancel = cancel.clone();
+            Box::new(CancelRead { inner, cancel })
+        };
+        let how = ReadInput {
+            namespace: t.namespace.as_deref(),
+            rt,
+            inflate,
+            wrap: &wrap,
+        };
+        let mut outcome = SplitOutcome::default();
+        for (input, spec) in split_inputs(t) {
+            let settings = SplitSettings {
+                max_bad_rows: t.max_bad_rows.saturating_sub(outcome.counts.rows_bad),
+                ..settings.clone()
+            };
+            let one = how.split(input, &spec, settings, emit)?;
+            outcome.counts.add(&one.counts);
+            outcome.namespaces.add(&one.namespaces);
+            let room = BAD_ROW_SAMPLES.saturating_sub(outcome.bad_rows.len());
+            outcome.bad_rows.extend(one.bad_rows.into_iter().take(room));
+            if outcome.counts.rows_bad > t.max_bad_rows {
+                break;
+            }
+        }
+        Ok(outcome)
+    }
+
     #[instrument(skip_all, fields(job = %t.job, shard = %t.shard))]
     async fn merge(self: &Arc<Self>, t: &MergeTask) -> Result<MergeOutcome, TaskError> {
         let source = self.source(&t.source)?;
         source.forget_absent();
-        // A base the source lacks would make every file look deleted: an empty result
-        // that looks complete. The job's source was checked before any work, so here
-        // it is this worker's source (`--source`) that lacks it: its configuration.
+        let source_id = self.base_id(t, source.clone()).await?;
+        covmerge_fault::pause_async("merge").await;
+        if covmerge_fault::fail_shard(t.shard.0) {
+            return Err(Failure::transient(format!(
+                "injected failure of shard {}",
+                t.shard
+            )));
+        }
+        let this = self.clone();
+        let t2 = t.clone();
+        let rt = tokio::runtime::Handle::current();
+        let name = format!("merge {}", t.shard);
+        let share = reserve_task(&self.pool, name.clone(), self.cfg.shares.per_loop);
+        let part = run_on_thread(&name, move |cancel| {
+            // Within what the task got: less than its share means fewer chunks fetched
+            // ahead and more base texts and line maps read again.
+            let part = this.merge_blocking(&t2, source, TaskShare::of(share.size()), &rt, &cancel);
+            drop(share);
+            part
+        })
+        .await
+        .map_err(Failure::transient)??;
+        self.publish_part(t, part, source_id).await
+    }
+
+    /// The base's id as this worker's source holds it (computed once per job). A base
+    /// the source lacks would make every file look deleted: an empty result that looks
+    /// complete. The job's source was checked before any work, so here it is this
+    /// worker's source (`--source`) that lacks it: its configuration.
+    async fn base_id(&self, t: &MergeTask, src: Arc<dyn Source>) -> Result<String, TaskError> {
         let name = self.cfg.source.as_deref().unwrap_or(&t.source).to_string();
-        let (src, base) = (source.clone(), t.base_commit.clone());
+        let base = t.base_commit.clone();
         let id_key = (t.job.clone(), name.clone(), base.clone());
         let known = self.tree_ids.lock().unwrap().get(&id_key).cloned();
         let source_id = tokio::task::spawn_blocking(move || {
@@ -656,64 +636,63 @@ impl Executor {
         .await
         .map_err(Failure::internal)?
         .map_err(|e: crate::source::SourceError| Failure::config(e))?;
-        {
-            let mut ids = self.tree_ids.lock().unwrap();
-            if ids.len() >= SPEC_CACHE {
-                ids.clear();
-            }
-            ids.insert(id_key, source_id.clone());
+        let mut ids = self.tree_ids.lock().unwrap();
+        if ids.len() >= SPEC_CACHE {
+            ids.clear();
         }
-        covmerge_fault::pause_async("merge").await;
-        if covmerge_fault::fail_shard(t.shard.0) {
-            return Err(Failure::transient(format!(
-                "injected failure of shard {}",
-                t.shard
-            )));
-        }
-        let this = self.clone();
-        let t2 = t.clone();
-        let rt = tokio::runtime::Handle::current();
-        let name = format!("merge {}", t.shard);
-        let share = reserve_task(&self.pool, name.clone(), self.cfg.shares.per_loop);
-        let part = run_on_thread(&name, move |cancel| {
-            // Within what the task got: less than its share means fewer chunks fetched
-            // ahead and more base texts and line maps read again.
-            let use_of = TaskShare::of(share.size());
-            // Fetched several at a time ahead of the merge: one round trip per chunk,
-            // one after the other, was most of a merge's time on a distant store.
-            // Fetched again for each pass of a shard merged in passes.
-            let chunks = || {
-                Prefetch::start(
-                    &rt,
-                    this.store.clone(),
-                    t2.chunks.clone(),
-                    use_of.prefetch,
-                    cancel.clone(),
-                )
-            };
-            // Checked before each file version: an abandoned merge stops between files.
-            let source = CancelSource {
-                inner: source,
-                cancel: cancel.clone(),
-            };
-            merge_shard_with_prefix(
-                chunks,
-                t2.base_commit.as_bytes(),
-                &source,
-                &this.cache,
-                t2.file_path_prefix.as_bytes(),
-                &t2.groups,
-                HeldBudget {
-                    bases: use_of.held_bases,
-                    maps: use_of.held_maps,
-                    tables: use_of.tables,
-                    manager_names: (2 * use_of.tables).max(64 << 20),
-                },
+        ids.insert(id_key, source_id.clone());
+        Ok(source_id)
+    }
+
+    /// A merge on its task thread, within what the task got (`use_of`).
+    fn merge_blocking(
+        &self,
+        t: &MergeTask,
+        source: Arc<dyn Source>,
+        use_of: TaskShare,
+        rt: &tokio::runtime::Handle,
+        cancel: &Cancel,
+    ) -> Result<crate::merge::MergedPart, crate::merge::MergeError> {
+        // Fetched several at a time ahead of the merge: one round trip per chunk,
+        // one after the other, was most of a merge's time on a distant store.
+        // Fetched again for each pass of a shard merged in passes.
+        let chunks = || {
+            Prefetch::start(
+                rt,
+                self.store.clone(),
+                t.chunks.clone(),
+                use_of.prefetch,
+                cancel.clone(),
             )
-        })
-        .await
-        .map_err(Failure::transient)??;
-        let mut part = part;
+        };
+        // Checked before each file version: an abandoned merge stops between files.
+        let source = CancelSource {
+            inner: source,
+            cancel: cancel.clone(),
+        };
+        merge_shard_with_prefix(
+            chunks,
+            t.base_commit.as_bytes(),
+            &source,
+            &self.cache,
+            t.file_path_prefix.as_bytes(),
+            &t.groups,
+            HeldBudget {
+                bases: use_of.held_bases,
+                maps: use_of.held_maps,
+                tables: use_of.tables,
+                manager_names: (2 * use_of.tables).max(64 << 20),
+            },
+        )
+    }
+
+    /// Stores a merged part and its `.done` marker.
+    async fn publish_part(
+        &self,
+        t: &MergeTask,
+        mut part: crate::merge::MergedPart,
+        source_id: String,
+    ) -> Result<MergeOutcome, TaskError> {
         let key = keys::part(&t.job, t.shard);
         let len = part.gz.len();
         let outcome = MergeOutcome {
@@ -761,18 +740,23 @@ impl Executor {
     }
 }
 
-/// A split task's inputs in order, each with how it is read.
-fn split_inputs(t: &SplitTask) -> Vec<(&str, covmerge_proto::job::GoInput)> {
-    std::iter::once((t.input.as_str(), t.go.clone()))
-        .chain(t.more.iter().map(|m| {
-            (
-                m.input.as_str(),
-                covmerge_proto::job::GoInput {
-                    manager: m.manager.clone(),
-                    commit: m.commit.clone(),
-                    ..t.go.clone()
-                },
-            )
-        }))
-        .collect()
+/// A split whose rows were more often bad than the task allows fails, naming the
+/// first bad row.
+fn refuse_bad_rows(t: &SplitTask, outcome: &SplitOutcome) -> Result<(), TaskError> {
+    if outcome.counts.rows_bad <= t.max_bad_rows {
+        return Ok(());
+    }
+    let first = outcome
+        .bad_rows
+        .first()
+        .map(|b| b.to_string())
+        .unwrap_or_default();
+    let inputs = match t.more.len() {
+        0 => t.input.clone(),
+        n => format!("{} and {n} more input(s)", t.input),
+    };
+    Err(Failure::bad_input(format!(
+        "{first} ({} bad row(s) in {inputs}; --max-bad-rows {})",
+        outcome.counts.rows_bad, t.max_bad_rows
+    )))
 }

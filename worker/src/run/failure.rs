@@ -30,7 +30,7 @@ impl From<SplitError> for Failure {
                 transient: true, ..
             } => FailureKind::Outage,
             SplitError::Emit { .. } => FailureKind::Config,
-            SplitError::Input(_) | SplitError::Go(_) => FailureKind::BadInput,
+            SplitError::Input(_) | SplitError::Read(_) => FailureKind::BadInput,
         };
         Failure::new(kind, e.to_string())
     }

@@ -26,7 +26,8 @@ use covmerge_proto::{
 };
 
 mod cut;
-pub mod go;
+pub(crate) mod inputs;
+pub mod rows;
 
 use cut::{Limits, Piece, Pieces};
 
@@ -72,9 +73,9 @@ pub enum SplitError {
     /// The CSV input cannot be read (not a single bad row).
     #[error(transparent)]
     Input(#[from] InputError),
-    /// The Go coverage input cannot be read.
+    /// The input cannot be read by its format (Go coverage that does not decode, ...).
     #[error(transparent)]
-    Go(#[from] crate::input::go::GoError),
+    Read(#[from] crate::input::formats::ReadError),
     /// A spill object could not be written.
     #[error("writing spill object: {message}")]
     Emit {
@@ -267,6 +268,26 @@ impl Shared<'_> {
     }
 }
 
+/// One parse thread's shard builders: its strings and one table per shard.
+struct Builders {
+    strings: ThreadStrings,
+    tables: Vec<EntryTable>,
+}
+
+impl Builders {
+    /// Bytes held, to compare with the thread's share of the budget.
+    fn held(&self) -> usize {
+        self.strings.approx_bytes() + self.tables.iter().map(|t| t.approx_bytes()).sum::<usize>()
+    }
+
+    /// Writes every table's rows as chunks and forgets the strings.
+    fn flush(&mut self, emit: &Emit<'_>) -> Result<(), SplitError> {
+        let r = flush_tables(&mut self.tables, &mut self.strings.table, emit);
+        self.strings.clear();
+        r
+    }
+}
+
 /// One parse thread: its builders and what it counted. `next_piece` hands out
 /// numbered line-aligned pieces until it returns `None`.
 fn parse_thread(
@@ -289,15 +310,11 @@ fn parse_thread(
     };
     let n = sh.settings.shards.max(1);
     let budget = sh.settings.memory_budget / sh.settings.threads.max(1);
-    let mut strings = ThreadStrings::new(sh.settings.groups.clone());
-    let mut tables: Vec<EntryTable> = (0..n).map(|_| EntryTable::new()).collect();
+    let mut b = Builders {
+        strings: ThreadStrings::new(sh.settings.groups.clone()),
+        tables: (0..n).map(|_| EntryTable::new()).collect(),
+    };
     let mut outcome = SplitOutcome::default();
-    let flush_all =
-        |tables: &mut Vec<EntryTable>, strings: &mut ThreadStrings| -> Result<(), SplitError> {
-            let r = flush_tables(tables, &mut strings.table, sh.emit);
-            strings.clear();
-            r
-        };
     while let Some(Piece {
         first_line,
         offset,
@@ -345,60 +362,10 @@ fn parse_thread(
                 &mut outcome,
             );
         } else if !quoted {
-            let c = sh.header.cols();
-            let ns = c.namespace.zip(sh.namespace);
-            for_each_unquoted_record(&sh.header, &bytes, first_line, |pos, rec| {
-                let fields = match rec {
-                    Ok(f) => f,
-                    Err(problem) => {
-                        outcome.counts.rows_in += 1;
-                        return bad(pos, problem, &mut outcome);
-                    }
-                };
-                if let Some((i, want)) = ns {
-                    let v = fields.get(i);
-                    let matched = v == want;
-                    seen(v, matched);
-                    if !matched {
-                        return true;
-                    }
-                }
-                outcome.counts.rows_in += 1;
-                // The function name's entry is loaded while the other columns are
-                // looked up: its index is the one read at random, out of cache.
-                let func_name = fields.get(c.func);
-                let func_hash = crate::spill::hash_bytes(func_name);
-                strings.index[FUNC].prefetch(func_hash);
-                let (file, ok_file) = strings.id(FILE, fields.get(c.file), n);
-                let (commit, ok_commit) = strings.id(COMMIT, fields.get(c.commit).trim_ascii(), n);
-                let (manager, ok_manager) = strings.id(MANAGER, fields.get(c.manager), n);
-                let ok_repo = strings.repo_ok(fields.get(c.repo));
-                let sl = parse_count_fast(fields.get(c.sl));
-                let hits = parse_count_fast(fields.get(c.hits));
-                let (func, ok_func) = strings.id_hashed(FUNC, func_name, func_hash, n);
-                let (sl, hits) = match (sl, hits) {
-                    (Some(sl), Some(hits))
-                        if ok_file && ok_commit && ok_func && ok_manager && ok_repo =>
-                    {
-                        (sl.min(u32::MAX as u64) as u32, hits)
-                    }
-                    // Anything unusual: the row's own checks decide, and name the problem.
-                    _ => match fields.row(&sh.header) {
-                        Ok(row) => (row.sl, row.hits),
-                        Err(problem) => return bad(pos, problem, &mut outcome),
-                    },
-                };
-                let key = RawKey {
-                    file,
-                    commit,
-                    func,
-                    manager,
-                    sl,
-                };
-                tables[strings.shard[file as usize] as usize].add(key, hits, 1);
-                true
-            });
+            let piece = (&bytes[..], first_line);
+            parse_unquoted(sh, piece, &mut b, &mut outcome, &mut seen, &mut bad);
         } else {
+            let (strings, tables) = (&mut b.strings, &mut b.tables);
             RowReader::from_header(&sh.header, &bytes[..], first_line).for_each_of_namespace(
                 sh.namespace,
                 &mut seen,
@@ -416,15 +383,79 @@ fn parse_thread(
             )?;
         }
         sh.give_back(bytes);
-        let held: usize =
-            strings.approx_bytes() + tables.iter().map(|t| t.approx_bytes()).sum::<usize>();
-        if held > budget {
-            flush_all(&mut tables, &mut strings)?;
+        if b.held() > budget {
+            b.flush(sh.emit)?;
         }
     }
-    flush_all(&mut tables, &mut strings)?;
+    b.flush(sh.emit)?;
     outcome.namespaces = tally;
     Ok((outcome, samples))
+}
+
+/// Parses a piece without any `"` (its bytes and its first line's number) by the
+/// vectorized fast path: each column of a usual row is checked and interned on its
+/// own; anything unusual goes to the row's own checks, which name the problem.
+fn parse_unquoted(
+    sh: &Shared<'_>,
+    (bytes, first_line): (&[u8], u64),
+    b: &mut Builders,
+    outcome: &mut SplitOutcome,
+    seen: &mut impl FnMut(&[u8], bool),
+    bad: &mut impl FnMut(Pos, RowProblem, &mut SplitOutcome) -> bool,
+) {
+    let n = sh.settings.shards.max(1);
+    let (strings, tables) = (&mut b.strings, &mut b.tables);
+    let c = sh.header.cols();
+    let ns = c.namespace.zip(sh.namespace);
+    for_each_unquoted_record(&sh.header, bytes, first_line, |pos, rec| {
+        let fields = match rec {
+            Ok(f) => f,
+            Err(problem) => {
+                outcome.counts.rows_in += 1;
+                return bad(pos, problem, outcome);
+            }
+        };
+        if let Some((i, want)) = ns {
+            let v = fields.get(i);
+            let matched = v == want;
+            seen(v, matched);
+            if !matched {
+                return true;
+            }
+        }
+        outcome.counts.rows_in += 1;
+        // The function name's entry is loaded while the other columns are
+        // looked up: its index is the one read at random, out of cache.
+        let func_name = fields.get(c.func);
+        let func_hash = crate::spill::hash_bytes(func_name);
+        strings.index[FUNC].prefetch(func_hash);
+        let (file, ok_file) = strings.id(FILE, fields.get(c.file), n);
+        let (commit, ok_commit) = strings.id(COMMIT, fields.get(c.commit).trim_ascii(), n);
+        let (manager, ok_manager) = strings.id(MANAGER, fields.get(c.manager), n);
+        let ok_repo = strings.repo_ok(fields.get(c.repo));
+        let sl = parse_count_fast(fields.get(c.sl));
+        let hits = parse_count_fast(fields.get(c.hits));
+        let (func, ok_func) = strings.id_hashed(FUNC, func_name, func_hash, n);
+        let (sl, hits) = match (sl, hits) {
+            (Some(sl), Some(hits)) if ok_file && ok_commit && ok_func && ok_manager && ok_repo => {
+                (sl.min(u32::MAX as u64) as u32, hits)
+            }
+            // Anything unusual: the row's own checks decide, and name the problem.
+            _ => match fields.row(&sh.header) {
+                Ok(row) => (row.sl, row.hits),
+                Err(problem) => return bad(pos, problem, outcome),
+            },
+        };
+        let key = RawKey {
+            file,
+            commit,
+            func,
+            manager,
+            sl,
+        };
+        tables[strings.shard[file as usize] as usize].add(key, hits, 1);
+        true
+    });
 }
 
 fn read_full(
@@ -509,48 +540,7 @@ pub(crate) fn split_input_with<R: Read>(
     limits: Limits,
 ) -> Result<(SplitOutcome, CutStats), SplitError> {
     let read_err = |e: std::io::Error| InputError::from_read(name, e);
-    // The header line, read up to its newline, never more than a row's cap.
-    let mut buf: Vec<u8> = Vec::with_capacity(limits.piece * 2);
-    let mut seen = 0;
-    let header_end = loop {
-        if let Some(i) = memchr::memchr(b'\n', &buf[seen..]) {
-            break seen + i + 1;
-        }
-        seen = buf.len();
-        if seen > limits.max_row {
-            return Err(InputError::Read {
-                input: name.to_string(),
-                line: 1,
-                problem: format!(
-                    "header row longer than the {} byte cap on a row",
-                    limits.max_row
-                ),
-            }
-            .into());
-        }
-        if read_full(&mut input, &mut buf, limits.piece.min(64 << 10)).map_err(read_err)? == 0 {
-            break buf.len();
-        }
-    };
-    // A carriage return ends a row for the CSV reader but not for the cutter, which
-    // cuts at newlines: a header ended by a bare `\r` took the rows after it up to
-    // the first newline with it, and they were dropped unseen, uncounted. Only a
-    // `\r\n` ending is a line end here.
-    let line = &buf[..header_end];
-    let body = line
-        .strip_suffix(b"\n")
-        .map_or(line, |l| l.strip_suffix(b"\r").unwrap_or(l));
-    if let Some(at) = memchr::memchr(b'\r', body) {
-        return Err(InputError::Read {
-            input: name.to_string(),
-            line: 1,
-            problem: format!(
-                "a carriage return at byte {} of the header row: rows end with a newline (\\n or \\r\\n), a bare \\r is not a line end",
-                at + 1
-            ),
-        }
-        .into());
-    }
+    let (mut buf, header_end) = read_header_line(name, &mut input, limits, &read_err)?;
     let header = RowReader::new(name, &buf[..header_end])?
         .header()
         .with_max_row(limits.max_row)
@@ -586,30 +576,93 @@ pub(crate) fn split_input_with<R: Read>(
         &shared.spare,
         &read_err,
     );
-    if threads == 1 {
+    let (mut outcome, mut samples) = if threads == 1 {
         // One thread reads, cuts and parses: no hand-off, for one-core workers.
-        let (mut outcome, mut samples) = parse_thread(&shared, || {
+        parse_thread(&shared, || {
             if shared.stop.load(Ordering::Relaxed) {
                 return Ok(None);
             }
             pieces.next()
-        })?;
-        keep_first_samples(&mut samples);
-        outcome.bad_rows = samples.into_iter().map(|s| s.1).collect();
-        return Ok((outcome, pieces.stats()));
+        })?
+    } else {
+        parse_on_threads(&shared, &mut pieces, threads)?
+    };
+    keep_first_samples(&mut samples);
+    outcome.bad_rows = samples.into_iter().map(|s| s.1).collect();
+    Ok((outcome, pieces.stats()))
+}
+
+/// Reads the header line up to its newline, never more than a row's cap: the bytes
+/// read (the header and what followed it in the same reads) and where the header
+/// ends in them.
+fn read_header_line(
+    name: &str,
+    input: &mut impl Read,
+    limits: Limits,
+    read_err: &impl Fn(std::io::Error) -> InputError,
+) -> Result<(Vec<u8>, usize), SplitError> {
+    let mut buf: Vec<u8> = Vec::with_capacity(limits.piece * 2);
+    let mut seen = 0;
+    let header_end = loop {
+        if let Some(i) = memchr::memchr(b'\n', &buf[seen..]) {
+            break seen + i + 1;
+        }
+        seen = buf.len();
+        if seen > limits.max_row {
+            return Err(InputError::Read {
+                input: name.to_string(),
+                line: 1,
+                problem: format!(
+                    "header row longer than the {} byte cap on a row",
+                    limits.max_row
+                ),
+            }
+            .into());
+        }
+        if read_full(input, &mut buf, limits.piece.min(64 << 10)).map_err(read_err)? == 0 {
+            break buf.len();
+        }
+    };
+    // A carriage return ends a row for the CSV reader but not for the cutter, which
+    // cuts at newlines: a header ended by a bare `\r` took the rows after it up to
+    // the first newline with it, and they were dropped unseen, uncounted. Only a
+    // `\r\n` ending is a line end here.
+    let line = &buf[..header_end];
+    let body = line
+        .strip_suffix(b"\n")
+        .map_or(line, |l| l.strip_suffix(b"\r").unwrap_or(l));
+    if let Some(at) = memchr::memchr(b'\r', body) {
+        return Err(InputError::Read {
+            input: name.to_string(),
+            line: 1,
+            problem: format!(
+                "a carriage return at byte {} of the header row: rows end with a newline (\\n or \\r\\n), a bare \\r is not a line end",
+                at + 1
+            ),
+        }
+        .into());
     }
+    Ok((buf, header_end))
+}
+
+/// `threads` parse threads fed by this thread, which cuts the pieces: their outcomes
+/// summed and their bad row samples together.
+fn parse_on_threads<R: Read>(
+    shared: &Shared<'_>,
+    pieces: &mut Pieces<'_, R>,
+    threads: usize,
+) -> Result<(SplitOutcome, Vec<Sample>), SplitError> {
     let (tx, rx) = mpsc::sync_channel::<Piece>(threads * 2);
     let rx = Arc::new(Mutex::new(rx));
     std::thread::scope(|scope| {
         let handles: Vec<_> = (0..threads)
             .map(|_| {
                 let rx = rx.clone();
-                let sh = &shared;
                 scope.spawn(move || {
-                    let r = parse_thread(sh, || Ok(rx.lock().unwrap().recv().ok()));
+                    let r = parse_thread(shared, || Ok(rx.lock().unwrap().recv().ok()));
                     if r.is_err() {
                         // The others and the cutter stop too.
-                        sh.stop.store(true, Ordering::Relaxed);
+                        shared.stop.store(true, Ordering::Relaxed);
                     }
                     r
                 })
@@ -652,12 +705,10 @@ pub(crate) fn split_input_with<R: Read>(
                 }
             }
         }
-        if let Some(e) = first_err {
-            return Err(e);
+        match first_err {
+            Some(e) => Err(e),
+            None => Ok((outcome, samples)),
         }
-        keep_first_samples(&mut samples);
-        outcome.bad_rows = samples.into_iter().map(|s| s.1).collect();
-        Ok((outcome, pieces.stats()))
     })
 }
 

@@ -230,3 +230,106 @@ fn a_failed_spill_write_left_the_cutter_parked_in_a_full_channel() {
     let e = r.unwrap_err();
     assert!(e.contains("no space left on device"), "{e}");
 }
+
+/// A format whose rows are already summed (each the sum of several input rows, under
+/// a manager and commit of its own) comes in through [`rows::split_rows`]: its rows
+/// keep their counts, and its own manager, commit and the input's are told apart.
+#[test]
+fn summed_rows_of_a_format_keep_their_counts_and_names() {
+    use crate::input::formats::{BadLines, LineRow, ReadError, RowSink, RowSource};
+    struct Summed(u32);
+    impl RowSource for Summed {
+        fn read_rows(
+            self: Box<Self>,
+            _: u64,
+            sink: &mut RowSink<'_>,
+        ) -> Result<BadLines, ReadError> {
+            for line in 1..=self.0 {
+                let own = line % 2 == 0;
+                sink(&LineRow {
+                    file: "a/b.go",
+                    func: "f",
+                    line,
+                    hits: 10,
+                    rows: 3,
+                    manager: own.then_some("m-own"),
+                    commit: own.then_some("c-own"),
+                })?;
+            }
+            Ok(BadLines {
+                count: 1,
+                samples: vec![(7, "a bad line".into())],
+            })
+        }
+    }
+    let got = Mutex::new(Vec::new());
+    let emit = |flush: Flush| -> Result<(), SplitError> {
+        crate::spill::for_each_block(&flush.bytes, |b| {
+            for (k, v) in &b.entries {
+                let s = |i: u32| String::from_utf8(b.strings[i as usize].to_vec()).unwrap();
+                got.lock()
+                    .unwrap()
+                    .push((k.sl, s(k.manager), s(k.commit), v.hits, v.rows));
+            }
+            Ok(())
+        })
+        .unwrap();
+        Ok(())
+    };
+    let spec = covmerge_proto::input::InputSpec {
+        manager: "m-in".into(),
+        commit: "c-in".into(),
+        ..Default::default()
+    };
+    let settings = SplitSettings {
+        shards: 2,
+        max_bad_rows: 5,
+        memory_budget: 1 << 20,
+        threads: 1,
+        ..Default::default()
+    };
+    let o = rows::split_rows(
+        "p.parquet",
+        Box::new(Summed(4)),
+        &spec,
+        settings.clone(),
+        &emit,
+    )
+    .unwrap();
+    assert_eq!((o.counts.rows_in, o.counts.rows_bad), (4 * 3 + 1, 1));
+    assert_eq!(o.bad_rows[0].to_string(), "p.parquet:7: a bad line");
+    let mut got = got.into_inner().unwrap();
+    got.sort();
+    let row = |l: u32, own: bool| {
+        let (m, c) = if own {
+            ("m-own", "c-own")
+        } else {
+            ("m-in", "c-in")
+        };
+        (l, m.to_string(), c.to_string(), 10, 3)
+    };
+    assert_eq!(
+        got,
+        vec![row(1, false), row(2, true), row(3, false), row(4, true)]
+    );
+    // A spill write that fails stops the reading, and is the split's error.
+    let failing = |_: Flush| -> Result<(), SplitError> {
+        Err(SplitError::Emit {
+            message: "disk full".into(),
+            transient: false,
+        })
+    };
+    let settings = SplitSettings {
+        memory_budget: 0,
+        ..settings
+    };
+    let e = rows::split_rows(
+        "p.parquet",
+        Box::new(Summed(5000)),
+        &spec,
+        settings,
+        &failing,
+    )
+    .unwrap_err();
+    assert!(matches!(e, SplitError::Emit { .. }), "{e}");
+}

@@ -1,7 +1,7 @@
 //! A whole `GOCOVERDIR`: every meta and counter file, counters summed per unit.
 
 use std::collections::HashMap;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use super::super::{Blocks, GoError, Mode};
 use super::*;
@@ -36,8 +36,28 @@ pub(super) fn hex(h: &[u8; 16]) -> String {
 /// are ignored, as Go does). Counter files of every process are summed per unit (`set`
 /// mode: ORed); units no counter file mentions count 0.
 pub fn read_dir(dir: &Path) -> Result<(Blocks, DirStats), GoError> {
+    let (metas, counters) = list_files(dir)?;
+    let mut stats = DirStats::default();
+    let mut pods = read_metas(&metas, &mut stats)?;
+    let by_hash: HashMap<[u8; 16], usize> = pods
+        .iter()
+        .enumerate()
+        .map(|(i, p)| (p.meta.hash, i))
+        .collect();
+    for p in &counters {
+        add_counter_file(p, &mut pods, &by_hash, &mut stats)?;
+    }
+    Ok((into_blocks(&pods)?, stats))
+}
+
+/// A read error of `file`.
+fn io_err(file: String) -> impl FnOnce(std::io::Error) -> GoError {
+    move |e: std::io::Error| GoError::Io { file, source: e }
+}
+
+/// The directory's meta and counter files, each list sorted by path.
+fn list_files(dir: &Path) -> Result<(Vec<PathBuf>, Vec<PathBuf>), GoError> {
     let dname = dir.display().to_string();
-    let io_err = |file: String| move |e: std::io::Error| GoError::Io { file, source: e };
     let mut metas = Vec::new();
     let mut counters = Vec::new();
     // Go writes regular files here: a symlink (to another run's file, /dev/zero, a file
@@ -88,10 +108,13 @@ pub fn read_dir(dir: &Path) -> Result<(Blocks, DirStats), GoError> {
             problem: "no covmeta.* file in the directory".into(),
         });
     }
-    let mut stats = DirStats::default();
+    Ok((metas, counters))
+}
+
+/// Decodes the meta files, each into a pod whose counts are all 0.
+fn read_metas(metas: &[PathBuf], stats: &mut DirStats) -> Result<Vec<Pod>, GoError> {
     let mut pods: Vec<Pod> = Vec::new();
-    let mut by_hash: HashMap<[u8; 16], usize> = HashMap::new();
-    for p in &metas {
+    for p in metas {
         let name = p.display().to_string();
         let data = std::fs::read(p).map_err(io_err(name.clone()))?;
         stats.meta_files += 1;
@@ -115,7 +138,6 @@ pub fn read_dir(dir: &Path) -> Result<(Blocks, DirStats), GoError> {
             }
             first.push(f);
         }
-        by_hash.insert(meta.hash, pods.len());
         pods.push(Pod {
             meta,
             name,
@@ -123,75 +145,95 @@ pub fn read_dir(dir: &Path) -> Result<(Blocks, DirStats), GoError> {
             counts: vec![0; n],
         });
     }
-    for p in &counters {
-        let name = p.display().to_string();
-        let data = std::fs::read(p).map_err(io_err(name.clone()))?;
-        stats.counter_files += 1;
-        stats.bytes += data.len() as u64;
-        // The meta hash is at bytes 8..24: find the pod before decoding.
-        let pod = data
-            .get(8..24)
-            .and_then(|h| by_hash.get(<&[u8; 16]>::try_from(h).expect("16")).copied());
-        let Some(pod) = pod else {
-            // A corrupt header is named by the decoder; a sound file lacks its meta.
-            decode_counters(&name, &data, |_, _, _| Ok(()))?;
-            let h: [u8; 16] = data[8..24].try_into().expect("a decoded header");
-            return Err(GoError::Corrupt {
-                file: name,
-                offset: 8,
-                problem: format!(
-                    "no covmeta.{} in the directory for this counter file",
-                    hex(&h)
-                ),
-            });
-        };
-        let pod = &mut pods[pod];
-        let set = pod.meta.mode == Mode::Set;
-        decode_counters(&name, &data, |pkg, func, ctrs| {
-            stats.function_entries += 1;
-            let f = pod
-                .meta
-                .pkgs
-                .get(pkg as usize)
-                .and_then(|p| p.funcs.get(func as usize))
-                .ok_or_else(|| {
-                    format!(
-                        "function {pkg}/{func} is not in {} ({} packages)",
-                        pod.name,
-                        pod.meta.pkgs.len()
-                    )
-                })?;
-            let first = pod.first[pkg as usize][func as usize];
-            let units = f.units.len();
-            let slots = &mut pod.counts[first..first + units];
-            if pod.meta.per_func {
-                if ctrs.len() != 1 {
-                    return Err(format!(
-                        "{} counters for function {}, per-function granularity has 1",
-                        ctrs.len(),
-                        f.name
-                    ));
-                }
-                for s in slots.iter_mut() {
-                    add(s, ctrs[0], set);
-                }
-            } else {
-                if ctrs.len() != units {
-                    return Err(format!(
-                        "{} counters for function {}, which has {units} units",
-                        ctrs.len(),
-                        f.name
-                    ));
-                }
-                for (s, &c) in slots.iter_mut().zip(ctrs) {
-                    add(s, c, set);
-                }
+    Ok(pods)
+}
+
+/// Adds one counter file's counters to its pod (found by its meta hash).
+fn add_counter_file(
+    p: &Path,
+    pods: &mut [Pod],
+    by_hash: &HashMap<[u8; 16], usize>,
+    stats: &mut DirStats,
+) -> Result<(), GoError> {
+    let name = p.display().to_string();
+    let data = std::fs::read(p).map_err(io_err(name.clone()))?;
+    stats.counter_files += 1;
+    stats.bytes += data.len() as u64;
+    // The meta hash is at bytes 8..24: find the pod before decoding.
+    let pod = data
+        .get(8..24)
+        .and_then(|h| by_hash.get(<&[u8; 16]>::try_from(h).expect("16")).copied());
+    let Some(pod) = pod else {
+        // A corrupt header is named by the decoder; a sound file lacks its meta.
+        decode_counters(&name, &data, |_, _, _| Ok(()))?;
+        let h: [u8; 16] = data[8..24].try_into().expect("a decoded header");
+        return Err(GoError::Corrupt {
+            file: name,
+            offset: 8,
+            problem: format!(
+                "no covmeta.{} in the directory for this counter file",
+                hex(&h)
+            ),
+        });
+    };
+    let pod = &mut pods[pod];
+    decode_counters(&name, &data, |pkg, func, ctrs| {
+        stats.function_entries += 1;
+        pod.add(pkg, func, ctrs)
+    })?;
+    Ok(())
+}
+
+impl Pod {
+    /// Adds the counters of function `func` of package `pkg`.
+    fn add(&mut self, pkg: u32, func: u32, ctrs: &[u32]) -> Result<(), String> {
+        let set = self.meta.mode == Mode::Set;
+        let f = self
+            .meta
+            .pkgs
+            .get(pkg as usize)
+            .and_then(|p| p.funcs.get(func as usize))
+            .ok_or_else(|| {
+                format!(
+                    "function {pkg}/{func} is not in {} ({} packages)",
+                    self.name,
+                    self.meta.pkgs.len()
+                )
+            })?;
+        let first = self.first[pkg as usize][func as usize];
+        let units = f.units.len();
+        let slots = &mut self.counts[first..first + units];
+        if self.meta.per_func {
+            if ctrs.len() != 1 {
+                return Err(format!(
+                    "{} counters for function {}, per-function granularity has 1",
+                    ctrs.len(),
+                    f.name
+                ));
             }
-            Ok(())
-        })?;
+            for s in slots.iter_mut() {
+                add(s, ctrs[0], set);
+            }
+        } else {
+            if ctrs.len() != units {
+                return Err(format!(
+                    "{} counters for function {}, which has {units} units",
+                    ctrs.len(),
+                    f.name
+                ));
+            }
+            for (s, &c) in slots.iter_mut().zip(ctrs) {
+                add(s, c, set);
+            }
+        }
+        Ok(())
     }
+}
+
+/// The blocks of every pod's units with their summed counts.
+fn into_blocks(pods: &[Pod]) -> Result<Blocks, GoError> {
     let mut blocks = Blocks::default();
-    for pod in &pods {
+    for pod in pods {
         blocks.set_mode(pod.meta.mode).map_err(|e| GoError::Input {
             input: pod.name.clone(),
             problem: e.to_string(),
@@ -215,7 +257,7 @@ pub fn read_dir(dir: &Path) -> Result<(Blocks, DirStats), GoError> {
             }
         }
     }
-    Ok((blocks, stats))
+    Ok(blocks)
 }
 
 fn add(slot: &mut u64, c: u32, set: bool) {

@@ -90,7 +90,7 @@ fn forged_task_with_4294967295_shards_no_longer_kills_the_worker() {
             input: s.inputs[0].clone(),
             shards: u32::MAX,
             max_bad_rows: 0,
-            go: Default::default(),
+            read: Default::default(),
             more: Vec::new(),
         });
         let body = wire::encode(&task).unwrap();
@@ -223,7 +223,7 @@ fn forged_split_task_cannot_read_files_outside_its_job() {
             input: "/etc/passwd".into(),
             shards: 6,
             max_bad_rows: 0,
-            go: Default::default(),
+            read: Default::default(),
             more: Vec::new(),
         });
         let refused = refusal(&q, &job, &forged).await;
@@ -241,11 +241,13 @@ fn forged_split_task_cannot_read_files_outside_its_job() {
             input: s.inputs[0].clone(),
             shards: 6,
             max_bad_rows: 0,
-            go: covmerge_proto::job::GoInput {
-                modules: vec![covmerge_proto::job::GoModule {
-                    module: "example.com/m".into(),
-                    dir: "../../etc".into(),
-                }],
+            read: covmerge_proto::input::InputSpec {
+                options: covmerge_proto::input::InputOptions {
+                    go_modules: vec![covmerge_proto::input::GoModule {
+                        module: "example.com/m".into(),
+                        dir: "../../etc".into(),
+                    }],
+                },
                 ..Default::default()
             },
             more: Vec::new(),

@@ -1,0 +1,57 @@
+//! A split task's inputs, each opened and read through its format
+//! ([`crate::input::formats`]): CSV text by the parse threads of [`super`], the rows a
+//! format decodes itself by [`super::rows`].
+
+use std::io::Read;
+
+use covmerge_proto::input::InputSpec;
+use covmerge_proto::wire::{SplitOutcome, SplitTask};
+
+use super::{rows::split_rows, split_input_of_namespace, Emit, SplitError, SplitSettings};
+use crate::input::formats::{self, Reading};
+
+/// How a split task's inputs are opened.
+pub(crate) struct ReadInput<'a> {
+    /// The job's `--namespace`.
+    pub(crate) namespace: Option<&'a str>,
+    pub(crate) rt: &'a tokio::runtime::Handle,
+    pub(crate) inflate: crate::input::Inflate,
+    /// Applied to each input's stream (a task's: one that fails once the task is
+    /// abandoned).
+    pub(crate) wrap: &'a dyn Fn(Box<dyn Read + Send>) -> Box<dyn Read + Send>,
+}
+
+impl ReadInput<'_> {
+    /// Splits one input, read as `spec` says.
+    pub(crate) fn split(
+        &self,
+        input: &str,
+        spec: &InputSpec,
+        settings: SplitSettings,
+        emit: &Emit<'_>,
+    ) -> Result<SplitOutcome, SplitError> {
+        let opened =
+            formats::open(input, spec.format, self.rt, self.inflate)?.map_stream(self.wrap);
+        match opened.read(&spec.options)? {
+            Reading::Csv(r) => split_input_of_namespace(input, r, settings, self.namespace, emit),
+            Reading::Rows(rows) => split_rows(input, rows, spec, settings, emit),
+        }
+    }
+}
+
+/// A split task's inputs in order, each with how it is read: the first's spec, and
+/// the further ones' manager and commit with its format and options.
+pub(crate) fn split_inputs(t: &SplitTask) -> Vec<(&str, InputSpec)> {
+    std::iter::once((t.input.as_str(), t.read.clone()))
+        .chain(t.more.iter().map(|m| {
+            (
+                m.input.as_str(),
+                InputSpec {
+                    manager: m.manager.clone(),
+                    commit: m.commit.clone(),
+                    ..t.read.clone()
+                },
+            )
+        }))
+        .collect()
+}
