@@ -18,7 +18,7 @@ use crate::input::go::{covdata, text, ModuleMap};
 use crate::spill::{EntryTable, RawKey, StringTable};
 
 /// Where a Go input's bytes come from.
-pub enum GoSource<'a> {
+pub(crate) enum GoSource<'a> {
     /// A local `GOCOVERDIR` directory.
     Dir(&'a Path),
     /// A (decompressed) text profile.
@@ -27,7 +27,7 @@ pub enum GoSource<'a> {
 
 /// Splits one Go input. Rows counted: `rows_in` = lines produced plus malformed
 /// profile lines, `rows_bad` = malformed profile lines.
-pub fn split_go(
+pub(crate) fn split_go(
     name: &str,
     src: GoSource<'_>,
     go: &GoInput,
