@@ -120,103 +120,20 @@ impl Dashboard {
             .redirect(reqwest::redirect::Policy::none())
             .build()
             .map_err(|e| e.to_string())?;
-        let target = &format!("{}/api", self.url);
-        // What logs and errors name: the URL without its user info.
-        let url = &format!("{}/api", self.shown.trim_end_matches('/'));
-        let payload = req.map(Self::payload);
-        let (client, payload) = (&client, &payload);
-        let attempt = || async move {
-            let mut form = reqwest::multipart::Form::new()
-                .text("client", self.client.clone())
-                .text("key", self.key.clone())
-                .text("method", method.to_string());
-            if let Some(p) = payload {
-                form = form.part("payload", reqwest::multipart::Part::bytes(p.clone()));
-            }
-            let r = match client.post(target).multipart(form).send().await {
-                Ok(r) => r,
-                // A call that must not run twice is sent again only if it surely did
-                // not reach the dashboard: a timeout or a connection lost after the
-                // request may have been processed (a save_coverage taking more than
-                // the timeout was sent twice and ingested twice).
-                Err(e) if kind == Call::Once && !e.is_connect() => {
-                    let what = if e.is_timeout() {
-                        format!("no reply within {} s", timeout.as_secs())
-                    } else {
-                        e.without_url().to_string()
-                    };
-                    return Err(CallError {
-                        msg: format!(
-                            "{method} at {url}: {what}; it may have been processed: check the dashboard before sending it again"
-                        ),
-                        retryable: false,
-                    });
-                }
-                // reqwest errors name the URL with its user info: drop it.
-                Err(e) => {
-                    return Err(CallError::retry(format!(
-                        "{method} at {url}: {}",
-                        e.without_url()
-                    )))
-                }
-            };
-            let s = r.status();
-            if s.is_redirection() {
-                // Named by its host only: the rest of the location may carry tokens.
-                let host = r
-                    .headers()
-                    .get(reqwest::header::LOCATION)
-                    .and_then(|l| l.to_str().ok())
-                    .and_then(|l| r.url().join(l).ok())
-                    .and_then(|u| u.host_str().map(str::to_string));
-                let to = match host {
-                    Some(h) => format!("redirects to host {h}"),
-                    None => "redirects without a usable location".to_string(),
-                };
-                return Err(CallError {
-                    msg: format!(
-                        "{method} at {url}: HTTP {s}: the reply {to}; dashboard calls follow no redirect (give the dashboard's own URL)"
-                    ),
-                    retryable: false,
-                });
-            }
-            if !s.is_success() {
-                let body = match read_capped(r).await {
-                    Ok(b) | Err(ReadError::TooLong(b)) => String::from_utf8_lossy(&b).into_owned(),
-                    Err(ReadError::Http(_)) => String::new(),
-                };
-                let body: String = body.trim().chars().take(200).collect();
-                let msg = format!("{method} at {url}: HTTP {s}: {body}");
-                return Err(CallError {
-                    msg,
-                    retryable: retryable_http_status(s.as_u16()),
-                });
-            }
-            let b = read_capped(r).await.map_err(|e| match e {
-                ReadError::TooLong(_) => CallError {
-                    msg: format!(
-                        "{method} at {url}: the reply is longer than {MAX_REPLY_BYTES} bytes, more than any dashboard answer: not read further"
-                    ),
-                    retryable: false,
-                },
-                ReadError::Http(e) => CallError {
-                    msg: format!(
-                        "{method} at {url}: reading the reply: {}",
-                        e.without_url()
-                    ),
-                    retryable: kind == Call::Idempotent,
-                },
-            })?;
-            serde_json::from_slice::<R>(&b).map_err(|e| CallError {
-                msg: format!(
-                    "{method} at {url}: unexpected reply {:?}: {e}",
-                    String::from_utf8_lossy(&b[..b.len().min(200)])
-                ),
-                retryable: false,
-            })
+        let one = OneCall {
+            dashboard: self,
+            client,
+            target: format!("{}/api", self.url),
+            // What logs and errors name: the URL without its user info.
+            url: format!("{}/api", self.shown.trim_end_matches('/')),
+            method,
+            payload: req.map(Self::payload),
+            kind,
+            timeout,
         };
+        let url = &one.url;
         let tried = AtomicU32::new(1);
-        attempt
+        (|| one.attempt::<R>())
             .retry(self.retry.builder())
             .sleep(tokio::time::sleep)
             .when(|e: &CallError| e.retryable)
@@ -296,6 +213,125 @@ async fn read_capped(mut r: reqwest::Response) -> Result<Vec<u8>, ReadError> {
         b.extend_from_slice(&c);
     }
     Ok(b)
+}
+
+/// One dashboard call, attempted as often as its retries allow.
+struct OneCall<'a> {
+    dashboard: &'a Dashboard,
+    client: reqwest::Client,
+    /// The URL called.
+    target: String,
+    /// The URL as logs and errors name it (no user info).
+    url: String,
+    method: &'a str,
+    payload: Option<Vec<u8>>,
+    kind: Call,
+    timeout: Duration,
+}
+
+impl OneCall<'_> {
+    /// One attempt: sends the call and decodes its JSON reply.
+    async fn attempt<R: DeserializeOwned>(&self) -> Result<R, CallError> {
+        let (method, url) = (self.method, &self.url);
+        let r = self.send().await?;
+        let s = r.status();
+        if s.is_redirection() {
+            return Err(self.redirected(&r));
+        }
+        if !s.is_success() {
+            let body = match read_capped(r).await {
+                Ok(b) | Err(ReadError::TooLong(b)) => String::from_utf8_lossy(&b).into_owned(),
+                Err(ReadError::Http(_)) => String::new(),
+            };
+            let body: String = body.trim().chars().take(200).collect();
+            let msg = format!("{method} at {url}: HTTP {s}: {body}");
+            return Err(CallError {
+                msg,
+                retryable: retryable_http_status(s.as_u16()),
+            });
+        }
+        let b = read_capped(r).await.map_err(|e| match e {
+            ReadError::TooLong(_) => CallError {
+                msg: format!(
+                    "{method} at {url}: the reply is longer than {MAX_REPLY_BYTES} bytes, more than any dashboard answer: not read further"
+                ),
+                retryable: false,
+            },
+            ReadError::Http(e) => CallError {
+                msg: format!(
+                    "{method} at {url}: reading the reply: {}",
+                    e.without_url()
+                ),
+                retryable: self.kind == Call::Idempotent,
+            },
+        })?;
+        serde_json::from_slice::<R>(&b).map_err(|e| CallError {
+            msg: format!(
+                "{method} at {url}: unexpected reply {:?}: {e}",
+                String::from_utf8_lossy(&b[..b.len().min(200)])
+            ),
+            retryable: false,
+        })
+    }
+
+    /// Posts the call's form; its reply, or why none came.
+    async fn send(&self) -> Result<reqwest::Response, CallError> {
+        let (method, url) = (self.method, &self.url);
+        let mut form = reqwest::multipart::Form::new()
+            .text("client", self.dashboard.client.clone())
+            .text("key", self.dashboard.key.clone())
+            .text("method", method.to_string());
+        if let Some(p) = &self.payload {
+            form = form.part("payload", reqwest::multipart::Part::bytes(p.clone()));
+        }
+        match self.client.post(&self.target).multipart(form).send().await {
+            Ok(r) => Ok(r),
+            // A call that must not run twice is sent again only if it surely did
+            // not reach the dashboard: a timeout or a connection lost after the
+            // request may have been processed (a save_coverage taking more than
+            // the timeout was sent twice and ingested twice).
+            Err(e) if self.kind == Call::Once && !e.is_connect() => {
+                let what = if e.is_timeout() {
+                    format!("no reply within {} s", self.timeout.as_secs())
+                } else {
+                    e.without_url().to_string()
+                };
+                Err(CallError {
+                    msg: format!(
+                        "{method} at {url}: {what}; it may have been processed: check the dashboard before sending it again"
+                    ),
+                    retryable: false,
+                })
+            }
+            // reqwest errors name the URL with its user info: drop it.
+            Err(e) => Err(CallError::retry(format!(
+                "{method} at {url}: {}",
+                e.without_url()
+            ))),
+        }
+    }
+
+    /// The error of a reply that redirects: dashboard calls follow none.
+    fn redirected(&self, r: &reqwest::Response) -> CallError {
+        let (method, url, s) = (self.method, &self.url, r.status());
+        // Named by its host only: the rest of the location may carry tokens.
+        let host = r
+            .headers()
+            .get(reqwest::header::LOCATION)
+            .and_then(|l| l.to_str().ok())
+            .and_then(|l| r.url().join(l).ok())
+            .and_then(|u| u.host_str().map(str::to_string));
+        let to = match host {
+            Some(h) => format!("redirects to host {h}"),
+            None => "redirects without a usable location".to_string(),
+        };
+        CallError {
+            msg: format!(
+                "{method} at {url}: HTTP {s}: the reply {to}; dashboard calls follow no redirect (give the dashboard's own URL)"
+            ),
+            retryable: false,
+        }
+    }
 }
 
 /// One failed attempt of a dashboard call.

@@ -199,22 +199,7 @@ pub fn check_part<R: Read + Send + 'static>(
     let seed = fingerprint_seed();
     let mut matcher = Matcher::new(part.groups);
     // Per reported file: its base line count and whether the part has it.
-    let mut reported: Option<FxHashMap<&str, (u32, bool)>> = match part.base_lines {
-        None => None,
-        Some(list) => {
-            let mut m = FxHashMap::default();
-            for (path, lines) in list {
-                if m.insert(path.as_str(), (*lines, false)).is_some() {
-                    return Err(refuse(
-                        Invariant::PartAsReported,
-                        name,
-                        format!("its merge reported the base line count of {path} twice"),
-                    ));
-                }
-            }
-            Some(m)
-        }
-    };
+    let mut reported = reported_files(part.base_lines, &name)?;
     loop {
         let mut state: Option<FileCheck<'_>> = None;
         let mut failed_at = 0u64;
@@ -248,18 +233,7 @@ pub fn check_part<R: Read + Send + 'static>(
         let f = match r {
             Ok(Some(f)) => f,
             Ok(None) => break,
-            Err(StreamError::Read(e)) => {
-                let inv = if e.to_string().contains("a second MCR of manager \"*\"") {
-                    Invariant::OneStar
-                } else {
-                    Invariant::Readable
-                };
-                return Err(refuse(inv, name, e.to_string()));
-            }
-            Err(StreamError::Visit((i, d, file))) => {
-                let place = format!("{name}, line {failed_at}, file {file}");
-                return Err(refuse(i, place, d));
-            }
+            Err(e) => return Err(stream_refusal(e, &name, failed_at)),
         };
         let place = format!("{name}, line {}, file {}", f.line, f.path);
         let st = state.ok_or_else(|| refuse(Invariant::OneStar, place.clone(), "no record"))?;
@@ -280,6 +254,65 @@ pub fn check_part<R: Read + Send + 'static>(
         }
     }
     // The decoder is dropped with the reader: the tally is ours alone again.
+    (sum.bytes, sum.sha256) = tally_end(tally, name)?;
+    Ok(sum)
+}
+
+/// Per file whose base line count a part's merge reported: that count, and whether
+/// the part has the file.
+type Reported<'p> = FxHashMap<&'p str, (u32, bool)>;
+
+/// The files whose base line count the part's merge reported, none seen yet
+/// (`None`: it reported none). A file reported twice is refused.
+fn reported_files<'p>(
+    base_lines: Option<&'p [(String, u32)]>,
+    name: &str,
+) -> Result<Option<Reported<'p>>, Refused> {
+    let Some(list) = base_lines else {
+        return Ok(None);
+    };
+    let mut m = FxHashMap::default();
+    for (path, lines) in list {
+        if m.insert(path.as_str(), (*lines, false)).is_some() {
+            return Err(refuse(
+                Invariant::PartAsReported,
+                name.to_string(),
+                format!("its merge reported the base line count of {path} twice"),
+            ));
+        }
+    }
+    Ok(Some(m))
+}
+
+/// Why a part whose reading failed (`failed_at`: the line being read) is refused.
+fn stream_refusal(
+    e: StreamError<(Invariant, String, String)>,
+    name: &str,
+    failed_at: u64,
+) -> Refused {
+    match e {
+        StreamError::Read(e) => {
+            let inv = if e.to_string().contains("a second MCR of manager \"*\"") {
+                Invariant::OneStar
+            } else {
+                Invariant::Readable
+            };
+            refuse(inv, name.to_string(), e.to_string())
+        }
+        StreamError::Visit((i, d, file)) => {
+            let place = format!("{name}, line {failed_at}, file {file}");
+            refuse(i, place, d)
+        }
+    }
+}
+
+/// The bytes of the part read and their SHA-256, once its reader is dropped;
+/// refuses bytes past the last gzip member (not part of the result the reader
+/// saw).
+fn tally_end<R: Read>(
+    tally: std::sync::Arc<std::sync::Mutex<Tally<R>>>,
+    name: String,
+) -> Result<(u64, String), Refused> {
     let t = std::sync::Arc::try_unwrap(tally)
         .ok()
         .expect("the reader is dropped")
@@ -287,7 +320,6 @@ pub fn check_part<R: Read + Send + 'static>(
         .expect("tally");
     let mut rest = Vec::new();
     let mut inner = t.inner;
-    // Bytes past the last gzip member are not part of the result the reader saw.
     let extra = inner.read_to_end(&mut rest).unwrap_or(0);
     if extra > 0 {
         return Err(refuse(
@@ -296,9 +328,7 @@ pub fn check_part<R: Read + Send + 'static>(
             format!("{extra} byte(s) after the last gzip member"),
         ));
     }
-    sum.bytes = t.bytes;
-    sum.sha256 = hex_of(&t.sha.finalize());
-    Ok(sum)
+    Ok((t.bytes, hex_of(&t.sha.finalize())))
 }
 
 fn hex_of(b: &[u8]) -> String {

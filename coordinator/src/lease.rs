@@ -188,6 +188,163 @@ pub struct Lease {
     beat: tokio::task::JoinHandle<()>,
 }
 
+/// A lease being taken: by whom, for which job, with which heartbeat.
+struct Taking<'a> {
+    store: &'a Store,
+    job: &'a JobId,
+    key: String,
+    owner: String,
+    interval: Duration,
+}
+
+impl Taking<'_> {
+    /// The lease's body as this coordinator writes it now.
+    fn body(&self, beats: u64) -> LeaseBody {
+        LeaseBody {
+            owner: self.owner.clone(),
+            host: hostname(),
+            pid: std::process::id(),
+            heartbeat_secs: self.interval.as_secs(),
+            heartbeat_unix_ms: now_ms(),
+            beats,
+        }
+    }
+
+    /// Whether `v` is this coordinator's lease.
+    fn mine(&self, v: &ObjectVersion) -> bool {
+        serde_json::from_slice::<LeaseBody>(&v.bytes).is_ok_and(|b| b.owner == self.owner)
+    }
+
+    /// Creates the absent lease; refuses when another coordinator created it first.
+    async fn create(&self) -> Result<ObjectVersion, JobError> {
+        let (store, job, key) = (self.store, self.job, &self.key);
+        let (created, atomicity) = store.put_new(key, self.body(0).encode()).await?;
+        if atomicity == Atomicity::ReadCompareWrite {
+            warn!(store = %store, "this store has no create-if-absent write: the lease is taken by a look then a write");
+        }
+        let now = store.get_versioned(key).await?;
+        match now {
+            Some(v) if created && self.mine(&v) => Ok(v),
+            Some(v) => Err(busy(job, store, who_of(&v.bytes))),
+            None => Err(busy(
+                job,
+                store,
+                "its lease was deleted as this one took it".into(),
+            )),
+        }
+    }
+
+    /// Takes over the lease `seen` once it shows no heartbeat while watched (`wait`:
+    /// a fresh one is watched too, for `--resume`); `None`: it was released
+    /// meanwhile.
+    async fn take_over(
+        &self,
+        seen: ObjectVersion,
+        wait: bool,
+    ) -> Result<Option<ObjectVersion>, JobError> {
+        let (store, job, key) = (self.store, self.job, &self.key);
+        let (why, watch_for) = self.how_to_watch(&seen, wait)?;
+        match watch_lease(store, key, &seen, watch_for).await? {
+            Watched::Still => {}
+            Watched::Changed(again) => {
+                return Err(busy(
+                    job,
+                    store,
+                    format!(
+                        "{}, alive: its lease changed while watched",
+                        who_of(&again.bytes)
+                    ),
+                ));
+            }
+            Watched::Gone => return Ok(None),
+        }
+        let (written, atomicity) = store.put_if(key, self.body(0).encode(), &seen).await?;
+        if atomicity == Atomicity::ReadCompareWrite {
+            warn!(store = %store, "this store has no conditional update: the lease is taken over by read, compare, write");
+        }
+        match written {
+            Some(v) => {
+                warn!(job = %job, "took over the job's stale lease ({why})");
+                Ok(Some(v))
+            }
+            None => Err(busy(
+                job,
+                store,
+                "another coordinator took its stale lease first".into(),
+            )),
+        }
+    }
+
+    /// Why the lease `seen` may be taken over, and how long to watch it first;
+    /// refuses a fresh one unless `wait`.
+    fn how_to_watch(
+        &self,
+        seen: &ObjectVersion,
+        wait: bool,
+    ) -> Result<(String, Duration), JobError> {
+        let job = self.job;
+        match judge(&seen.bytes) {
+            Seen::Fresh { body, age } if !wait => Err(busy(
+                job,
+                self.store,
+                format!("{}, last heartbeat {}s ago", body.who(), age.as_secs()),
+            )),
+            // `--resume` right after a crash: the lease is young, but its owner
+            // may be gone. Watched until it would be stale: a heartbeat
+            // meanwhile shows its owner alive.
+            Seen::Fresh { body, age } => {
+                let left = stale_after(body.interval()).saturating_sub(age);
+                let watch_for = left.max(body.interval() + Duration::from_secs(1));
+                info!(
+                    job = %job,
+                    "the job's lease is held ({}, last heartbeat {}s ago): waiting up to {}s for its next heartbeat; if none comes, its coordinator is gone and the lease is taken over (interrupt to give up)",
+                    body.who(),
+                    age.as_secs(),
+                    watch_for.as_secs()
+                );
+                Ok((
+                    format!(
+                        "{}: no heartbeat for {}s while watched",
+                        body.who(),
+                        watch_for.as_secs()
+                    ),
+                    watch_for,
+                ))
+            }
+            Seen::Doubtful { why, watch_for } => {
+                info!(job = %job, "the job's lease looks stale ({why}); watching it for {}s before taking it over", watch_for.as_secs());
+                Ok((why, watch_for))
+            }
+        }
+    }
+
+    /// The lease taken (`version`: as written), its heartbeat started.
+    fn start(self, version: ObjectVersion) -> Lease {
+        let (store, job) = (self.store, self.job);
+        info!(job = %job, owner = %self.owner, heartbeat_secs = self.interval.as_secs(), "lease taken");
+        let current = Arc::new(Mutex::new(version));
+        let (tx, lost) = watch::channel(None);
+        let beat = tokio::spawn(heartbeat(
+            store.clone(),
+            self.key.clone(),
+            job.clone(),
+            self.owner.clone(),
+            self.interval,
+            current.clone(),
+            tx,
+            self.body(0),
+        ));
+        Lease {
+            store: store.clone(),
+            key: self.key,
+            job: job.clone(),
+            owner: self.owner,
+            lost,
+            beat,
+        }
+    }
+}
+
 pub(crate) fn busy(job: &JobId, store: &Store, what: String) -> JobError {
     JobError::Busy(format!(
         "job {job} is driven by another coordinator ({what}; lease {} in {store}); \
@@ -231,133 +388,22 @@ impl Lease {
         wait: bool,
     ) -> Result<Lease, JobError> {
         let interval = interval.clamp(Duration::from_secs(1), MAX_HEARTBEAT);
-        let key = keys::lease(job);
-        let owner = covmerge_proto::ids::random_hex();
-        let body = |beats: u64| LeaseBody {
-            owner: owner.clone(),
-            host: hostname(),
-            pid: std::process::id(),
-            heartbeat_secs: interval.as_secs(),
-            heartbeat_unix_ms: now_ms(),
-            beats,
-        };
-        let mine = |v: &ObjectVersion| {
-            serde_json::from_slice::<LeaseBody>(&v.bytes).is_ok_and(|b| b.owner == owner)
-        };
-        let version = match store.get_versioned(&key).await? {
-            None => {
-                let (created, atomicity) = store.put_new(&key, body(0).encode()).await?;
-                if atomicity == Atomicity::ReadCompareWrite {
-                    warn!(store = %store, "this store has no create-if-absent write: the lease is taken by a look then a write");
-                }
-                let now = store.get_versioned(&key).await?;
-                match now {
-                    Some(v) if created && mine(&v) => v,
-                    Some(v) => {
-                        return Err(busy(job, store, who_of(&v.bytes)));
-                    }
-                    None => {
-                        return Err(busy(
-                            job,
-                            store,
-                            "its lease was deleted as this one took it".into(),
-                        ))
-                    }
-                }
-            }
-            Some(seen) => {
-                let (why, watch_for) = match judge(&seen.bytes) {
-                    Seen::Fresh { body, age } if !wait => {
-                        return Err(busy(
-                            job,
-                            store,
-                            format!("{}, last heartbeat {}s ago", body.who(), age.as_secs()),
-                        ));
-                    }
-                    // `--resume` right after a crash: the lease is young, but its owner
-                    // may be gone. Watched until it would be stale: a heartbeat
-                    // meanwhile shows its owner alive.
-                    Seen::Fresh { body, age } => {
-                        let left = stale_after(body.interval()).saturating_sub(age);
-                        let watch_for = left.max(body.interval() + Duration::from_secs(1));
-                        info!(
-                            job = %job,
-                            "the job's lease is held ({}, last heartbeat {}s ago): waiting up to {}s for its next heartbeat; if none comes, its coordinator is gone and the lease is taken over (interrupt to give up)",
-                            body.who(),
-                            age.as_secs(),
-                            watch_for.as_secs()
-                        );
-                        (
-                            format!(
-                                "{}: no heartbeat for {}s while watched",
-                                body.who(),
-                                watch_for.as_secs()
-                            ),
-                            watch_for,
-                        )
-                    }
-                    Seen::Doubtful { why, watch_for } => {
-                        info!(job = %job, "the job's lease looks stale ({why}); watching it for {}s before taking it over", watch_for.as_secs());
-                        (why, watch_for)
-                    }
-                };
-                match watch_lease(store, &key, &seen, watch_for).await? {
-                    Watched::Still => {}
-                    Watched::Changed(again) => {
-                        return Err(busy(
-                            job,
-                            store,
-                            format!(
-                                "{}, alive: its lease changed while watched",
-                                who_of(&again.bytes)
-                            ),
-                        ));
-                    }
-                    // Released meanwhile: start again from the top, once.
-                    Watched::Gone => {
-                        return Box::pin(Self::acquire_inner(store, job, interval, false)).await
-                    }
-                }
-                let (written, atomicity) = store.put_if(&key, body(0).encode(), &seen).await?;
-                if atomicity == Atomicity::ReadCompareWrite {
-                    warn!(store = %store, "this store has no conditional update: the lease is taken over by read, compare, write");
-                }
-                match written {
-                    Some(v) => {
-                        warn!(job = %job, "took over the job's stale lease ({why})");
-                        v
-                    }
-                    None => {
-                        return Err(busy(
-                            job,
-                            store,
-                            "another coordinator took its stale lease first".into(),
-                        ))
-                    }
-                }
-            }
-        };
-        info!(job = %job, owner = %owner, heartbeat_secs = interval.as_secs(), "lease taken");
-        let current = Arc::new(Mutex::new(version));
-        let (tx, lost) = watch::channel(None);
-        let beat = tokio::spawn(heartbeat(
-            store.clone(),
-            key.clone(),
-            job.clone(),
-            owner.clone(),
+        let taking = Taking {
+            store,
+            job,
+            key: keys::lease(job),
+            owner: covmerge_proto::ids::random_hex(),
             interval,
-            current.clone(),
-            tx,
-            body(0),
-        ));
-        Ok(Lease {
-            store: store.clone(),
-            key,
-            job: job.clone(),
-            owner,
-            lost,
-            beat,
-        })
+        };
+        let version = match store.get_versioned(&taking.key).await? {
+            None => taking.create().await?,
+            Some(seen) => match taking.take_over(seen, wait).await? {
+                Some(v) => v,
+                // Released meanwhile: start again from the top, once.
+                None => return Box::pin(Self::acquire_inner(store, job, interval, false)).await,
+            },
+        };
+        Ok(taking.start(version))
     }
 
     /// Resolves when the lease is lost (another owner in the object, or none).

@@ -316,81 +316,95 @@ impl Tracker<'_> {
                         last_lost = Some(tokio::time::Instant::now());
                     }
                 }
-                Event::Report(body) => {
-                    let r: TaskReport = match wire::decode(&body) {
-                        Ok(r) => r,
-                        Err(e) => {
-                            warn!(error = %e, "undecodable report ignored");
-                            continue;
-                        }
-                    };
-                    if r.job != *self.job {
-                        continue;
-                    }
-                    if !self.states.contains_key(&r.task) {
-                        continue;
-                    }
-                    let attempt = r.attempt.0;
-                    let changed = match r.status {
-                        ReportStatus::Split(o) => self
-                            .change(&r.task, |s| s.complete(Output::Split(o), attempt))
-                            .unwrap_or(false),
-                        ReportStatus::Merged(o) => self
-                            .change(&r.task, |s| s.complete(Output::Merge(Box::new(o)), attempt))
-                            .unwrap_or(false),
-                        ReportStatus::Failed(f) => {
-                            self.change(&r.task, |s| s.fail(f.message)).unwrap_or(false)
-                        }
-                        ReportStatus::Retrying(f) => {
-                            let n = self.notes.entry(r.task).or_default();
-                            if f.kind == FailureKind::Outage {
-                                n.outages += 1;
-                            } else {
-                                n.failures += 1;
-                            }
-                            warn!(task = %r.task, attempt = r.attempt.0, kind = f.kind.as_str(), error = %f, "task attempt failed; it will be retried");
-                            n.last_error = Some(f.message);
-                            false
-                        }
-                    };
-                    if changed {
-                        self.gauges();
-                        self.progress.task_finished(&r.task);
-                        info!(task = %r.task, attempt = r.attempt.0, "task settled");
-                    }
-                }
+                Event::Report(body) => self.on_report(&body),
                 Event::DeadLetter { body, reason } => {
-                    let task: Task = match wire::decode(&body) {
-                        Ok(t) => t,
-                        Err(e) => {
-                            warn!(error = %e, "undecodable dead letter ignored");
-                            continue;
-                        }
-                    };
-                    let t = task.task_ref();
-                    covmerge_telemetry::metrics().dead_letters.inc();
-                    if self.states.contains_key(&t) {
-                        let cause = match self.notes.get(&t) {
-                            Some(Notes {
-                                last_error: Some(e),
-                                outages,
-                                failures,
-                            }) => format!(
-                                "; last error: {e} ({failures} failed attempt(s), {outages} store outage(s))"
-                            ),
-                            _ => String::new(),
-                        };
-                        let why = format!("dead-lettered: {reason}{cause}");
-                        if cause.is_empty() {
-                            held.push((tokio::time::Instant::now() + DEAD_LETTER_GRACE, t, why));
-                        } else {
-                            self.settle_dead_letter(t, why);
-                        }
-                    }
+                    held.extend(self.on_dead_letter(&body, &reason));
                 }
             }
         }
         Ok(())
+    }
+
+    /// A task's report: settles it when done or failed, notes a failed attempt that
+    /// is retried.
+    fn on_report(&mut self, body: &[u8]) {
+        let r: TaskReport = match wire::decode(body) {
+            Ok(r) => r,
+            Err(e) => {
+                warn!(error = %e, "undecodable report ignored");
+                return;
+            }
+        };
+        if r.job != *self.job {
+            return;
+        }
+        if !self.states.contains_key(&r.task) {
+            return;
+        }
+        let attempt = r.attempt.0;
+        let changed = match r.status {
+            ReportStatus::Split(o) => self
+                .change(&r.task, |s| s.complete(Output::Split(o), attempt))
+                .unwrap_or(false),
+            ReportStatus::Merged(o) => self
+                .change(&r.task, |s| s.complete(Output::Merge(Box::new(o)), attempt))
+                .unwrap_or(false),
+            ReportStatus::Failed(f) => self.change(&r.task, |s| s.fail(f.message)).unwrap_or(false),
+            ReportStatus::Retrying(f) => {
+                let n = self.notes.entry(r.task).or_default();
+                if f.kind == FailureKind::Outage {
+                    n.outages += 1;
+                } else {
+                    n.failures += 1;
+                }
+                warn!(task = %r.task, attempt = r.attempt.0, kind = f.kind.as_str(), error = %f, "task attempt failed; it will be retried");
+                n.last_error = Some(f.message);
+                false
+            }
+        };
+        if changed {
+            self.gauges();
+            self.progress.task_finished(&r.task);
+            info!(task = %r.task, attempt = r.attempt.0, "task settled");
+        }
+    }
+
+    /// A dead-lettered task (`reason`: the broker's): failed now when a failure of it
+    /// was heard of, else returned to be failed after [`DEAD_LETTER_GRACE`] (when
+    /// its failure report may have come).
+    fn on_dead_letter(
+        &mut self,
+        body: &[u8],
+        reason: &str,
+    ) -> Option<(tokio::time::Instant, TaskRef, String)> {
+        let task: Task = match wire::decode(body) {
+            Ok(t) => t,
+            Err(e) => {
+                warn!(error = %e, "undecodable dead letter ignored");
+                return None;
+            }
+        };
+        let t = task.task_ref();
+        covmerge_telemetry::metrics().dead_letters.inc();
+        if !self.states.contains_key(&t) {
+            return None;
+        }
+        let cause = match self.notes.get(&t) {
+            Some(Notes {
+                last_error: Some(e),
+                outages,
+                failures,
+            }) => format!(
+                "; last error: {e} ({failures} failed attempt(s), {outages} store outage(s))"
+            ),
+            _ => String::new(),
+        };
+        let why = format!("dead-lettered: {reason}{cause}");
+        if cause.is_empty() {
+            return Some((tokio::time::Instant::now() + DEAD_LETTER_GRACE, t, why));
+        }
+        self.settle_dead_letter(t, why);
+        None
     }
 
     /// Fails a dead-lettered task, unless a report settled it meanwhile.

@@ -111,7 +111,17 @@ pub struct Metrics {
 impl Metrics {
     fn new() -> Self {
         let mut registry = Registry::with_prefix("covmerge");
-        let m = Metrics {
+        let m = Metrics::unregistered();
+        m.register_tasks(&mut registry);
+        m.register_rows(&mut registry);
+        m.register_bytes_and_state(&mut registry);
+        m.start_series(&mut registry);
+        Metrics { registry, ..m }
+    }
+
+    /// Every metric, registered nowhere yet.
+    fn unregistered() -> Self {
+        Metrics {
             registry: Registry::default(),
             tasks: Family::default(),
             task_duration: Family::new_with_constructor(|| {
@@ -133,8 +143,13 @@ impl Metrics {
             job_rows_read: Family::default(),
             ready: Gauge::default(),
             config_failures: Gauge::default(),
-        };
-        let r = &mut registry;
+        }
+    }
+
+    /// Registers the metrics of tasks: settled, their duration, in flight,
+    /// redelivered, dead-lettered.
+    fn register_tasks(&self, r: &mut Registry) {
+        let m = self;
         r.register(
             "tasks",
             "Tasks settled by this worker, by kind and outcome",
@@ -161,6 +176,12 @@ impl Metrics {
             "Tasks dead-lettered (rejected by this worker, or seen by this coordinator)",
             m.dead_letters.clone(),
         );
+    }
+
+    /// Registers the metrics of rows: read, bad, merged, lost, without a line, of
+    /// deleted files.
+    fn register_rows(&self, r: &mut Registry) {
+        let m = self;
         r.register("rows_read", "Data rows read by splits", m.rows_read.clone());
         r.register(
             "rows_bad",
@@ -187,6 +208,12 @@ impl Metrics {
             "Rows of files that do not exist at the base revision",
             m.rows_deleted.clone(),
         );
+    }
+
+    /// Registers the metrics of bytes read and written, of the job's tasks and rows,
+    /// and of the process's state.
+    fn register_bytes_and_state(&self, r: &mut Registry) {
+        let m = self;
         r.register_with_unit(
             "read",
             "Bytes read: input (decompressed CSV) by splits, chunk by merges",
@@ -219,6 +246,11 @@ impl Metrics {
             "Tasks handed back in a row because this worker's configuration is wrong",
             m.config_failures.clone(),
         );
+    }
+
+    /// Creates the series that exist from the start, and registers the build's.
+    fn start_series(&self, r: &mut Registry) {
+        let m = self;
         let build: Family<KindLabel, Gauge> = Family::default();
         build
             .get_or_create(&[("version", env!("CARGO_PKG_VERSION"))])
@@ -235,7 +267,6 @@ impl Metrics {
         // A gauge rather than an OpenMetrics `info`: the classic text format (promtool,
         // older scrapers) has no info type.
         r.register("build_info", "covmerge version (value 1)", build);
-        Metrics { registry, ..m }
     }
 
     /// The OpenMetrics text exposition of every metric.

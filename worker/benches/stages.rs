@@ -9,9 +9,10 @@ use std::sync::Arc;
 
 use covmerge_proto::output;
 use covmerge_worker::input::{for_each_unquoted, RowReader};
-use covmerge_worker::merge::{line_map_lines, merge_shard, ProjectionCache};
 use covmerge_worker::source::{FileVersion, Source, SourceError};
-use covmerge_worker::split::{split_input, Flush, SplitError, SplitSettings};
+use covmerge_worker::stages::{
+    line_map_lines, merge_shard, split_input, Flush, ProjectionCache, SplitError, SplitSettings,
+};
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 use imara_diff::{Algorithm, Diff, InternedInput};
 

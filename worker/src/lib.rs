@@ -8,17 +8,18 @@
 /// Input (the `covmerge-input` crate): local files and store objects, gzip, CSV rows.
 pub use covmerge_input as input;
 /// Reduce phase: aggregate, project through line diffs, sum, encode a part.
-pub mod merge;
+mod merge;
 /// Running tasks: the task executor and the worker loop over a queue.
 pub mod run;
 /// File versions (the `covmerge-source` crate): `dir:`, `git:` and `store:`
 /// providers, their cache, line maps.
 pub use covmerge_source as source;
 /// The binary spill format between the phases: interned, pre-aggregated row blocks.
-pub mod spill;
+mod spill;
 /// Map phase: partition rows by file hash into spill chunks.
-pub mod split;
+mod split;
+pub mod stages;
 /// Task threads: splits and merges off tokio's blocking pool.
-pub mod thread;
+mod thread;
 
 pub use run::{run_worker, Executor, TaskError, WorkerConfig};

@@ -18,15 +18,15 @@ use std::sync::Arc;
 /// A flag the task's thread polls between units of work; set when the task's future
 /// is dropped (the task was handed back or abandoned).
 #[derive(Debug, Clone, Default)]
-pub struct Cancel(Arc<AtomicBool>);
+pub(crate) struct Cancel(Arc<AtomicBool>);
 
 impl Cancel {
     /// Whether the task was cancelled: the thread should stop at its next unit of work.
-    pub fn is_cancelled(&self) -> bool {
+    pub(crate) fn is_cancelled(&self) -> bool {
         self.0.load(Ordering::Relaxed)
     }
     /// Cancels the task.
-    pub fn cancel(&self) {
+    pub(crate) fn cancel(&self) {
         self.0.store(true, Ordering::Relaxed)
     }
 }
@@ -43,17 +43,17 @@ impl Drop for CancelOnDrop {
 /// The thread running a task panicked or could not be started.
 #[derive(Debug, thiserror::Error)]
 #[error("task thread {name}: {message}")]
-pub struct ThreadError {
+pub(crate) struct ThreadError {
     /// The thread's name (the task it ran).
-    pub name: String,
+    pub(crate) name: String,
     /// The panic's message, or why the thread did not start.
-    pub message: String,
+    pub(crate) message: String,
 }
 
 /// Runs `f` on a new OS thread and awaits its result. Dropping the returned future sets
 /// the [`Cancel`] flag passed to `f` and returns at once; the thread finishes (or
 /// notices the flag) on its own.
-pub async fn run_on_thread<T, F>(name: &str, f: F) -> Result<T, ThreadError>
+pub(crate) async fn run_on_thread<T, F>(name: &str, f: F) -> Result<T, ThreadError>
 where
     T: Send + 'static,
     F: FnOnce(Cancel) -> T + Send + 'static,

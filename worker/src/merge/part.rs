@@ -7,7 +7,7 @@ use std::io::{self, Seek, SeekFrom, Write};
 use sha2::{Digest, Sha256};
 
 /// Bytes a part is held in memory before it goes to a temporary file.
-pub const IN_MEMORY: usize = 8 << 20;
+pub(crate) const IN_MEMORY: usize = 8 << 20;
 
 /// Where a part's bytes are.
 #[derive(Debug)]
@@ -64,7 +64,7 @@ impl PartialEq for PartBytes {
 
 /// Writes a part: into memory up to [`IN_MEMORY`] bytes, then into a temporary file;
 /// its SHA-256 as it is written (the part is not read again to hash it).
-pub struct PartWriter {
+pub(crate) struct PartWriter {
     held: Vec<u8>,
     file: Option<(std::fs::File, u64)>,
     in_memory: usize,
@@ -79,7 +79,7 @@ impl Default for PartWriter {
 
 impl PartWriter {
     /// A writer holding at most `in_memory` bytes before it goes to a file.
-    pub fn with_limit(in_memory: usize) -> Self {
+    pub(crate) fn with_limit(in_memory: usize) -> Self {
         PartWriter {
             held: Vec::new(),
             file: None,
@@ -89,7 +89,7 @@ impl PartWriter {
     }
 
     /// What was written, and its SHA-256.
-    pub fn finish(self) -> io::Result<(PartBytes, [u8; 32])> {
+    pub(crate) fn finish(self) -> io::Result<(PartBytes, [u8; 32])> {
         let sha = self.sha.finalize().into();
         let bytes = match self.file {
             None => PartBytes::Memory(self.held),

@@ -10,6 +10,8 @@ use std::fs::File;
 use std::io::{self, BufWriter, Write};
 use std::os::unix::fs::FileExt;
 
+use super::hits::add_sum;
+
 /// Bytes of a record: manager, slot, sum.
 const RECORD: usize = 16;
 /// Runs held before they are merged into one.
@@ -213,7 +215,7 @@ fn merge_into(
         }
         match &mut pending {
             Some(p) if (p.mgr, p.slot) == (mgr, slot) => {
-                p.sum = super::sums::add_sum(p.sum, r.sum);
+                p.sum = add_sum(p.sum, r.sum);
             }
             _ => {
                 if let Some(p) = pending.take() {

@@ -18,12 +18,8 @@
 
 use rustc_hash::FxHashMap;
 
+use super::hits::{add_sum, ABSENT};
 use super::runs::{Rec, RunFile, RunReader};
-
-/// A slot a manager did not hit in a dense vector. Sums below it are exact: a
-/// manager's sum never exceeds its line's `*` sum, which fails the merge past
-/// `i64::MAX`.
-const ABSENT: u64 = u64::MAX;
 
 /// Pairs a manager needs in the log before it may get a dense vector.
 const MIN_DENSE: usize = 16;
@@ -31,14 +27,6 @@ const MIN_DENSE: usize = 16;
 const SPAN: usize = 4;
 /// The log is compacted when it has grown by its compacted length plus this.
 const LOG_SLACK: usize = 4096;
-
-pub(super) fn add_sum(sum: u64, hits: u64) -> u64 {
-    if sum == ABSENT {
-        hits.min(ABSENT - 1)
-    } else {
-        sum.saturating_add(hits).min(ABSENT - 1)
-    }
-}
 
 struct Dense {
     /// The shard's index of the manager.

@@ -286,7 +286,7 @@ fn function_names_of_one_line_were_all_held_at_once() {
     writeln!(csv, "r,c1,z.c,g,m,2,1").unwrap();
     for k in 2..=64 {
         let split = ties.iter().filter(|(a, b)| {
-            super::shard::name_bucket(a.as_bytes(), k) != super::shard::name_bucket(b.as_bytes(), k)
+            super::pass::name_bucket(a.as_bytes(), k) != super::pass::name_bucket(b.as_bytes(), k)
         });
         assert!(split.count() > 0, "no tie across buckets of {k}");
     }

@@ -7,8 +7,8 @@ use std::time::Duration;
 
 use covmerge_proto::retry::RetryPolicy;
 use covmerge_proto::wire::{self, Failure, FailureKind, ReportStatus, Task, TaskReport};
-use covmerge_proto::Attempt;
-use covmerge_queue::Queue;
+use covmerge_proto::{Attempt, JobId, TaskRef};
+use covmerge_queue::{Delivery, Queue};
 use covmerge_telemetry::{metrics, outcome};
 use tokio::sync::watch;
 use tracing::{info, warn};
@@ -87,7 +87,7 @@ async fn report(queue: &dyn Queue, r: &TaskReport) -> bool {
 
 /// Reports a finished task, then acknowledges it. A report the broker did not take
 /// hands the task back instead: the redelivery finds the marker and reports again.
-async fn report_and_ack(queue: &dyn Queue, delivery: covmerge_queue::Delivery, r: TaskReport) {
+async fn report_and_ack(queue: &dyn Queue, delivery: Delivery, r: TaskReport) {
     let (job, task) = (r.job.to_string(), r.task.to_string());
     if report(queue, &r).await {
         covmerge_fault::pause_async("ack").await;
@@ -175,52 +175,13 @@ pub async fn run_worker(
         if *shutdown.borrow() {
             return Ok(());
         }
-        // Waiting: after `idle_release` without a task, the last job's memory goes
-        // (its job has most likely ended; the next task opens what it needs).
-        let next = queue.next_task();
-        tokio::pin!(next);
-        let mut released = false;
-        let delivery = loop {
-            tokio::select! {
-                d = &mut next => break d?,
-                _ = shutdown.changed() => return Ok(()),
-                _ = tokio::time::sleep(exec.cfg.idle_release), if !released => {
-                    exec.release_idle();
-                    released = true;
-                }
-            }
+        let Some(delivery) = next_delivery(queue.as_ref(), &exec, &mut shutdown).await? else {
+            return Ok(());
         };
-        let task: Task = match wire::decode(&delivery.body) {
-            Ok(t) => t,
-            Err(e) => {
-                metrics().task("unknown", outcome::POISON);
-                metrics().dead_letters.inc();
-                warn!(error = %e, bytes = delivery.body.len(), "poison message: dead-lettering it");
-                settled("reject", delivery.reject().await, "?", "?");
-                continue;
-            }
-        };
-        let kind = kind_of(&task);
-        if delivery.attempt > 1 {
-            metrics().redeliveries.inc();
-        }
-        if let Err(why) = task.validate() {
-            metrics().task(kind, outcome::POISON);
-            metrics().dead_letters.inc();
-            warn!(job = %task.job(), task = %task.task_ref(), error = %why, "invalid task: dead-lettering it");
-            settled("reject", delivery.reject().await, task.job().as_str(), "?");
+        let Some((delivery, task)) = valid_task(delivery).await else {
             continue;
-        }
-        let attempt = Attempt(delivery.attempt);
-        let job = task.job().clone();
-        let task_ref = task.task_ref();
-        let (job_s, task_s) = (job.to_string(), task_ref.to_string());
-        let report_of = |status| TaskReport {
-            job: job.clone(),
-            task: task_ref,
-            attempt,
-            status,
         };
+        let served = Served::new(queue.as_ref(), &exec, &task, &delivery);
         // Only a task delivered again (after a worker died, handed it back or failed
         // it) can have run before: only then is its marker looked for. A first
         // delivery of a task that did run (a task republished while it ran, a
@@ -228,50 +189,15 @@ pub async fn run_worker(
         // same keys, or new spill objects the marker then names); looking first
         // cost every task a round trip to the store.
         let may_have_run = delivery.attempt > 1 || !delivery.refused_by.is_empty();
-        let prepared = async {
-            exec.admit(&task).await?;
-            if may_have_run {
-                exec.finished(&task).await
-            } else {
-                Ok(None)
-            }
-        };
-        let result = match prepared.await {
-            Ok(Some(status)) => {
-                metrics().task(kind, outcome::ALREADY_DONE);
-                info!(%job, task = %task_ref, "task already done (its marker exists): reporting it again instead of redoing it");
-                Ok(status)
-            }
-            Ok(None) => {
-                let _in_flight = InFlight::start(kind);
-                let run = async {
-                    // The attempt's record is written while the task runs (a round
-                    // trip less per task on a distant store), and before its report.
-                    let ((), r) = tokio::join!(exec.record_attempt(&task), exec.execute(&task));
-                    if let Ok(status) = &r {
-                        count_rows(status);
-                        metrics().task(kind, outcome::DONE);
-                    }
-                    r
-                };
-                tokio::pin!(run);
-                tokio::select! {
-                    r = &mut run => r,
-                    _ = shutdown.changed() => {
-                        info!(task = %task_ref, grace = ?exec.cfg.grace, "shutdown: finishing the current task within the grace period");
-                        match tokio::time::timeout(exec.cfg.grace, &mut run).await {
-                            Ok(r) => r,
-                            Err(_) => {
-                                metrics().task(kind, outcome::HANDED_BACK);
-                                warn!(task = %task_ref, "grace period over: handing the task back");
-                                settled("retry", delivery.retry().await, &job_s, &task_s);
-                                return Ok(());
-                            }
-                        }
-                    }
-                }
-            }
-            Err(e) => Err(e),
+        let Some(result) = served.run(&task, may_have_run, &mut shutdown).await else {
+            // The grace period is over: the task goes back to the queue.
+            settled(
+                "retry",
+                delivery.retry().await,
+                &served.job_s,
+                &served.task_s,
+            );
+            return Ok(());
         };
         // Anything but a configuration failure shows this worker can run tasks (an
         // outage shows nothing either way).
@@ -284,84 +210,284 @@ pub async fn run_worker(
         }
         let result = match result {
             Err(f) if f.kind == FailureKind::Config => {
-                match exec.cfg.max_config_failures {
-                    Some(max) => {
-                        let refusers = distinct_refusers(&delivery.refused_by, &exec.cfg.worker_id);
-                        if refusers.len() < REFUSING_WORKERS
-                            && delivery.refused_by.len() + 1 < MAX_HAND_BACKS
-                        {
-                            let failures = exec.config_failures.fetch_add(1, Ordering::SeqCst) + 1;
-                            metrics().config_failures.set(i64::from(failures));
-                            metrics().task(kind, outcome::MISCONFIGURED);
-                            let pause = config_backoff(failures);
-                            let f = Failure::new(
-                                FailureKind::Config,
-                                format!("worker {}: {f}", exec.cfg.worker_id),
-                            );
-                            warn!(%job, task = %task_ref, failures, max, ?pause, error = %f, "this worker cannot run the task (its configuration): handing it back to another worker, not taking tasks meanwhile");
-                            report(
-                                queue.as_ref(),
-                                &report_of(ReportStatus::Retrying(f.clone())),
-                            )
-                            .await;
-                            // Settled first: pausing cancels the task consumer and may
-                            // close the delivery's channel, and an ack on a closed
-                            // channel is lost (the broker then requeues the original
-                            // beside its copy and counts a delivery).
-                            settled(
-                                "hand-back",
-                                delivery.hand_back(&exec.cfg.worker_id).await,
-                                &job_s,
-                                &task_s,
-                            );
-                            // No task comes to this worker during the pause.
-                            queue.pause_tasks(pause).await;
-                            if failures >= max {
-                                return Err(WorkerExit::Misconfigured {
-                                    failures,
-                                    last: f.message,
-                                });
-                            }
-                            tokio::select! {
-                                _ = tokio::time::sleep(pause) => {}
-                                _ = shutdown.changed() => {}
-                            }
-                            continue;
-                        }
-                        // Several workers could not run it: the task's fault after all.
-                        Err(Failure::new(
-                            FailureKind::Config,
-                            format!(
-                                "{f} ({} worker(s) could not run it: {})",
-                                refusers.len(),
-                                refusers.join(", ")
-                            ),
-                        ))
+                match served.config_failure(f, &delivery.refused_by) {
+                    ConfigFailure::HandBack { failures, max, f } => {
+                        served
+                            .hand_back(delivery, failures, max, f, &mut shutdown)
+                            .await?;
+                        continue;
                     }
-                    None => Err(f),
+                    ConfigFailure::Fail(f) => Err(f),
                 }
             }
             r => r,
         };
+        served.settle(delivery, result, &mut shutdown).await;
+    }
+}
+
+/// The next delivery of `queue` (`None`: shutdown came first). While it waits, after
+/// `idle_release` without a task, the last job's memory goes (its job has most
+/// likely ended; the next task opens what it needs).
+async fn next_delivery(
+    queue: &dyn Queue,
+    exec: &Executor,
+    shutdown: &mut watch::Receiver<bool>,
+) -> Result<Option<Delivery>, WorkerExit> {
+    let next = queue.next_task();
+    tokio::pin!(next);
+    let mut released = false;
+    loop {
+        tokio::select! {
+            d = &mut next => return Ok(Some(d?)),
+            _ = shutdown.changed() => return Ok(None),
+            _ = tokio::time::sleep(exec.cfg.idle_release), if !released => {
+                exec.release_idle();
+                released = true;
+            }
+        }
+    }
+}
+
+/// The task of `delivery`, if it decodes and is valid; else the delivery is
+/// dead-lettered (`None`).
+async fn valid_task(delivery: Delivery) -> Option<(Delivery, Task)> {
+    let task: Task = match wire::decode(&delivery.body) {
+        Ok(t) => t,
+        Err(e) => {
+            metrics().task("unknown", outcome::POISON);
+            metrics().dead_letters.inc();
+            warn!(error = %e, bytes = delivery.body.len(), "poison message: dead-lettering it");
+            settled("reject", delivery.reject().await, "?", "?");
+            return None;
+        }
+    };
+    if delivery.attempt > 1 {
+        metrics().redeliveries.inc();
+    }
+    if let Err(why) = task.validate() {
+        metrics().task(kind_of(&task), outcome::POISON);
+        metrics().dead_letters.inc();
+        warn!(job = %task.job(), task = %task.task_ref(), error = %why, "invalid task: dead-lettering it");
+        settled("reject", delivery.reject().await, task.job().as_str(), "?");
+        return None;
+    }
+    Some((delivery, task))
+}
+
+/// What becomes of a task that failed for this worker's configuration.
+enum ConfigFailure {
+    /// Handed back to another worker: this one's `failures`-th in a row, of `max`.
+    HandBack { failures: u32, max: u32, f: Failure },
+    /// Failed: several workers could not run it (the task's fault after all), or
+    /// this worker has no limit of such failures.
+    Fail(Failure),
+}
+
+/// One delivered task being served: where it reports, and what its reports name.
+struct Served<'a> {
+    queue: &'a dyn Queue,
+    exec: &'a Arc<Executor>,
+    kind: &'static str,
+    attempt: Attempt,
+    job: JobId,
+    task_ref: TaskRef,
+    job_s: String,
+    task_s: String,
+}
+
+impl<'a> Served<'a> {
+    fn new(
+        queue: &'a dyn Queue,
+        exec: &'a Arc<Executor>,
+        task: &Task,
+        delivery: &Delivery,
+    ) -> Self {
+        let job = task.job().clone();
+        let task_ref = task.task_ref();
+        Served {
+            queue,
+            exec,
+            kind: kind_of(task),
+            attempt: Attempt(delivery.attempt),
+            job_s: job.to_string(),
+            task_s: task_ref.to_string(),
+            job,
+            task_ref,
+        }
+    }
+
+    /// The task's report of `status`.
+    fn report_of(&self, status: ReportStatus) -> TaskReport {
+        TaskReport {
+            job: self.job.clone(),
+            task: self.task_ref,
+            attempt: self.attempt,
+            status,
+        }
+    }
+
+    /// Admits and runs the task (or, when it `may_have_run`, finds it already done);
+    /// `None`: shutdown came and the grace period ended before the task did.
+    async fn run(
+        &self,
+        task: &Task,
+        may_have_run: bool,
+        shutdown: &mut watch::Receiver<bool>,
+    ) -> Option<Result<ReportStatus, Failure>> {
+        let (exec, kind) = (self.exec, self.kind);
+        let prepared = async {
+            exec.admit(task).await?;
+            if may_have_run {
+                exec.finished(task).await
+            } else {
+                Ok(None)
+            }
+        };
+        match prepared.await {
+            Ok(Some(status)) => {
+                metrics().task(kind, outcome::ALREADY_DONE);
+                info!(job = %self.job, task = %self.task_ref, "task already done (its marker exists): reporting it again instead of redoing it");
+                Some(Ok(status))
+            }
+            Ok(None) => self.execute(task, shutdown).await,
+            Err(e) => Some(Err(e)),
+        }
+    }
+
+    /// Executes the task; `None`: shutdown came and the grace period ended first.
+    async fn execute(
+        &self,
+        task: &Task,
+        shutdown: &mut watch::Receiver<bool>,
+    ) -> Option<Result<ReportStatus, Failure>> {
+        let (exec, kind) = (self.exec, self.kind);
+        let _in_flight = InFlight::start(kind);
+        let run = async {
+            // The attempt's record is written while the task runs (a round
+            // trip less per task on a distant store), and before its report.
+            let ((), r) = tokio::join!(exec.record_attempt(task), exec.execute(task));
+            if let Ok(status) = &r {
+                count_rows(status);
+                metrics().task(kind, outcome::DONE);
+            }
+            r
+        };
+        tokio::pin!(run);
+        tokio::select! {
+            r = &mut run => Some(r),
+            _ = shutdown.changed() => {
+                info!(task = %self.task_ref, grace = ?exec.cfg.grace, "shutdown: finishing the current task within the grace period");
+                match tokio::time::timeout(exec.cfg.grace, &mut run).await {
+                    Ok(r) => Some(r),
+                    Err(_) => {
+                        metrics().task(kind, outcome::HANDED_BACK);
+                        warn!(task = %self.task_ref, "grace period over: handing the task back");
+                        None
+                    }
+                }
+            }
+        }
+    }
+
+    /// Decides what becomes of the task, failed with `f` for this worker's
+    /// configuration (`refused_by`: the workers that could not run it before).
+    fn config_failure(&self, f: Failure, refused_by: &[String]) -> ConfigFailure {
+        let exec = self.exec;
+        let Some(max) = exec.cfg.max_config_failures else {
+            return ConfigFailure::Fail(f);
+        };
+        let refusers = distinct_refusers(refused_by, &exec.cfg.worker_id);
+        if refusers.len() < REFUSING_WORKERS && refused_by.len() + 1 < MAX_HAND_BACKS {
+            let failures = exec.config_failures.fetch_add(1, Ordering::SeqCst) + 1;
+            metrics().config_failures.set(i64::from(failures));
+            metrics().task(self.kind, outcome::MISCONFIGURED);
+            let f = Failure::new(
+                FailureKind::Config,
+                format!("worker {}: {f}", exec.cfg.worker_id),
+            );
+            return ConfigFailure::HandBack { failures, max, f };
+        }
+        // Several workers could not run it: the task's fault after all.
+        ConfigFailure::Fail(Failure::new(
+            FailureKind::Config,
+            format!(
+                "{f} ({} worker(s) could not run it: {})",
+                refusers.len(),
+                refusers.join(", ")
+            ),
+        ))
+    }
+
+    /// Hands the task back to another worker after this one's `failures`-th
+    /// configuration failure in a row, and takes no task for a while; past `max`
+    /// the worker exits.
+    async fn hand_back(
+        &self,
+        delivery: Delivery,
+        failures: u32,
+        max: u32,
+        f: Failure,
+        shutdown: &mut watch::Receiver<bool>,
+    ) -> Result<(), WorkerExit> {
+        let (queue, exec) = (self.queue, self.exec);
+        let pause = config_backoff(failures);
+        warn!(job = %self.job, task = %self.task_ref, failures, max, ?pause, error = %f, "this worker cannot run the task (its configuration): handing it back to another worker, not taking tasks meanwhile");
+        report(queue, &self.report_of(ReportStatus::Retrying(f.clone()))).await;
+        // Settled first: pausing cancels the task consumer and may
+        // close the delivery's channel, and an ack on a closed
+        // channel is lost (the broker then requeues the original
+        // beside its copy and counts a delivery).
+        settled(
+            "hand-back",
+            delivery.hand_back(&exec.cfg.worker_id).await,
+            &self.job_s,
+            &self.task_s,
+        );
+        // No task comes to this worker during the pause.
+        queue.pause_tasks(pause).await;
+        if failures >= max {
+            return Err(WorkerExit::Misconfigured {
+                failures,
+                last: f.message,
+            });
+        }
+        tokio::select! {
+            _ = tokio::time::sleep(pause) => {}
+            _ = shutdown.changed() => {}
+        }
+        Ok(())
+    }
+
+    /// Reports the task's `result` and settles its delivery: acknowledged when
+    /// done, dead-lettered when failed for good, retried after a backoff else.
+    async fn settle(
+        &self,
+        delivery: Delivery,
+        result: Result<ReportStatus, Failure>,
+        shutdown: &mut watch::Receiver<bool>,
+    ) {
+        let (queue, kind, attempt) = (self.queue, self.kind, self.attempt);
+        let (job, task_ref) = (&self.job, &self.task_ref);
         match result {
-            Ok(status) => report_and_ack(queue.as_ref(), delivery, report_of(status)).await,
+            Ok(status) => report_and_ack(queue, delivery, self.report_of(status)).await,
             Err(f) if !f.is_retryable() => {
                 metrics().task(kind, outcome::FAILED);
                 metrics().dead_letters.inc();
                 warn!(%job, task = %task_ref, kind = f.kind.as_str(), error = %f, "task failed permanently");
-                report(queue.as_ref(), &report_of(ReportStatus::Failed(f))).await;
-                settled("reject", delivery.reject().await, &job_s, &task_s);
+                report(queue, &self.report_of(ReportStatus::Failed(f))).await;
+                settled("reject", delivery.reject().await, &self.job_s, &self.task_s);
             }
             Err(f) => {
                 metrics().task(kind, outcome::RETRIED);
                 let wait = retry_backoff(attempt.0);
                 warn!(%job, task = %task_ref, attempt = attempt.0, kind = f.kind.as_str(), error = %f, ?wait, "task failed, will be retried");
-                report(queue.as_ref(), &report_of(ReportStatus::Retrying(f))).await;
+                report(queue, &self.report_of(ReportStatus::Retrying(f))).await;
                 tokio::select! {
                     _ = tokio::time::sleep(wait) => {}
                     _ = shutdown.changed() => {}
                 }
-                settled("retry", delivery.retry().await, &job_s, &task_s);
+                settled("retry", delivery.retry().await, &self.job_s, &self.task_s);
             }
         }
     }

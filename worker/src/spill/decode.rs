@@ -72,15 +72,15 @@ impl<'a> Cursor<'a> {
 }
 
 /// One decoded block: its string table and its entries.
-pub struct Block<'a> {
+pub(crate) struct Block<'a> {
     /// The block's strings (paths, commits, names, managers), which entries index.
-    pub strings: Vec<&'a [u8]>,
+    pub(crate) strings: Vec<&'a [u8]>,
     /// The block's entries, in the order written.
-    pub entries: Vec<(RawKey, RawVal)>,
+    pub(crate) entries: Vec<(RawKey, RawVal)>,
 }
 
 /// Decodes every block of a chunk, calling `f` for each.
-pub fn for_each_block<'a>(
+pub(crate) fn for_each_block<'a>(
     chunk: &'a [u8],
     mut f: impl FnMut(Block<'a>) -> Result<(), SpillError>,
 ) -> Result<(), SpillError> {

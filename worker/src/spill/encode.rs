@@ -10,7 +10,7 @@ use super::{RawKey, RawVal, StringTable, MAGIC, ONE_ROW_EACH};
 /// shard's rows and stays in cache, where one table per shard filled row by row is hit
 /// at random across all of them.
 #[derive(Default)]
-pub struct EntryTable {
+pub(crate) struct EntryTable {
     /// Rows as added; almost all carry `rows == 1`.
     pending: PendingRows,
     /// The rare entries added with `rows != 1` (already summed elsewhere).
@@ -98,13 +98,13 @@ impl PendingRows {
 
 impl EntryTable {
     /// An empty table.
-    pub fn new() -> Self {
+    pub(crate) fn new() -> Self {
         Self::default()
     }
 
     /// Adds one row (or `rows` rows already summed).
     #[inline]
-    pub fn add(&mut self, key: RawKey, hits: u64, rows: u64) {
+    pub(crate) fn add(&mut self, key: RawKey, hits: u64, rows: u64) {
         if rows == 1 {
             self.pending.push(Pending {
                 key,
@@ -116,12 +116,12 @@ impl EntryTable {
     }
 
     /// Whether no row was added since the last flush.
-    pub fn is_empty(&self) -> bool {
+    pub(crate) fn is_empty(&self) -> bool {
         self.pending.is_empty() && self.summed.is_empty()
     }
 
     /// An estimate of the memory held, to decide when to flush.
-    pub fn approx_bytes(&self) -> usize {
+    pub(crate) fn approx_bytes(&self) -> usize {
         self.pending.capacity() * std::mem::size_of::<Pending>()
             + self.summed.capacity() * std::mem::size_of::<(RawKey, RawVal)>()
     }
@@ -135,7 +135,7 @@ impl EntryTable {
     /// it finds nothing to sum, is skipped. A block's entries are grouped by file and,
     /// within a file, by commit ([`encode_block`]); their order within a group is the
     /// map's or the input's: the merge aggregates, so it does not depend on it.
-    pub fn finish_into(&mut self, strings: &mut StringTable, out: &mut Vec<u8>) {
+    pub(crate) fn finish_into(&mut self, strings: &mut StringTable, out: &mut Vec<u8>) {
         // `take`, not `clear`: a splitter whose rows arrive sorted by file would
         // otherwise keep one peak-sized set of blocks per shard.
         let pending = std::mem::take(&mut self.pending);

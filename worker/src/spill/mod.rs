@@ -34,35 +34,35 @@ pub struct SpillError {
 
 /// Key of a pre-aggregated entry: indices into the block's string table, and the line.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub struct RawKey {
+pub(crate) struct RawKey {
     /// The row's `file_path`, as its index in the block's string table.
-    pub file: u32,
+    pub(crate) file: u32,
     /// The row's `kernel_commit`, as its index in the block's string table.
-    pub commit: u32,
+    pub(crate) commit: u32,
     /// The row's `func_name`, as its index in the block's string table.
-    pub func: u32,
+    pub(crate) func: u32,
     /// The row's `manager`, as its index in the block's string table.
-    pub manager: u32,
+    pub(crate) manager: u32,
     /// The row's `sl`, a line of the file at that commit.
-    pub sl: u32,
+    pub(crate) sl: u32,
 }
 
 /// Sums for one key.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct RawVal {
+pub(crate) struct RawVal {
     /// Hits summed over the rows.
-    pub hits: u64,
+    pub(crate) hits: u64,
     /// Rows summed (1 for a single row).
-    pub rows: u64,
+    pub(crate) rows: u64,
 }
 
 mod decode;
 mod encode;
 mod strings;
 
-pub use decode::{for_each_block, Block};
-pub use encode::EntryTable;
-pub use strings::{hash_bytes, same_bytes, StringIndex, StringTable};
+pub(crate) use decode::{for_each_block, Block};
+pub(crate) use encode::EntryTable;
+pub(crate) use strings::{hash_bytes, same_bytes, StringIndex, StringTable};
 
 #[cfg(test)]
 mod tests;

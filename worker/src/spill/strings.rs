@@ -10,7 +10,7 @@
 /// Callers that look strings up per column keep a [`StringIndex`] per column over the
 /// same table ([`StringIndex::intern`]); [`StringTable::intern`] uses the table's own.
 #[derive(Default)]
-pub struct StringTable {
+pub(crate) struct StringTable {
     pub(super) arena: Vec<u8>,
     /// `(start, end)` in `arena` of each id.
     pub(super) spans: Vec<(usize, usize)>,
@@ -25,7 +25,7 @@ pub struct StringTable {
 
 /// The hash of a string as the indexes of a [`StringTable`] use it.
 #[inline]
-pub fn hash_bytes(s: &[u8]) -> u64 {
+pub(crate) fn hash_bytes(s: &[u8]) -> u64 {
     use std::hash::Hasher;
     let mut h = rustc_hash::FxHasher::default();
     h.write(s);
@@ -42,7 +42,7 @@ pub fn hash_bytes(s: &[u8]) -> u64 {
 /// index of ~500 KiB once per row, waited on that load more than on anything else
 /// of the row.
 #[derive(Default)]
-pub struct StringIndex {
+pub(crate) struct StringIndex {
     slots: Vec<IndexEntry>,
     /// `slots.len()` is `1 << bits` (0: no slots yet).
     bits: u32,
@@ -94,7 +94,7 @@ impl IndexEntry {
 /// `a == b`, compared a word at a time inline: the strings looked up are short (paths,
 /// names, commit hashes), where a call to `memcmp` costs more than the comparison.
 #[inline]
-pub fn same_bytes(a: &[u8], b: &[u8]) -> bool {
+pub(crate) fn same_bytes(a: &[u8], b: &[u8]) -> bool {
     if a.len() != b.len() {
         return false;
     }
@@ -123,7 +123,7 @@ impl StringIndex {
     /// Starts loading the entry where a string of hash `hash` is looked up first, so
     /// that [`StringIndex::intern_hashed`] finds it in cache a little later.
     #[inline]
-    pub fn prefetch(&self, hash: u64) {
+    pub(crate) fn prefetch(&self, hash: u64) {
         if self.bits == 0 {
             return;
         }
@@ -140,13 +140,18 @@ impl StringIndex {
     /// The id of `s` in `table` through this index, and whether it was added just now
     /// (a string added to the table through another index is added again).
     #[inline]
-    pub fn intern(&mut self, table: &mut StringTable, s: &[u8]) -> (u32, bool) {
+    pub(crate) fn intern(&mut self, table: &mut StringTable, s: &[u8]) -> (u32, bool) {
         self.intern_hashed(table, s, hash_bytes(s))
     }
 
     /// [`StringIndex::intern`] of `s` whose [`hash_bytes`] is `hash`.
     #[inline]
-    pub fn intern_hashed(&mut self, table: &mut StringTable, s: &[u8], hash: u64) -> (u32, bool) {
+    pub(crate) fn intern_hashed(
+        &mut self,
+        table: &mut StringTable,
+        s: &[u8],
+        hash: u64,
+    ) -> (u32, bool) {
         if self.bits != 0 {
             let mask = self.slots.len() - 1;
             let mut i = self.home(hash);
@@ -208,19 +213,19 @@ impl StringIndex {
     }
 
     /// An estimate of the memory held.
-    pub fn approx_bytes(&self) -> usize {
+    pub(crate) fn approx_bytes(&self) -> usize {
         self.slots.capacity() * std::mem::size_of::<IndexEntry>()
     }
 }
 
 impl StringTable {
     /// An empty table.
-    pub fn new() -> Self {
+    pub(crate) fn new() -> Self {
         Self::default()
     }
 
     /// The id of `s` in this table.
-    pub fn intern(&mut self, s: &[u8]) -> u32 {
+    pub(crate) fn intern(&mut self, s: &[u8]) -> u32 {
         let mut index = std::mem::take(&mut self.index);
         let (id, _) = index.intern(self, s);
         self.index = index;
@@ -228,7 +233,7 @@ impl StringTable {
     }
 
     /// Adds `s` under a new id, without looking for it.
-    pub fn push(&mut self, s: &[u8]) -> u32 {
+    pub(crate) fn push(&mut self, s: &[u8]) -> u32 {
         let id = self.spans.len() as u32;
         let start = self.arena.len();
         self.arena.extend_from_slice(s);
@@ -238,23 +243,18 @@ impl StringTable {
 
     /// The string of `id`.
     #[inline]
-    pub fn get(&self, id: u32) -> &[u8] {
+    pub(crate) fn get(&self, id: u32) -> &[u8] {
         let (a, b) = self.spans[id as usize];
         &self.arena[a..b]
     }
 
     /// How many strings the table holds (ids are `0..len`).
-    pub fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         self.spans.len()
     }
 
-    /// Whether the table holds no string.
-    pub fn is_empty(&self) -> bool {
-        self.spans.is_empty()
-    }
-
     /// An estimate of the memory held.
-    pub fn approx_bytes(&self) -> usize {
+    pub(crate) fn approx_bytes(&self) -> usize {
         self.arena.capacity()
             + self.spans.capacity() * std::mem::size_of::<(usize, usize)>()
             + self.index.approx_bytes()
@@ -263,7 +263,8 @@ impl StringTable {
 
     /// Forgets every string (and frees the tables). Ids handed out before are invalid:
     /// only call this when no [`EntryTable`] holds entries.
-    pub fn clear(&mut self) {
+    #[cfg(test)]
+    pub(crate) fn clear(&mut self) {
         *self = StringTable::default();
     }
 }

@@ -27,7 +27,7 @@ use covmerge_proto::{
 
 mod cut;
 pub(crate) mod inputs;
-pub mod rows;
+pub(crate) mod rows;
 
 use cut::{Limits, Piece, Pieces};
 
@@ -55,7 +55,7 @@ pub struct SplitSettings {
 }
 
 /// Bad rows reported by name (the count covers all of them).
-pub const BAD_ROW_SAMPLES: usize = 5;
+pub(crate) const BAD_ROW_SAMPLES: usize = 5;
 
 /// Decompressed bytes handed to a parse thread at once.
 const PIECE: usize = 1 << 20;
@@ -108,7 +108,7 @@ impl Flush {
 }
 
 /// Stores one flush as a spill object. Called from several threads.
-pub type Emit<'a> = dyn Fn(Flush) -> Result<(), SplitError> + Sync + 'a;
+pub(crate) type Emit<'a> = dyn Fn(Flush) -> Result<(), SplitError> + Sync + 'a;
 
 /// Writes every non-empty table's rows as its shard's chunk of one spill object, and
 /// emits it (nothing when all tables are empty). The tables are empty afterwards; the
@@ -508,7 +508,7 @@ pub fn split_input<R: Read>(
 /// the input has a `namespace` column, only the rows naming it exactly are read, the
 /// others counted per namespace in the outcome (not in `rows_in`); without
 /// `--namespace` such an input is refused before its rows.
-pub fn split_input_of_namespace<R: Read>(
+pub(crate) fn split_input_of_namespace<R: Read>(
     name: &str,
     input: R,
     settings: SplitSettings,

@@ -18,7 +18,7 @@ use crate::spill::{EntryTable, RawKey, StringTable};
 /// Splits one input read by its format's [`RowSource`]. Rows counted: `rows_in` =
 /// rows produced (a summed row counts the rows it sums) plus bad lines, `rows_bad` =
 /// bad lines.
-pub fn split_rows(
+pub(crate) fn split_rows(
     name: &str,
     src: Box<dyn RowSource>,
     spec: &InputSpec,
