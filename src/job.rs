@@ -46,12 +46,14 @@ impl JobArgs {
             .dashboard_client
             .as_deref()
             .context("--dashboard needs --dashboard-client")?;
-        Ok(Some(Dashboard::new(
-            url,
-            client,
-            crate::cmd::dashboard_key()?,
-        )))
+        Ok(Some(Dashboard::new(url, client, dashboard_key()?)))
     }
+}
+
+/// The dashboard's key: only from the environment, never a flag (contract §8).
+pub(crate) fn dashboard_key() -> Result<String> {
+    std::env::var("COVMERGE_DASHBOARD_KEY")
+        .context("--dashboard needs the key in the environment variable COVMERGE_DASHBOARD_KEY")
 }
 
 /// `--base-commit`, or the commit `--base-at`/`--branch` name in the `git:` source.

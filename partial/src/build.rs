@@ -10,10 +10,10 @@ use covmerge_proto::manifest::OtherNamespaces;
 use covmerge_proto::shard_hash::shard_of;
 use rustc_hash::FxHashMap as HashMap;
 
-use crate::desc::{Description, PartialCounts, ShardFiles, FORMAT, FORMAT_VERSION};
+use crate::desc::{Description, FileEntry, PartialCounts, ShardFiles, FORMAT, FORMAT_VERSION};
 use crate::file::TableWriter;
 use crate::rollup::{clear_out, prepare_out, rollup};
-use crate::table::{is_blob_id, FuncRow, LineRow, PathRow, VersionRow};
+use crate::table::{is_blob_id, FuncRow, LineRow, PathRow, Table, VersionRow};
 use crate::PartialError;
 
 /// One input row (or several with one key, `rows` of them), its version already found.
@@ -302,67 +302,13 @@ impl Builder {
             .collect();
         paths.sort_unstable_by_key(|e| e.0);
 
-        let mut shards = Vec::with_capacity(n as usize);
-        let (mut li, mut fi, mut vi, mut pi) = (0, 0, 0, 0);
-        for j in 0..n {
-            let mut w = TableWriter::<LineRow>::create(dir, j)?;
-            while li < lines.len() && lines[li].0 .0 == j {
-                let (p, v, m, (hits, rows)) = lines[li].1;
-                w.push(LineRow {
-                    path: s(p),
-                    version: s(v),
-                    manager: s(m),
-                    line: lines[li].0 .4,
-                    hits,
-                    rows,
-                })?;
-                li += 1;
-            }
-            let lines_entry = w.finish()?;
-            let mut w = TableWriter::<FuncRow>::create(dir, j)?;
-            while fi < funcs.len() && funcs[fi].0 .0 == j {
-                let (p, v, f, rows) = funcs[fi].1;
-                w.push(FuncRow {
-                    path: s(p),
-                    version: s(v),
-                    line: funcs[fi].0 .3,
-                    func_name: s(f),
-                    rows,
-                })?;
-                fi += 1;
-            }
-            let funcs_entry = w.finish()?;
-            let mut w = TableWriter::<VersionRow>::create(dir, j)?;
-            while vi < versions.len() && versions[vi].0 .0 == j {
-                let (p, v, c) = versions[vi].1;
-                w.push(VersionRow {
-                    path: s(p),
-                    version: s(v),
-                    commit: s(c),
-                })?;
-                vi += 1;
-            }
-            let versions_entry = w.finish()?;
-            let mut w = TableWriter::<PathRow>::create(dir, j)?;
-            while pi < paths.len() && paths[pi].0 .0 == j {
-                let (p, (wl, wv, hv)) = paths[pi].1;
-                w.push(PathRow {
-                    path: s(p),
-                    rows_without_line: wl,
-                    rows_without_version: wv,
-                    hits_without_version: hv,
-                })?;
-                pi += 1;
-            }
-            let paths_entry = w.finish()?;
-            shards.push(ShardFiles {
-                index: j,
-                lines: lines_entry,
-                funcs: funcs_entry,
-                versions: versions_entry,
-                paths: paths_entry,
-            });
-        }
+        let sorted = Sorted {
+            lines,
+            funcs,
+            versions,
+            paths,
+        };
+        let shards = sorted.write(dir, n, &s)?;
         let d = Description {
             format: FORMAT.to_owned(),
             format_version: FORMAT_VERSION,
@@ -376,5 +322,131 @@ impl Builder {
         };
         d.write(dir)?;
         Ok(d)
+    }
+}
+
+/// Writes shard `j`'s table from `sorted` (ordered by shard first), starting at `*at`
+/// and leaving `*at` at the first entry of a later shard.
+fn write_table<T: Table, E>(
+    dir: &Path,
+    j: u32,
+    sorted: &[E],
+    at: &mut usize,
+    shard: impl Fn(&E) -> u32,
+    row: impl Fn(&E) -> T,
+) -> Result<FileEntry, PartialError> {
+    let mut w = TableWriter::<T>::create(dir, j)?;
+    while *at < sorted.len() && shard(&sorted[*at]) == j {
+        w.push(row(&sorted[*at]))?;
+        *at += 1;
+    }
+    w.finish()
+}
+
+/// Sort key of a line or function entry: shard, then ranks and the line.
+type Key5 = (u32, u32, u32, u32, u32);
+/// Sort key of a version entry: shard, path rank, version rank.
+type Key3 = (u32, u32, u32);
+/// (path, version, manager, (hits, rows)).
+type LineSums = (u32, u32, u32, (u64, u64));
+/// (path, version, function, rows).
+type FuncSums = (u32, u32, u32, u64);
+/// (path, (rows without line, rows without version, their hits)).
+type PathSums = (u32, (u64, u64, u64));
+
+/// A partial's held sums, each table sorted by (shard, key) with string ranks.
+struct Sorted {
+    lines: Vec<(Key5, LineSums)>,
+    funcs: Vec<(Key5, FuncSums)>,
+    versions: Vec<(Key3, (u32, u32, u32))>,
+    paths: Vec<((u32, u32), PathSums)>,
+}
+
+impl Sorted {
+    /// Writes the four tables of every shard in `dir` (`s`: a string's text).
+    fn write(
+        &self,
+        dir: &Path,
+        n: u32,
+        s: &dyn Fn(u32) -> String,
+    ) -> Result<Vec<ShardFiles>, PartialError> {
+        let mut shards = Vec::with_capacity(n as usize);
+        let (mut li, mut fi, mut vi, mut pi) = (0, 0, 0, 0);
+        for j in 0..n {
+            let lines = write_table(
+                dir,
+                j,
+                &self.lines,
+                &mut li,
+                |e| e.0 .0,
+                |e| {
+                    let (p, v, m, (hits, rows)) = e.1;
+                    LineRow {
+                        path: s(p),
+                        version: s(v),
+                        manager: s(m),
+                        line: e.0 .4,
+                        hits,
+                        rows,
+                    }
+                },
+            )?;
+            let funcs = write_table(
+                dir,
+                j,
+                &self.funcs,
+                &mut fi,
+                |e| e.0 .0,
+                |e| {
+                    let (p, v, f, rows) = e.1;
+                    FuncRow {
+                        path: s(p),
+                        version: s(v),
+                        line: e.0 .3,
+                        func_name: s(f),
+                        rows,
+                    }
+                },
+            )?;
+            let versions = write_table(
+                dir,
+                j,
+                &self.versions,
+                &mut vi,
+                |e| e.0 .0,
+                |e| {
+                    let (p, v, c) = e.1;
+                    VersionRow {
+                        path: s(p),
+                        version: s(v),
+                        commit: s(c),
+                    }
+                },
+            )?;
+            let paths = write_table(
+                dir,
+                j,
+                &self.paths,
+                &mut pi,
+                |e| e.0 .0,
+                |e| {
+                    let (p, (wl, wv, hv)) = e.1;
+                    PathRow {
+                        path: s(p),
+                        rows_without_line: wl,
+                        rows_without_version: wv,
+                        hits_without_version: hv,
+                    }
+                },
+            )?;
+            shards.push(ShardFiles {
+                index: j,
+                lines,
+                funcs,
+                versions,
+                paths,
+            });
+        }
+        Ok(shards)
     }
 }

@@ -3,7 +3,7 @@
 //! `crate::embedded` (`merge`'s) and `crate::fleet` (the coordinator's and the
 //! worker's).
 
-use anyhow::{Context, Result};
+use anyhow::Result;
 use covmerge_proto::output::totals_line;
 
 use crate::cli::{Cli, Command};
@@ -69,11 +69,6 @@ pub(crate) fn print_rows(rows: Option<i64>) {
     if let Some(n) = rows {
         crate::outln!("created {n} DB rows");
     }
-}
-
-pub(crate) fn dashboard_key() -> Result<String> {
-    std::env::var("COVMERGE_DASHBOARD_KEY")
-        .context("--dashboard needs the key in the environment variable COVMERGE_DASHBOARD_KEY")
 }
 
 /// The closing line syz-covermerger prints.

@@ -6,8 +6,9 @@ use covmerge_proto::JobId;
 use covmerge_storage::Store;
 use tracing::info;
 
-use super::{dashboard_key, print_rows};
+use super::print_rows;
 use crate::cli::NotifyArgs;
+use crate::job::dashboard_key;
 
 /// `covmerge notify`: save_coverage again for a result that is already written.
 pub(crate) async fn run(n: NotifyArgs) -> Result<()> {
