@@ -1,5 +1,6 @@
 //! How a worker process holds its one memory budget (`--memory-budget`): the division
-//! is the memory plan's ([`Shares`], [`TaskShare`], in `covmerge_proto::memory::plan`);
+//! is the memory plan's ([`Shares`](covmerge_proto::memory::Shares),
+//! [`TaskShare`](covmerge_proto::memory::TaskShare), in `covmerge_proto::memory::plan`);
 //! every share is reserved from the executor's [`MemoryPool`], so that the sum of the
 //! reservations never exceeds the budget.
 //!
@@ -7,8 +8,7 @@
 //! moment) works within what it got: a split flushes earlier, a merge fetches fewer
 //! chunks ahead and reads base texts and line maps again instead of holding them.
 
-use covmerge_proto::memory::{MemoryPool, MemoryReservation};
-pub use covmerge_proto::memory::{Shares, TaskShare, MIN_LOOP_SHARE};
+use covmerge_proto::memory::{MemoryPool, MemoryReservation, MIN_LOOP_SHARE};
 
 /// Reserves a task's share of `pool`: its loop's `per_loop` bytes, or what is free
 /// if less (at least [`MIN_LOOP_SHARE`], else whatever is left: the task then holds

@@ -17,7 +17,7 @@ use covmerge_storage::Store;
 use covmerge_telemetry::metrics;
 use tracing::{info, instrument, warn};
 
-use super::budget::{reserve_task, Shares, TaskShare};
+use super::budget::reserve_task;
 use super::cancel::*;
 use super::failure::*;
 use super::keys;
@@ -29,6 +29,7 @@ use crate::source::{open_source_within, CachedSource, Source};
 use crate::split::inputs::{split_inputs, ReadInput};
 use crate::split::{Emit, Flush, SplitError, SplitSettings, BAD_ROW_SAMPLES};
 use crate::thread::{run_on_thread, Cancel};
+use covmerge_proto::memory::{Shares, TaskShare};
 
 /// What a worker process is configured with.
 #[derive(Debug, Clone)]
