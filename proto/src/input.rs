@@ -12,8 +12,9 @@ use serde::{Deserialize, Serialize};
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum InputFormat {
-    /// Found from each input: a directory a directory format claims (a `GOCOVERDIR`),
-    /// a stream whose first bytes a format claims (`mode: `: a Go text profile), else CSV.
+    /// Found from each input: a directory a directory format claims (a `GOCOVERDIR`, a
+    /// partial), a stream whose first bytes a format claims (`mode: `: a Go text
+    /// profile), else CSV.
     #[default]
     Auto,
     /// CSV rows (contract §2).
@@ -22,18 +23,23 @@ pub enum InputFormat {
     GoText,
     /// A `GOCOVERDIR` directory of Go covmeta and covcounters files.
     GoCovdata,
+    /// A partial (contract §10): a directory holding `partial.json` and its shards'
+    /// Parquet files, rows already summed per file version.
+    Partial,
 }
 
 impl InputFormat {
     /// Every value of `--input-format`, in the order its help lists them (`auto` first).
-    pub const ALL: [InputFormat; 4] = [
+    pub const ALL: [InputFormat; 5] = [
         InputFormat::Auto,
         InputFormat::Csv,
         InputFormat::GoText,
         InputFormat::GoCovdata,
+        InputFormat::Partial,
     ];
 
-    /// The format an `--input-format` value names (`auto`, `csv`, `go-text`, `go-covdata`).
+    /// The format an `--input-format` value names (`auto`, `csv`, `go-text`, `go-covdata`,
+    /// `partial`).
     pub fn parse(s: &str) -> Option<Self> {
         Self::ALL.into_iter().find(|f| f.as_str() == s)
     }
@@ -45,6 +51,7 @@ impl InputFormat {
             InputFormat::Csv => "csv",
             InputFormat::GoText => "go-text",
             InputFormat::GoCovdata => "go-covdata",
+            InputFormat::Partial => "partial",
         }
     }
 
@@ -52,11 +59,14 @@ impl InputFormat {
     pub fn describe(self) -> &'static str {
         match self {
             InputFormat::Auto => {
-                "found from each input: a directory with covmeta.* files is Go covdata, a file starting `mode: ` a Go text profile, else CSV"
+                "found from each input: a directory with covmeta.* files is Go covdata, one with partial.json a partial, a file starting `mode: ` a Go text profile, else CSV"
             }
             InputFormat::Csv => "syzkaller's CSV rows",
             InputFormat::GoText => "a Go text profile (go test -coverprofile)",
             InputFormat::GoCovdata => "a GOCOVERDIR directory (covmeta.* and covcounters.* files)",
+            InputFormat::Partial => {
+                "a partial: a local directory with partial.json (covmerge merge --partial-out)"
+            }
         }
     }
 }
@@ -224,7 +234,7 @@ mod tests {
         }
         assert_eq!(InputFormat::parse("lcov"), None);
         let names: Vec<_> = InputFormat::ALL.iter().map(|f| f.as_str()).collect();
-        assert_eq!(names.join("|"), "auto|csv|go-text|go-covdata");
+        assert_eq!(names.join("|"), "auto|csv|go-text|go-covdata|partial");
     }
 
     #[test]

@@ -4,8 +4,8 @@
 use std::io::{BufReader, Read};
 
 use super::{
-    BadLines, Format, InputFormat, InputOptions, LineRow, ReadError, Reading, RowSink, RowSource,
-    Source,
+    BadLines, Format, InputFormat, InputOptions, LineRow, ReadError, Reading, RowKind, RowSink,
+    RowSource, Source,
 };
 use crate::go::{text, Blocks, ModuleMap};
 
@@ -85,6 +85,7 @@ pub(super) fn go_rows(
             rows: 1,
             manager: None,
             commit: None,
+            kind: RowKind::Hits,
         })
         .map_err(ReadError::from)
     })

@@ -8,6 +8,9 @@
 //! split cuts and parses on several threads, or as rows it decodes itself
 //! ([`RowSource`]), each a source line with its hits and the number of input rows
 //! summed into it (1 for a raw row; more for a format whose rows are already summed).
+//! A format whose rows are already summed per file version (a partial) hands over rows
+//! of other kinds too ([`RowKind`]): function-name votes, and rows without a line or a
+//! version; and it may say what namespace its rows are of ([`RowSource::namespace`]).
 //!
 //! Adding a format: a variant of [`InputFormat`] (proto), a file here implementing
 //! [`Format`], and its line in [`REGISTRY`].
@@ -24,6 +27,7 @@ mod csv;
 mod detect;
 mod go_covdata;
 mod go_text;
+mod partial;
 
 pub use detect::{detect, detect_stream, DetectError, Detected, Sniffed, HEAD};
 
@@ -31,7 +35,12 @@ pub use detect::{detect, detect_stream, DetectError, Detected, Sniffed, HEAD};
 /// directory format's that claims it ([`Format::claims_dir`]), a stream the first
 /// stream format's that claims its first bytes ([`Format::claims_head`]); CSV, last,
 /// claims every stream.
-pub static REGISTRY: &[&dyn Format] = &[&go_covdata::GoCovdata, &go_text::GoText, &csv::Csv];
+pub static REGISTRY: &[&dyn Format] = &[
+    &go_covdata::GoCovdata,
+    &partial::PartialDir,
+    &go_text::GoText,
+    &csv::Csv,
+];
 
 /// The registered format `f` names (`None` for [`InputFormat::Auto`]).
 pub fn format_of(f: InputFormat) -> Option<&'static dyn Format> {
@@ -114,7 +123,27 @@ impl std::fmt::Debug for Reading {
     }
 }
 
-/// One row a format decodes: a source line's hits.
+/// What a [`LineRow`] is. A raw row is [`RowKind::Hits`]; the other kinds come from
+/// formats whose rows are already summed per file version (partials, contract §10),
+/// where a line's function names and the rows without a line or a version are kept
+/// apart from the managers' hits.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum RowKind {
+    /// A manager's hits on a line (`line` 0: rows without a line, contract §2).
+    #[default]
+    Hits,
+    /// `rows` rows naming the function `func` on `line` of (`file`, `commit`): they
+    /// vote for the line's name where the line lands, and count nothing else (the
+    /// same rows are counted by their `Hits`). No manager, no hits.
+    Votes,
+    /// Rows without a line (`sl` 0) of `file`, of any manager and commit. `line` is 0.
+    WithoutLine,
+    /// Rows with a line whose commit does not hold `file` (no version), with their
+    /// hits: lost wherever the file is at the base. No commit, no manager.
+    WithoutVersion,
+}
+
+/// One row a format decodes: a source line's hits (or another [`RowKind`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct LineRow<'a> {
     /// Repository path.
@@ -134,6 +163,20 @@ pub struct LineRow<'a> {
     /// The row's commit, when the format records one per row (`None`: the input's,
     /// [`InputSpec::commit`]).
     pub commit: Option<&'a str>,
+    /// What the row is.
+    pub kind: RowKind,
+}
+
+/// The namespace an input's rows are of, when its format records it (a partial's
+/// description): without one, an input holds only the job's namespace (contract §2).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct InputNamespace {
+    /// The namespace of every row the input holds (`""`: made without `--namespace`).
+    pub name: String,
+    /// Whether the inputs it was made of had a `namespace` column.
+    pub column: bool,
+    /// The rows of other namespaces those inputs held (not among its rows).
+    pub others: covmerge_proto::manifest::OtherNamespaces,
 }
 
 /// The bad lines of an input a format skipped (counted against `--max-bad-rows`).
@@ -154,8 +197,14 @@ pub type RowSink<'a> = dyn FnMut(&LineRow<'_>) -> Result<(), Stopped> + 'a;
 
 /// The rows of an opened input, read once.
 pub trait RowSource: Send {
+    /// The namespace of the rows, when the format records one (`None`: the job's).
+    fn namespace(&self) -> Option<&InputNamespace> {
+        None
+    }
+
     /// Calls `sink` once per row; reading stops with an error once more than
     /// `max_bad` lines were bad, and with [`ReadError::Stopped`] when `sink` says so.
+    /// The bad lines returned count in the input's rows read (a partial's `rows_bad`).
     fn read_rows(
         self: Box<Self>,
         max_bad: u64,

@@ -37,6 +37,8 @@ mod namespace;
 mod observability;
 /// Exact output format (Go field names, header, order).
 mod output_format;
+/// Partials as a merge input: the merge of the raw rows they sum.
+mod partial_input;
 /// Results independent of shards and workers; agreement with the test crate's oracle.
 mod property;
 /// `covmerge report` and `covmerge diff`, checked in headless Chromium.

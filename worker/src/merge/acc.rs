@@ -85,6 +85,25 @@ impl FileAcc {
     /// `func` (`None`: the empty name) to base line `line`.
     #[inline]
     pub(super) fn add(&mut self, line: u32, mgr: usize, func: Option<u32>, hits: u64, rows: u64) {
+        let slot = self.slot(line);
+        self.star[slot] = self.star[slot].saturating_add(hits);
+        self.per_mgr.add(mgr as u32, slot as u32, hits);
+        if let Some(func) = func {
+            self.vote(slot, line, func, rows);
+        }
+    }
+
+    /// Adds `rows` rows naming function `func` to base line `line`, and nothing else
+    /// (a partial's votes: their hits and managers come in other entries).
+    #[inline]
+    pub(super) fn add_votes(&mut self, line: u32, func: u32, rows: u64) {
+        let slot = self.slot(line);
+        self.vote(slot, line, func, rows);
+    }
+
+    /// The slot of base line `line`, given it the first time.
+    #[inline]
+    fn slot(&mut self, line: u32) -> usize {
         let at = line as usize;
         // Once a line is in `far` the vector never grows again: a line is in one of
         // the two, never both (it would get a second slot).
@@ -107,18 +126,19 @@ impl FileAcc {
             self.star.push(0);
             self.name.push((u32::MAX, 0));
         }
-        let slot = slot as usize;
-        self.star[slot] = self.star[slot].saturating_add(hits);
-        self.per_mgr.add(mgr as u32, slot as u32, hits);
-        if let Some(func) = func {
-            let first = &mut self.name[slot];
-            if first.0 == func {
-                first.1 += rows;
-            } else if first.0 == u32::MAX {
-                *first = (func, rows);
-            } else {
-                *self.other_names.entry((line, func)).or_insert(0) += rows;
-            }
+        slot as usize
+    }
+
+    /// Counts `rows` rows naming `func` on the line of `slot` (`line`).
+    #[inline]
+    fn vote(&mut self, slot: usize, line: u32, func: u32, rows: u64) {
+        let first = &mut self.name[slot];
+        if first.0 == func {
+            first.1 += rows;
+        } else if first.0 == u32::MAX {
+            *first = (func, rows);
+        } else {
+            *self.other_names.entry((line, func)).or_insert(0) += rows;
         }
     }
 }

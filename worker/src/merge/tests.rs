@@ -8,6 +8,9 @@ use std::sync::{Arc, Mutex};
 use bytes::Bytes;
 use covmerge_proto::group::Group;
 
+/// A partial's entries against their raw rows.
+mod partial;
+
 use super::{merge_shard_with_prefix, HeldBudget, MergeError, MergedPart, ProjectionCache};
 use crate::source::{FileVersion, Source, SourceError};
 use crate::split::{split_input, Flush, SplitError, SplitSettings};

@@ -34,7 +34,7 @@ impl ReadInput<'_> {
             formats::open(input, spec.format, self.rt, self.inflate)?.map_stream(self.wrap);
         match opened.read(&spec.options)? {
             Reading::Csv(r) => split_input_of_namespace(input, r, settings, self.namespace, emit),
-            Reading::Rows(rows) => split_rows(input, rows, spec, settings, emit),
+            Reading::Rows(rows) => split_rows(input, rows, spec, self.namespace, settings, emit),
         }
     }
 }

@@ -254,6 +254,7 @@ fn summed_rows_of_a_format_keep_their_counts_and_names() {
                     rows: 3,
                     manager: own.then_some("m-own"),
                     commit: own.then_some("c-own"),
+                    kind: Default::default(),
                 })?;
             }
             Ok(BadLines {
@@ -292,6 +293,7 @@ fn summed_rows_of_a_format_keep_their_counts_and_names() {
         "p.parquet",
         Box::new(Summed(4)),
         &spec,
+        None,
         settings.clone(),
         &emit,
     )
@@ -327,6 +329,7 @@ fn summed_rows_of_a_format_keep_their_counts_and_names() {
         "p.parquet",
         Box::new(Summed(5000)),
         &spec,
+        None,
         settings,
         &failing,
     )

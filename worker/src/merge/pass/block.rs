@@ -108,7 +108,14 @@ impl Walk<'_, '_> {
                     return Ok(true);
                 }
             }
-            self.add_entry(slot, file, k, v)?;
+            let kind = if !block.strings[k.manager as usize].is_empty() {
+                Kind::Row
+            } else if block.strings[k.func as usize].is_empty() {
+                Kind::WithoutVersion
+            } else {
+                Kind::Votes
+            };
+            self.add_entry(slot, file, (k, v), kind)?;
         }
         Ok(false)
     }
@@ -161,25 +168,45 @@ impl Walk<'_, '_> {
             }));
     }
 
-    /// Adds one entry to the accumulator of its file (`file`, in `slot`), or counts why
-    /// not.
+    /// Adds one entry (of `kind`) to the accumulator of its file (`file`, in `slot`),
+    /// or counts why not.
     #[inline]
-    fn add_entry(&mut self, slot: u32, file: u32, k: RawKey, v: RawVal) -> Result<(), MergeError> {
+    fn add_entry(
+        &mut self,
+        slot: u32,
+        file: u32,
+        (k, v): (RawKey, RawVal),
+        kind: Kind,
+    ) -> Result<(), MergeError> {
         let counts = &mut self.tables.counts;
+        // Votes count no rows: the rows they name are counted by their lines' entries.
+        let rows = if kind == Kind::Votes { 0 } else { v.rows };
         let acc = match &mut self.tables.files[slot as usize - 1].1 {
             FileState::OutOfScope => {
-                counts.rows_outside_prefix += v.rows;
+                counts.rows_outside_prefix += rows;
                 return Ok(());
             }
             FileState::Deleted => {
-                counts.rows_deleted += v.rows;
+                counts.rows_deleted += rows;
                 return Ok(());
             }
             FileState::Skipped => return Ok(()),
             FileState::Live(acc) => acc,
         };
         if k.sl == 0 {
-            counts.rows_without_line += v.rows;
+            counts.rows_without_line += rows;
+            return Ok(());
+        }
+        if kind == Kind::WithoutVersion {
+            // No version of the file: lost at any base where it is, as a raw row
+            // whose commit does not hold the file (no source lookup).
+            counts.rows_lost += rows;
+            counts.hits_lost = counts.hits_lost.saturating_add(v.hits);
+            return Ok(());
+        }
+        // A vote of a name outside the pass's bucket names no line in this pass.
+        let func = self.ids.func_of[k.func as usize];
+        if kind == Kind::Votes && func.is_none() {
             return Ok(());
         }
         let commit = self.ids.remap[k.commit as usize];
@@ -196,7 +223,14 @@ impl Walk<'_, '_> {
             )?;
             self.last_map = ((file, commit), map);
         }
-        let Some(line) = self.last_map.1.as_ref().and_then(|m| m.project(k.sl)) else {
+        let projected = self.last_map.1.as_ref().and_then(|m| m.project(k.sl));
+        if kind == Kind::Votes {
+            if let (Some(line), Some(func)) = (projected, func) {
+                acc.add_votes(line, func, v.rows);
+            }
+            return Ok(());
+        }
+        let Some(line) = projected else {
             counts.rows_lost += v.rows;
             counts.hits_lost = counts.hits_lost.saturating_add(v.hits);
             return Ok(());
@@ -220,7 +254,6 @@ impl Walk<'_, '_> {
                 ));
             }
         }
-        let func = self.ids.func_of[k.func as usize];
         acc.add(
             line,
             self.mgr_slot[mgr as usize] as usize,
@@ -234,6 +267,18 @@ impl Walk<'_, '_> {
         }
         Ok(())
     }
+}
+
+/// What a spill entry is. Raw rows always name a manager; the entries of a partial's
+/// votes and rows without a version have an empty one (`split/rows.rs`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    /// A manager's rows on a line (or without a line, `sl` 0).
+    Row,
+    /// Rows naming a function on a line: votes for the line's name, nothing else.
+    Votes,
+    /// Rows (and hits) with a line but no version of the file: lost where it lives.
+    WithoutVersion,
 }
 
 /// The error of a file merged alone whose managers' names outgrew their cap.

@@ -1,0 +1,273 @@
+//! Partials (contract §10) as a merge input: a local directory holding `partial.json`,
+//! read with `covmerge-partial` one shard at a time. Each table row becomes a row of
+//! its kind ([`RowKind`]), the commit of a (path, version) found by a streaming join
+//! with the shard's `versions` table (both sorted by that key), so memory does not
+//! grow with the partial:
+//!
+//! - `lines` (path, version, manager, line, hits, rows): [`RowKind::Hits`] of that
+//!   manager at the version's commit;
+//! - `funcs` (path, version, line, func, rows): [`RowKind::Votes`], the rows naming the
+//!   function on that line (no hits, no manager);
+//! - `paths` (path, rows without line, rows and hits without version): a
+//!   [`RowKind::WithoutLine`] row for every path (also of 0 rows: the path is a file of
+//!   the job), and a [`RowKind::WithoutVersion`] row when some rows had no version.
+//!
+//! The description's `rows_bad` are the input's bad lines; its namespace, whether an
+//! input had a `namespace` column, and its other namespaces are the input's
+//! [`InputNamespace`].
+
+use std::path::{Path, PathBuf};
+
+use covmerge_partial::{Partial, PartialError, Rows, VersionRow};
+
+use super::{
+    BadLines, DirFormat, Format, InputFormat, InputNamespace, InputOptions, LineRow, ReadError,
+    Reading, RowKind, RowSink, RowSource, Source,
+};
+
+/// A partial's directory.
+pub(super) struct PartialDir;
+
+impl Format for PartialDir {
+    fn format(&self) -> InputFormat {
+        InputFormat::Partial
+    }
+
+    fn directory(&self) -> Option<DirFormat> {
+        Some(DirFormat {
+            named: "partial",
+            what: "a partial (no partial.json)",
+            looks_like: "a partial (partial.json)",
+        })
+    }
+
+    fn claims_dir(&self, dir: &Path) -> bool {
+        dir.join(covmerge_partial::desc::DESCRIPTION).is_file()
+    }
+
+    fn read(&self, input: &str, source: Source, _: &InputOptions) -> Result<Reading, ReadError> {
+        let refuse = |problem: String| ReadError::Input {
+            input: input.to_string(),
+            problem,
+        };
+        match source {
+            Source::Dir(dir) => {
+                let partial = Partial::open(&dir).map_err(|e| refuse(e.to_string()))?;
+                let d = partial.description();
+                let namespace = InputNamespace {
+                    name: d.namespace.clone(),
+                    column: d.counts.namespace_column,
+                    others: d.other_namespaces.clone(),
+                };
+                Ok(Reading::Rows(Box::new(PartialRows {
+                    input: input.to_string(),
+                    dir,
+                    partial,
+                    namespace,
+                })))
+            }
+            Source::Stream(_) => Err(refuse("a partial input must be a local directory".into())),
+        }
+    }
+}
+
+/// An opened partial: its description read and checked.
+struct PartialRows {
+    input: String,
+    dir: PathBuf,
+    partial: Partial,
+    namespace: InputNamespace,
+}
+
+impl RowSource for PartialRows {
+    fn namespace(&self) -> Option<&InputNamespace> {
+        Some(&self.namespace)
+    }
+
+    fn read_rows(
+        self: Box<Self>,
+        _max_bad: u64,
+        sink: &mut RowSink<'_>,
+    ) -> Result<BadLines, ReadError> {
+        let refuse = |e: PartialError| ReadError::Input {
+            input: self.input.clone(),
+            problem: e.to_string(),
+        };
+        let d = self.partial.description();
+        // Rows the tables stand for, checked against `rows_in` at the end (the reader
+        // checks each file, not the sums across them).
+        let mut rows = d.counts.rows_bad;
+        for shard in 0..d.shard_count {
+            rows = rows.saturating_add(read_shard(&self.partial, shard, sink).map_err(refuse)?);
+        }
+        if rows != d.counts.rows_in {
+            return Err(refuse(PartialError::Corrupt {
+                path: self.dir.join(covmerge_partial::desc::DESCRIPTION),
+                what: format!(
+                    "rows_in is {} but the shards hold {rows} rows (with rows_bad)",
+                    d.counts.rows_in
+                ),
+            }));
+        }
+        let bad = d.counts.rows_bad;
+        Ok(BadLines {
+            count: bad,
+            // A partial keeps the count of its bad rows, not the rows.
+            samples: (bad > 0)
+                .then(|| {
+                    (
+                        0,
+                        format!("{bad} bad rows counted in the partial (its rows_bad)"),
+                    )
+                })
+                .into_iter()
+                .collect(),
+        })
+    }
+}
+
+/// Hands the rows of shard `shard` to `sink`; returns the input rows they stand for
+/// (votes stand for none).
+fn read_shard(p: &Partial, shard: u32, sink: &mut RowSink<'_>) -> Result<u64, PartialError> {
+    let stopped = |_| PartialError::Invalid("the reading of the rows was stopped".into());
+    let mut rows = 0u64;
+    let mut paths = PathCheck::new(p, shard);
+    let mut commits = Commits::new(p, shard)?;
+    for r in p.lines(shard)? {
+        let r = r?;
+        paths.check(&r.path, |s| &s.lines)?;
+        let commit = commits.of(&r.path, &r.version)?;
+        rows = rows.saturating_add(r.rows);
+        sink(&LineRow {
+            file: &r.path,
+            func: "",
+            line: r.line,
+            hits: r.hits,
+            rows: r.rows,
+            manager: Some(&r.manager),
+            commit: Some(commit),
+            kind: RowKind::Hits,
+        })
+        .map_err(stopped)?;
+    }
+    let mut commits = Commits::new(p, shard)?;
+    for r in p.funcs(shard)? {
+        let r = r?;
+        paths.check(&r.path, |s| &s.funcs)?;
+        let commit = commits.of(&r.path, &r.version)?;
+        sink(&LineRow {
+            file: &r.path,
+            func: &r.func_name,
+            line: r.line,
+            hits: 0,
+            rows: r.rows,
+            manager: None,
+            commit: Some(commit),
+            kind: RowKind::Votes,
+        })
+        .map_err(stopped)?;
+    }
+    for r in p.paths(shard)? {
+        let r = r?;
+        paths.check(&r.path, |s| &s.paths)?;
+        let row = |line, hits, rows, kind| LineRow {
+            file: &r.path,
+            func: "",
+            line,
+            hits,
+            rows,
+            manager: None,
+            commit: None,
+            kind,
+        };
+        rows = rows.saturating_add(r.rows_without_line);
+        sink(&row(0, 0, r.rows_without_line, RowKind::WithoutLine)).map_err(stopped)?;
+        if r.rows_without_version > 0 {
+            rows = rows.saturating_add(r.rows_without_version);
+            let (h, n) = (r.hits_without_version, r.rows_without_version);
+            sink(&row(1, h, n, RowKind::WithoutVersion)).map_err(stopped)?;
+        }
+    }
+    Ok(rows)
+}
+
+/// The `versions` table of one shard read alongside another table sorted by (path,
+/// version) first: the commit of each (path, version) asked, in key order.
+struct Commits {
+    rows: Rows<VersionRow>,
+    at: Option<VersionRow>,
+    file: PathBuf,
+}
+
+impl Commits {
+    fn new(p: &Partial, shard: u32) -> Result<Commits, PartialError> {
+        let name = &p.description().shards[shard as usize].versions.name;
+        Ok(Commits {
+            rows: p.versions(shard)?,
+            at: None,
+            file: p.dir().join(name),
+        })
+    }
+
+    /// The commit of (`path`, `version`), asked in key order.
+    fn of(&mut self, path: &str, version: &str) -> Result<&str, PartialError> {
+        loop {
+            match &self.at {
+                Some(v) if (v.path.as_str(), v.version.as_str()) >= (path, version) => break,
+                _ => {}
+            }
+            match self.rows.next().transpose()? {
+                Some(v) => self.at = Some(v),
+                None => {
+                    self.at = None;
+                    break;
+                }
+            }
+        }
+        match &self.at {
+            Some(v) if v.path == path && v.version == version => Ok(&v.commit),
+            _ => Err(PartialError::Corrupt {
+                path: self.file.clone(),
+                what: format!("no commit for version {version} of {path:?}"),
+            }),
+        }
+    }
+}
+
+/// Checks that the paths of one shard are paths a raw row may name (canonical,
+/// relative to the source root, contract §6), once per run of rows of one path.
+struct PathCheck<'p> {
+    partial: &'p Partial,
+    shard: u32,
+    last: String,
+}
+
+impl<'p> PathCheck<'p> {
+    fn new(partial: &'p Partial, shard: u32) -> Self {
+        PathCheck {
+            partial,
+            shard,
+            last: String::new(),
+        }
+    }
+
+    /// Checks `path`, of the table whose file `entry` names.
+    fn check(
+        &mut self,
+        path: &str,
+        entry: impl Fn(&covmerge_partial::ShardFiles) -> &covmerge_partial::FileEntry,
+    ) -> Result<(), PartialError> {
+        if path == self.last {
+            return Ok(());
+        }
+        if let Err(why) = covmerge_proto::path::canonical_path(path.as_bytes()) {
+            let s = &self.partial.description().shards[self.shard as usize];
+            return Err(PartialError::Corrupt {
+                path: self.partial.dir().join(&entry(s).name),
+                what: format!("path {path:?} is not canonical: it {why}"),
+            });
+        }
+        path.clone_into(&mut self.last);
+        Ok(())
+    }
+}

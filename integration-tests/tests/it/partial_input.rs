@@ -1,0 +1,329 @@
+//! Partials (contract §10) as a merge input: `merge --input` of partials, alone or
+//! mixed with CSV, gives the merge of the raw rows they were made of, byte for byte
+//! (but the header's Session and Time) and with the same manifest counts (but
+//! `diffs_capped`). The partials are built here from the raw rows with
+//! `covmerge_partial::Builder`, each row's version the git blob id of its file at its
+//! commit, as the writer finds it.
+
+use std::io::Read;
+use std::path::{Path, PathBuf};
+
+use covmerge_integration_tests::{covmerge, gunzip, manifest, merge_ok, FleetCorpus};
+use covmerge_partial::{Builder, RawRow};
+use serde_json::Value;
+
+/// One raw row: path, commit, function, manager, line, hits; `None`: a bad row.
+type Raw = Option<(String, String, String, String, u32, u64)>;
+
+const HDR: &str = "kernel_repo,kernel_commit,file_path,func_name,manager,sl,hit_count";
+
+/// The data rows of CSV(.gz) `inputs`, as the merge reads them: by header name, the
+/// header repeated later skipped; a row that does not parse is a bad row.
+fn raw_rows(inputs: &[PathBuf]) -> Vec<Raw> {
+    let mut out = Vec::new();
+    for p in inputs {
+        let bytes = std::fs::read(p).unwrap();
+        let text: Box<dyn Read> = if p.extension().is_some_and(|e| e == "gz") {
+            Box::new(flate2::read::MultiGzDecoder::new(&bytes[..]))
+        } else {
+            Box::new(&bytes[..])
+        };
+        let mut r = csv::ReaderBuilder::new().flexible(true).from_reader(text);
+        let h = r.headers().unwrap().clone();
+        let col = |n: &str| h.iter().position(|c| c == n).unwrap();
+        let cols = [
+            "file_path",
+            "kernel_commit",
+            "func_name",
+            "manager",
+            "sl",
+            "hit_count",
+        ]
+        .map(col);
+        for rec in r.records() {
+            let rec = rec.unwrap();
+            if rec.iter().zip(h.iter()).all(|(a, b)| a == b) {
+                continue;
+            }
+            let f = |i: usize| rec.get(cols[i]).unwrap_or("").to_string();
+            let (sl, hits) = (f(4).parse().ok(), f(5).parse().ok());
+            out.push(
+                sl.zip(hits)
+                    .map(|(sl, hits)| (f(0), f(1), f(2), f(3), sl, hits)),
+            );
+        }
+    }
+    out
+}
+
+/// The git blob id of `path` at `commit` in a `sources/<commit>/<path>` tree.
+fn blob_id(sources: &Path, commit: &str, path: &str) -> Option<String> {
+    let data = std::fs::read(sources.join(commit).join(path)).ok()?;
+    Some(covmerge_source::BlobId::of(&data).hex())
+}
+
+/// Builds the partial of `rows` (namespace `ns`) in `shards` shards into `out`.
+fn build(rows: &[&Raw], sources: &Path, shards: u32, ns: &str, out: &Path) {
+    let day = "2024-04-08".parse().unwrap();
+    let scratch = tempfile::tempdir().unwrap();
+    let mut b = Builder::new(ns, day, day, shards, 64 << 10, scratch.path()).unwrap();
+    for r in rows {
+        let Some((p, c, f, m, l, h)) = r else {
+            b.add_bad(1);
+            continue;
+        };
+        let version = blob_id(sources, c, p);
+        b.add(&RawRow {
+            path: p,
+            commit: c,
+            version: version.as_deref(),
+            manager: m,
+            func_name: f,
+            line: *l,
+            hits: *h,
+            rows: 1,
+        })
+        .unwrap();
+    }
+    b.finish(out).unwrap();
+}
+
+/// Writes `rows` as a CSV input.
+fn write_csv(rows: &[&Raw], out: &Path) {
+    let mut s = format!("{HDR}\n");
+    for r in rows {
+        match r {
+            Some((p, c, f, m, l, h)) => s += &format!("r,{c},{p},{f},{m},{l},{h}\n"),
+            None => s += "r,c,bad/row.c,f,m,1,lots\n",
+        }
+    }
+    std::fs::write(out, s).unwrap();
+}
+
+/// A result without the header fields that differ between any two runs.
+fn result_of(out: &Path) -> Vec<u8> {
+    let text = gunzip(out);
+    let end = text.iter().position(|&b| b == b'\n').unwrap();
+    let mut head: serde_json::Map<String, Value> = serde_json::from_slice(&text[..end]).unwrap();
+    head.remove("Session");
+    head.remove("Time");
+    let mut v = serde_json::to_vec(&head).unwrap();
+    v.extend_from_slice(&text[end..]);
+    v
+}
+
+/// The manifest's counts but `diffs_capped` (a partial counts capped versions, not
+/// commits), and its other namespaces.
+fn counts_of(man: &Path) -> Value {
+    let mut m = manifest(man);
+    let mut t = m["totals"].take();
+    t.as_object_mut().unwrap().remove("diffs_capped");
+    serde_json::json!({"totals": t, "other_namespaces": m["other_namespaces"].take()})
+}
+
+/// A generated corpus, an input of its own (names tied on a line, a bad row), its raw
+/// rows, and the job's flags.
+struct Setup {
+    job: covmerge_integration_tests::CorpusJob,
+    rows: Vec<Raw>,
+    prefix: String,
+}
+
+fn setup(seed: u64) -> Setup {
+    let job = FleetCorpus::local(seed)
+        .files(10)
+        .lines(60)
+        .commits(4)
+        .build();
+    let c = &job.corpus;
+    let mut inputs = c.inputs.clone();
+    // Names tied on a line of a live file, over several managers; and a bad row.
+    let live = c.base_only_file.clone().unwrap();
+    let base = &c.base_commit;
+    let mut extra = format!("{HDR}\n");
+    for _ in 0..20 {
+        for (f, m) in [
+            ("tie_b", "m-x"),
+            ("tie_a", "m-y"),
+            ("tie_b", "m-y"),
+            ("tie_a", "m-x"),
+        ] {
+            extra += &format!("r,{base},{live},{f},{m},2,3\n");
+        }
+    }
+    extra += "r,c,bad/row.c,f,m,1,lots\n";
+    let extra_path = job.path("extra.csv");
+    std::fs::write(&extra_path, extra).unwrap();
+    inputs.push(extra_path);
+    let rows = raw_rows(&inputs);
+    // In scope: the deleted file's top directory (another one is outside).
+    let deleted = c.deleted_file.clone().unwrap();
+    let prefix = format!("{}/", deleted.split('/').next().unwrap());
+    Setup { job, rows, prefix }
+}
+
+impl Setup {
+    /// Merges `inputs` with the job's flags; returns the result and the manifest.
+    fn merge(&self, name: &str, inputs: &[String], extra: &[&str]) -> (Vec<u8>, Value) {
+        let out = self.job.path(&format!("{name}.jsonl.gz"));
+        let man = self.job.path(&format!("{name}.manifest.json"));
+        let mut a = self.job.job_args_with(&self.job.source, inputs);
+        a.extend_from_slice(&[
+            "--file-path-prefix",
+            &self.prefix,
+            "--max-bad-rows",
+            "10",
+            "--out",
+            out.to_str().unwrap(),
+            "--manifest",
+            man.to_str().unwrap(),
+        ]);
+        a.extend_from_slice(extra);
+        merge_ok(&a);
+        (result_of(&out), counts_of(&man))
+    }
+
+    fn raw_inputs(&self) -> Vec<String> {
+        let mut v = self.job.inputs.clone();
+        v.push(self.job.path("extra.csv").display().to_string());
+        v
+    }
+}
+
+#[test]
+fn a_merge_of_partials_is_the_merge_of_their_raw_rows() {
+    let s = setup(53);
+    let (want, want_counts) = s.merge("raw", &s.raw_inputs(), &[]);
+    let t = &want_counts["totals"];
+    for k in [
+        "rows_deleted",
+        "rows_outside_prefix",
+        "rows_lost",
+        "rows_without_line",
+        "rows_bad",
+    ] {
+        assert!(t[k].as_u64().unwrap() > 0, "the corpus has no {k}: {t}");
+    }
+    let all: Vec<&Raw> = s.rows.iter().collect();
+    let sources = &s.job.corpus.sources;
+    for shards in [1u32, 3] {
+        let dir = s.job.path(&format!("partial-{shards}"));
+        build(&all, sources, shards, "", &dir);
+        let inputs = [dir.display().to_string()];
+        let (got, counts) = s.merge(&format!("p{shards}"), &inputs, &[]);
+        assert!(got == want, "{shards} shards: the results differ");
+        assert_eq!(counts, want_counts, "{shards} shards");
+        // Said, not found.
+        let name = format!("forced{shards}");
+        let (got, counts) = s.merge(&name, &inputs, &["--input-format", "partial"]);
+        assert!(got == want && counts == want_counts);
+    }
+    assert!(String::from_utf8_lossy(&want).contains("tie_a"));
+}
+
+/// Random groupings of the rows into 1 to 5 partials of random shard counts, some
+/// rolled up first, the rest of the rows as CSV: always the raw merge.
+#[test]
+fn any_grouping_of_rows_into_partials_and_csv_merges_the_same() {
+    let s = setup(59);
+    let (want, want_counts) = s.merge("raw", &s.raw_inputs(), &[]);
+    let sources = &s.job.corpus.sources;
+    let mut x = 0x5eed_u64;
+    let mut next = |n: u64| {
+        x = x
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        (x >> 33) % n
+    };
+    for round in 0..4 {
+        let groups = 1 + next(5) as usize;
+        // Group `groups` is CSV.
+        let mut parts: Vec<Vec<&Raw>> = vec![Vec::new(); groups + 1];
+        for r in &s.rows {
+            parts[next(groups as u64 + 1) as usize].push(r);
+        }
+        let mut inputs = Vec::new();
+        let mut to_roll = Vec::new();
+        for (g, rows) in parts[..groups].iter().enumerate() {
+            let dir = s.job.path(&format!("r{round}-p{g}"));
+            build(rows, sources, 1 + next(4) as u32, "", &dir);
+            if next(2) == 0 {
+                to_roll.push(dir);
+            } else {
+                inputs.push(dir.display().to_string());
+            }
+        }
+        if !to_roll.is_empty() {
+            let dir = s.job.path(&format!("r{round}-rolled"));
+            let shards = Some(1 + next(4) as u32);
+            covmerge_partial::rollup(&to_roll, &dir, shards).unwrap();
+            inputs.push(dir.display().to_string());
+        }
+        let csv = s.job.path(&format!("r{round}.csv"));
+        write_csv(&parts[groups], &csv);
+        inputs.push(csv.display().to_string());
+        let (got, counts) = s.merge(&format!("r{round}"), &inputs, &[]);
+        assert!(got == want, "round {round}: the results differ");
+        assert_eq!(counts, want_counts, "round {round}");
+    }
+}
+
+#[test]
+fn partials_refused_are_named() {
+    let s = setup(61);
+    let all: Vec<&Raw> = s.rows.iter().collect();
+    let sources = &s.job.corpus.sources;
+    let fail = |inputs: &[&str], extra: &[&str]| -> String {
+        let out = s.job.path("refused.jsonl.gz");
+        let inputs: Vec<String> = inputs.iter().map(|i| i.to_string()).collect();
+        let mut a = vec!["merge", "--quiet"];
+        a.extend(s.job.job_args_with(&s.job.source, &inputs));
+        a.extend_from_slice(&["--out", out.to_str().unwrap()]);
+        a.extend_from_slice(extra);
+        let o = covmerge(&a);
+        assert!(!o.status.success(), "{a:?} succeeded");
+        assert!(!out.exists(), "a result was published");
+        String::from_utf8_lossy(&o.stderr).into_owned()
+    };
+    // A corrupt shard file: named.
+    let bad = s.job.path("corrupt");
+    build(&all, sources, 2, "", &bad);
+    let file = bad.join("lines-00001.parquet");
+    let mut bytes = std::fs::read(&file).unwrap();
+    let mid = bytes.len() / 2;
+    bytes[mid] ^= 0x55;
+    std::fs::write(&file, bytes).unwrap();
+    let e = fail(&[bad.to_str().unwrap()], &[]);
+    assert!(e.contains("lines-00001.parquet"), "{e}");
+    // Another namespace than the job's, and a namespace without --namespace.
+    let ns = s.job.path("ns-a");
+    build(&all, sources, 1, "ns-a", &ns);
+    let e = fail(&[ns.to_str().unwrap()], &["--namespace", "ns-b"]);
+    assert!(
+        e.contains(ns.to_str().unwrap()) && e.contains("\"ns-a\"") && e.contains("\"ns-b\""),
+        "{e}"
+    );
+    let e = fail(&[ns.to_str().unwrap()], &[]);
+    assert!(
+        e.contains(ns.to_str().unwrap()) && e.contains("--namespace \"ns-a\""),
+        "{e}"
+    );
+    // Of the job's namespace: merged.
+    let out = s.job.path("ns-a.jsonl.gz");
+    let inputs = [ns.display().to_string()];
+    let mut a = s.job.job_args_with(&s.job.source, &inputs);
+    a.extend_from_slice(&["--namespace", "ns-a", "--max-bad-rows", "10"]);
+    a.extend_from_slice(&["--out", out.to_str().unwrap()]);
+    merge_ok(&a);
+    // `--input-format partial` on what is no partial.
+    let csv = &s.job.inputs[0];
+    let e = fail(&[csv], &["--input-format", "partial"]);
+    assert!(e.contains(csv.as_str()) && e.contains("partial"), "{e}");
+    let plain = s.job.path("plain");
+    std::fs::create_dir(&plain).unwrap();
+    let e = fail(&[plain.to_str().unwrap()], &["--input-format", "partial"]);
+    assert!(
+        e.contains(plain.to_str().unwrap()) && e.contains("no partial.json"),
+        "{e}"
+    );
+}
