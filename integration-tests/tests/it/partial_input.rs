@@ -136,29 +136,29 @@ fn setup(seed: u64) -> Setup {
         .commits(4)
         .build();
     let c = &job.corpus;
-    let mut inputs = c.inputs.clone();
-    // Names tied on a line of a live file, over several managers; and a bad row.
-    let live = c.base_only_file.clone().unwrap();
+    // In scope: the deleted file's top directory (another one is outside).
+    let deleted = c.deleted_file.clone().unwrap();
+    let prefix = format!("{}/", deleted.split('/').next().unwrap());
+    let mut rows = raw_rows(&c.inputs);
+    // Names tied on a line of a live file in scope, over several managers; and a bad
+    // row.
     let base = &c.base_commit;
+    let live = rows
+        .iter()
+        .flatten()
+        .map(|r| r.0.clone())
+        .find(|p| p.starts_with(&prefix) && blob_id(&c.sources, base, p).is_some())
+        .unwrap();
     let mut extra = format!("{HDR}\n");
     for _ in 0..20 {
-        for (f, m) in [
-            ("tie_b", "m-x"),
-            ("tie_a", "m-y"),
-            ("tie_b", "m-y"),
-            ("tie_a", "m-x"),
-        ] {
+        for (f, m) in [("tie_b", "m-x"), ("tie_a", "m-y"), ("tie_b", "m-y"), ("tie_a", "m-x")] {
             extra += &format!("r,{base},{live},{f},{m},2,3\n");
         }
     }
     extra += "r,c,bad/row.c,f,m,1,lots\n";
     let extra_path = job.path("extra.csv");
     std::fs::write(&extra_path, extra).unwrap();
-    inputs.push(extra_path);
-    let rows = raw_rows(&inputs);
-    // In scope: the deleted file's top directory (another one is outside).
-    let deleted = c.deleted_file.clone().unwrap();
-    let prefix = format!("{}/", deleted.split('/').next().unwrap());
+    rows.extend(raw_rows(&[extra_path]));
     Setup { job, rows, prefix }
 }
 

@@ -82,19 +82,19 @@ impl RowSource for Tables {
             sink(&LineRow {
                 manager: Some(m),
                 commit: Some(commit(p, v)),
-                ..row(p, "", *l, *h, *r, RowKind::Hits)
+                ..row(p.as_str(), "", *l, *h, *r, RowKind::Hits)
             })?;
         }
         for ((p, v, l, f), r) in &self.funcs {
             sink(&LineRow {
                 commit: Some(commit(p, v)),
-                ..row(p, f, *l, 0, *r, RowKind::Votes)
+                ..row(p.as_str(), f.as_str(), *l, 0, *r, RowKind::Votes)
             })?;
         }
         for (p, &(r0, rv, hv)) in &self.paths {
-            sink(&row(p, "", 0, 0, r0, RowKind::WithoutLine))?;
+            sink(&row(p.as_str(), "", 0, 0, r0, RowKind::WithoutLine))?;
             if rv > 0 {
-                sink(&row(p, "", 1, hv, rv, RowKind::WithoutVersion))?;
+                sink(&row(p.as_str(), "", 1, hv, rv, RowKind::WithoutVersion))?;
             }
         }
         Ok(BadLines::default())
