@@ -138,7 +138,7 @@ mod registry {
         assert!(err("a.csv", InputFormat::GoCovdata)
             .ends_with("a.csv: a Go covdata input must be a local directory"));
         assert!(err("plain", InputFormat::Auto)
-            .ends_with("plain: a directory, and not Go coverage data (no covmeta.* file)"));
+            .ends_with("plain: a directory, and not Go coverage data (no covmeta.* file) or a partial (no partial.json)"));
         assert!(err("missing.csv", InputFormat::Auto).contains("missing.csv"));
     }
 }
