@@ -151,10 +151,20 @@ fn setup(seed: u64) -> Setup {
         .unwrap();
     let mut extra = format!("{HDR}\n");
     for _ in 0..20 {
-        for (f, m) in [("tie_b", "m-x"), ("tie_a", "m-y"), ("tie_b", "m-y"), ("tie_a", "m-x")] {
+        for (f, m) in [
+            ("tie_b", "m-x"),
+            ("tie_a", "m-y"),
+            ("tie_b", "m-y"),
+            ("tie_a", "m-x"),
+        ] {
             extra += &format!("r,{base},{live},{f},{m},2,3\n");
         }
     }
+    // A row without line, one past the file's end and one whose commit holds no file
+    // (both lost), on the live file in scope: the prefix may leave few files.
+    extra += &format!("r,{base},{live},tie_a,m-x,0,5\n");
+    extra += &format!("r,{base},{live},tie_a,m-x,999999,4\n");
+    extra += &format!("r,0123456789abcdef0123456789abcdef01234567,{live},tie_a,m-y,3,7\n");
     extra += "r,c,bad/row.c,f,m,1,lots\n";
     let extra_path = job.path("extra.csv");
     std::fs::write(&extra_path, extra).unwrap();
