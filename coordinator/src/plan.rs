@@ -144,6 +144,22 @@ pub fn today_utc() -> String {
     covmerge_proto::date::today_utc()
 }
 
+/// A partial listed out of an object store (`s3://b/day/` expands to its files) would
+/// be read file by file as CSV: refused, naming it. Partials are read from local
+/// directories (contract §10).
+fn refuse_store_partials(inputs: &[String]) -> Result<(), JobError> {
+    match inputs
+        .iter()
+        .find(|i| is_store_url(i) && i.rsplit('/').next() == Some("partial.json"))
+    {
+        Some(i) => Err(JobError::Plan(format!(
+            "input {i}: a partial in an object store; a partial input must be a local \
+             directory (copy it down, e.g. `gsutil cp -r`, and give the directory)"
+        ))),
+        None => Ok(()),
+    }
+}
+
 /// An input given twice (the same path, a link to it, a prefix that lists an object
 /// named again) would be counted twice without a word: refused, naming both.
 fn refuse_repeated_inputs(inputs: &[String]) -> Result<(), JobError> {
@@ -188,6 +204,7 @@ pub async fn plan_job(req: &JobRequest) -> Result<JobSpec, JobError> {
         .await
         .map_err(|e| JobError::Plan(e.to_string()))?;
     refuse_repeated_inputs(&inputs)?;
+    refuse_store_partials(&inputs)?;
     let mut sizes = Vec::new();
     let mut input_ids = Vec::new();
     for i in &inputs {
@@ -427,6 +444,22 @@ fn absolute_location(location: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_partial_listed_out_of_a_store_is_refused_not_read_as_csv() {
+        let listed = [
+            "s3://b/day/funcs-00000.parquet".to_string(),
+            "s3://b/day/partial.json".to_string(),
+        ];
+        let e = refuse_store_partials(&listed).unwrap_err().to_string();
+        assert!(
+            e.contains("s3://b/day/partial.json") && e.contains("local"),
+            "{e}"
+        );
+        // A local partial directory and CSV objects are not refused.
+        let fine = ["/data/day/".to_string(), "s3://b/rows-0.csv.gz".to_string()];
+        refuse_store_partials(&fine).unwrap();
+    }
 
     #[test]
     fn small_inputs_share_splits_and_large_ones_do_not() {
