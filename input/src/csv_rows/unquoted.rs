@@ -26,17 +26,17 @@ pub fn for_each_unquoted(
 /// The fields of one record of a piece: where the record starts and ends, and the
 /// commas between its fields (one fewer than the header's fields).
 #[derive(Clone, Copy)]
-pub struct Fields<'a> {
-    piece: &'a [u8],
+pub struct Fields<'p, 'c> {
+    piece: &'p [u8],
     start: usize,
     end: usize,
-    commas: &'a [usize],
+    commas: &'c [usize],
 }
 
-impl<'a> Fields<'a> {
+impl<'p> Fields<'p, '_> {
     /// The `i`-th field.
     #[inline]
-    pub fn get(&self, i: usize) -> &'a [u8] {
+    pub fn get(&self, i: usize) -> &'p [u8] {
         let a = if i == 0 {
             self.start
         } else {
@@ -51,7 +51,7 @@ impl<'a> Fields<'a> {
     }
 
     /// The row these fields hold, checked as contract §6 says ([`for_each_unquoted`]'s row).
-    pub fn row(&self, h: &Header) -> Result<Row<'a>, RowProblem> {
+    pub fn row(&self, h: &Header) -> Result<Row<'p>, RowProblem> {
         row_of(&h.cols, &h.groups, |i| self.get(i))
     }
 }
@@ -66,11 +66,11 @@ const CHUNK: usize = 4096;
 /// a table check a value once, when it is first seen ([`valid_file_path`],
 /// [`valid_name`], [`parse_count_fast`]), and build the problem of a bad row with
 /// [`Fields::row`].
-pub fn for_each_unquoted_record(
+pub fn for_each_unquoted_record<'p>(
     h: &Header,
-    piece: &[u8],
+    piece: &'p [u8],
     first_line: u64,
-    f: impl FnMut(Pos, Result<Fields<'_>, RowProblem>) -> bool,
+    f: impl FnMut(Pos, Result<&Fields<'p, '_>, RowProblem>) -> bool,
 ) {
     walk(h, piece, first_line, CHUNK, f)
 }
@@ -82,12 +82,12 @@ pub fn for_each_unquoted_record(
 /// almost every one, is recognised by looking at two commas (its last and the one
 /// after), not by walking them: the walk of every delimiter with a branch on its kind
 /// was most of the parse.
-pub(super) fn walk(
+pub(super) fn walk<'p>(
     h: &Header,
-    piece: &[u8],
+    piece: &'p [u8],
     first_line: u64,
     chunk: usize,
-    f: impl FnMut(Pos, Result<Fields<'_>, RowProblem>) -> bool,
+    f: impl FnMut(Pos, Result<&Fields<'p, '_>, RowProblem>) -> bool,
 ) {
     #[cfg(target_arch = "x86_64")]
     if std::is_x86_feature_detected!("popcnt") && std::is_x86_feature_detected!("bmi1") {
@@ -102,12 +102,12 @@ pub(super) fn walk(
 /// built for, where a count of a block's commas took a dozen instructions.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "popcnt,bmi1")]
-unsafe fn walk_counting(
+unsafe fn walk_counting<'p>(
     h: &Header,
-    piece: &[u8],
+    piece: &'p [u8],
     first_line: u64,
     chunk: usize,
-    f: impl FnMut(Pos, Result<Fields<'_>, RowProblem>) -> bool,
+    f: impl FnMut(Pos, Result<&Fields<'p, '_>, RowProblem>) -> bool,
 ) {
     walk_any(h, piece, first_line, chunk, f)
 }
@@ -116,12 +116,12 @@ unsafe fn walk_counting(
 /// the caller's row code inline here: called, it took a record's fields back from
 /// the stack in wider loads than they were stored with, a stall on every row.
 #[inline(always)]
-fn walk_any(
+fn walk_any<'p>(
     h: &Header,
-    piece: &[u8],
+    piece: &'p [u8],
     first_line: u64,
     chunk: usize,
-    mut f: impl FnMut(Pos, Result<Fields<'_>, RowProblem>) -> bool,
+    mut f: impl FnMut(Pos, Result<&Fields<'p, '_>, RowProblem>) -> bool,
 ) {
     debug_assert!(!piece.contains(&b'"'));
     debug_assert!(chunk > 0 && chunk.is_multiple_of(64));
@@ -188,6 +188,10 @@ fn walk_any(
                     end,
                     commas: &commas[at - n..at],
                 })
+            };
+            let rec = match rec {
+                Ok(ref fields) => Ok(fields),
+                Err(problem) => Err(problem),
             };
             if !f(pos, rec) {
                 return;
