@@ -105,6 +105,10 @@ impl Decoded {
         let raw: Box<dyn Read + Send> = Box::new(raw);
         let mut raw = BufReader::with_capacity(CHUNK, raw);
         let gzip = peek_gzip(&mut raw)?;
+        if gzip {
+            isal::checked_choice()
+                .map_err(|why| io::Error::new(io::ErrorKind::InvalidInput, why))?;
+        }
         let raw = Counting {
             inner: raw,
             consumed: 0,
@@ -379,6 +383,24 @@ mod tests {
         head.extend((crc.sum() as u16).to_le_bytes());
         head.extend(&plain[10..]);
         head
+    }
+
+    #[test]
+    fn unknown_covmerge_inflate_is_refused_not_ignored() {
+        use isal::{choice, Choice};
+        assert_eq!(choice(None), Ok(Choice::Auto));
+        assert_eq!(choice(Some("")), Ok(Choice::Auto));
+        assert_eq!(choice(Some("zlib-rs")), Ok(Choice::ZlibRs));
+        assert_eq!(choice(Some(" isa-l ")), Ok(Choice::IsaL));
+        for bad in ["zlib", "isal", "ISA-L", "igzip", "zlib-rs,isa-l"] {
+            let why = choice(Some(bad)).unwrap_err();
+            assert!(
+                why.contains(&format!("COVMERGE_INFLATE={bad:?}"))
+                    && why.contains("zlib-rs")
+                    && why.contains("isa-l"),
+                "{bad}: {why}"
+            );
+        }
     }
 
     #[test]

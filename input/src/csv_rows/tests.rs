@@ -41,11 +41,14 @@ fn delimiter_masks_agree_with_a_byte_loop_on_arbitrary_bytes() {
                 [b',', b'\n', b'\r', b'"', 0x2c ^ 0x80, 0x0c, 0x0b, b'a'][(x % 8) as usize]
             };
         }
-        let want = block
-            .iter()
-            .enumerate()
-            .filter(|(_, b)| matches!(b, b',' | b'\n' | b'\r'))
-            .fold(0u64, |m, (j, _)| m | 1 << j);
+        let mask = |what: &dyn Fn(u8) -> bool| {
+            block
+                .iter()
+                .enumerate()
+                .filter(|(_, &b)| what(b))
+                .fold(0u64, |m, (j, _)| m | 1 << j)
+        };
+        let want = (mask(&|b| b == b','), mask(&|b| matches!(b, b'\n' | b'\r')));
         assert_eq!(delimiter_mask(&block), want, "{block:?}");
         assert_eq!(delimiter_mask_words(&block), want, "{block:?}");
     }
@@ -53,7 +56,8 @@ fn delimiter_masks_agree_with_a_byte_loop_on_arbitrary_bytes() {
     let text: Vec<u8> = (0..200u8)
         .map(|i| if i % 7 == 0 { b',' } else { i })
         .collect();
-    for (base, mut m) in delimiter_masks(&text) {
+    for (base, (c, e)) in delimiter_masks(&text) {
+        let mut m = c | e;
         while m != 0 {
             seen.push(base + m.trailing_zeros() as usize);
             m &= m - 1;
@@ -236,6 +240,8 @@ fn the_unquoted_fast_path_reads_exactly_what_csv_reads() {
             } else {
                 let fields = match next(8) {
                     0 => next(12) as usize,
+                    // Longer than a 64-byte chunk: commas carried over chunks.
+                    1 => 30 + next(40) as usize,
                     _ => 8,
                 };
                 let f: Vec<&str> = (0..fields)
@@ -264,6 +270,51 @@ fn the_unquoted_fast_path_reads_exactly_what_csv_reads() {
             true
         });
         assert_eq!(got, want, "case {case}: {text:?}");
+        // Chunks of one and two blocks: records and their commas across chunk ends.
+        for chunk in [64, 128] {
+            let mut small = Vec::new();
+            unquoted::walk(&header, bytes, 2, chunk, |pos, rec| {
+                let row = rec.and_then(|f| f.row(&header));
+                small.push(summarize(bytes, pos, row));
+                true
+            });
+            assert_eq!(small, want, "case {case}, chunk {chunk}: {text:?}");
+        }
+    }
+}
+
+/// The fast path's records against csv's at chunk ends: every record length around
+/// one and two 64-byte blocks, with too many, too few and the right number of
+/// commas, over-long under a small cap, and `\r\n` split at a chunk end.
+#[test]
+fn records_across_chunk_ends_read_as_csv_reads_them() {
+    let header = RowReader::new("t.csv", H.as_bytes())
+        .unwrap()
+        .header()
+        .with_max_row(100);
+    for pad in 0..140 {
+        for (fields, end) in [(8, "\n"), (8, "\r\n"), (7, "\n"), (9, "\r"), (40, "\n")] {
+            let mut row: Vec<String> = (0..fields).map(|i| format!("{i}")).collect();
+            row[6] = format!("{}.c", "a".repeat(pad));
+            let row = row.join(",");
+            let text = format!("{row}{end}{row}{end}1,m,3,5,r,c,b.c,f{end}{row}");
+            let bytes = text.as_bytes();
+            let mut want = Vec::new();
+            RowReader::from_header(&header, bytes, 2)
+                .for_each(|pos, row| {
+                    want.push(summarize(bytes, pos, row));
+                    true
+                })
+                .unwrap();
+            for chunk in [64, 128, 4096] {
+                let mut got = Vec::new();
+                unquoted::walk(&header, bytes, 2, chunk, |pos, rec| {
+                    got.push(summarize(bytes, pos, rec.and_then(|f| f.row(&header))));
+                    true
+                });
+                assert_eq!(got, want, "pad {pad}, chunk {chunk}: {text:?}");
+            }
+        }
     }
 }
 

@@ -65,12 +65,58 @@ pub(crate) fn decoder_name() -> &'static str {
     }
 }
 
+/// What `COVMERGE_INFLATE` asks for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Choice {
+    /// Unset or empty: ISA-L where it loads, else zlib-rs.
+    Auto,
+    /// `zlib-rs`: flate2's decoder even where ISA-L is installed.
+    ZlibRs,
+    /// `isa-l`: ISA-L, and an input cannot be read where it does not load.
+    IsaL,
+}
+
+/// The variable that chooses the decoder.
+pub(crate) const INFLATE_VAR: &str = "COVMERGE_INFLATE";
+
+/// `COVMERGE_INFLATE`'s value read: anything but unset, empty, `zlib-rs` or `isa-l`
+/// is refused with a message that says what is accepted (a misspelt value used to
+/// be ignored, so a benchmark thought to run one decoder ran the other).
+pub(crate) fn choice(value: Option<&str>) -> Result<Choice, String> {
+    match value.map(str::trim) {
+        None | Some("") => Ok(Choice::Auto),
+        Some("zlib-rs") => Ok(Choice::ZlibRs),
+        Some("isa-l") => Ok(Choice::IsaL),
+        Some(other) => Err(format!(
+            "{INFLATE_VAR}={other:?} is not a decoder: use zlib-rs or isa-l (or leave it unset: ISA-L where libisal.so.2 loads, else zlib-rs)"
+        )),
+    }
+}
+
+/// This process's [`choice`], read once; an unusable one is the error every gzip
+/// input is refused with.
+pub(crate) fn checked_choice() -> Result<Choice, &'static str> {
+    static CHOICE: OnceLock<Result<Choice, String>> = OnceLock::new();
+    let c = CHOICE.get_or_init(|| {
+        let value = std::env::var_os(INFLATE_VAR).map(|v| v.to_string_lossy().into_owned());
+        let c = choice(value.as_deref())?;
+        if c == Choice::IsaL && lib().is_none() {
+            return Err(format!(
+                "{INFLATE_VAR}=isa-l, but ISA-L (libisal.so.2, Debian's libisal2) is not installed or failed its self-test"
+            ));
+        }
+        Ok(c)
+    });
+    c.as_ref().copied().map_err(String::as_str)
+}
+
 /// ISA-L, once loaded and checked; `None` when absent, refused by its self-test, or
 /// not asked for.
 fn lib() -> Option<&'static Lib> {
     static LIB: OnceLock<Option<&'static Lib>> = OnceLock::new();
     LIB.get_or_init(|| {
-        if std::env::var("COVMERGE_INFLATE").is_ok_and(|v| v == "zlib-rs") {
+        let value = std::env::var_os(INFLATE_VAR).map(|v| v.to_string_lossy().into_owned());
+        if !matches!(choice(value.as_deref()), Ok(Choice::Auto | Choice::IsaL)) {
             return None;
         }
         let lib = load()?;

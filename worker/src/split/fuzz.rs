@@ -247,3 +247,95 @@ fn the_splitter_agrees_with_the_csv_crate_on_arbitrary_bytes() {
         }
     }
 }
+
+/// Runs of rows sharing values, where the parse reuses the previous row's lookups:
+/// values equal to the previous row's up to a later byte (a longer value, the last
+/// byte changed), bad values within a run of good ones (the reused check must not
+/// carry over), `\r\n` and `\r` line ends, and quoted rows (their pieces go to the
+/// csv reader) among them. The rows and bad rows must be csv's.
+#[test]
+fn runs_of_equal_values_read_as_the_csv_crate_reads_them() {
+    const FILES: [&[u8]; 6] = [
+        b"a/b.c",
+        b"a/b.h",
+        b"a/b.cc",
+        b"a/b.c\xff",
+        b"../a/b.c",
+        b"\"a/b.c\"",
+    ];
+    const COMMITS: [&[u8]; 5] = [
+        b"0123456789abcdef0123456789abcdef01234567",
+        b"0123456789abcdef0123456789abcdef01234568",
+        b" 0123456789abcdef0123456789abcdef01234567",
+        b"0123456789abcdef0123456789abcdef0123456\xfe",
+        b"0123456789abcdef0123456789abcdef0123456",
+    ];
+    const FUNCS: [&[u8]; 5] = [
+        b"fn_long_name_1",
+        b"fn_long_name_2",
+        b"",
+        b"fn\xe2\x82",
+        b"\"fn_long_name_1\"",
+    ];
+    const MANAGERS: [&[u8]; 4] = [b"ci-mgr-10", b"ci-mgr-1", b"ci-mgr-100", b"ci-mgr-1\x80"];
+    let mut rng = Rng(0xfeed);
+    for case in 0..300 {
+        let mut t = HEADER.as_bytes().to_vec();
+        let mut cur = [0usize; 4];
+        for _ in 0..rng.below(400) {
+            // Mostly the previous row's values; now and then one column moves,
+            // mostly to a good value.
+            if rng.below(4) == 0 {
+                let col = rng.below(4) as usize;
+                let len = [FILES.len(), COMMITS.len(), FUNCS.len(), MANAGERS.len()][col];
+                cur[col] = if rng.below(3) == 0 {
+                    rng.below(len as u64) as usize
+                } else {
+                    rng.below(2) as usize
+                };
+            }
+            // Quoted values only in some cases: the others stay on the fast path.
+            if case % 3 != 0 {
+                cur[0] = cur[0].min(4);
+                cur[2] = cur[2].min(3);
+            }
+            let fields: [&[u8]; 7] = [
+                FILES[cur[0]],
+                b"git://r",
+                COMMITS[cur[1]],
+                FUNCS[cur[2]],
+                MANAGERS[cur[3]],
+                [&b"7"[..], b"8", b"x"][rng.below(3) as usize],
+                [&b"1"[..], b"20"][rng.below(2) as usize],
+            ];
+            t.extend_from_slice(&fields.join(&b","[..]));
+            t.extend_from_slice([&b"\n"[..], b"\r\n", b"\r"][rng.below(3) as usize]);
+        }
+        let max_row = 1 << 10;
+        let (rows_in, bad, good) = oracle(&t, max_row);
+        let limits = Limits {
+            piece: 64 + rng.below(8192) as usize,
+            max_row,
+            discard_at: 4 * max_row,
+        };
+        for threads in [1, 2] {
+            let (o, _, got) = split(&t, threads, limits);
+            let ctx = || {
+                format!(
+                    "case {case} threads {threads}: {:?}",
+                    t.escape_ascii().to_string()
+                )
+            };
+            assert_eq!(o.counts.rows_in, rows_in, "{}", ctx());
+            assert_eq!(o.counts.rows_bad, bad.len() as u64, "{}", ctx());
+            let want: Vec<_> = bad.iter().take(BAD_ROW_SAMPLES).cloned().collect();
+            let have: Vec<_> = o
+                .bad_rows
+                .iter()
+                .map(|b| (b.line, b.problem.clone()))
+                .collect();
+            assert_eq!(have, want, "{}", ctx());
+            assert_eq!(got, good, "{}", ctx());
+        }
+    }
+}

@@ -407,6 +407,11 @@ fn parse_unquoted(
     let (strings, tables) = (&mut b.strings, &mut b.tables);
     let c = sh.header.cols();
     let ns = c.namespace.zip(sh.namespace);
+    // The previous row's value of each string column and what its lookup gave: a
+    // run of rows of one (session, file) pays for a column once. Values of this
+    // piece only, so no copy is made, and ids stay valid (tables are flushed
+    // between pieces).
+    let mut last = [Last::NONE; 4];
     for_each_unquoted_record(&sh.header, bytes, first_line, |pos, rec| {
         let fields = match rec {
             Ok(f) => f,
@@ -427,15 +432,32 @@ fn parse_unquoted(
         // The function name's entry is loaded while the other columns are
         // looked up: its index is the one read at random, out of cache.
         let func_name = fields.get(c.func);
-        let func_hash = crate::spill::hash_bytes(func_name);
-        strings.index[FUNC].prefetch(func_hash);
-        let (file, ok_file) = strings.id(FILE, fields.get(c.file), n);
-        let (commit, ok_commit) = strings.id(COMMIT, fields.get(c.commit).trim_ascii(), n);
-        let (manager, ok_manager) = strings.id(MANAGER, fields.get(c.manager), n);
+        let same_func = last[FUNC].is(func_name);
+        let mut func_hash = 0;
+        if !same_func {
+            func_hash = crate::spill::hash_bytes(func_name);
+            strings.index[FUNC].prefetch(func_hash);
+        }
+        let (file, ok_file) = last[FILE].id(fields.get(c.file), |s| strings.id(FILE, s, n));
+        let (commit, ok_commit) = last[COMMIT].id(fields.get(c.commit), |s| {
+            strings.id(COMMIT, s.trim_ascii(), n)
+        });
+        let (manager, ok_manager) =
+            last[MANAGER].id(fields.get(c.manager), |s| strings.id(MANAGER, s, n));
         let ok_repo = strings.repo_ok(fields.get(c.repo));
         let sl = parse_count_fast(fields.get(c.sl));
         let hits = parse_count_fast(fields.get(c.hits));
-        let (func, ok_func) = strings.id_hashed(FUNC, func_name, func_hash, n);
+        let (func, ok_func) = if same_func {
+            (last[FUNC].id, last[FUNC].ok)
+        } else {
+            let got = strings.id_hashed(FUNC, func_name, func_hash, n);
+            last[FUNC] = Last {
+                value: func_name,
+                id: got.0,
+                ok: got.1,
+            };
+            got
+        };
         let (sl, hits) = match (sl, hits) {
             (Some(sl), Some(hits)) if ok_file && ok_commit && ok_func && ok_manager && ok_repo => {
                 (sl.min(u32::MAX as u64) as u32, hits)
@@ -456,6 +478,40 @@ fn parse_unquoted(
         tables[strings.shard[file as usize] as usize].add(key, hits, 1);
         true
     });
+}
+
+/// A string column's value on the previous row of a piece and its id and check.
+#[derive(Clone, Copy)]
+struct Last<'a> {
+    value: &'a [u8],
+    id: u32,
+    ok: bool,
+}
+
+impl<'a> Last<'a> {
+    /// Nothing seen yet (an id no lookup gives).
+    const NONE: Last<'static> = Last {
+        value: &[],
+        id: u32::MAX,
+        ok: false,
+    };
+
+    /// Whether `s` is the previous row's value (compared byte for byte).
+    #[inline(always)]
+    fn is(&self, s: &[u8]) -> bool {
+        self.id != u32::MAX && crate::spill::same_bytes(s, self.value)
+    }
+
+    /// The id and check of `s`: the previous row's when it is the same value, else
+    /// `lookup`'s, kept for the next row.
+    #[inline(always)]
+    fn id(&mut self, s: &'a [u8], lookup: impl FnOnce(&[u8]) -> (u32, bool)) -> (u32, bool) {
+        if !self.is(s) {
+            let (id, ok) = lookup(s);
+            *self = Last { value: s, id, ok };
+        }
+        (self.id, self.ok)
+    }
 }
 
 fn read_full(
