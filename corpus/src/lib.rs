@@ -49,6 +49,9 @@
 //! rows for the file deleted before the base, and one repeated header line in
 //! the middle of part 0 (not counted in [`Corpus::rows`]).
 //!
+//! With `days` (history mode, module `history`), the history has one commit a day
+//! and the rows go per day to `day-DDD/input-NN.csv(.gz)` ([`Corpus::days`]).
+//!
 //! Rows are streamed: the generator holds the sources (as shared line ids),
 //! never the rows, and compresses the parts on worker threads.
 //!
