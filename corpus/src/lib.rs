@@ -508,13 +508,17 @@ fn choose_sessions(spec: &CorpusSpec, h: &History) -> Vec<Vec<usize>> {
     out
 }
 
+/// Manager `m`'s session of commit `c` (`commits[c]` or, past them, a commit that
+/// exists nowhere): its rendered prefix and key.
+type SessionOf<'a> = dyn Fn(usize, usize, &str) -> (Vec<u8>, u64) + 'a;
+
 /// Pre-rendered edge-case rows: (file index, row line).
 fn edge_rows(
     spec: &CorpusSpec,
     h: &History,
     files: &[RowFile],
     commits: &[String],
-    session: &dyn Fn(usize, usize, &str) -> (Vec<u8>, u64),
+    session: &SessionOf<'_>,
 ) -> Vec<(usize, Vec<u8>)> {
     let mut rng = Rng::new(spec.seed, 4);
     let mut out = Vec::new();

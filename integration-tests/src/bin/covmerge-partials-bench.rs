@@ -35,7 +35,7 @@ struct Args {
     /// spec), results and partials in `out/`.
     #[arg(long, default_value = "/tmp/covmerge-partials")]
     dir: PathBuf,
-    /// The quick scale (40 files of ~300 lines, 4 managers: ~20 k rows a day).
+    /// The quick scale (100 files of ~150 lines, 4 managers: ~20 k rows a day).
     #[arg(long)]
     small: bool,
     /// Days of history (default 90: three 30-day months).
@@ -64,13 +64,13 @@ struct Args {
     covmerge: Option<PathBuf>,
 }
 
-/// The corpus of the run: the default scale (~0.6 M rows a day, BigQuery's columns),
+/// The corpus of the run: the default scale (~0.8 M rows a day, BigQuery's columns),
 /// or `--small`.
 fn corpus_spec(a: &Args) -> CorpusSpec {
     let (files, lines, managers, parts) = if a.small {
-        (40, 300, 4, 1)
+        (100, 150, 4, 1)
     } else {
-        (200, 1000, 6, 2)
+        (200, 1000, 8, 2)
     };
     CorpusSpec {
         seed: 1,
