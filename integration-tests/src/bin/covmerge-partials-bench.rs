@@ -644,3 +644,46 @@ fn print_sizes(days: &[PathBuf], months: &[PathBuf], quarter: &Path, rows: &[Row
         );
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Write;
+
+    fn result(dir: &Path, name: &str, head: &str, records: &str) -> PathBuf {
+        let p = dir.join(name);
+        let mut gz = flate2::write::GzEncoder::new(
+            std::fs::File::create(&p).unwrap(),
+            flate2::Compression::fast(),
+        );
+        gz.write_all(format!("{head}\n{records}").as_bytes())
+            .unwrap();
+        gz.finish().unwrap();
+        p
+    }
+
+    /// A merge of partials runs as another job (session, time, period, rows read):
+    /// those header fields are not compared, everything else is, byte for byte.
+    #[test]
+    fn results_compare_without_the_job_fields() {
+        let dir = tempfile::tempdir().unwrap();
+        let rec = "{\"MCR\":{\"Manager\":\"*\",\"FilePath\":\"a.c\"}}\n";
+        let head = |session: &str, commit: &str, rows: u64| {
+            format!(
+                r#"{{"Session":"{session}","Time":"2024-09-30T00:00:00Z","Namespace":"upstream","Repo":"r","Commit":"{commit}","Duration":90,"DateTo":"2024-09-30","TotalRows":{rows}}}"#
+            )
+        };
+        let raw = result(dir.path(), "raw", &head("s1", "c", 10), rec);
+        let same = result(dir.path(), "same", &head("s2", "c", 7), rec);
+        let commit = result(dir.path(), "commit", &head("s1", "d", 10), rec);
+        let records = result(
+            dir.path(),
+            "records",
+            &head("s1", "c", 10),
+            &rec.replace("a.c", "b.c"),
+        );
+        assert!(same_result(&raw, &same));
+        assert!(!same_result(&raw, &commit));
+        assert!(!same_result(&raw, &records));
+    }
+}
