@@ -32,6 +32,25 @@ fn json_list<'a>(items: impl Iterator<Item = &'a str>) -> String {
     format!("[{}]", v.join(", "))
 }
 
+/// The `"days"` member of a history corpus: per day its date, commit, inputs and rows.
+fn days_json(c: &Corpus, rel: &dyn Fn(&Path) -> String) -> String {
+    let days: Vec<String> = c
+        .days
+        .iter()
+        .map(|d| {
+            let inputs: Vec<String> = d.inputs.iter().map(|p| rel(p)).collect();
+            format!(
+                "    {{\"date\": {}, \"commit\": {}, \"inputs\": {}, \"rows\": {}}}",
+                json_str(&d.date),
+                json_str(&d.commit),
+                json_list(inputs.iter().map(String::as_str)),
+                d.rows
+            )
+        })
+        .collect();
+    format!("  \"days\": [\n{}\n  ],\n", days.join(",\n"))
+}
+
 pub(crate) fn write_json(spec: &CorpusSpec, c: &Corpus) -> Result<(), Error> {
     let rel = |p: &Path| {
         p.strip_prefix(&c.root)
@@ -71,6 +90,9 @@ pub(crate) fn write_json(spec: &CorpusSpec, c: &Corpus) -> Result<(), Error> {
         "  \"header\": {},\n",
         json_str(spec.columns.header())
     ));
+    if !c.days.is_empty() {
+        s.push_str(&days_json(c, &rel));
+    }
     s.push_str(&format!(
         "  \"spec\": {{\"seed\": {}, \"files\": {}, \"lines\": {}, \"commits\": {}, \"managers\": {}, \
 \"manager_commit_share\": {}, \"instrumented_share\": {}, \"parts\": {}, \"sorted\": {}, \"plain\": {}, \
@@ -92,6 +114,14 @@ pub(crate) fn write_json(spec: &CorpusSpec, c: &Corpus) -> Result<(), Error> {
             .get_name(),
         spec.gzip_level
     ));
+    if spec.days > 0 {
+        // Inside the spec object: before its closing brace and newline.
+        s.truncate(s.len() - 2);
+        s.push_str(&format!(
+            ", \"days\": {}, \"change_share\": {}, \"lag_days\": {}, \"date_to\": \"{}\"}}\n",
+            spec.days, spec.change_share, spec.lag_days, spec.date_to
+        ));
+    }
     s.push_str("}\n");
     let p = c.root.join("corpus.json");
     let mut f = fs::File::create(&p).map_err(|e| Error::io(&p, e))?;

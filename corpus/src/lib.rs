@@ -49,6 +49,9 @@
 //! rows for the file deleted before the base, and one repeated header line in
 //! the middle of part 0 (not counted in [`Corpus::rows`]).
 //!
+//! With `days` (history mode, module `history`), the history has one commit a day
+//! and the rows go per day to `day-DDD/input-NN.csv(.gz)` ([`Corpus::days`]).
+//!
 //! Rows are streamed: the generator holds the sources (as shared line ids),
 //! never the rows, and compresses the parts on worker threads.
 //!
@@ -57,6 +60,7 @@
 //! C source text and the word tables are in `source/`.)
 
 mod git;
+mod history;
 mod json;
 mod rng;
 mod rows;
@@ -71,6 +75,7 @@ use rng::{hash_bytes, hex40, mix, Rng};
 use rows::{Parts, RowFile, RowsInput, Session};
 use source::{Arena, FileGen, Instr};
 
+pub use history::Day;
 pub use rows::{Columns, HEADER, REQUIRED_HEADER};
 
 /// What to generate. Also usable as clap arguments (`#[command(flatten)]`).
@@ -118,6 +123,21 @@ pub struct CorpusSpec {
     /// gzip level of the parts (6 is gzip's and BigQuery's default).
     #[arg(long, default_value_t = 6, value_parser = clap::value_parser!(u32).range(0..=9))]
     pub gzip_level: u32,
+    /// History mode: this many days, one commit a day (`commits` is ignored), the
+    /// last day's the base; the rows go per day to `day-DDD/input-NN.csv(.gz)`
+    /// (0: the single-set mode above).
+    #[arg(long, default_value_t = 0)]
+    pub days: usize,
+    /// History mode: share of the files each day's commit edits.
+    #[arg(long, default_value_t = 0.02)]
+    pub change_share: f64,
+    /// History mode: besides the day's commit, each manager builds each of the
+    /// previous this-many days' commits with probability `manager_commit_share`.
+    #[arg(long, default_value_t = 3)]
+    pub lag_days: usize,
+    /// History mode: the last day's date (day 0 is `days - 1` days before).
+    #[arg(long, default_value = "2024-09-30")]
+    pub date_to: covmerge_proto::date::Date,
 }
 
 impl Default for CorpusSpec {
@@ -137,6 +157,10 @@ impl Default for CorpusSpec {
             no_edge_cases: false,
             columns: Columns::Bigquery,
             gzip_level: 6,
+            days: 0,
+            change_share: 0.02,
+            lag_days: 3,
+            date_to: history::DEFAULT_DATE_TO,
         }
     }
 }
@@ -164,6 +188,9 @@ pub struct Corpus {
     pub deleted_file: Option<String>,
     /// The file that exists only at the base commit, if any.
     pub base_only_file: Option<String>,
+    /// History mode: each day's commit and inputs, oldest first (empty otherwise;
+    /// `inputs` then lists every day's inputs in day order).
+    pub days: Vec<Day>,
 }
 
 /// Errors of [`generate`].
@@ -229,12 +256,17 @@ struct History {
     base_only: Option<usize>,
 }
 
+#[cfg(test)]
 fn build_history(spec: &CorpusSpec) -> History {
+    build_history_with(spec, spec.commits, 0.2)
+}
+
+/// The history of `nc` commits, each after the first editing ~`share` of the files.
+fn build_history_with(spec: &CorpusSpec, nc: usize, share: f64) -> History {
     let mut rng = Rng::new(spec.seed, 1);
     let mut gens = source::choose_paths(&mut rng, spec.files);
     let mut arena = Arena::default();
     let nf = spec.files;
-    let nc = spec.commits;
     let special = nf >= 3 && nc >= 2;
     let (deleted, base_only) = if special {
         (Some(nf - 2), Some(nf - 1))
@@ -262,7 +294,7 @@ fn build_history(spec: &CorpusSpec) -> History {
         let mut edited: Vec<usize> = present
             .iter()
             .copied()
-            .filter(|_| rng.chance(0.2))
+            .filter(|_| rng.chance(share))
             .collect();
         if edited.is_empty() && !present.is_empty() {
             edited.push(*rng.pick(&present));
@@ -325,7 +357,7 @@ fn validate(spec: &CorpusSpec) -> Result<(), Error> {
     if !(0.0..=1.0).contains(&spec.instrumented_share) {
         return bad("instrumented_share must be within 0..=1");
     }
-    Ok(())
+    history::validate(spec)
 }
 
 /// Removes what a previous run may have left in `out` (only our own names).
@@ -340,7 +372,10 @@ fn clean(out: &Path) -> Result<(), Error> {
     for ent in rd {
         let ent = ent.map_err(|e| Error::io(out, e))?;
         let name = ent.file_name().to_string_lossy().into_owned();
-        if name == "corpus.json"
+        if history::is_day_dir(&name) && ent.path().is_dir() {
+            let p = ent.path();
+            fs::remove_dir_all(&p).map_err(|e| Error::io(&p, e))?;
+        } else if name == "corpus.json"
             || (name.starts_with("input-") && (name.ends_with(".csv") || name.ends_with(".csv.gz")))
         {
             let p = ent.path();
@@ -375,7 +410,11 @@ fn write_sources(h: &History, commits: &[String], dir: &Path) -> Result<(), Erro
     Ok(())
 }
 
-fn git_commits<'a>(h: &'a History) -> impl Iterator<Item = git::GitCommit<'a>> + 'a {
+/// The history as git commits; `time(c)`: commit `c`'s Unix time.
+fn git_commits<'a>(
+    h: &'a History,
+    time: impl Fn(usize) -> u64 + 'a,
+) -> impl Iterator<Item = git::GitCommit<'a>> + 'a {
     (0..h.versions.len()).map(move |c| {
         let mut modified = Vec::new();
         let mut deleted = Vec::new();
@@ -394,7 +433,7 @@ fn git_commits<'a>(h: &'a History) -> impl Iterator<Item = git::GitCommit<'a>> +
         }
         git::GitCommit {
             message: h.messages[c].clone(),
-            time: 1_717_200_000 + c as u64 * 3 * 86_400,
+            time: time(c),
             modified,
             deleted,
         }
@@ -420,6 +459,12 @@ fn manager_name(m: usize) -> String {
 fn session_prefix(seed: u64, columns: Columns, m: usize, c: usize, commit: &str) -> (Vec<u8>, u64) {
     let key = mix(mix(seed, 0x5E55_1000 + m as u64), c as u64);
     let secs = 1_717_200_000 + c as u64 * 3 * 86_400 + 86_400 + m as u64 * 3_600 + key % 3_600;
+    (render_prefix(columns, m, secs, key, commit), key)
+}
+
+/// A session's rendered prefix (see [`Session`]): its build started at `secs`; `key`
+/// picks the fuzzing minutes and build id.
+fn render_prefix(columns: Columns, m: usize, secs: u64, key: u64, commit: &str) -> Vec<u8> {
     let minutes = 60 + (key >> 16) % 1_380;
     let build_id = hex40(mix(key, 0xB11D));
     let prefix = match columns {
@@ -430,7 +475,7 @@ fn session_prefix(seed: u64, columns: Columns, m: usize, c: usize, commit: &str)
         ),
         Columns::Required => format!("{BASE_REPO},{commit},{},", manager_name(m)),
     };
-    (prefix.into_bytes(), key)
+    prefix.into_bytes()
 }
 
 /// Which commits each manager built.
@@ -463,12 +508,17 @@ fn choose_sessions(spec: &CorpusSpec, h: &History) -> Vec<Vec<usize>> {
     out
 }
 
+/// Manager `m`'s session of commit `c` (`commits[c]` or, past them, a commit that
+/// exists nowhere): its rendered prefix and key.
+type SessionOf<'a> = dyn Fn(usize, usize, &str) -> (Vec<u8>, u64) + 'a;
+
 /// Pre-rendered edge-case rows: (file index, row line).
 fn edge_rows(
     spec: &CorpusSpec,
     h: &History,
     files: &[RowFile],
     commits: &[String],
+    session: &SessionOf<'_>,
 ) -> Vec<(usize, Vec<u8>)> {
     let mut rng = Rng::new(spec.seed, 4);
     let mut out = Vec::new();
@@ -485,7 +535,7 @@ fn edge_rows(
                 sl: u32,
                 key: u64| {
         let m = rng.below(spec.managers);
-        let (prefix, skey) = session_prefix(spec.seed, spec.columns, m, c, commit);
+        let (prefix, skey) = session(m, c, commit);
         let ins = Instr {
             sl,
             func: 0,
@@ -576,29 +626,9 @@ fn edge_rows(
 
 use source::instrumented;
 
-/// Generates the corpus described by `spec` into `out` (created if needed;
-/// files of a previous run there are replaced).
-pub fn generate(spec: &CorpusSpec, out: &Path) -> Result<Corpus, Error> {
-    validate(spec)?;
-    fs::create_dir_all(out).map_err(|e| Error::io(out, e))?;
-    clean(out)?;
-
-    let h = build_history(spec);
-
-    let git_dir = out.join("git.git");
-    let commits: Vec<String> = if spec.no_git {
-        (0..spec.commits)
-            .map(|c| hex40(mix(spec.seed, 0xC0FF_EE00 + c as u64)))
-            .collect()
-    } else {
-        git::write_repo(&git_dir, git_commits(&h))?
-    };
-
-    let sources = out.join("sources");
-    write_sources(&h, &commits, &sources)?;
-
-    let files: Vec<RowFile> = h
-        .gens
+/// Every file as the row writer sees it (its instrumentation share from its first version).
+fn row_files(spec: &CorpusSpec, h: &History) -> Vec<RowFile> {
+    h.gens
         .iter()
         .enumerate()
         .map(|(f, g)| {
@@ -614,7 +644,37 @@ pub fn generate(spec: &CorpusSpec, out: &Path) -> Result<Corpus, Error> {
                 p: (spec.instrumented_share * ratio).min(1.0),
             }
         })
-        .collect();
+        .collect()
+}
+
+/// Generates the corpus described by `spec` into `out` (created if needed;
+/// files of a previous run there are replaced).
+pub fn generate(spec: &CorpusSpec, out: &Path) -> Result<Corpus, Error> {
+    validate(spec)?;
+    fs::create_dir_all(out).map_err(|e| Error::io(out, e))?;
+    clean(out)?;
+    if spec.days > 0 {
+        return history::generate(spec, out);
+    }
+
+    let h = build_history_with(spec, spec.commits, 0.2);
+
+    let git_dir = out.join("git.git");
+    let commits: Vec<String> = if spec.no_git {
+        (0..spec.commits)
+            .map(|c| hex40(mix(spec.seed, 0xC0FF_EE00 + c as u64)))
+            .collect()
+    } else {
+        git::write_repo(
+            &git_dir,
+            git_commits(&h, |c| 1_717_200_000 + c as u64 * 3 * 86_400),
+        )?
+    };
+
+    let sources = out.join("sources");
+    write_sources(&h, &commits, &sources)?;
+
+    let files = row_files(spec, &h);
 
     let mut sessions = Vec::new();
     for (m, cs) in choose_sessions(spec, &h).into_iter().enumerate() {
@@ -630,7 +690,9 @@ pub fn generate(spec: &CorpusSpec, out: &Path) -> Result<Corpus, Error> {
     let edges = if spec.no_edge_cases {
         Vec::new()
     } else {
-        edge_rows(spec, &h, &files, &commits)
+        edge_rows(spec, &h, &files, &commits, &|m, c, commit| {
+            session_prefix(spec.seed, spec.columns, m, c, commit)
+        })
     };
 
     let ext = if spec.plain { "csv" } else { "csv.gz" };
@@ -669,6 +731,7 @@ pub fn generate(spec: &CorpusSpec, out: &Path) -> Result<Corpus, Error> {
         rows,
         deleted_file: h.deleted.map(|f| h.gens[f].path.clone()),
         base_only_file: h.base_only.map(|f| h.gens[f].path.clone()),
+        days: Vec::new(),
     };
     json::write_json(spec, &corpus)?;
     Ok(corpus)

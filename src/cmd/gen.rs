@@ -18,5 +18,13 @@ pub(crate) fn run(g: GenArgs) -> Result<()> {
         c.base_commit,
         c.commits.len()
     );
+    if let (Some(first), Some(last)) = (c.days.first(), c.days.last()) {
+        crate::outln!(
+            "{} days, {} to {}, in day-DDD/ (listed in corpus.json)",
+            c.days.len(),
+            first.date,
+            last.date
+        );
+    }
     Ok(())
 }
