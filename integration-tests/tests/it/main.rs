@@ -37,6 +37,8 @@ mod namespace;
 mod observability;
 /// Exact output format (Go field names, header, order).
 mod output_format;
+/// `merge --partial-out` and `rollup`: partials of raw rows, roll-ups, refusals.
+mod partial_out;
 /// Results independent of shards and workers; agreement with the test crate's oracle.
 mod property;
 /// `covmerge report` and `covmerge diff`, checked in headless Chromium.
