@@ -112,6 +112,9 @@ where
     Ok(b.finish_shard(spec.out)?)
 }
 
+/// The (file, commit) of the last run of a block and its version.
+type LastRun = ((u32, u32), Option<Arc<str>>);
+
 /// Adds the entries of one block of chunk `chunk`.
 fn add_block(
     b: &mut Builder,
@@ -127,7 +130,7 @@ fn add_block(
         })
     };
     // Entries come in runs of one (file, commit): one lookup per run.
-    let mut last: Option<((u32, u32), Option<Arc<str>>)> = None;
+    let mut last: Option<LastRun> = None;
     for &(k, v) in &block.entries {
         let e = Entry {
             path: text(k.file, "path")?,
