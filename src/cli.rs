@@ -43,6 +43,8 @@ pub(crate) enum Command {
     Report(ReportArgs),
     /// Lines gained and lost between two results on the same base (JSON lines).
     Diff(DiffArgs),
+    /// Sum partials (contract §10) into one: days into a month, months into a quarter.
+    Rollup(RollupArgs),
 }
 
 impl Command {
@@ -54,6 +56,23 @@ impl Command {
             _ => "info",
         }
     }
+}
+
+#[derive(Args, Debug)]
+pub(crate) struct RollupArgs {
+    /// Partials (local directories holding partial.json) to sum.
+    #[arg(long, num_args = 1.., required = true)]
+    pub input: Vec<String>,
+    /// Where the roll-up goes: a local directory, file://, s3:// or gs:// (empty, absent
+    /// or holding a partial, which is replaced; partial.json is written last).
+    #[arg(long, value_name = "URL")]
+    pub partial_out: String,
+    /// Shards of the roll-up (default: the largest of the inputs').
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=covmerge_proto::limits::MAX_SHARDS as i64))]
+    pub shards: Option<u32>,
+    /// The namespace every input must be of (default: the first input's).
+    #[arg(long, value_name = "NS")]
+    pub namespace: Option<String>,
 }
 
 #[derive(Args, Debug)]
@@ -168,6 +187,11 @@ pub(crate) struct JobArgs {
     /// NAME is a bad row).
     #[arg(long, value_name = "NAME=GLOB", value_parser = group)]
     pub group: Vec<covmerge_proto::group::Group>,
+    /// Also write the job's rows as a partial (contract §10) in URL: a local
+    /// directory, file://, s3:// or gs://. It must be empty, absent or hold a partial
+    /// (which is replaced); its partial.json is written last.
+    #[arg(long, value_name = "URL")]
+    pub partial_out: Option<String>,
 }
 
 fn group(s: &str) -> Result<covmerge_proto::group::Group, String> {

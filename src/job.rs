@@ -33,6 +33,7 @@ impl JobArgs {
             go_managers: self.go_manager.clone(),
             go_commits: self.go_commit.clone(),
             groups: self.group.clone(),
+            partial_out: self.partial_out.clone(),
         })
     }
 

@@ -56,6 +56,8 @@ pub enum Invariant {
     Header,
     /// A result is not empty when rows were merged.
     NotEmpty,
+    /// `--partial-out`: every shard's files, counts that add up to the merge's.
+    Partial,
 }
 
 impl Invariant {
@@ -75,6 +77,7 @@ impl Invariant {
             Invariant::Totals => "totals agree with the manifest",
             Invariant::Header => "header fields in their domains and the job's",
             Invariant::NotEmpty => "a result is not empty when rows were merged",
+            Invariant::Partial => "the partial is whole and adds up to the merge's rows",
         }
     }
 }

@@ -31,5 +31,8 @@ pub mod status;
 /// One phase's tasks, tracked until each is final.
 mod tracker;
 
-pub use job::{run_job, JobError, JobOptions, JobOutcome, ResumeCheck, Start};
+pub use job::{
+    partial_store, preflight_partial_out, publish_local_partial, run_job, JobError, JobOptions,
+    JobOutcome, ResumeCheck, Start,
+};
 pub use plan::{plan_job, JobRequest};

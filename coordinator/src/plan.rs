@@ -49,6 +49,8 @@ pub struct JobRequest {
     pub go_commits: Vec<(String, String)>,
     /// `--group NAME=GLOB`, in the order given.
     pub groups: Vec<covmerge_proto::group::Group>,
+    /// `--partial-out URL`: also write the job's rows as a partial there.
+    pub partial_out: Option<String>,
 }
 
 /// Each input's manager and commit for Go coverage: overrides by input or default name,
@@ -251,6 +253,7 @@ pub async fn plan_job(req: &JobRequest) -> Result<JobSpec, JobError> {
         groups: req.groups.clone(),
         namespace: req.namespace.clone(),
         input_ids,
+        partial_out: req.partial_out.as_deref().map(absolute_location),
     })
 }
 
@@ -502,6 +505,7 @@ mod tests {
             splits: g,
             groups: Vec::new(),
             input_ids: Vec::new(),
+            partial_out: None,
         };
         assert_eq!(spec.validate(), Ok(()));
         let ranges = spec.split_ranges();

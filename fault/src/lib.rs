@@ -6,7 +6,8 @@
 //! - `COVMERGE_FAULT_SLEEP=<point>:<ms>` pauses at a point so a test can kill or stop
 //!   the worker exactly there. Points: `split` (after the first spill chunk is stored),
 //!   `merge` (before a shard is merged), `upload` (part stored, marker not yet),
-//!   `ack` (report sent, delivery not yet acknowledged), and in the coordinator
+//!   `ack` (report sent, delivery not yet acknowledged), `partial` (the first file of a
+//!   shard's partial stored, `--partial-out`), and in the coordinator
 //!   `assemble` (every part in, the result not yet written).
 //! - `COVMERGE_FAULT_FAIL_SHARD=<index>` makes merging that shard fail transiently,
 //!   to exercise retries and the delivery limit.

@@ -12,7 +12,7 @@ use rustc_hash::FxHashMap as HashMap;
 
 use crate::desc::{Description, FileEntry, PartialCounts, ShardFiles, FORMAT, FORMAT_VERSION};
 use crate::file::TableWriter;
-use crate::rollup::{clear_out, prepare_out, rollup};
+use crate::rollup::{clear_out, prepare_out, rollup, rollup_shard};
 use crate::table::{is_blob_id, FuncRow, LineRow, PathRow, Table, VersionRow};
 use crate::PartialError;
 
@@ -79,6 +79,19 @@ pub struct Builder {
     paths: HashMap<u32, (u64, u64, u64)>,
     counts: PartialCounts,
     others: OtherNamespaces,
+    /// `Some(j)`: one shard of `shards` ([`Builder::for_shard`]).
+    only: Option<u32>,
+}
+
+/// One shard of a partial, written alone ([`Builder::finish_shard`]): its four files
+/// and the counts of its rows (`rows_in` without bad rows: they name no path).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ShardPartial {
+    /// The shard's files, as the description lists them.
+    pub files: ShardFiles,
+    /// What its rows count: `rows_in`, `rows_without_line`, `rows_without_version`,
+    /// `hits_without_version` (the rest is 0).
+    pub counts: PartialCounts,
 }
 
 impl Builder {
@@ -122,7 +135,142 @@ impl Builder {
             paths: HashMap::default(),
             counts: PartialCounts::default(),
             others: OtherNamespaces::default(),
+            only: None,
         })
+    }
+
+    /// A builder of shard `shard` of a partial of `shards` shards alone (a merge task's
+    /// share of a job's partial): every path added must be of that shard, and
+    /// [`Builder::finish_shard`] writes its four files exactly as a builder of the whole
+    /// partial given the same rows would write them.
+    pub fn for_shard(
+        shard: u32,
+        shards: u32,
+        limit: usize,
+        scratch: &Path,
+    ) -> Result<Builder, PartialError> {
+        if shard >= shards {
+            return Err(PartialError::Invalid(format!(
+                "shard {shard} of a partial of {shards} shards"
+            )));
+        }
+        let day = Date {
+            year: 1970,
+            month: 1,
+            day: 1,
+        };
+        let mut b = Builder::new("", day, day, shards, limit, scratch)?;
+        b.only = Some(shard);
+        Ok(b)
+    }
+
+    /// The id of `path`, counted as a path of the partial (its `paths` row made).
+    fn path_id(&mut self, path: &str) -> Result<u32, PartialError> {
+        if path.is_empty() {
+            return Err(PartialError::Invalid("a row with an empty path".into()));
+        }
+        let id = self.strings.id(path);
+        if let Entry::Vacant(e) = self.paths.entry(id) {
+            if let Some(j) = self.only {
+                let s = shard_of(path.as_bytes(), self.shards).0;
+                if s != j {
+                    return Err(PartialError::Invalid(format!(
+                        "path {path:?} is of shard {s} of {}, not of shard {j}",
+                        self.shards
+                    )));
+                }
+            }
+            e.insert(Default::default());
+        }
+        Ok(id)
+    }
+
+    /// Names `path` with `rows` rows without line (0: only the path, so that it is a
+    /// file of the partial).
+    pub fn add_without_line(&mut self, path: &str, rows: u64) -> Result<(), PartialError> {
+        let p = self.path_id(path)?;
+        let e = self.paths.get_mut(&p).expect("made by path_id");
+        e.0 = e.0.saturating_add(rows);
+        self.counts.rows_in = self.counts.rows_in.saturating_add(rows);
+        self.counts.rows_without_line = self.counts.rows_without_line.saturating_add(rows);
+        self.spill_if_over()
+    }
+
+    /// Adds `rows` rows of `path` with a line but without a version, and their `hits`.
+    pub fn add_without_version(
+        &mut self,
+        path: &str,
+        rows: u64,
+        hits: u64,
+    ) -> Result<(), PartialError> {
+        let p = self.path_id(path)?;
+        let e = self.paths.get_mut(&p).expect("made by path_id");
+        e.1 = e.1.saturating_add(rows);
+        e.2 = e.2.saturating_add(hits);
+        self.counts.rows_in = self.counts.rows_in.saturating_add(rows);
+        self.counts.rows_without_version = self.counts.rows_without_version.saturating_add(rows);
+        self.counts.hits_without_version = self.counts.hits_without_version.saturating_add(hits);
+        self.spill_if_over()
+    }
+
+    /// Adds `rows` votes for function `func` on line `line` of `version` of `path` (a
+    /// `funcs` row of a partial read back): no input row, no hits, no manager.
+    pub fn add_vote(
+        &mut self,
+        path: &str,
+        version: &str,
+        commit: &str,
+        line: u32,
+        func: &str,
+        rows: u64,
+    ) -> Result<(), PartialError> {
+        if func.is_empty() || line == 0 {
+            return Err(PartialError::Invalid(format!(
+                "a function vote of {path:?} with an empty name or line 0"
+            )));
+        }
+        let p = self.path_id(path)?;
+        let v = self.version_id(p, path, version, commit)?;
+        let f = self.strings.id(func);
+        let e = self.funcs.entry((p, v, line, f)).or_default();
+        *e = e.saturating_add(rows);
+        self.spill_if_over()
+    }
+
+    /// The id of `version` of path `p`, its commit kept (the smallest).
+    fn version_id(
+        &mut self,
+        p: u32,
+        path: &str,
+        version: &str,
+        commit: &str,
+    ) -> Result<u32, PartialError> {
+        if !is_blob_id(version) || commit.is_empty() {
+            return Err(PartialError::Invalid(format!(
+                "version {version:?} of {path:?} at commit {commit:?} is not a blob id with a commit"
+            )));
+        }
+        let v = self.strings.id(version);
+        let c = self.strings.id(commit);
+        match self.versions.entry((p, v)) {
+            Entry::Vacant(e) => {
+                e.insert(c);
+            }
+            Entry::Occupied(mut e) => {
+                let names = &self.strings.names;
+                if names[c as usize] < names[*e.get() as usize] {
+                    e.insert(c);
+                }
+            }
+        }
+        Ok(v)
+    }
+
+    fn spill_if_over(&mut self) -> Result<(), PartialError> {
+        if self.held_bytes() > self.limit {
+            self.spill()?;
+        }
+        Ok(())
     }
 
     /// Bytes held now (estimated).
@@ -140,56 +288,28 @@ impl Builder {
                 r.path
             )));
         }
-        let path = self.strings.id(r.path);
-        let p = self.paths.entry(path).or_default();
-        self.counts.rows_in = self.counts.rows_in.saturating_add(r.rows);
         if r.line == 0 {
-            p.0 = p.0.saturating_add(r.rows);
-            self.counts.rows_without_line = self.counts.rows_without_line.saturating_add(r.rows);
-        } else if let Some(v) = r.version {
-            if !is_blob_id(v) || r.commit.is_empty() {
-                return Err(PartialError::Invalid(format!(
-                    "version {v:?} of {:?} at commit {:?} is not a blob id with a commit",
-                    r.path, r.commit
-                )));
-            }
-            let version = self.strings.id(v);
-            let manager = self.strings.id(r.manager);
-            let e = self
-                .lines
-                .entry((path, version, manager, r.line))
-                .or_default();
-            e.0 = e.0.saturating_add(r.hits);
-            e.1 = e.1.saturating_add(r.rows);
-            if !r.func_name.is_empty() {
-                let func = self.strings.id(r.func_name);
-                let f = self.funcs.entry((path, version, r.line, func)).or_default();
-                *f = f.saturating_add(r.rows);
-            }
-            let commit = self.strings.id(r.commit);
-            match self.versions.entry((path, version)) {
-                Entry::Vacant(e) => {
-                    e.insert(commit);
-                }
-                Entry::Occupied(mut e) => {
-                    let names = &self.strings.names;
-                    if names[commit as usize] < names[*e.get() as usize] {
-                        e.insert(commit);
-                    }
-                }
-            }
-        } else {
-            p.1 = p.1.saturating_add(r.rows);
-            p.2 = p.2.saturating_add(r.hits);
-            self.counts.rows_without_version =
-                self.counts.rows_without_version.saturating_add(r.rows);
-            self.counts.hits_without_version =
-                self.counts.hits_without_version.saturating_add(r.hits);
+            return self.add_without_line(r.path, r.rows);
         }
-        if self.held_bytes() > self.limit {
-            self.spill()?;
+        let Some(v) = r.version else {
+            return self.add_without_version(r.path, r.rows, r.hits);
+        };
+        let path = self.path_id(r.path)?;
+        let version = self.version_id(path, r.path, v, r.commit)?;
+        self.counts.rows_in = self.counts.rows_in.saturating_add(r.rows);
+        let manager = self.strings.id(r.manager);
+        let e = self
+            .lines
+            .entry((path, version, manager, r.line))
+            .or_default();
+        e.0 = e.0.saturating_add(r.hits);
+        e.1 = e.1.saturating_add(r.rows);
+        if !r.func_name.is_empty() {
+            let func = self.strings.id(r.func_name);
+            let f = self.funcs.entry((path, version, r.line, func)).or_default();
+            *f = f.saturating_add(r.rows);
         }
-        Ok(())
+        self.spill_if_over()
     }
 
     /// Counts `rows` malformed rows skipped (in `rows_in` and `rows_bad`).
@@ -209,7 +329,8 @@ impl Builder {
         self.counts.namespace_column = true;
     }
 
-    /// Writes what is held as a run in the scratch directory and starts afresh.
+    /// Writes what is held as a run in the scratch directory and starts afresh. A run
+    /// of one shard's builder is a partial of one shard (its rows are all of it).
     fn spill(&mut self) -> Result<(), PartialError> {
         if self.scratch.is_none() {
             let d = tempfile::Builder::new()
@@ -224,28 +345,79 @@ impl Builder {
             .expect("made above")
             .path()
             .join(format!("run-{:05}", self.runs.len()));
-        self.write_held(&dir)?;
+        let n = if self.only.is_some() { 1 } else { self.shards };
+        self.write_held(&dir, n)?;
         self.runs.push(dir);
         Ok(())
     }
 
     /// Writes the partial into `out` (a directory that does not exist yet, or is empty).
     pub fn finish(mut self, out: &Path) -> Result<Description, PartialError> {
+        if self.only.is_some() {
+            return Err(PartialError::Invalid(
+                "a builder of one shard writes that shard (finish_shard), not a partial".into(),
+            ));
+        }
         if self.runs.is_empty() {
-            return self.write_held(out);
+            return self.write_held(out, self.shards);
         }
         self.spill()?;
         let d = rollup(&self.runs, out, Some(self.shards))?;
         Ok(d)
     }
 
-    /// Writes the held sums as a partial in `dir` and empties them.
-    fn write_held(&mut self, dir: &Path) -> Result<Description, PartialError> {
-        prepare_out(dir)?;
-        self.write_held_into(dir).inspect_err(|_| clear_out(dir))
+    /// Writes the four files of the builder's shard ([`Builder::for_shard`]) into `out`
+    /// (a directory that does not exist yet, or is empty), and no description.
+    pub fn finish_shard(mut self, out: &Path) -> Result<ShardPartial, PartialError> {
+        let Some(j) = self.only else {
+            return Err(PartialError::Invalid(
+                "finish_shard needs a builder of one shard (Builder::for_shard)".into(),
+            ));
+        };
+        if !self.runs.is_empty() {
+            self.spill()?;
+            return rollup_shard(&self.runs, out, self.shards, j);
+        }
+        prepare_out(out)?;
+        let r = self.write_sorted(out, self.shards, Some(j));
+        let (mut files, counts, _) = r.inspect_err(|_| clear_out(out))?;
+        Ok(ShardPartial {
+            files: files.pop().expect("one shard written"),
+            counts,
+        })
     }
 
-    fn write_held_into(&mut self, dir: &Path) -> Result<Description, PartialError> {
+    /// Writes the held sums as a partial of `n` shards in `dir` and empties them.
+    fn write_held(&mut self, dir: &Path, n: u32) -> Result<Description, PartialError> {
+        prepare_out(dir)?;
+        self.write_held_into(dir, n).inspect_err(|_| clear_out(dir))
+    }
+
+    fn write_held_into(&mut self, dir: &Path, n: u32) -> Result<Description, PartialError> {
+        let (shards, counts, other_namespaces) = self.write_sorted(dir, n, None)?;
+        let d = Description {
+            format: FORMAT.to_owned(),
+            format_version: FORMAT_VERSION,
+            namespace: self.namespace.clone(),
+            date_from: self.from.to_string(),
+            date_to: self.to.to_string(),
+            counts,
+            other_namespaces,
+            shard_count: n,
+            shards,
+        };
+        d.write(dir)?;
+        Ok(d)
+    }
+
+    /// Writes the held sums' tables in `n` shards (only shard `only`'s when given) in
+    /// `dir` and empties them; returns the files and the counts.
+    fn write_sorted(
+        &mut self,
+        dir: &Path,
+        n: u32,
+        only: Option<u32>,
+    ) -> Result<(Vec<ShardFiles>, PartialCounts, OtherNamespaces), PartialError> {
         let strings = std::mem::take(&mut self.strings);
         let names = &strings.names;
         // Byte-order rank of each string: keys then sort as integers.
@@ -255,7 +427,6 @@ impl Builder {
         for (r, &i) in order.iter().enumerate() {
             rank[i as usize] = r as u32;
         }
-        let n = self.shards;
         let shard = |path: u32| shard_of(names[path as usize].as_bytes(), n).0;
         let s = |i: u32| names[i as usize].to_string();
 
@@ -308,20 +479,15 @@ impl Builder {
             versions,
             paths,
         };
-        let shards = sorted.write(dir, n, &s)?;
-        let d = Description {
-            format: FORMAT.to_owned(),
-            format_version: FORMAT_VERSION,
-            namespace: self.namespace.clone(),
-            date_from: self.from.to_string(),
-            date_to: self.to.to_string(),
-            counts: std::mem::take(&mut self.counts),
-            other_namespaces: std::mem::take(&mut self.others),
-            shard_count: n,
-            shards,
+        let shards = match only {
+            Some(j) => vec![sorted.write_shard(dir, j, &mut [0; 4], &s)?],
+            None => sorted.write(dir, n, &s)?,
         };
-        d.write(dir)?;
-        Ok(d)
+        Ok((
+            shards,
+            std::mem::take(&mut self.counts),
+            std::mem::take(&mut self.others),
+        ))
     }
 }
 
@@ -370,83 +536,94 @@ impl Sorted {
         n: u32,
         s: &dyn Fn(u32) -> String,
     ) -> Result<Vec<ShardFiles>, PartialError> {
-        let mut shards = Vec::with_capacity(n as usize);
-        let (mut li, mut fi, mut vi, mut pi) = (0, 0, 0, 0);
-        for j in 0..n {
-            let lines = write_table(
-                dir,
-                j,
-                &self.lines,
-                &mut li,
-                |e| e.0 .0,
-                |e| {
-                    let (p, v, m, (hits, rows)) = e.1;
-                    LineRow {
-                        path: s(p),
-                        version: s(v),
-                        manager: s(m),
-                        line: e.0 .4,
-                        hits,
-                        rows,
-                    }
-                },
-            )?;
-            let funcs = write_table(
-                dir,
-                j,
-                &self.funcs,
-                &mut fi,
-                |e| e.0 .0,
-                |e| {
-                    let (p, v, f, rows) = e.1;
-                    FuncRow {
-                        path: s(p),
-                        version: s(v),
-                        line: e.0 .3,
-                        func_name: s(f),
-                        rows,
-                    }
-                },
-            )?;
-            let versions = write_table(
-                dir,
-                j,
-                &self.versions,
-                &mut vi,
-                |e| e.0 .0,
-                |e| {
-                    let (p, v, c) = e.1;
-                    VersionRow {
-                        path: s(p),
-                        version: s(v),
-                        commit: s(c),
-                    }
-                },
-            )?;
-            let paths = write_table(
-                dir,
-                j,
-                &self.paths,
-                &mut pi,
-                |e| e.0 .0,
-                |e| {
-                    let (p, (wl, wv, hv)) = e.1;
-                    PathRow {
-                        path: s(p),
-                        rows_without_line: wl,
-                        rows_without_version: wv,
-                        hits_without_version: hv,
-                    }
-                },
-            )?;
-            shards.push(ShardFiles {
-                index: j,
-                lines,
-                funcs,
-                versions,
-                paths,
-            });
-        }
-        Ok(shards)
+        let mut at = [0; 4];
+        (0..n)
+            .map(|j| self.write_shard(dir, j, &mut at, s))
+            .collect()
+    }
+
+    /// Writes the four tables of shard `j` in `dir`, from the entries at `at` (lines,
+    /// funcs, versions, paths), leaving `at` at the next shard's.
+    fn write_shard(
+        &self,
+        dir: &Path,
+        j: u32,
+        at: &mut [usize; 4],
+        s: &dyn Fn(u32) -> String,
+    ) -> Result<ShardFiles, PartialError> {
+        let [li, fi, vi, pi] = at;
+        let lines = write_table(
+            dir,
+            j,
+            &self.lines,
+            li,
+            |e| e.0 .0,
+            |e| {
+                let (p, v, m, (hits, rows)) = e.1;
+                LineRow {
+                    path: s(p),
+                    version: s(v),
+                    manager: s(m),
+                    line: e.0 .4,
+                    hits,
+                    rows,
+                }
+            },
+        )?;
+        let funcs = write_table(
+            dir,
+            j,
+            &self.funcs,
+            fi,
+            |e| e.0 .0,
+            |e| {
+                let (p, v, f, rows) = e.1;
+                FuncRow {
+                    path: s(p),
+                    version: s(v),
+                    line: e.0 .3,
+                    func_name: s(f),
+                    rows,
+                }
+            },
+        )?;
+        let versions = write_table(
+            dir,
+            j,
+            &self.versions,
+            vi,
+            |e| e.0 .0,
+            |e| {
+                let (p, v, c) = e.1;
+                VersionRow {
+                    path: s(p),
+                    version: s(v),
+                    commit: s(c),
+                }
+            },
+        )?;
+        let paths = write_table(
+            dir,
+            j,
+            &self.paths,
+            pi,
+            |e| e.0 .0,
+            |e| {
+                let (p, (wl, wv, hv)) = e.1;
+                PathRow {
+                    path: s(p),
+                    rows_without_line: wl,
+                    rows_without_version: wv,
+                    hits_without_version: hv,
+                }
+            },
+        )?;
+        Ok(ShardFiles {
+            index: j,
+            lines,
+            funcs,
+            versions,
+            paths,
+        })
     }
 }

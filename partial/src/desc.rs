@@ -143,13 +143,36 @@ impl Description {
         Ok(())
     }
 
-    /// Writes `dir/partial.json` (to a temporary name, then renamed: a partial whose
-    /// description is there is whole).
-    pub(crate) fn write(&self, dir: &Path) -> Result<(), PartialError> {
-        let path = dir.join(DESCRIPTION);
-        let tmp = dir.join(".partial.json.tmp");
+    /// The description's text, as `partial.json` holds it.
+    pub fn to_json(&self) -> Vec<u8> {
         let mut text = serde_json::to_vec_pretty(self).expect("a description serializes");
         text.push(b'\n');
+        text
+    }
+
+    /// Checks the description as a reader does (its dates, shards and counts of
+    /// other namespaces), but not the files it names.
+    pub fn validate(&self) -> Result<(), String> {
+        self.check()?;
+        let c = &self.counts;
+        let sum = [c.rows_bad, c.rows_without_line, c.rows_without_version]
+            .into_iter()
+            .fold(0u64, u64::saturating_add);
+        if sum > c.rows_in {
+            return Err(format!(
+                "rows_in {} is less than rows_bad, rows_without_line and rows_without_version together ({sum})",
+                c.rows_in
+            ));
+        }
+        Ok(())
+    }
+
+    /// Writes `dir/partial.json` (to a temporary name, then renamed: a partial whose
+    /// description is there is whole).
+    pub fn write(&self, dir: &Path) -> Result<(), PartialError> {
+        let path = dir.join(DESCRIPTION);
+        let tmp = dir.join(".partial.json.tmp");
+        let text = self.to_json();
         std::fs::write(&tmp, &text).map_err(|e| PartialError::io(&tmp, e))?;
         std::fs::rename(&tmp, &path).map_err(|e| PartialError::io(&path, e))
     }

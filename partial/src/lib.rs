@@ -23,9 +23,9 @@ mod rollup;
 /// The four tables: their rows and Parquet schemas.
 pub mod table;
 
-pub use build::{Builder, RawRow};
+pub use build::{Builder, RawRow, ShardPartial};
 pub use desc::{Description, FileEntry, PartialCounts, ShardFiles, FORMAT_VERSION};
-pub use rollup::rollup;
+pub use rollup::{add_partial_counts, rollup};
 pub use table::{FuncRow, LineRow, PathRow, Table, VersionRow};
 
 /// What can go wrong writing, reading or rolling up partials. Every error names the

@@ -13,7 +13,10 @@ use std::path::{Path, PathBuf};
 
 use covmerge_proto::shard_hash::shard_of;
 
-use crate::desc::{parse_date, Description, FileEntry, ShardFiles, FORMAT, FORMAT_VERSION};
+use crate::build::ShardPartial;
+use crate::desc::{
+    parse_date, Description, FileEntry, PartialCounts, ShardFiles, FORMAT, FORMAT_VERSION,
+};
 use crate::file::{TableReader, TableWriter};
 use crate::table::{FuncRow, LineRow, PathRow, Table, VersionRow};
 use crate::{check_rows_in, Partial, PartialError};
@@ -221,9 +224,56 @@ fn rollup_into(parts: &[Partial], out: &Path, n: u32) -> Result<Description, Par
     Ok(d)
 }
 
+/// Rolls `runs` up into shard `j` of `n` alone, in `out` (a directory that does not
+/// exist yet, or is empty): its four files, no description. Every row of `runs` must be
+/// of shard `j` (the runs of a builder of that shard), so that their counts are the
+/// shard's.
+pub(crate) fn rollup_shard(
+    runs: &[PathBuf],
+    out: &Path,
+    n: u32,
+    j: u32,
+) -> Result<ShardPartial, PartialError> {
+    let parts: Vec<Partial> = runs
+        .iter()
+        .map(|p| Partial::open(p))
+        .collect::<Result<_, _>>()?;
+    prepare_out(out)?;
+    rollup_shard_into(&parts, out, n, j).inspect_err(|_| clear_out(out))
+}
+
+fn rollup_shard_into(
+    parts: &[Partial],
+    out: &Path,
+    n: u32,
+    j: u32,
+) -> Result<ShardPartial, PartialError> {
+    let mut rows_of = vec![0u64; parts.len()];
+    let files = ShardFiles {
+        index: j,
+        lines: merge_table::<LineRow>(parts, |s| &s.lines, j, n, out, &mut rows_of)?,
+        funcs: merge_table::<FuncRow>(parts, |s| &s.funcs, j, n, out, &mut rows_of)?,
+        versions: merge_table::<VersionRow>(parts, |s| &s.versions, j, n, out, &mut rows_of)?,
+        paths: merge_table::<PathRow>(parts, |s| &s.paths, j, n, out, &mut rows_of)?,
+    };
+    let mut counts = PartialCounts::default();
+    for (p, rows) in parts.iter().zip(rows_of) {
+        let pd = p.description();
+        // Every row of a run is of shard `j`: a row of another would be missed here.
+        check_rows_in(p.dir(), pd, rows.saturating_add(pd.counts.rows_bad))?;
+        add_partial_counts(&mut counts, &pd.counts);
+    }
+    Ok(ShardPartial { files, counts })
+}
+
 /// Adds `o`'s counts into `d`'s (saturating, as the manifest's).
 pub(crate) fn add_counts(d: &mut Description, o: &Description) {
-    let (c, oc) = (&mut d.counts, &o.counts);
+    add_partial_counts(&mut d.counts, &o.counts);
+    d.other_namespaces.add(&o.other_namespaces);
+}
+
+/// Adds the counts `oc` into `c` (saturating, as the manifest's).
+pub fn add_partial_counts(c: &mut PartialCounts, oc: &PartialCounts) {
     let f = |a: &mut u64, b: u64| *a = a.saturating_add(b);
     f(&mut c.rows_in, oc.rows_in);
     f(&mut c.rows_bad, oc.rows_bad);
@@ -232,7 +282,6 @@ pub(crate) fn add_counts(d: &mut Description, o: &Description) {
     f(&mut c.hits_without_version, oc.hits_without_version);
     f(&mut c.rows_other_namespaces, oc.rows_other_namespaces);
     c.namespace_column |= oc.namespace_column;
-    d.other_namespaces.add(&o.other_namespaces);
 }
 
 /// Removes what a failed write left in `out` (prepared empty, so all of it is the

@@ -50,6 +50,11 @@ pub struct JobSpec {
     /// refuses an input rewritten since under the same name.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub input_ids: Vec<InputIdentity>,
+    /// `--partial-out URL`: the job's rows are also written as a partial (contract
+    /// §10) there, each merge task writing its shard's files (absent: no partial, and
+    /// the spec is what it was).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub partial_out: Option<String>,
 }
 
 /// What an input was when its job was planned: its size and what its store says of
@@ -204,6 +209,9 @@ impl JobSpec {
             name("namespace", ns, false)?;
         }
         name("header.date_to", &self.header.date_to, false)?;
+        if let Some(p) = &self.partial_out {
+            name("partial_out", p, false)?;
+        }
         self.input.validate(self.inputs.len(), name)?;
         crate::group::check_groups(&self.groups)?;
         if !self.input_ids.is_empty() && self.input_ids.len() != self.inputs.len() {
@@ -289,6 +297,7 @@ impl JobSpec {
             cmp!("go inputs (--go-manager, --go-commit)", input.each);
         }
         cmp!("groups (--group)", groups);
+        cmp!("partial_out (--partial-out)", partial_out);
         None
     }
 }
@@ -331,6 +340,7 @@ mod tests {
             splits: Vec::new(),
             groups: Vec::new(),
             input_ids: Vec::new(),
+            partial_out: None,
         }
     }
 

@@ -8,6 +8,7 @@
 //! jobs/<job>/parts/<shard>.jsonl.gz                    a merged part
 //! jobs/<job>/parts/<shard>.done                        MergeOutcome (the shard's commit point)
 //! jobs/<job>/attempts/<task>/<nonce>                   one empty object per execution started
+//! jobs/<job>/partial/<table>-<shard>.parquet           a shard's file of the job's partial (--partial-out)
 //! jobs/<job>/result.jsonl.gz                           the assembled result (fleet mode)
 //! jobs/<job>/manifest.json                             the manifest, written last
 //! ```
@@ -52,6 +53,12 @@ pub fn split_done(job: &JobId, split: SplitId) -> String {
 /// The prefix of every split marker.
 pub fn splits(job: &JobId) -> String {
     format!("jobs/{job}/splits/")
+}
+
+/// A shard's file `name` of the job's partial (`--partial-out`), written by its merge
+/// task and copied to the partial's URL when the job publishes.
+pub fn partial_file(job: &JobId, name: &str) -> String {
+    format!("jobs/{job}/partial/{name}")
 }
 
 /// The prefix of every part and part marker.

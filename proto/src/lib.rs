@@ -29,6 +29,7 @@ pub mod manifest;
 pub mod memory;
 /// syzkaller's `coveragedb` JSON lines (contract §4), written without intermediate trees.
 pub mod output;
+mod partial_shard;
 /// The one rule for a file path: canonical, relative, one name per file.
 pub mod path;
 /// Credentials removed from any URL before it reaches a log or an error.

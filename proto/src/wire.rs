@@ -96,6 +96,8 @@ pub fn decode<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, WireError> {
     Ok(env.body)
 }
 
+pub use crate::partial_shard::{PartialFile, PartialShardOutcome};
+
 /// Work for a worker.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Task {
@@ -351,6 +353,10 @@ pub struct MergeOutcome {
     /// The worker that merged (host, pid and a random part), for errors.
     #[serde(default)]
     pub worker: String,
+    /// With the job's `partial_out`: the shard's partial files, written under
+    /// [`crate::layout::partial_file`], and what their rows count.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub partial: Option<PartialShardOutcome>,
 }
 
 /// Worker → coordinator.

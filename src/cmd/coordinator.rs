@@ -25,6 +25,9 @@ pub(crate) async fn run(c: CoordinatorArgs) -> Result<()> {
         c.out.as_deref(),
         c.job.manifest.as_deref(),
     )?;
+    if let Some(p) = &c.job.partial_out {
+        covmerge_coordinator::preflight_partial_out(p).await?;
+    }
     let job = start.job().clone();
     crate::outln!("job {job}");
     let health = c.fleet.listen.start().await?;

@@ -15,6 +15,9 @@ pub(crate) async fn run(m: MergeArgs) -> Result<()> {
     let spec = plan_job(&m.job.request(None)?).await?;
     check_base(&spec.source, &spec.base_commit, true).await?;
     preflight_outputs(&spec.inputs, m.out.as_deref(), m.job.manifest.as_deref())?;
+    if let Some(p) = &spec.partial_out {
+        covmerge_coordinator::preflight_partial_out(p).await?;
+    }
     let embedded = Embedded::new(&m, &spec)?;
     let to_stderr = embedded.summary_to_stderr;
     let outcome = tokio::select! {

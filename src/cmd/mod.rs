@@ -13,6 +13,7 @@ pub(crate) mod gen;
 pub(crate) mod merge;
 pub(crate) mod notify;
 pub(crate) mod report;
+pub(crate) mod rollup;
 pub(crate) mod sources;
 pub(crate) mod status;
 pub(crate) mod worker;
@@ -26,6 +27,7 @@ pub(crate) async fn run(cli: Cli) -> Result<()> {
         Command::Notify(n) => notify::run(n).await,
         Command::Report(r) => report::report(r).await,
         Command::Diff(d) => report::diff(d).await,
+        Command::Rollup(r) => rollup::run(r).await,
         Command::Status(st) => status::run(st).await,
         Command::Gen(g) => gen::run(g),
         Command::Sources(s) => sources::run(s).await,

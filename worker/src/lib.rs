@@ -9,6 +9,8 @@
 pub use covmerge_input as input;
 /// Reduce phase: aggregate, project through line diffs, sum, encode a part.
 mod merge;
+/// A merge task's share of the job's partial (`--partial-out`, contract §10).
+mod partial;
 /// Running tasks: the task executor and the worker loop over a queue.
 pub mod run;
 /// File versions (the `covmerge-source` crate): `dir:`, `git:` and `store:`

@@ -318,6 +318,7 @@ fn spec() -> JobSpec {
         groups: groups(),
         namespace: None,
         input_ids: Vec::new(),
+        partial_out: None,
     }
 }
 

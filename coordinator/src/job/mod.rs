@@ -5,6 +5,7 @@
 
 mod begin;
 mod error;
+mod partial;
 mod publish;
 mod tasks;
 #[cfg(test)]
@@ -20,6 +21,7 @@ use covmerge_storage::Store;
 use tracing::instrument;
 
 pub use error::JobError;
+pub use partial::{partial_store, preflight_partial_out, publish_local_partial};
 
 use crate::finish;
 use crate::lease::Lease;
@@ -268,5 +270,10 @@ async fn drive(
         }
         return Err(e);
     }
-    publish(&spec, manifest, parts, opts, queue.as_ref(), &store, lease).await
+    let partial = spec
+        .partial_out
+        .as_ref()
+        .map(|_| partial::describe(&spec, &manifest, namespaces.column, &parts));
+    let merged = publish::Merged { parts, partial };
+    publish(&spec, manifest, merged, opts, queue.as_ref(), &store, lease).await
 }

@@ -166,12 +166,22 @@ pub(super) fn sources_differ(
     Some(groups.join("; "))
 }
 
-/// Publishes a complete job: the result, then the manifest naming it, then the
-/// cleanup, then the dashboard. Each step that writes first checks the lease.
+/// What the merges made: the parts, and with `--partial-out` the partial's
+/// description (or why it is refused).
+pub(super) struct Merged {
+    /// The parts, in shard order.
+    pub(super) parts: Vec<MergeOutcome>,
+    /// The partial's description ([`super::partial::describe`]).
+    pub(super) partial: Option<Result<covmerge_partial::Description, crate::gate::Refused>>,
+}
+
+/// Publishes a complete job: the result, then the partial (`--partial-out`), then the
+/// manifest naming the result, then the cleanup, then the dashboard. Each step that
+/// writes first checks the lease.
 pub(super) async fn publish(
     spec: &JobSpec,
     mut manifest: Manifest,
-    parts: Vec<MergeOutcome>,
+    merged: Merged,
     opts: &JobOptions,
     queue: &dyn Queue,
     store: &Store,
@@ -183,20 +193,28 @@ pub(super) async fn publish(
         opts.dashboard.is_some(),
     )?;
     covmerge_fault::pause_async("assemble").await;
+    let Merged { parts, partial } = merged;
     let out = Assembly::new(spec, &manifest, parts, store, opts);
-    if let Err(refused) = out.gate(spec, &manifest).await {
-        manifest.status = JobStatus::Failed;
-        manifest.failed = vec![FailedTask {
-            task: "publish gate".into(),
-            error: refused.to_string(),
-        }];
-        still_held(lease).await?;
-        finish::write_manifest(&manifest, opts, store, &spec.job).await?;
-        return Err(JobError::Gate {
-            job: spec.job.to_string(),
-            refused: Box::new(refused),
-        });
-    }
+    let checked = match out.gate(spec, &manifest).await {
+        Ok(()) => partial.transpose(),
+        Err(refused) => Err(refused),
+    };
+    let partial = match checked {
+        Ok(p) => p,
+        Err(refused) => {
+            manifest.status = JobStatus::Failed;
+            manifest.failed = vec![FailedTask {
+                task: "publish gate".into(),
+                error: refused.to_string(),
+            }];
+            still_held(lease).await?;
+            finish::write_manifest(&manifest, opts, store, &spec.job).await?;
+            return Err(JobError::Gate {
+                job: spec.job.to_string(),
+                refused: Box::new(refused),
+            });
+        }
+    };
     if let Some(why) = crate::gate::why_empty(&manifest) {
         warn!("{why}");
     }
@@ -204,6 +222,10 @@ pub(super) async fn publish(
     still_held(lease).await?;
     let result = out.write_result(&dest).await?;
     manifest.result = result.clone();
+    if let (Some(d), Some(url)) = (&partial, &spec.partial_out) {
+        still_held(lease).await?;
+        super::partial::write_partial(spec, d, store, url).await?;
+    }
     still_held(lease).await?;
     out.write_manifest(&manifest)
         .await

@@ -70,6 +70,7 @@ fn merge_tasks_are_published_largest_shard_first() {
         splits: Vec::new(),
         groups: Vec::new(),
         input_ids: Vec::new(),
+        partial_out: None,
     };
     let chunk = |len| ChunkRef {
         key: "jobs/j1/spill/00000/n/00000.cms".into(),

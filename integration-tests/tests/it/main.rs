@@ -39,6 +39,8 @@ mod observability;
 mod output_format;
 /// Partials as a merge input: the merge of the raw rows they sum.
 mod partial_input;
+/// `merge --partial-out` and `rollup`: partials of raw rows, roll-ups, refusals.
+mod partial_out;
 /// Results independent of shards and workers; agreement with the test crate's oracle.
 mod property;
 /// `covmerge report` and `covmerge diff`, checked in headless Chromium.

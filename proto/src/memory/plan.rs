@@ -156,6 +156,11 @@ pub struct TaskShare {
     /// A merge: its own tables (strings, each file's tag or accumulator); past it
     /// the shard is merged in passes over ranges of its paths.
     pub tables: usize,
+    /// A merge with `--partial-out`, after the merge: the shard's partial builder's
+    /// sums (past it they spill in sorted runs) and the versions it found (an eighth
+    /// of it beside). Half the tables' share, which the merge no longer holds: a run
+    /// written doubles it.
+    pub partial: usize,
 }
 
 impl TaskShare {
@@ -172,6 +177,7 @@ impl TaskShare {
             held_bases,
             held_maps,
             tables: bytes.saturating_sub(prefetch + held_bases + held_maps),
+            partial: bytes.saturating_sub(prefetch + held_bases + held_maps) / 2,
         }
     }
 }

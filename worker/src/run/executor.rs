@@ -10,7 +10,8 @@ use bytes::Bytes;
 use covmerge_proto::input::InputSpec;
 use covmerge_proto::memory::{MemoryPool, MemoryReservation};
 use covmerge_proto::wire::{
-    self, Failure, MergeOutcome, MergeTask, ReportStatus, SplitOutcome, SplitTask, Task,
+    self, Failure, MergeOutcome, MergeTask, PartialShardOutcome, ReportStatus, SplitOutcome,
+    SplitTask, Task,
 };
 use covmerge_proto::{JobId, JobSpec};
 use covmerge_storage::Store;
@@ -121,12 +122,12 @@ pub use covmerge_telemetry::Progress;
 
 /// Runs tasks against a store. One per worker process, shared by its task loops.
 pub struct Executor {
-    store: Store,
+    pub(super) store: Store,
     pub(super) cfg: WorkerConfig,
     sources: Mutex<SourceCache>,
     /// Specs of the jobs seen lately, to check tasks against.
     specs: Mutex<HashMap<JobId, Arc<JobSpec>>>,
-    cache: ProjectionCache,
+    pub(super) cache: ProjectionCache,
     /// The accountant of `--memory-budget`: the process-wide shares are reserved when
     /// the executor is made, each task's when it starts.
     pool: Arc<MemoryPool>,
@@ -593,21 +594,35 @@ impl Executor {
                 t.shard
             )));
         }
+        // `--partial-out`: the shard's partial too, with the job's shard count.
+        let spec = self.job_spec(&t.job, false).await?;
+        let partial_of = spec.partial_out.as_ref().map(|_| spec.shards);
         let this = self.clone();
         let t2 = t.clone();
         let rt = tokio::runtime::Handle::current();
         let name = format!("merge {}", t.shard);
         let share = reserve_task(&self.pool, name.clone(), self.cfg.shares.per_loop);
-        let part = run_on_thread(&name, move |cancel| {
+        let (part, partial) = run_on_thread(&name, move |cancel| -> Result<_, TaskError> {
             // Within what the task got: less than its share means fewer chunks fetched
             // ahead and more base texts and line maps read again.
-            let part = this.merge_blocking(&t2, source, TaskShare::of(share.size()), &rt, &cancel);
+            let use_of = TaskShare::of(share.size());
+            let part = this.merge_blocking(&t2, source.clone(), use_of, &rt, &cancel)?;
+            let partial = match partial_of {
+                Some(shards) => {
+                    Some(this.partial_blocking(&t2, shards, source, use_of, &rt, &cancel)?)
+                }
+                None => None,
+            };
             drop(share);
-            part
+            Ok((part, partial))
         })
         .await
         .map_err(Failure::transient)??;
-        self.publish_part(t, part, source_id).await
+        let partial = match partial {
+            Some(p) => Some(self.publish_partial(t, p).await?),
+            None => None,
+        };
+        self.publish_part(t, part, source_id, partial).await
     }
 
     /// The base's id as this worker's source holds it (computed once per job). A base
@@ -687,12 +702,14 @@ impl Executor {
         )
     }
 
-    /// Stores a merged part and its `.done` marker.
+    /// Stores a merged part and its `.done` marker (naming the shard's partial files,
+    /// stored before).
     async fn publish_part(
         &self,
         t: &MergeTask,
         mut part: crate::merge::MergedPart,
         source_id: String,
+        partial: Option<PartialShardOutcome>,
     ) -> Result<MergeOutcome, TaskError> {
         let key = keys::part(&t.job, t.shard);
         let len = part.gz.len();
@@ -705,6 +722,7 @@ impl Executor {
             base_lines: std::mem::take(&mut part.base_lines),
             source_id,
             worker: self.cfg.worker_id.clone(),
+            partial,
         };
         match part.gz {
             PartBytes::Memory(v) => self.store.put(&key, Bytes::from(v)).await,

@@ -18,6 +18,7 @@
 //! - [`config`]: a worker process's configuration, made once per mode.
 //! - [`executor`]: admitting a task, running a split or a merge, writing its outputs.
 //! - [`failure`]: every error of a task classified once into a typed `Failure`.
+//! - `partial_task`: a merge's share of the job's partial (`--partial-out`), stored.
 //! - [`cancel`]: how a handed-back task's thread stops reading and waiting.
 //! - [`serve`]: the loop over deliveries: report, acknowledge, retry with backoff.
 
@@ -26,6 +27,7 @@ mod cancel;
 pub mod config;
 pub mod executor;
 pub mod failure;
+mod partial_task;
 mod prefetch;
 pub mod serve;
 mod spill_writer;

@@ -12,6 +12,7 @@ mod forged;
 mod groups;
 mod kills;
 mod outages;
+mod partial;
 mod sources;
 
 pub(crate) const LONG: Duration = Duration::from_secs(180);

@@ -1,0 +1,283 @@
+//! `--partial-out`: the job's partial (contract §10), made of its merge tasks' shard
+//! files. Its description is made from the merges' outcomes and the splits' counts and
+//! checked before anything is published ([`describe`]); after the result, the shard
+//! files are copied to the partial's URL, each read back against its size and SHA-256
+//! on the way, and `partial.json` is written last ([`write_partial`]): a URL without
+//! it holds no partial, and a re-run overwrites one.
+
+use covmerge_partial::desc::FORMAT;
+use covmerge_partial::{Description, FileEntry, PartialCounts, ShardFiles, FORMAT_VERSION};
+use covmerge_proto::date::Date;
+use covmerge_proto::layout as keys;
+use covmerge_proto::wire::{MergeOutcome, PartialFile};
+use covmerge_proto::{JobSpec, Manifest};
+use covmerge_storage::{redact_url, Store};
+use futures::StreamExt;
+use sha2::{Digest, Sha256};
+use tracing::info;
+
+use super::JobError;
+use crate::gate::{Invariant, Refused};
+
+/// The description's file name.
+const DESCRIPTION: &str = "partial.json";
+
+fn refuse(place: impl Into<String>, detail: impl Into<String>) -> Refused {
+    Refused {
+        invariant: Invariant::Partial,
+        place: place.into(),
+        detail: detail.into(),
+    }
+}
+
+/// The job's period: `--date-to` and the `--duration` days before it (one day at
+/// least).
+fn period(spec: &JobSpec) -> Result<(Date, Date), Refused> {
+    let to: Date = spec
+        .header
+        .date_to
+        .parse()
+        .map_err(|e| refuse("the job", format!("date_to {:?}: {e}", spec.header.date_to)))?;
+    let days = spec.header.duration.max(1) - 1;
+    let (y, m, d) = covmerge_proto::date::civil_from_days(to.days() - days);
+    let from = format!("{y:04}-{m:02}-{d:02}").parse().map_err(|e| {
+        refuse(
+            "the job",
+            format!("--duration {}: {e}", spec.header.duration),
+        )
+    })?;
+    Ok((from, to))
+}
+
+fn entry(f: &PartialFile) -> FileEntry {
+    FileEntry {
+        name: f.name.clone(),
+        rows: f.rows,
+        bytes: f.bytes,
+        sha256: f.sha256.clone(),
+    }
+}
+
+/// The description of the job's partial from its merges' outcomes (`parts`, in shard
+/// order), refused unless every shard wrote its files and the counts add up: each
+/// shard's rows are those its merge counted, and `rows_in` is the job's (the rows read,
+/// outside `--file-path-prefix` included) = `rows_bad` + the shards' rows.
+pub(super) fn describe(
+    spec: &JobSpec,
+    manifest: &Manifest,
+    namespace_column: bool,
+    parts: &[MergeOutcome],
+) -> Result<Description, Refused> {
+    let (from, to) = period(spec)?;
+    let t = &manifest.totals;
+    let mut counts = PartialCounts {
+        rows_in: t.rows_in.saturating_add(t.rows_outside_prefix),
+        rows_bad: t.rows_bad,
+        rows_other_namespaces: t.rows_other_namespaces,
+        namespace_column,
+        ..Default::default()
+    };
+    if parts.len() != spec.shards as usize {
+        return Err(refuse(
+            "the partial",
+            format!("{} of {} shards merged", parts.len(), spec.shards),
+        ));
+    }
+    let mut shards = Vec::with_capacity(parts.len());
+    let mut rows = counts.rows_bad;
+    for (j, o) in parts.iter().enumerate() {
+        let place = format!("shard {j}");
+        let p = o
+            .partial
+            .as_ref()
+            .ok_or_else(|| refuse(&place, "its merge wrote no partial files"))?;
+        let names = ["lines", "funcs", "versions", "paths"].map(|t| format!("{t}-{j:05}.parquet"));
+        if p.files.len() != 4 || p.files.iter().zip(&names).any(|(f, n)| f.name != *n) {
+            return Err(refuse(
+                &place,
+                format!("its partial files are not {}", names.join(", ")),
+            ));
+        }
+        let c = &o.counts;
+        let merged = [
+            c.rows_merged,
+            c.rows_lost,
+            c.rows_deleted,
+            c.rows_without_line,
+            c.rows_outside_prefix,
+        ]
+        .into_iter()
+        .fold(0u64, u64::saturating_add);
+        if merged != p.rows_in
+            || p.rows_without_line.saturating_add(p.rows_without_version) > p.rows_in
+        {
+            return Err(refuse(
+                &place,
+                format!(
+                    "its partial holds {} rows ({} without line, {} without version), its merge counted {merged}",
+                    p.rows_in, p.rows_without_line, p.rows_without_version
+                ),
+            ));
+        }
+        rows = rows.saturating_add(p.rows_in);
+        let add = |a: &mut u64, b: u64| *a = a.saturating_add(b);
+        add(&mut counts.rows_without_line, p.rows_without_line);
+        add(&mut counts.rows_without_version, p.rows_without_version);
+        add(&mut counts.hits_without_version, p.hits_without_version);
+        shards.push(ShardFiles {
+            index: j as u32,
+            lines: entry(&p.files[0]),
+            funcs: entry(&p.files[1]),
+            versions: entry(&p.files[2]),
+            paths: entry(&p.files[3]),
+        });
+    }
+    if rows != counts.rows_in {
+        return Err(refuse(
+            "the partial",
+            format!(
+                "rows_in {} (the rows the splits read) but rows_bad and the shards' rows make {rows}",
+                counts.rows_in
+            ),
+        ));
+    }
+    let d = Description {
+        format: FORMAT.to_owned(),
+        format_version: FORMAT_VERSION,
+        namespace: spec.namespace.clone().unwrap_or_default(),
+        date_from: from.to_string(),
+        date_to: to.to_string(),
+        counts,
+        other_namespaces: manifest.other_namespaces.clone(),
+        shard_count: spec.shards,
+        shards,
+    };
+    d.validate()
+        .map_err(|e| refuse("the partial's description", e))?;
+    Ok(d)
+}
+
+/// The store of a `--partial-out` URL (a local directory is a `file://` one).
+pub fn partial_store(url: &str) -> Result<Store, JobError> {
+    let url = if covmerge_storage::is_store_url(url) {
+        url.to_owned()
+    } else {
+        let abs = std::path::absolute(url)
+            .map_err(|e| JobError::Preflight(format!("--partial-out {url}: {e}")))?;
+        format!("file://{}", abs.display())
+    };
+    Ok(Store::open(&url)?)
+}
+
+/// Before any work: `--partial-out` is empty, absent, or holds a partial (replaced);
+/// anything else there is refused, naming it.
+pub async fn preflight_partial_out(url: &str) -> Result<(), JobError> {
+    let dest = partial_store(url)?;
+    check_dest(&dest, url).await.map(|_| ())
+}
+
+/// The names `dest` holds, refused unless it holds nothing or a partial.
+async fn check_dest(dest: &Store, url: &str) -> Result<Vec<String>, JobError> {
+    let held = dest.list("").await?;
+    if !held.is_empty() && !held.iter().any(|k| k == DESCRIPTION) {
+        return Err(JobError::Preflight(format!(
+            "--partial-out {}: holds {} object(s) ({}) and no {DESCRIPTION}: not a partial; give an empty or new location",
+            redact_url(url),
+            held.len(),
+            held.iter().take(3).cloned().collect::<Vec<_>>().join(", ")
+        )));
+    }
+    Ok(held)
+}
+
+/// Copies the shard files of the job's partial `d` to `url`, each checked against its
+/// size and SHA-256 as it is read, then writes `partial.json`. A partial that was
+/// there is replaced: its description goes first, its files not overwritten last.
+pub(super) async fn write_partial(
+    spec: &JobSpec,
+    d: &Description,
+    store: &Store,
+    url: &str,
+) -> Result<(), JobError> {
+    copy_partial(d, store, &|name| keys::partial_file(&spec.job, name), url).await
+}
+
+/// Publishes the partial `d` written in the local directory `dir` (a roll-up's) to
+/// `url` as [`write_partial`] does.
+pub async fn publish_local_partial(
+    dir: &std::path::Path,
+    d: &Description,
+    url: &str,
+) -> Result<(), JobError> {
+    let src = Store::open(&format!("file://{}", dir.display()))?;
+    copy_partial(d, &src, &|name| name.to_owned(), url).await
+}
+
+/// Copies the files of `d` from `src` (`key_of` a file's name: its key there) to
+/// `url`, then its description.
+async fn copy_partial(
+    d: &Description,
+    src: &Store,
+    key_of: &(dyn Fn(&str) -> String + Sync),
+    url: &str,
+) -> Result<(), JobError> {
+    let store = src;
+    let dest = partial_store(url)?;
+    let held = check_dest(&dest, url).await?;
+    if !held.is_empty() {
+        dest.delete(DESCRIPTION).await?;
+    }
+    for s in &d.shards {
+        for e in [&s.lines, &s.funcs, &s.versions, &s.paths] {
+            let key = key_of(&e.name);
+            verify(store, &key, e).await?;
+            dest.copy_from(&e.name, store, &key).await?;
+        }
+    }
+    dest.put(DESCRIPTION, d.to_json().into()).await?;
+    let written: std::collections::HashSet<&str> = d
+        .shards
+        .iter()
+        .flat_map(|s| [&s.lines, &s.funcs, &s.versions, &s.paths])
+        .map(|e| e.name.as_str())
+        .chain([DESCRIPTION])
+        .collect();
+    let stale: Vec<String> = held
+        .into_iter()
+        .filter(|k| !written.contains(k.as_str()))
+        .collect();
+    dest.delete_all(&stale).await?;
+    info!(partial = %redact_url(url), shards = d.shard_count, rows = d.counts.rows_in, "partial written");
+    Ok(())
+}
+
+/// Reads `key` of `store` through, refusing it unless its size and SHA-256 are `e`'s.
+async fn verify(store: &Store, key: &str, e: &FileEntry) -> Result<(), JobError> {
+    let (size, mut stream) = store.get_stream_sized(key).await?;
+    let mut sha = Sha256::new();
+    let mut n = 0u64;
+    while let Some(b) = stream.next().await {
+        let b = b?;
+        n += b.len() as u64;
+        sha.update(&b);
+    }
+    let got = hex::encode(sha.finalize());
+    if size != e.bytes || n != e.bytes || got != e.sha256 {
+        return Err(JobError::Gate {
+            job: spec_job(key),
+            refused: Box::new(refuse(
+                key.to_owned(),
+                format!(
+                    "{n} bytes with SHA-256 {got}, its merge wrote {} bytes with SHA-256 {}",
+                    e.bytes, e.sha256
+                ),
+            )),
+        });
+    }
+    Ok(())
+}
+
+/// The job of a key under `jobs/<job>/`.
+fn spec_job(key: &str) -> String {
+    key.split('/').nth(1).unwrap_or_default().to_owned()
+}

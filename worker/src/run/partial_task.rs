@@ -1,0 +1,124 @@
+//! A merge task's share of the job's partial (`--partial-out`): after the shard's
+//! merge, its chunks read once more into the shard's four partial files
+//! (`crate::partial`), then stored under the job's prefix before the task's marker.
+
+use std::sync::Arc;
+
+use bytes::Bytes;
+use covmerge_partial::ShardPartial;
+use covmerge_proto::memory::TaskShare;
+use covmerge_proto::wire::{Failure, MergeTask, PartialFile, PartialShardOutcome};
+use covmerge_telemetry::metrics;
+use tracing::info;
+
+use super::cancel::CancelSource;
+use super::executor::Executor;
+use super::failure::{store_failure, TaskError};
+use super::keys;
+use super::prefetch::Prefetch;
+use crate::partial::{partial_shard, PartialShardSpec};
+use crate::source::Source;
+use crate::thread::Cancel;
+
+/// A shard's partial files, written in a temporary directory (removed when dropped).
+pub(super) struct WrittenPartial {
+    dir: tempfile::TempDir,
+    shard: ShardPartial,
+}
+
+impl Executor {
+    /// Writes the partial of the task's shard (of `shards`) from its chunks, within
+    /// `use_of.partial` (runs spill to `$TMPDIR` past it).
+    pub(super) fn partial_blocking(
+        &self,
+        t: &MergeTask,
+        shards: u32,
+        source: Arc<dyn Source>,
+        use_of: TaskShare,
+        rt: &tokio::runtime::Handle,
+        cancel: &Cancel,
+    ) -> Result<WrittenPartial, TaskError> {
+        let t0 = std::time::Instant::now();
+        let chunks = Prefetch::start(
+            rt,
+            self.store.clone(),
+            t.chunks.clone(),
+            use_of.prefetch,
+            cancel.clone(),
+        );
+        let source = CancelSource {
+            inner: source,
+            cancel: cancel.clone(),
+        };
+        let scratch = std::env::temp_dir();
+        let dir = tempfile::Builder::new()
+            .prefix("covmerge-partial-shard-")
+            .tempdir_in(&scratch)
+            .map_err(|e| {
+                Failure::transient(format!(
+                    "a temporary directory for the shard's partial in {}: {e}",
+                    scratch.display()
+                ))
+            })?;
+        let spec = PartialShardSpec {
+            shard: t.shard.0,
+            shards,
+            limit: use_of.partial.max(1 << 20),
+            scratch: &scratch,
+            out: &dir.path().join("files"),
+        };
+        let shard = partial_shard(chunks, &source, &spec)?;
+        info!(
+            lines = shard.files.lines.rows,
+            paths = shard.files.paths.rows,
+            ms = t0.elapsed().as_millis() as u64,
+            "shard's partial written"
+        );
+        Ok(WrittenPartial { dir, shard })
+    }
+
+    /// Stores the shard's partial files under the job's prefix; returns what the
+    /// marker says of them.
+    pub(super) async fn publish_partial(
+        &self,
+        t: &MergeTask,
+        p: WrittenPartial,
+    ) -> Result<PartialShardOutcome, TaskError> {
+        let s = &p.shard;
+        let f = &s.files;
+        let mut files = Vec::with_capacity(4);
+        for e in [&f.lines, &f.funcs, &f.versions, &f.paths] {
+            let path = p.dir.path().join("files").join(&e.name);
+            let file = std::fs::File::open(&path)
+                .map_err(|err| Failure::transient(format!("{}: {err}", path.display())))?;
+            let key = keys::partial_file(&t.job, &e.name);
+            if e.bytes <= 8 << 20 {
+                let bytes = std::fs::read(&path)
+                    .map_err(|err| Failure::transient(format!("{}: {err}", path.display())))?;
+                self.store.put(&key, Bytes::from(bytes)).await
+            } else {
+                self.store.put_file(&key, &file, e.bytes).await
+            }
+            .map_err(store_failure)?;
+            metrics().bytes_written("partial", e.bytes);
+            if files.is_empty() {
+                // A worker killed here leaves a shard's partial half stored.
+                covmerge_fault::pause_async("partial").await;
+            }
+            files.push(PartialFile {
+                name: e.name.clone(),
+                rows: e.rows,
+                bytes: e.bytes,
+                sha256: e.sha256.clone(),
+            });
+        }
+        let c = &s.counts;
+        Ok(PartialShardOutcome {
+            files,
+            rows_in: c.rows_in,
+            rows_without_line: c.rows_without_line,
+            rows_without_version: c.rows_without_version,
+            hits_without_version: c.hits_without_version,
+        })
+    }
+}
