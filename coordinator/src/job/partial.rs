@@ -176,13 +176,23 @@ pub async fn preflight_partial_out(url: &str) -> Result<(), JobError> {
     check_dest(&dest, url).await.map(|_| ())
 }
 
+/// `url` as logs and errors show it: a store URL without its credentials, a local
+/// path as it is (the URL redactor cannot parse a path).
+fn shown(url: &str) -> String {
+    if covmerge_storage::is_store_url(url) {
+        redact_url(url)
+    } else {
+        url.to_string()
+    }
+}
+
 /// The names `dest` holds, refused unless it holds nothing or a partial.
 async fn check_dest(dest: &Store, url: &str) -> Result<Vec<String>, JobError> {
     let held = dest.list("").await?;
     if !held.is_empty() && !held.iter().any(|k| k == DESCRIPTION) {
         return Err(JobError::Preflight(format!(
             "--partial-out {}: holds {} object(s) ({}) and no {DESCRIPTION}: not a partial; give an empty or new location",
-            redact_url(url),
+            shown(url),
             held.len(),
             held.iter().take(3).cloned().collect::<Vec<_>>().join(", ")
         )));
@@ -247,7 +257,7 @@ async fn copy_partial(
         .filter(|k| !written.contains(k.as_str()))
         .collect();
     dest.delete_all(&stale).await?;
-    info!(partial = %redact_url(url), shards = d.shard_count, rows = d.counts.rows_in, "partial written");
+    info!(partial = %shown(url), shards = d.shard_count, rows = d.counts.rows_in, "partial written");
     Ok(())
 }
 

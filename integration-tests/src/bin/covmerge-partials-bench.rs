@@ -272,6 +272,7 @@ fn merge_cmd(
         .arg(format!("dir:{}", h.sources.display()))
         .args(["--base-repo", BASE_REPO, "--base-commit", base])
         .args(["--date-to", date_to, "--duration", &days.to_string()])
+        .args(["--shards", SHARDS])
         .arg("--out")
         .arg(out)
         .arg("--input")
@@ -280,10 +281,16 @@ fn merge_cmd(
     c
 }
 
+/// The shard count of every merge and partial: a result is the same byte for byte for
+/// the same rows *and shard count* (the parts are concatenated in shard order), and the
+/// default count follows the inputs' size, which partials shrink.
+const SHARDS: &str = "8";
+
 /// `covmerge rollup --input PARTIAL... --partial-out OUT`.
 fn rollup_cmd(bin: &Path, inputs: &[PathBuf], out: &Path) -> Command {
     let mut c = Command::new(bin);
     c.arg("rollup")
+        .args(["--shards", SHARDS])
         .arg("--input")
         .args(inputs)
         .arg("--partial-out")
