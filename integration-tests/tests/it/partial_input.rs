@@ -337,3 +337,88 @@ fn partials_refused_are_named() {
         "{e}"
     );
 }
+
+/// A live file in scope and one of its lines at the base, with its base commit.
+fn live_line(s: &Setup) -> (String, String) {
+    let c = &s.job.corpus;
+    let live = s
+        .rows
+        .iter()
+        .flatten()
+        .map(|r| r.0.clone())
+        .find(|p| p.starts_with(&s.prefix) && blob_id(&c.sources, &c.base_commit, p).is_some())
+        .unwrap();
+    (live, c.base_commit.clone())
+}
+
+/// A partial's summed `rows` near 2^64 (a hand-made or a very long roll-up) added to
+/// raw rows of the same line: the manifest's counts saturate (contract §10), they
+/// never wrap to a small number, nor does the merge crash.
+#[test]
+fn a_partials_rows_near_u64_max_saturate_the_counts_not_wrap() {
+    let s = setup(53);
+    let (live, base) = live_line(&s);
+    let sources = &s.job.corpus.sources;
+    let dir = s.job.path("huge-rows");
+    let scratch = tempfile::tempdir().unwrap();
+    let day = "2024-04-08".parse().unwrap();
+    let mut b = Builder::new("", day, day, 2, 64 << 10, scratch.path()).unwrap();
+    let version = blob_id(sources, &base, &live).unwrap();
+    b.add(&RawRow {
+        path: &live,
+        commit: &base,
+        version: Some(&version),
+        manager: "m-huge",
+        func_name: "",
+        line: 1,
+        hits: 1,
+        rows: u64::MAX - 1,
+    })
+    .unwrap();
+    b.finish(&dir).unwrap();
+    let mut inputs = s.raw_inputs();
+    inputs.push(dir.display().to_string());
+    let (_, counts) = s.merge("huge-rows", &inputs, &[]);
+    let t = &counts["totals"];
+    assert_eq!(t["rows_merged"].as_u64(), Some(u64::MAX), "{t}");
+    // `rows_in` leaves out the rows outside the prefix (contract §10).
+    let outside = t["rows_outside_prefix"].as_u64().unwrap();
+    assert!(outside > 0, "{t}");
+    assert_eq!(t["rows_in"].as_u64(), Some(u64::MAX - outside), "{t}");
+}
+
+/// Hits of a partial that pass Go's `int64` on a line that lands fail the job naming
+/// the file and line, as raw rows' do (contract §6); nothing is published.
+#[test]
+fn a_partials_hits_past_int64_fail_the_job_naming_the_line() {
+    let s = setup(59);
+    let (live, base) = live_line(&s);
+    let sources = &s.job.corpus.sources;
+    let dir = s.job.path("huge-hits");
+    let scratch = tempfile::tempdir().unwrap();
+    let day = "2024-04-08".parse().unwrap();
+    let mut b = Builder::new("", day, day, 1, 64 << 10, scratch.path()).unwrap();
+    let version = blob_id(sources, &base, &live).unwrap();
+    b.add(&RawRow {
+        path: &live,
+        commit: &base,
+        version: Some(&version),
+        manager: "m-huge",
+        func_name: "",
+        line: 1,
+        hits: u64::MAX,
+        rows: 1,
+    })
+    .unwrap();
+    b.finish(&dir).unwrap();
+    let out = s.job.path("huge-hits.jsonl.gz");
+    let inputs = vec![dir.display().to_string()];
+    let mut a = vec!["merge", "--quiet"];
+    a.extend(s.job.job_args_with(&s.job.source, &inputs));
+    a.extend_from_slice(&["--out", out.to_str().unwrap()]);
+    let o = covmerge(&a);
+    let e = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success(), "a line past int64 was merged");
+    assert!(!out.exists(), "a result was published");
+    assert!(e.contains(&live), "{e}");
+}
