@@ -422,3 +422,68 @@ fn a_partials_hits_past_int64_fail_the_job_naming_the_line() {
     assert!(!out.exists(), "a result was published");
     assert!(e.contains(&live), "{e}");
 }
+
+/// Builds a partial of one row of `live` at `base`, on `line`, naming `func`.
+fn one_row(s: &Setup, dir: &Path, (live, base): (&str, &str), line: u32, func: &str) {
+    let raw: Raw = Some((
+        live.into(),
+        base.into(),
+        func.into(),
+        "m-one".into(),
+        line,
+        3,
+    ));
+    build(&[&raw], &s.job.corpus.sources, 1, "", dir);
+}
+
+/// A hand-edited partial whose `funcs` names a function on a line of a version that
+/// has no `lines` row (its file and description otherwise whole): refused naming the
+/// file and the line, not merged into a line of its own (which the publish gate then
+/// refused without naming the input).
+#[test]
+fn a_partials_vote_on_a_line_without_a_lines_row_is_refused_naming_the_file() {
+    let s = setup(61);
+    let (live, base) = live_line(&s);
+    let at = (live.as_str(), base.as_str());
+    let plain = s.job.path("vote-plain");
+    one_row(&s, &plain, at, 1, "");
+    let voted = s.job.path("vote-other-line");
+    one_row(&s, &voted, at, 2, "lonely_vote");
+    // `plain`'s files with `voted`'s funcs (a row on line 2, where `plain` has none).
+    let lied = s.job.path("vote-lied");
+    std::fs::create_dir(&lied).unwrap();
+    for f in std::fs::read_dir(&plain).unwrap() {
+        let f = f.unwrap().path();
+        std::fs::copy(&f, lied.join(f.file_name().unwrap())).unwrap();
+    }
+    std::fs::copy(
+        voted.join("funcs-00000.parquet"),
+        lied.join("funcs-00000.parquet"),
+    )
+    .unwrap();
+    let desc = |d: &Path| -> Value {
+        serde_json::from_slice(&std::fs::read(d.join("partial.json")).unwrap()).unwrap()
+    };
+    let mut d = desc(&plain);
+    d["shards"][0]["funcs"] = desc(&voted)["shards"][0]["funcs"].clone();
+    std::fs::write(lied.join("partial.json"), serde_json::to_vec(&d).unwrap()).unwrap();
+    // The partial it was edited from merges.
+    s.merge("vote-plain", &[plain.display().to_string()], &[]);
+    let out = s.job.path("vote-lied.jsonl.gz");
+    let inputs = vec![lied.display().to_string()];
+    let mut a = vec!["merge", "--quiet"];
+    a.extend(s.job.job_args_with(&s.job.source, &inputs));
+    a.extend_from_slice(&[
+        "--file-path-prefix",
+        &s.prefix,
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    let o = covmerge(&a);
+    let e = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success(), "merged");
+    assert!(!out.exists(), "a result was published");
+    let file = lied.join("funcs-00000.parquet");
+    assert!(e.contains(file.to_str().unwrap()), "{e}");
+    assert!(e.contains("lonely_vote") && e.contains("line 2"), "{e}");
+}
