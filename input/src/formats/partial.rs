@@ -171,8 +171,21 @@ fn read_shard(p: &Partial, shard: u32, sink: &mut RowSink<'_>) -> Result<u64, Pa
         seen.sort_unstable();
         while let Some(r) = func.take_if(|r| r.path == path && r.version == version) {
             paths.check(&r.path, |s| &s.funcs)?;
+            let name = &p.description().shards[shard as usize].funcs.name;
+            if r.func_name.len() > crate::csv_rows::MAX_ROW {
+                // No raw row holds one: a row is at most MAX_ROW bytes (contract §6).
+                return Err(PartialError::Corrupt {
+                    path: p.dir().join(name),
+                    what: format!(
+                        "a function name of {} bytes on line {} of {path:?}, longer than \
+                         the {} byte cap on a row",
+                        r.func_name.len(),
+                        r.line,
+                        crate::csv_rows::MAX_ROW
+                    ),
+                });
+            }
             if seen.binary_search(&r.line).is_err() {
-                let name = &p.description().shards[shard as usize].funcs.name;
                 return Err(PartialError::Corrupt {
                     path: p.dir().join(name),
                     what: format!(

@@ -487,3 +487,28 @@ fn a_partials_vote_on_a_line_without_a_lines_row_is_refused_naming_the_file() {
     assert!(e.contains(file.to_str().unwrap()), "{e}");
     assert!(e.contains("lonely_vote") && e.contains("line 2"), "{e}");
 }
+
+/// A function name longer than a raw row may be (1 MiB, contract §6) in a partial: no
+/// raw rows hold it, and the partial is refused naming its `funcs` file.
+#[test]
+fn a_partials_function_name_past_the_row_cap_is_refused_naming_the_file() {
+    let s = setup(53);
+    let (live, base) = live_line(&s);
+    let dir = s.job.path("big-func");
+    let name = "f".repeat((1 << 20) + 1);
+    one_row(&s, &dir, (&live, &base), 1, &name);
+    let out = s.job.path("big-func.jsonl.gz");
+    let inputs = vec![dir.display().to_string()];
+    let mut a = vec!["merge", "--quiet"];
+    a.extend(s.job.job_args_with(&s.job.source, &inputs));
+    a.extend_from_slice(&["--out", out.to_str().unwrap()]);
+    let o = covmerge(&a);
+    let e = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success(), "merged");
+    assert!(!out.exists(), "a result was published");
+    let file = dir.join("funcs-00000.parquet");
+    assert!(
+        e.contains(file.to_str().unwrap()) && e.contains("1048577 bytes"),
+        "{e}"
+    );
+}
