@@ -43,9 +43,10 @@ pub(crate) struct Tally {
     pub(crate) running: u64,
     pub(crate) done: u64,
     pub(crate) failed: u64,
-    /// Settled splits, and the rows they read.
+    /// Settled splits, and the rows they read (wider than a count: an input's
+    /// `rows_in` saturates at 2^64 − 1, and this sum must take it off again exactly).
     splits_done: u64,
-    rows_read: u64,
+    rows_read: u128,
 }
 
 impl Tally {
@@ -66,9 +67,9 @@ impl Tally {
                 if let Output::Split(o) = output {
                     n(&mut self.splits_done);
                     if add {
-                        self.rows_read += o.counts.rows_in;
+                        self.rows_read += u128::from(o.counts.rows_in);
                     } else {
-                        self.rows_read -= o.counts.rows_in;
+                        self.rows_read -= u128::from(o.counts.rows_in);
                     }
                 }
             }
@@ -209,7 +210,8 @@ impl Tracker<'_> {
         );
         // Rows read by the settled splits (none in the merge phase: no splits here).
         if t.splits_done > 0 {
-            self.progress.settled_rows_read(t.rows_read);
+            self.progress
+                .settled_rows_read(u64::try_from(t.rows_read).unwrap_or(u64::MAX));
         }
     }
 
@@ -558,7 +560,7 @@ mod tests {
             assert_eq!(tr.tally, Tally::of(tr.states.values()), "n = {n}");
             assert_eq!(tr.tally.done, n as u64 / 2, "n = {n}");
             assert_eq!(tr.tally.failed, n as u64 / 2, "n = {n}");
-            assert_eq!(tr.tally.rows_read, (n as u64 / 4) * 5, "n = {n}");
+            assert_eq!(tr.tally.rows_read, (n as u128 / 4) * 5, "n = {n}");
             assert_eq!(tr.failed().len(), n as usize / 2);
             // Start, one change per settled task, the few passes over all of them.
             let visits = tr.visits.get();

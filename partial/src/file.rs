@@ -255,7 +255,21 @@ impl<T: Table> TableReader<T> {
                 .reader
                 .get_row_group(group)
                 .map_err(|e| PartialError::corrupt(&self.path, e))?;
-            let n = rg.metadata().num_rows() as usize;
+            // A partial's row groups hold at most ROW_GROUP_ROWS rows (contract §10):
+            // what the reader holds at once, whatever the footer claims.
+            let n = rg.metadata().num_rows();
+            let n = match usize::try_from(n) {
+                Ok(n) if n <= ROW_GROUP_ROWS => n,
+                _ => {
+                    return Err(PartialError::corrupt(
+                        &self.path,
+                        format!(
+                            "row group {group} holds {n} rows, more than the \
+                             {ROW_GROUP_ROWS} of a partial's row group"
+                        ),
+                    ))
+                }
+            };
             let rows = T::read_group(rg.as_ref(), n).map_err(|e| {
                 PartialError::corrupt(&self.path, format!("row group {group}: {e}"))
             })?;
@@ -306,5 +320,54 @@ impl<T: Table> TableReader<T> {
             self.checked_path = Some(row.path().to_owned());
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::table::LineRow;
+
+    /// A row group of more rows than a partial's (a file written by another tool, or
+    /// a forged footer) is refused naming the file: the reader holds one row group at
+    /// once, and its memory must not grow with the rows.
+    #[test]
+    fn a_row_group_over_the_row_cap_is_refused_naming_the_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let name = file_name::<LineRow>(0);
+        let path = dir.path().join(&name);
+        let rows: Vec<LineRow> = (1..=ROW_GROUP_ROWS as u32 + 1)
+            .map(|line| LineRow {
+                path: "a.c".into(),
+                version: "0".repeat(40),
+                manager: "m".into(),
+                line,
+                hits: 1,
+                rows: 1,
+            })
+            .collect();
+        let props = parquet::file::properties::WriterProperties::builder()
+            .set_max_row_group_row_count(Some(1 << 20))
+            .build();
+        let f = File::create(&path).unwrap();
+        let mut w =
+            SerializedFileWriter::new(f, Arc::new(schema::<LineRow>()), Arc::new(props)).unwrap();
+        let mut rg = w.next_row_group().unwrap();
+        LineRow::write_group(&rows, &mut rg).unwrap();
+        rg.close().unwrap();
+        w.close().unwrap();
+        let data = std::fs::read(&path).unwrap();
+        let entry = FileEntry {
+            name,
+            rows: rows.len() as u64,
+            bytes: data.len() as u64,
+            sha256: hex::encode(Sha256::digest(&data)),
+        };
+        let mut r = TableReader::<LineRow>::open(dir.path(), 0, 1, &entry).unwrap();
+        let e = r.next_row().unwrap_err().to_string();
+        assert!(
+            e.contains(path.to_str().unwrap()) && e.contains("8193 rows"),
+            "{e}"
+        );
     }
 }

@@ -101,8 +101,8 @@ pub(super) fn map_output(spec: &JobSpec, tracker: &Tracker<'_>) -> MapOutput {
                 });
                 continue;
             }
-            out.totals.rows_in += o.counts.rows_in;
-            out.totals.rows_bad += o.counts.rows_bad;
+            out.totals.rows_in = out.totals.rows_in.saturating_add(o.counts.rows_in);
+            out.totals.rows_bad = out.totals.rows_bad.saturating_add(o.counts.rows_bad);
             out.namespaces.add(&o.namespaces);
             if out.first_bad.is_none() {
                 out.first_bad = o.bad_rows.first().cloned();

@@ -127,45 +127,87 @@ impl RowSource for PartialRows {
 }
 
 /// Hands the rows of shard `shard` to `sink`; returns the input rows they stand for
-/// (votes stand for none).
+/// (votes stand for none). `lines` and `funcs` are read together one (path, version)
+/// at a time, both sorted by it first: a function row on a line the version's `lines`
+/// rows do not have refuses the partial (no raw rows make it, and a merge would give
+/// that line a record of its own). Memory: the distinct lines of one version.
 fn read_shard(p: &Partial, shard: u32, sink: &mut RowSink<'_>) -> Result<u64, PartialError> {
     let stopped = |_| PartialError::Invalid("the reading of the rows was stopped".into());
     let mut rows = 0u64;
     let mut paths = PathCheck::new(p, shard);
     let mut commits = Commits::new(p, shard)?;
-    for r in p.lines(shard)? {
-        let r = r?;
-        paths.check(&r.path, |s| &s.lines)?;
-        let commit = commits.of(&r.path, &r.version)?;
-        rows = rows.saturating_add(r.rows);
-        sink(&LineRow {
-            file: &r.path,
-            func: "",
-            line: r.line,
-            hits: r.hits,
-            rows: r.rows,
-            manager: Some(&r.manager),
-            commit: Some(commit),
-            kind: RowKind::Hits,
-        })
-        .map_err(stopped)?;
-    }
-    let mut commits = Commits::new(p, shard)?;
-    for r in p.funcs(shard)? {
-        let r = r?;
-        paths.check(&r.path, |s| &s.funcs)?;
-        let commit = commits.of(&r.path, &r.version)?;
-        sink(&LineRow {
-            file: &r.path,
-            func: &r.func_name,
-            line: r.line,
-            hits: 0,
-            rows: r.rows,
-            manager: None,
-            commit: Some(commit),
-            kind: RowKind::Votes,
-        })
-        .map_err(stopped)?;
+    let mut lines = p.lines(shard)?;
+    let mut funcs = p.funcs(shard)?;
+    let mut line = lines.next().transpose()?;
+    let mut func = funcs.next().transpose()?;
+    let mut seen: Vec<u32> = Vec::new();
+    loop {
+        let (path, version) = match (&line, &func) {
+            (Some(l), Some(f)) => (&l.path, &l.version).min((&f.path, &f.version)),
+            (Some(l), None) => (&l.path, &l.version),
+            (None, Some(f)) => (&f.path, &f.version),
+            (None, None) => break,
+        };
+        let (path, version) = (path.clone(), version.clone());
+        let commit = commits.of(&path, &version)?.to_owned();
+        seen.clear();
+        while let Some(r) = line.take_if(|r| r.path == path && r.version == version) {
+            paths.check(&r.path, |s| &s.lines)?;
+            rows = rows.saturating_add(r.rows);
+            seen.push(r.line);
+            sink(&LineRow {
+                file: &r.path,
+                func: "",
+                line: r.line,
+                hits: r.hits,
+                rows: r.rows,
+                manager: Some(&r.manager),
+                commit: Some(&commit),
+                kind: RowKind::Hits,
+            })
+            .map_err(stopped)?;
+            line = lines.next().transpose()?;
+        }
+        seen.sort_unstable();
+        while let Some(r) = func.take_if(|r| r.path == path && r.version == version) {
+            paths.check(&r.path, |s| &s.funcs)?;
+            let name = &p.description().shards[shard as usize].funcs.name;
+            if r.func_name.len() > crate::csv_rows::MAX_ROW {
+                // No raw row holds one: a row is at most MAX_ROW bytes (contract §6).
+                return Err(PartialError::Corrupt {
+                    path: p.dir().join(name),
+                    what: format!(
+                        "a function name of {} bytes on line {} of {path:?}, longer than \
+                         the {} byte cap on a row",
+                        r.func_name.len(),
+                        r.line,
+                        crate::csv_rows::MAX_ROW
+                    ),
+                });
+            }
+            if seen.binary_search(&r.line).is_err() {
+                return Err(PartialError::Corrupt {
+                    path: p.dir().join(name),
+                    what: format!(
+                        "function {:?} on line {} of version {version} of {path:?}, \
+                         a line with no lines row",
+                        r.func_name, r.line
+                    ),
+                });
+            }
+            sink(&LineRow {
+                file: &r.path,
+                func: &r.func_name,
+                line: r.line,
+                hits: 0,
+                rows: r.rows,
+                manager: None,
+                commit: Some(&commit),
+                kind: RowKind::Votes,
+            })
+            .map_err(stopped)?;
+            func = funcs.next().transpose()?;
+        }
     }
     for r in p.paths(shard)? {
         let r = r?;

@@ -337,3 +337,178 @@ fn partials_refused_are_named() {
         "{e}"
     );
 }
+
+/// A live file in scope and one of its lines at the base, with its base commit.
+fn live_line(s: &Setup) -> (String, String) {
+    let c = &s.job.corpus;
+    let live = s
+        .rows
+        .iter()
+        .flatten()
+        .map(|r| r.0.clone())
+        .find(|p| p.starts_with(&s.prefix) && blob_id(&c.sources, &c.base_commit, p).is_some())
+        .unwrap();
+    (live, c.base_commit.clone())
+}
+
+/// A partial's summed `rows` near 2^64 (a hand-made or a very long roll-up) added to
+/// raw rows of the same line: the manifest's counts saturate (contract §10), they
+/// never wrap to a small number, nor does the merge crash.
+#[test]
+fn a_partials_rows_near_u64_max_saturate_the_counts_not_wrap() {
+    let s = setup(53);
+    let (live, base) = live_line(&s);
+    let sources = &s.job.corpus.sources;
+    let dir = s.job.path("huge-rows");
+    let scratch = tempfile::tempdir().unwrap();
+    let day = "2024-04-08".parse().unwrap();
+    let mut b = Builder::new("", day, day, 2, 64 << 10, scratch.path()).unwrap();
+    let version = blob_id(sources, &base, &live).unwrap();
+    b.add(&RawRow {
+        path: &live,
+        commit: &base,
+        version: Some(&version),
+        manager: "m-huge",
+        func_name: "",
+        line: 1,
+        hits: 1,
+        rows: u64::MAX - 1,
+    })
+    .unwrap();
+    b.finish(&dir).unwrap();
+    let mut inputs = s.raw_inputs();
+    inputs.push(dir.display().to_string());
+    let (_, counts) = s.merge("huge-rows", &inputs, &[]);
+    let t = &counts["totals"];
+    assert_eq!(t["rows_merged"].as_u64(), Some(u64::MAX), "{t}");
+    // `rows_in` leaves out the rows outside the prefix (contract §10).
+    let outside = t["rows_outside_prefix"].as_u64().unwrap();
+    assert!(outside > 0, "{t}");
+    assert_eq!(t["rows_in"].as_u64(), Some(u64::MAX - outside), "{t}");
+}
+
+/// Hits of a partial that pass Go's `int64` on a line that lands fail the job naming
+/// the file and line, as raw rows' do (contract §6); nothing is published.
+#[test]
+fn a_partials_hits_past_int64_fail_the_job_naming_the_line() {
+    let s = setup(59);
+    let (live, base) = live_line(&s);
+    let sources = &s.job.corpus.sources;
+    let dir = s.job.path("huge-hits");
+    let scratch = tempfile::tempdir().unwrap();
+    let day = "2024-04-08".parse().unwrap();
+    let mut b = Builder::new("", day, day, 1, 64 << 10, scratch.path()).unwrap();
+    let version = blob_id(sources, &base, &live).unwrap();
+    b.add(&RawRow {
+        path: &live,
+        commit: &base,
+        version: Some(&version),
+        manager: "m-huge",
+        func_name: "",
+        line: 1,
+        hits: u64::MAX,
+        rows: 1,
+    })
+    .unwrap();
+    b.finish(&dir).unwrap();
+    let out = s.job.path("huge-hits.jsonl.gz");
+    let inputs = vec![dir.display().to_string()];
+    let mut a = vec!["merge", "--quiet"];
+    a.extend(s.job.job_args_with(&s.job.source, &inputs));
+    a.extend_from_slice(&["--out", out.to_str().unwrap()]);
+    let o = covmerge(&a);
+    let e = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success(), "a line past int64 was merged");
+    assert!(!out.exists(), "a result was published");
+    assert!(e.contains(&live), "{e}");
+}
+
+/// Builds a partial of one row of `live` at `base`, on `line`, naming `func`.
+fn one_row(s: &Setup, dir: &Path, (live, base): (&str, &str), line: u32, func: &str) {
+    let raw: Raw = Some((
+        live.into(),
+        base.into(),
+        func.into(),
+        "m-one".into(),
+        line,
+        3,
+    ));
+    build(&[&raw], &s.job.corpus.sources, 1, "", dir);
+}
+
+/// A hand-edited partial whose `funcs` names a function on a line of a version that
+/// has no `lines` row (its file and description otherwise whole): refused naming the
+/// file and the line, not merged into a line of its own (which the publish gate then
+/// refused without naming the input).
+#[test]
+fn a_partials_vote_on_a_line_without_a_lines_row_is_refused_naming_the_file() {
+    let s = setup(61);
+    let (live, base) = live_line(&s);
+    let at = (live.as_str(), base.as_str());
+    let plain = s.job.path("vote-plain");
+    one_row(&s, &plain, at, 1, "");
+    let voted = s.job.path("vote-other-line");
+    one_row(&s, &voted, at, 2, "lonely_vote");
+    // `plain`'s files with `voted`'s funcs (a row on line 2, where `plain` has none).
+    let lied = s.job.path("vote-lied");
+    std::fs::create_dir(&lied).unwrap();
+    for f in std::fs::read_dir(&plain).unwrap() {
+        let f = f.unwrap().path();
+        std::fs::copy(&f, lied.join(f.file_name().unwrap())).unwrap();
+    }
+    std::fs::copy(
+        voted.join("funcs-00000.parquet"),
+        lied.join("funcs-00000.parquet"),
+    )
+    .unwrap();
+    let desc = |d: &Path| -> Value {
+        serde_json::from_slice(&std::fs::read(d.join("partial.json")).unwrap()).unwrap()
+    };
+    let mut d = desc(&plain);
+    d["shards"][0]["funcs"] = desc(&voted)["shards"][0]["funcs"].clone();
+    std::fs::write(lied.join("partial.json"), serde_json::to_vec(&d).unwrap()).unwrap();
+    // The partial it was edited from merges.
+    s.merge("vote-plain", &[plain.display().to_string()], &[]);
+    let out = s.job.path("vote-lied.jsonl.gz");
+    let inputs = vec![lied.display().to_string()];
+    let mut a = vec!["merge", "--quiet"];
+    a.extend(s.job.job_args_with(&s.job.source, &inputs));
+    a.extend_from_slice(&[
+        "--file-path-prefix",
+        &s.prefix,
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    let o = covmerge(&a);
+    let e = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success(), "merged");
+    assert!(!out.exists(), "a result was published");
+    let file = lied.join("funcs-00000.parquet");
+    assert!(e.contains(file.to_str().unwrap()), "{e}");
+    assert!(e.contains("lonely_vote") && e.contains("line 2"), "{e}");
+}
+
+/// A function name longer than a raw row may be (1 MiB, contract §6) in a partial: no
+/// raw rows hold it, and the partial is refused naming its `funcs` file.
+#[test]
+fn a_partials_function_name_past_the_row_cap_is_refused_naming_the_file() {
+    let s = setup(53);
+    let (live, base) = live_line(&s);
+    let dir = s.job.path("big-func");
+    let name = "f".repeat((1 << 20) + 1);
+    one_row(&s, &dir, (&live, &base), 1, &name);
+    let out = s.job.path("big-func.jsonl.gz");
+    let inputs = vec![dir.display().to_string()];
+    let mut a = vec!["merge", "--quiet"];
+    a.extend(s.job.job_args_with(&s.job.source, &inputs));
+    a.extend_from_slice(&["--out", out.to_str().unwrap()]);
+    let o = covmerge(&a);
+    let e = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success(), "merged");
+    assert!(!out.exists(), "a result was published");
+    let file = dir.join("funcs-00000.parquet");
+    assert!(
+        e.contains(file.to_str().unwrap()) && e.contains("1048577 bytes"),
+        "{e}"
+    );
+}

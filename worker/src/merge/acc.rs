@@ -134,11 +134,12 @@ impl FileAcc {
     fn vote(&mut self, slot: usize, line: u32, func: u32, rows: u64) {
         let first = &mut self.name[slot];
         if first.0 == func {
-            first.1 += rows;
+            first.1 = first.1.saturating_add(rows);
         } else if first.0 == u32::MAX {
             *first = (func, rows);
         } else {
-            *self.other_names.entry((line, func)).or_insert(0) += rows;
+            let n = self.other_names.entry((line, func)).or_insert(0);
+            *n = n.saturating_add(rows);
         }
     }
 }

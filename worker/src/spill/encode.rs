@@ -155,7 +155,7 @@ impl EntryTable {
         for (k, v) in rows.chain(summed.iter().copied()) {
             let e = entries.entry(k).or_default();
             e.hits = e.hits.saturating_add(v.hits);
-            e.rows += v.rows;
+            e.rows = e.rows.saturating_add(v.rows);
         }
         drop(pending);
         let entries: Vec<(RawKey, RawVal)> = entries.into_iter().collect();

@@ -750,8 +750,10 @@ fn parse_on_threads<R: Read>(
         for h in handles {
             match h.join().expect("parse thread panicked") {
                 Ok((o, s)) => {
-                    outcome.counts.rows_in += o.counts.rows_in;
-                    outcome.counts.rows_bad += o.counts.rows_bad;
+                    outcome.counts.rows_in =
+                        outcome.counts.rows_in.saturating_add(o.counts.rows_in);
+                    outcome.counts.rows_bad =
+                        outcome.counts.rows_bad.saturating_add(o.counts.rows_bad);
                     outcome.namespaces.add(&o.namespaces);
                     samples.extend(s);
                 }

@@ -183,24 +183,24 @@ impl Walk<'_, '_> {
         let rows = if kind == Kind::Votes { 0 } else { v.rows };
         let acc = match &mut self.tables.files[slot as usize - 1].1 {
             FileState::OutOfScope => {
-                counts.rows_outside_prefix += rows;
+                counts.rows_outside_prefix = counts.rows_outside_prefix.saturating_add(rows);
                 return Ok(());
             }
             FileState::Deleted => {
-                counts.rows_deleted += rows;
+                counts.rows_deleted = counts.rows_deleted.saturating_add(rows);
                 return Ok(());
             }
             FileState::Skipped => return Ok(()),
             FileState::Live(acc) => acc,
         };
         if k.sl == 0 {
-            counts.rows_without_line += rows;
+            counts.rows_without_line = counts.rows_without_line.saturating_add(rows);
             return Ok(());
         }
         if kind == Kind::WithoutVersion {
             // No version of the file: lost at any base where it is, as a raw row
             // whose commit does not hold the file (no source lookup).
-            counts.rows_lost += rows;
+            counts.rows_lost = counts.rows_lost.saturating_add(rows);
             counts.hits_lost = counts.hits_lost.saturating_add(v.hits);
             return Ok(());
         }
@@ -231,11 +231,11 @@ impl Walk<'_, '_> {
             return Ok(());
         }
         let Some(line) = projected else {
-            counts.rows_lost += v.rows;
+            counts.rows_lost = counts.rows_lost.saturating_add(v.rows);
             counts.hits_lost = counts.hits_lost.saturating_add(v.hits);
             return Ok(());
         };
-        counts.rows_merged += v.rows;
+        counts.rows_merged = counts.rows_merged.saturating_add(v.rows);
         let mgr = self.ids.remap[k.manager as usize];
         if self.mgr_slot.len() <= mgr as usize {
             self.mgr_slot.resize(mgr as usize + 1, u32::MAX);
