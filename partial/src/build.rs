@@ -39,6 +39,29 @@ pub struct RawRow<'a> {
     pub rows: u64,
 }
 
+/// A row (or several of one key) of interned names ([`Builder::intern`]), its version
+/// found: for [`Builder::add_ids`] (`manager` non-empty) and [`Builder::add_vote_ids`]
+/// (`manager` not looked at).
+#[derive(Debug, Clone, Copy)]
+pub struct IdRow {
+    /// `file_path`.
+    pub path: u32,
+    /// `kernel_commit`.
+    pub commit: u32,
+    /// The blob id of `path` at `commit`.
+    pub version: u32,
+    /// `manager`.
+    pub manager: u32,
+    /// `func_name` (may be empty).
+    pub func_name: u32,
+    /// `sl`, from 1.
+    pub line: u32,
+    /// `hit_count`, summed over the rows.
+    pub hits: u64,
+    /// How many rows.
+    pub rows: u64,
+}
+
 /// Estimated bytes of one entry of a table beside its strings (hash map slot, key, sums).
 const ENTRY_BYTES: usize = 64;
 
@@ -183,6 +206,142 @@ impl Builder {
             e.insert(Default::default());
         }
         Ok(id)
+    }
+
+    /// The id of `name` in this builder, for the `*_ids` adds: valid while
+    /// [`Builder::runs`] stays the same (a run written forgets the names held).
+    pub fn intern(&mut self, name: &str) -> u32 {
+        self.strings.id(name)
+    }
+
+    /// How many runs the builder has written so far: the ids of [`Builder::intern`]
+    /// hold until it changes.
+    pub fn runs(&self) -> usize {
+        self.runs.len()
+    }
+
+    /// [`Builder::path_id`] of an interned path.
+    fn path_of_id(&mut self, id: u32) -> Result<u32, PartialError> {
+        if let Entry::Vacant(e) = self.paths.entry(id) {
+            let path = &self.strings.names[id as usize];
+            if path.is_empty() {
+                return Err(PartialError::Invalid("a row with an empty path".into()));
+            }
+            if let Some(j) = self.only {
+                let s = shard_of(path.as_bytes(), self.shards).0;
+                if s != j {
+                    return Err(PartialError::Invalid(format!(
+                        "path {path:?} is of shard {s} of {}, not of shard {j}",
+                        self.shards
+                    )));
+                }
+            }
+            e.insert(Default::default());
+        }
+        Ok(id)
+    }
+
+    /// [`Builder::add_without_line`] of an interned path.
+    pub fn add_without_line_id(&mut self, path: u32, rows: u64) -> Result<(), PartialError> {
+        let p = self.path_of_id(path)?;
+        let e = self.paths.get_mut(&p).expect("made by path_of_id");
+        e.0 = e.0.saturating_add(rows);
+        self.counts.rows_in = self.counts.rows_in.saturating_add(rows);
+        self.counts.rows_without_line = self.counts.rows_without_line.saturating_add(rows);
+        self.spill_if_over()
+    }
+
+    /// [`Builder::add_without_version`] of an interned path.
+    pub fn add_without_version_id(
+        &mut self,
+        path: u32,
+        rows: u64,
+        hits: u64,
+    ) -> Result<(), PartialError> {
+        let p = self.path_of_id(path)?;
+        let e = self.paths.get_mut(&p).expect("made by path_of_id");
+        e.1 = e.1.saturating_add(rows);
+        e.2 = e.2.saturating_add(hits);
+        self.counts.rows_in = self.counts.rows_in.saturating_add(rows);
+        self.counts.rows_without_version = self.counts.rows_without_version.saturating_add(rows);
+        self.counts.hits_without_version = self.counts.hits_without_version.saturating_add(hits);
+        self.spill_if_over()
+    }
+
+    /// [`Builder::version_id`] of interned names.
+    fn version_of_ids(&mut self, p: u32, v: u32, c: u32) -> Result<u32, PartialError> {
+        let names = &self.strings.names;
+        match self.versions.entry((p, v)) {
+            Entry::Vacant(e) => {
+                let (version, commit) = (&names[v as usize], &names[c as usize]);
+                if !is_blob_id(version) || commit.is_empty() {
+                    let path = &names[p as usize];
+                    return Err(PartialError::Invalid(format!(
+                        "version {version:?} of {path:?} at commit {commit:?} is not a blob id with a commit"
+                    )));
+                }
+                e.insert(c);
+            }
+            Entry::Occupied(mut e) => {
+                let held = *e.get();
+                if held != c {
+                    if names[c as usize].is_empty() {
+                        return Err(PartialError::Invalid(format!(
+                            "version {:?} of {:?} without a commit",
+                            names[v as usize], names[p as usize]
+                        )));
+                    }
+                    if names[c as usize] < names[held as usize] {
+                        e.insert(c);
+                    }
+                }
+            }
+        }
+        Ok(v)
+    }
+
+    /// [`Builder::add_vote`] of interned names.
+    pub fn add_vote_ids(&mut self, r: &IdRow) -> Result<(), PartialError> {
+        let names = &self.strings.names;
+        if names[r.func_name as usize].is_empty() || r.line == 0 {
+            return Err(PartialError::Invalid(format!(
+                "a function vote of {:?} with an empty name or line 0",
+                names[r.path as usize]
+            )));
+        }
+        let p = self.path_of_id(r.path)?;
+        let v = self.version_of_ids(p, r.version, r.commit)?;
+        let e = self.funcs.entry((p, v, r.line, r.func_name)).or_default();
+        *e = e.saturating_add(r.rows);
+        self.spill_if_over()
+    }
+
+    /// [`Builder::add`] of interned names, with a line and a version.
+    pub fn add_ids(&mut self, r: &IdRow) -> Result<(), PartialError> {
+        let names = &self.strings.names;
+        if names[r.manager as usize].is_empty() || r.rows == 0 || r.line == 0 {
+            return Err(PartialError::Invalid(format!(
+                "a row of {:?} with an empty manager, no rows or line 0",
+                names[r.path as usize]
+            )));
+        }
+        let path = self.path_of_id(r.path)?;
+        let version = self.version_of_ids(path, r.version, r.commit)?;
+        self.counts.rows_in = self.counts.rows_in.saturating_add(r.rows);
+        let e = self
+            .lines
+            .entry((path, version, r.manager, r.line))
+            .or_default();
+        e.0 = e.0.saturating_add(r.hits);
+        e.1 = e.1.saturating_add(r.rows);
+        if !self.strings.names[r.func_name as usize].is_empty() {
+            let f = self
+                .funcs
+                .entry((path, version, r.line, r.func_name))
+                .or_default();
+            *f = f.saturating_add(r.rows);
+        }
+        self.spill_if_over()
     }
 
     /// Names `path` with `rows` rows without line (0: only the path, so that it is a
