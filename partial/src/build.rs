@@ -5,15 +5,17 @@
 use std::collections::hash_map::Entry;
 use std::path::{Path, PathBuf};
 
+use bytes::Bytes;
+
 use covmerge_proto::date::Date;
 use covmerge_proto::manifest::OtherNamespaces;
 use covmerge_proto::shard_hash::shard_of;
 use rustc_hash::FxHashMap as HashMap;
 
-use crate::desc::{Description, FileEntry, PartialCounts, ShardFiles, FORMAT, FORMAT_VERSION};
-use crate::file::TableWriter;
+use crate::desc::{Description, PartialCounts, ShardFiles, FORMAT, FORMAT_VERSION};
 use crate::rollup::{clear_out, prepare_out, rollup, rollup_shard};
-use crate::table::{is_blob_id, FuncRow, LineRow, PathRow, Table, VersionRow};
+use crate::sorted::Sorted;
+use crate::table::is_blob_id;
 use crate::PartialError;
 
 /// One input row (or several with one key, `rows` of them), its version already found.
@@ -587,7 +589,6 @@ impl Builder {
             rank[i as usize] = r as u32;
         }
         let shard = |path: u32| shard_of(names[path as usize].as_bytes(), n).0;
-        let s = |i: u32| names[i as usize].to_string();
 
         let mut lines: Vec<_> = std::mem::take(&mut self.lines)
             .into_iter()
@@ -637,152 +638,19 @@ impl Builder {
             funcs,
             versions,
             paths,
+            names: names
+                .iter()
+                .map(|n| Bytes::copy_from_slice(n.as_bytes()))
+                .collect(),
         };
         let shards = match only {
-            Some(j) => vec![sorted.write_shard(dir, j, &mut [0; 4], &s)?],
-            None => sorted.write(dir, n, &s)?,
+            Some(j) => vec![sorted.write_shard(dir, j, &mut [0; 4])?],
+            None => sorted.write(dir, n)?,
         };
         Ok((
             shards,
             std::mem::take(&mut self.counts),
             std::mem::take(&mut self.others),
         ))
-    }
-}
-
-/// Writes shard `j`'s table from `sorted` (ordered by shard first), starting at `*at`
-/// and leaving `*at` at the first entry of a later shard.
-fn write_table<T: Table, E>(
-    dir: &Path,
-    j: u32,
-    sorted: &[E],
-    at: &mut usize,
-    shard: impl Fn(&E) -> u32,
-    row: impl Fn(&E) -> T,
-) -> Result<FileEntry, PartialError> {
-    let mut w = TableWriter::<T>::create(dir, j)?;
-    while *at < sorted.len() && shard(&sorted[*at]) == j {
-        w.push(row(&sorted[*at]))?;
-        *at += 1;
-    }
-    w.finish()
-}
-
-/// Sort key of a line or function entry: shard, then ranks and the line.
-type Key5 = (u32, u32, u32, u32, u32);
-/// Sort key of a version entry: shard, path rank, version rank.
-type Key3 = (u32, u32, u32);
-/// (path, version, manager, (hits, rows)).
-type LineSums = (u32, u32, u32, (u64, u64));
-/// (path, version, function, rows).
-type FuncSums = (u32, u32, u32, u64);
-/// (path, (rows without line, rows without version, their hits)).
-type PathSums = (u32, (u64, u64, u64));
-
-/// A partial's held sums, each table sorted by (shard, key) with string ranks.
-struct Sorted {
-    lines: Vec<(Key5, LineSums)>,
-    funcs: Vec<(Key5, FuncSums)>,
-    versions: Vec<(Key3, (u32, u32, u32))>,
-    paths: Vec<((u32, u32), PathSums)>,
-}
-
-impl Sorted {
-    /// Writes the four tables of every shard in `dir` (`s`: a string's text).
-    fn write(
-        &self,
-        dir: &Path,
-        n: u32,
-        s: &dyn Fn(u32) -> String,
-    ) -> Result<Vec<ShardFiles>, PartialError> {
-        let mut at = [0; 4];
-        (0..n)
-            .map(|j| self.write_shard(dir, j, &mut at, s))
-            .collect()
-    }
-
-    /// Writes the four tables of shard `j` in `dir`, from the entries at `at` (lines,
-    /// funcs, versions, paths), leaving `at` at the next shard's.
-    fn write_shard(
-        &self,
-        dir: &Path,
-        j: u32,
-        at: &mut [usize; 4],
-        s: &dyn Fn(u32) -> String,
-    ) -> Result<ShardFiles, PartialError> {
-        let [li, fi, vi, pi] = at;
-        let lines = write_table(
-            dir,
-            j,
-            &self.lines,
-            li,
-            |e| e.0 .0,
-            |e| {
-                let (p, v, m, (hits, rows)) = e.1;
-                LineRow {
-                    path: s(p),
-                    version: s(v),
-                    manager: s(m),
-                    line: e.0 .4,
-                    hits,
-                    rows,
-                }
-            },
-        )?;
-        let funcs = write_table(
-            dir,
-            j,
-            &self.funcs,
-            fi,
-            |e| e.0 .0,
-            |e| {
-                let (p, v, f, rows) = e.1;
-                FuncRow {
-                    path: s(p),
-                    version: s(v),
-                    line: e.0 .3,
-                    func_name: s(f),
-                    rows,
-                }
-            },
-        )?;
-        let versions = write_table(
-            dir,
-            j,
-            &self.versions,
-            vi,
-            |e| e.0 .0,
-            |e| {
-                let (p, v, c) = e.1;
-                VersionRow {
-                    path: s(p),
-                    version: s(v),
-                    commit: s(c),
-                }
-            },
-        )?;
-        let paths = write_table(
-            dir,
-            j,
-            &self.paths,
-            pi,
-            |e| e.0 .0,
-            |e| {
-                let (p, (wl, wv, hv)) = e.1;
-                PathRow {
-                    path: s(p),
-                    rows_without_line: wl,
-                    rows_without_version: wv,
-                    hits_without_version: hv,
-                }
-            },
-        )?;
-        Ok(ShardFiles {
-            index: j,
-            lines,
-            funcs,
-            versions,
-            paths,
-        })
     }
 }

@@ -20,6 +20,7 @@ mod build;
 pub mod desc;
 mod file;
 mod rollup;
+mod sorted;
 /// The four tables: their rows and Parquet schemas.
 pub mod table;
 
