@@ -179,6 +179,9 @@ impl<'a, 'b> BlockIds<'a, 'b> {
     }
 }
 
+/// The (file, commit) of the last run of a block and its version.
+type LastRun = ((u32, u32), Option<Arc<str>>);
+
 /// Adds the entries of one block of chunk `chunk`.
 fn add_block(
     b: &mut Builder,
@@ -190,7 +193,7 @@ fn add_block(
     let mut ids = BlockIds::new(block, chunk, b);
     // Entries come in runs of one (file, commit): one lookup per run; the version's
     // builder id held while the builder's ids hold.
-    let mut last: Option<((u32, u32), Option<Arc<str>>)> = None;
+    let mut last: Option<LastRun> = None;
     let mut last_id: Option<(usize, u32)> = None;
     for &(k, v) in &block.entries {
         ids.refresh(b);
