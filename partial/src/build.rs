@@ -5,15 +5,17 @@
 use std::collections::hash_map::Entry;
 use std::path::{Path, PathBuf};
 
+use bytes::Bytes;
+
 use covmerge_proto::date::Date;
 use covmerge_proto::manifest::OtherNamespaces;
 use covmerge_proto::shard_hash::shard_of;
 use rustc_hash::FxHashMap as HashMap;
 
-use crate::desc::{Description, FileEntry, PartialCounts, ShardFiles, FORMAT, FORMAT_VERSION};
-use crate::file::TableWriter;
+use crate::desc::{Description, PartialCounts, ShardFiles, FORMAT, FORMAT_VERSION};
 use crate::rollup::{clear_out, prepare_out, rollup, rollup_shard};
-use crate::table::{is_blob_id, FuncRow, LineRow, PathRow, Table, VersionRow};
+use crate::sorted::Sorted;
+use crate::table::is_blob_id;
 use crate::PartialError;
 
 /// One input row (or several with one key, `rows` of them), its version already found.
@@ -36,6 +38,29 @@ pub struct RawRow<'a> {
     /// `hit_count`, summed over the rows.
     pub hits: u64,
     /// How many rows (1 for a row as read).
+    pub rows: u64,
+}
+
+/// A row (or several of one key) of interned names ([`Builder::intern`]), its version
+/// found: for [`Builder::add_ids`] (`manager` non-empty) and [`Builder::add_vote_ids`]
+/// (`manager` not looked at).
+#[derive(Debug, Clone, Copy)]
+pub struct IdRow {
+    /// `file_path`.
+    pub path: u32,
+    /// `kernel_commit`.
+    pub commit: u32,
+    /// The blob id of `path` at `commit`.
+    pub version: u32,
+    /// `manager`.
+    pub manager: u32,
+    /// `func_name` (may be empty).
+    pub func_name: u32,
+    /// `sl`, from 1.
+    pub line: u32,
+    /// `hit_count`, summed over the rows.
+    pub hits: u64,
+    /// How many rows.
     pub rows: u64,
 }
 
@@ -183,6 +208,142 @@ impl Builder {
             e.insert(Default::default());
         }
         Ok(id)
+    }
+
+    /// The id of `name` in this builder, for the `*_ids` adds: valid while
+    /// [`Builder::runs`] stays the same (a run written forgets the names held).
+    pub fn intern(&mut self, name: &str) -> u32 {
+        self.strings.id(name)
+    }
+
+    /// How many runs the builder has written so far: the ids of [`Builder::intern`]
+    /// hold until it changes.
+    pub fn runs(&self) -> usize {
+        self.runs.len()
+    }
+
+    /// [`Builder::path_id`] of an interned path.
+    fn path_of_id(&mut self, id: u32) -> Result<u32, PartialError> {
+        if let Entry::Vacant(e) = self.paths.entry(id) {
+            let path = &self.strings.names[id as usize];
+            if path.is_empty() {
+                return Err(PartialError::Invalid("a row with an empty path".into()));
+            }
+            if let Some(j) = self.only {
+                let s = shard_of(path.as_bytes(), self.shards).0;
+                if s != j {
+                    return Err(PartialError::Invalid(format!(
+                        "path {path:?} is of shard {s} of {}, not of shard {j}",
+                        self.shards
+                    )));
+                }
+            }
+            e.insert(Default::default());
+        }
+        Ok(id)
+    }
+
+    /// [`Builder::add_without_line`] of an interned path.
+    pub fn add_without_line_id(&mut self, path: u32, rows: u64) -> Result<(), PartialError> {
+        let p = self.path_of_id(path)?;
+        let e = self.paths.get_mut(&p).expect("made by path_of_id");
+        e.0 = e.0.saturating_add(rows);
+        self.counts.rows_in = self.counts.rows_in.saturating_add(rows);
+        self.counts.rows_without_line = self.counts.rows_without_line.saturating_add(rows);
+        self.spill_if_over()
+    }
+
+    /// [`Builder::add_without_version`] of an interned path.
+    pub fn add_without_version_id(
+        &mut self,
+        path: u32,
+        rows: u64,
+        hits: u64,
+    ) -> Result<(), PartialError> {
+        let p = self.path_of_id(path)?;
+        let e = self.paths.get_mut(&p).expect("made by path_of_id");
+        e.1 = e.1.saturating_add(rows);
+        e.2 = e.2.saturating_add(hits);
+        self.counts.rows_in = self.counts.rows_in.saturating_add(rows);
+        self.counts.rows_without_version = self.counts.rows_without_version.saturating_add(rows);
+        self.counts.hits_without_version = self.counts.hits_without_version.saturating_add(hits);
+        self.spill_if_over()
+    }
+
+    /// [`Builder::version_id`] of interned names.
+    fn version_of_ids(&mut self, p: u32, v: u32, c: u32) -> Result<u32, PartialError> {
+        let names = &self.strings.names;
+        match self.versions.entry((p, v)) {
+            Entry::Vacant(e) => {
+                let (version, commit) = (&names[v as usize], &names[c as usize]);
+                if !is_blob_id(version) || commit.is_empty() {
+                    let path = &names[p as usize];
+                    return Err(PartialError::Invalid(format!(
+                        "version {version:?} of {path:?} at commit {commit:?} is not a blob id with a commit"
+                    )));
+                }
+                e.insert(c);
+            }
+            Entry::Occupied(mut e) => {
+                let held = *e.get();
+                if held != c {
+                    if names[c as usize].is_empty() {
+                        return Err(PartialError::Invalid(format!(
+                            "version {:?} of {:?} without a commit",
+                            names[v as usize], names[p as usize]
+                        )));
+                    }
+                    if names[c as usize] < names[held as usize] {
+                        e.insert(c);
+                    }
+                }
+            }
+        }
+        Ok(v)
+    }
+
+    /// [`Builder::add_vote`] of interned names.
+    pub fn add_vote_ids(&mut self, r: &IdRow) -> Result<(), PartialError> {
+        let names = &self.strings.names;
+        if names[r.func_name as usize].is_empty() || r.line == 0 {
+            return Err(PartialError::Invalid(format!(
+                "a function vote of {:?} with an empty name or line 0",
+                names[r.path as usize]
+            )));
+        }
+        let p = self.path_of_id(r.path)?;
+        let v = self.version_of_ids(p, r.version, r.commit)?;
+        let e = self.funcs.entry((p, v, r.line, r.func_name)).or_default();
+        *e = e.saturating_add(r.rows);
+        self.spill_if_over()
+    }
+
+    /// [`Builder::add`] of interned names, with a line and a version.
+    pub fn add_ids(&mut self, r: &IdRow) -> Result<(), PartialError> {
+        let names = &self.strings.names;
+        if names[r.manager as usize].is_empty() || r.rows == 0 || r.line == 0 {
+            return Err(PartialError::Invalid(format!(
+                "a row of {:?} with an empty manager, no rows or line 0",
+                names[r.path as usize]
+            )));
+        }
+        let path = self.path_of_id(r.path)?;
+        let version = self.version_of_ids(path, r.version, r.commit)?;
+        self.counts.rows_in = self.counts.rows_in.saturating_add(r.rows);
+        let e = self
+            .lines
+            .entry((path, version, r.manager, r.line))
+            .or_default();
+        e.0 = e.0.saturating_add(r.hits);
+        e.1 = e.1.saturating_add(r.rows);
+        if !self.strings.names[r.func_name as usize].is_empty() {
+            let f = self
+                .funcs
+                .entry((path, version, r.line, r.func_name))
+                .or_default();
+            *f = f.saturating_add(r.rows);
+        }
+        self.spill_if_over()
     }
 
     /// Names `path` with `rows` rows without line (0: only the path, so that it is a
@@ -428,7 +589,6 @@ impl Builder {
             rank[i as usize] = r as u32;
         }
         let shard = |path: u32| shard_of(names[path as usize].as_bytes(), n).0;
-        let s = |i: u32| names[i as usize].to_string();
 
         let mut lines: Vec<_> = std::mem::take(&mut self.lines)
             .into_iter()
@@ -478,152 +638,19 @@ impl Builder {
             funcs,
             versions,
             paths,
+            names: names
+                .iter()
+                .map(|n| Bytes::copy_from_slice(n.as_bytes()))
+                .collect(),
         };
         let shards = match only {
-            Some(j) => vec![sorted.write_shard(dir, j, &mut [0; 4], &s)?],
-            None => sorted.write(dir, n, &s)?,
+            Some(j) => vec![sorted.write_shard(dir, j, &mut [0; 4])?],
+            None => sorted.write(dir, n)?,
         };
         Ok((
             shards,
             std::mem::take(&mut self.counts),
             std::mem::take(&mut self.others),
         ))
-    }
-}
-
-/// Writes shard `j`'s table from `sorted` (ordered by shard first), starting at `*at`
-/// and leaving `*at` at the first entry of a later shard.
-fn write_table<T: Table, E>(
-    dir: &Path,
-    j: u32,
-    sorted: &[E],
-    at: &mut usize,
-    shard: impl Fn(&E) -> u32,
-    row: impl Fn(&E) -> T,
-) -> Result<FileEntry, PartialError> {
-    let mut w = TableWriter::<T>::create(dir, j)?;
-    while *at < sorted.len() && shard(&sorted[*at]) == j {
-        w.push(row(&sorted[*at]))?;
-        *at += 1;
-    }
-    w.finish()
-}
-
-/// Sort key of a line or function entry: shard, then ranks and the line.
-type Key5 = (u32, u32, u32, u32, u32);
-/// Sort key of a version entry: shard, path rank, version rank.
-type Key3 = (u32, u32, u32);
-/// (path, version, manager, (hits, rows)).
-type LineSums = (u32, u32, u32, (u64, u64));
-/// (path, version, function, rows).
-type FuncSums = (u32, u32, u32, u64);
-/// (path, (rows without line, rows without version, their hits)).
-type PathSums = (u32, (u64, u64, u64));
-
-/// A partial's held sums, each table sorted by (shard, key) with string ranks.
-struct Sorted {
-    lines: Vec<(Key5, LineSums)>,
-    funcs: Vec<(Key5, FuncSums)>,
-    versions: Vec<(Key3, (u32, u32, u32))>,
-    paths: Vec<((u32, u32), PathSums)>,
-}
-
-impl Sorted {
-    /// Writes the four tables of every shard in `dir` (`s`: a string's text).
-    fn write(
-        &self,
-        dir: &Path,
-        n: u32,
-        s: &dyn Fn(u32) -> String,
-    ) -> Result<Vec<ShardFiles>, PartialError> {
-        let mut at = [0; 4];
-        (0..n)
-            .map(|j| self.write_shard(dir, j, &mut at, s))
-            .collect()
-    }
-
-    /// Writes the four tables of shard `j` in `dir`, from the entries at `at` (lines,
-    /// funcs, versions, paths), leaving `at` at the next shard's.
-    fn write_shard(
-        &self,
-        dir: &Path,
-        j: u32,
-        at: &mut [usize; 4],
-        s: &dyn Fn(u32) -> String,
-    ) -> Result<ShardFiles, PartialError> {
-        let [li, fi, vi, pi] = at;
-        let lines = write_table(
-            dir,
-            j,
-            &self.lines,
-            li,
-            |e| e.0 .0,
-            |e| {
-                let (p, v, m, (hits, rows)) = e.1;
-                LineRow {
-                    path: s(p),
-                    version: s(v),
-                    manager: s(m),
-                    line: e.0 .4,
-                    hits,
-                    rows,
-                }
-            },
-        )?;
-        let funcs = write_table(
-            dir,
-            j,
-            &self.funcs,
-            fi,
-            |e| e.0 .0,
-            |e| {
-                let (p, v, f, rows) = e.1;
-                FuncRow {
-                    path: s(p),
-                    version: s(v),
-                    line: e.0 .3,
-                    func_name: s(f),
-                    rows,
-                }
-            },
-        )?;
-        let versions = write_table(
-            dir,
-            j,
-            &self.versions,
-            vi,
-            |e| e.0 .0,
-            |e| {
-                let (p, v, c) = e.1;
-                VersionRow {
-                    path: s(p),
-                    version: s(v),
-                    commit: s(c),
-                }
-            },
-        )?;
-        let paths = write_table(
-            dir,
-            j,
-            &self.paths,
-            pi,
-            |e| e.0 .0,
-            |e| {
-                let (p, (wl, wv, hv)) = e.1;
-                PathRow {
-                    path: s(p),
-                    rows_without_line: wl,
-                    rows_without_version: wv,
-                    hits_without_version: hv,
-                }
-            },
-        )?;
-        Ok(ShardFiles {
-            index: j,
-            lines,
-            funcs,
-            versions,
-            paths,
-        })
     }
 }

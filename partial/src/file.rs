@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use parquet::file::reader::{FileReader, SerializedFileReader};
-use parquet::file::writer::SerializedFileWriter;
+use parquet::file::writer::{SerializedFileWriter, SerializedRowGroupWriter};
 use sha2::{Digest, Sha256};
 
 use crate::desc::FileEntry;
@@ -20,7 +20,7 @@ pub(crate) fn file_name<T: Table>(shard: u32) -> String {
 }
 
 /// A `Write` that counts and hashes what goes through it.
-struct Hashing {
+pub(crate) struct Hashing {
     out: BufWriter<File>,
     sha: Sha256,
     bytes: u64,
@@ -38,18 +38,16 @@ impl Write for Hashing {
     }
 }
 
-/// Writes one table file from rows given in key order; rows of one key are summed.
-pub(crate) struct TableWriter<T: Table> {
+/// One table file being written, a row group at a time, counted and hashed.
+pub(crate) struct TableFile<T: Table> {
     path: PathBuf,
     name: String,
     w: SerializedFileWriter<Hashing>,
-    group: Vec<T>,
-    group_bytes: usize,
-    pending: Option<T>,
     rows: u64,
+    _table: std::marker::PhantomData<T>,
 }
 
-impl<T: Table> TableWriter<T> {
+impl<T: Table> TableFile<T> {
     /// Creates `dir/NAME-SSSSS.parquet`.
     pub(crate) fn create(dir: &Path, shard: u32) -> Result<Self, PartialError> {
         let name = file_name::<T>(shard);
@@ -63,14 +61,71 @@ impl<T: Table> TableWriter<T> {
         let w =
             SerializedFileWriter::new(sink, Arc::new(schema::<T>()), Arc::new(properties::<T>()))
                 .map_err(|e| PartialError::corrupt(&path, e))?;
-        Ok(TableWriter {
+        Ok(TableFile {
             path,
             name,
             w,
+            rows: 0,
+            _table: std::marker::PhantomData,
+        })
+    }
+
+    /// Writes one row group of `rows` rows, its columns written by `write`.
+    pub(crate) fn group(
+        &mut self,
+        rows: usize,
+        write: impl FnOnce(&mut SerializedRowGroupWriter<'_, Hashing>) -> parquet::errors::Result<()>,
+    ) -> Result<(), PartialError> {
+        let path = &self.path;
+        let mut rg = self
+            .w
+            .next_row_group()
+            .map_err(|e| PartialError::corrupt(path, e))?;
+        write(&mut rg).map_err(|e| PartialError::corrupt(path, e))?;
+        rg.close().map_err(|e| PartialError::corrupt(path, e))?;
+        self.rows += rows as u64;
+        Ok(())
+    }
+
+    /// Writes the footer; returns the file's entry.
+    pub(crate) fn finish(self) -> Result<FileEntry, PartialError> {
+        let path = self.path;
+        let mut sink = self
+            .w
+            .into_inner()
+            .map_err(|e| PartialError::corrupt(&path, e))?;
+        // Not synced: a file torn by a crash is refused by its SHA-256 when read.
+        sink.out.flush().map_err(|e| PartialError::io(&path, e))?;
+        Ok(FileEntry {
+            name: self.name,
+            rows: self.rows,
+            bytes: sink.bytes,
+            sha256: hex::encode(sink.sha.finalize()),
+        })
+    }
+}
+
+/// Whether a row group of `rows` rows and `bytes` bytes of strings is full.
+pub(crate) fn group_full(rows: usize, bytes: usize) -> bool {
+    rows >= ROW_GROUP_ROWS || bytes >= ROW_GROUP_BYTES
+}
+
+/// Writes one table file from rows given in key order; rows of one key are summed.
+pub(crate) struct TableWriter<T: Table> {
+    file: TableFile<T>,
+    group: Vec<T>,
+    group_bytes: usize,
+    pending: Option<T>,
+}
+
+impl<T: Table> TableWriter<T> {
+    /// Creates `dir/NAME-SSSSS.parquet`.
+    pub(crate) fn create(dir: &Path, shard: u32) -> Result<Self, PartialError> {
+        Ok(TableWriter {
+            file: TableFile::create(dir, shard)?,
             group: Vec::new(),
             group_bytes: 0,
             pending: None,
-            rows: 0,
         })
     }
 
@@ -96,8 +151,7 @@ impl<T: Table> TableWriter<T> {
     fn buffer(&mut self, row: T) -> Result<(), PartialError> {
         self.group_bytes += row.string_bytes();
         self.group.push(row);
-        self.rows += 1;
-        if self.group.len() >= ROW_GROUP_ROWS || self.group_bytes >= ROW_GROUP_BYTES {
+        if group_full(self.group.len(), self.group_bytes) {
             self.flush_group()?;
         }
         Ok(())
@@ -107,13 +161,9 @@ impl<T: Table> TableWriter<T> {
         if self.group.is_empty() {
             return Ok(());
         }
-        let path = &self.path;
-        let mut rg = self
-            .w
-            .next_row_group()
-            .map_err(|e| PartialError::corrupt(path, e))?;
-        T::write_group(&self.group, &mut rg).map_err(|e| PartialError::corrupt(path, e))?;
-        rg.close().map_err(|e| PartialError::corrupt(path, e))?;
+        let group = &self.group;
+        self.file
+            .group(group.len(), |rg| T::write_group(group, rg))?;
         self.group.clear();
         self.group_bytes = 0;
         Ok(())
@@ -125,19 +175,7 @@ impl<T: Table> TableWriter<T> {
             self.buffer(p)?;
         }
         self.flush_group()?;
-        let path = self.path;
-        let mut sink = self
-            .w
-            .into_inner()
-            .map_err(|e| PartialError::corrupt(&path, e))?;
-        // Not synced: a file torn by a crash is refused by its SHA-256 when read.
-        sink.out.flush().map_err(|e| PartialError::io(&path, e))?;
-        Ok(FileEntry {
-            name: self.name,
-            rows: self.rows,
-            bytes: sink.bytes,
-            sha256: hex::encode(sink.sha.finalize()),
-        })
+        self.file.finish()
     }
 }
 

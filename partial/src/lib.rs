@@ -20,10 +20,11 @@ mod build;
 pub mod desc;
 mod file;
 mod rollup;
+mod sorted;
 /// The four tables: their rows and Parquet schemas.
 pub mod table;
 
-pub use build::{Builder, RawRow, ShardPartial};
+pub use build::{Builder, IdRow, RawRow, ShardPartial};
 pub use desc::{Description, FileEntry, PartialCounts, ShardFiles, FORMAT_VERSION};
 pub use rollup::{add_partial_counts, rollup};
 pub use table::{FuncRow, LineRow, PathRow, Table, VersionRow};

@@ -156,7 +156,19 @@ fn write_strings<'a, W: std::io::Write + Send>(
     col.close()
 }
 
-fn write_u32<W: std::io::Write + Send>(
+/// Writes the next column of `rg` from `values`.
+pub(crate) fn write_byte_arrays<W: std::io::Write + Send>(
+    rg: &mut SerializedRowGroupWriter<'_, W>,
+    values: impl Iterator<Item = ByteArray>,
+) -> parquet::errors::Result<()> {
+    let v: Vec<ByteArray> = values.collect();
+    let mut col = rg.next_column()?.expect("a column per schema field");
+    col.typed::<ByteArrayType>().write_batch(&v, None, None)?;
+    col.close()
+}
+
+/// Writes the next column of `rg` from `values`.
+pub(crate) fn write_u32<W: std::io::Write + Send>(
     rg: &mut SerializedRowGroupWriter<'_, W>,
     values: impl Iterator<Item = u32>,
 ) -> parquet::errors::Result<()> {
@@ -167,7 +179,8 @@ fn write_u32<W: std::io::Write + Send>(
     col.close()
 }
 
-fn write_u64<W: std::io::Write + Send>(
+/// Writes the next column of `rg` from `values`.
+pub(crate) fn write_u64<W: std::io::Write + Send>(
     rg: &mut SerializedRowGroupWriter<'_, W>,
     values: impl Iterator<Item = u64>,
 ) -> parquet::errors::Result<()> {

@@ -14,7 +14,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 use bytes::Bytes;
-use covmerge_partial::{Builder, PartialError, RawRow, ShardPartial};
+use covmerge_partial::{Builder, IdRow, PartialError, ShardPartial};
 use covmerge_proto::wire::{Failure, FailureKind};
 
 use crate::merge::MergeError;
@@ -112,6 +112,73 @@ where
     Ok(b.finish_shard(spec.out)?)
 }
 
+/// Builder ids of a block's strings, each mapped (and checked as UTF-8) once per block
+/// while the builder's ids hold (no run written since).
+struct BlockIds<'a, 'b> {
+    block: &'b Block<'a>,
+    chunk: &'b str,
+    ids: Vec<u32>,
+    /// Strings found UTF-8 already.
+    checked: Vec<bool>,
+    runs: usize,
+}
+
+/// Not mapped yet.
+const UNMAPPED: u32 = u32::MAX;
+
+impl<'a, 'b> BlockIds<'a, 'b> {
+    fn new(block: &'b Block<'a>, chunk: &'b str, b: &Builder) -> Self {
+        BlockIds {
+            block,
+            chunk,
+            ids: vec![UNMAPPED; block.strings.len()],
+            checked: vec![false; block.strings.len()],
+            runs: b.runs(),
+        }
+    }
+
+    /// Forgets the ids when the builder has written a run since they were made.
+    fn refresh(&mut self, b: &Builder) {
+        if b.runs() != self.runs {
+            self.ids.fill(UNMAPPED);
+            self.runs = b.runs();
+        }
+    }
+
+    /// The text of string `i` of the block.
+    fn text(&self, i: u32, what: &'static str) -> Result<&'a str, PartialShardError> {
+        std::str::from_utf8(self.block.strings[i as usize]).map_err(|_| PartialShardError::Utf8 {
+            chunk: self.chunk.to_owned(),
+            what,
+        })
+    }
+
+    /// Checks that string `i` of the block is UTF-8 (once per block).
+    fn check(&mut self, i: u32, what: &'static str) -> Result<(), PartialShardError> {
+        if !self.checked[i as usize] {
+            self.text(i, what)?;
+            self.checked[i as usize] = true;
+        }
+        Ok(())
+    }
+
+    /// The builder id of string `i` of the block.
+    fn id(
+        &mut self,
+        b: &mut Builder,
+        i: u32,
+        what: &'static str,
+    ) -> Result<u32, PartialShardError> {
+        let id = self.ids[i as usize];
+        if id != UNMAPPED {
+            return Ok(id);
+        }
+        let id = b.intern(self.text(i, what)?);
+        self.ids[i as usize] = id;
+        Ok(id)
+    }
+}
+
 /// The (file, commit) of the last run of a block and its version.
 type LastRun = ((u32, u32), Option<Arc<str>>);
 
@@ -123,81 +190,75 @@ fn add_block(
     chunk: &str,
     block: &Block<'_>,
 ) -> Result<(), PartialShardError> {
-    let text = |i: u32, what| {
-        std::str::from_utf8(block.strings[i as usize]).map_err(|_| PartialShardError::Utf8 {
-            chunk: chunk.to_owned(),
-            what,
-        })
-    };
-    // Entries come in runs of one (file, commit): one lookup per run.
+    let mut ids = BlockIds::new(block, chunk, b);
+    // Entries come in runs of one (file, commit): one lookup per run; the version's
+    // builder id held while the builder's ids hold.
     let mut last: Option<LastRun> = None;
+    let mut last_id: Option<(usize, u32)> = None;
     for &(k, v) in &block.entries {
-        let e = Entry {
-            path: text(k.file, "path")?,
-            commit: text(k.commit, "commit")?,
-            func: text(k.func, "function")?,
-            manager: text(k.manager, "manager")?,
-        };
-        let version = || -> Result<Option<Arc<str>>, PartialShardError> {
-            match &last {
-                Some((at, v)) if *at == (k.file, k.commit) => Ok(v.clone()),
-                _ => {
-                    let v = versions.get(source, e.path, e.commit)?;
-                    last = Some(((k.file, k.commit), v.clone()));
-                    Ok(v)
-                }
+        ids.refresh(b);
+        let (sl, hits, rows) = (k.sl, v.hits, v.rows);
+        // Every name of an entry must be UTF-8, checked in this order.
+        let path = ids.id(b, k.file, "path")?;
+        ids.check(k.commit, "commit")?;
+        ids.check(k.func, "function")?;
+        ids.check(k.manager, "manager")?;
+        if sl == 0 {
+            b.add_without_line_id(path, rows)?;
+            continue;
+        }
+        let manager_empty = block.strings[k.manager as usize].is_empty();
+        let func_empty = block.strings[k.func as usize].is_empty();
+        if manager_empty && func_empty {
+            b.add_without_version_id(path, rows, hits)?;
+            continue;
+        }
+        if !manager_empty && rows == 0 {
+            continue;
+        }
+        let at = (k.file, k.commit);
+        let version = match &last {
+            Some((a, v)) if *a == at => v.clone(),
+            _ => {
+                let p = ids.text(k.file, "path")?;
+                let c = ids.text(k.commit, "commit")?;
+                let v = versions.get(source, p, c)?;
+                last = Some((at, v.clone()));
+                last_id = None;
+                v
             }
         };
-        add(b, &e, k.sl, v.hits, v.rows, version)?;
-    }
-    Ok(())
-}
-
-/// The names of one spill entry, as text.
-struct Entry<'a> {
-    path: &'a str,
-    commit: &'a str,
-    func: &'a str,
-    manager: &'a str,
-}
-
-/// Adds one spill entry (`sl`, `hits`, `rows`) to `b`; `version` finds the version of
-/// the entry's (file, commit) when one is needed.
-fn add(
-    b: &mut Builder,
-    e: &Entry<'_>,
-    sl: u32,
-    hits: u64,
-    rows: u64,
-    mut version: impl FnMut() -> Result<Option<Arc<str>>, PartialShardError>,
-) -> Result<(), PartialShardError> {
-    if sl == 0 {
-        b.add_without_line(e.path, rows)?;
-        return Ok(());
-    }
-    if e.manager.is_empty() {
-        if e.func.is_empty() {
-            b.add_without_version(e.path, rows, hits)?;
-        } else if let Some(v) = version()? {
-            b.add_vote(e.path, &v, e.commit, sl, e.func, rows)?;
+        let Some(version) = version else {
+            if !manager_empty {
+                b.add_without_version_id(path, rows, hits)?;
+            }
+            // A vote of a version the source lacks: its rows were counted without
+            // version where they came from; the vote itself counts nothing.
+            continue;
+        };
+        let version = match last_id {
+            Some((runs, id)) if runs == b.runs() => id,
+            _ => {
+                let id = b.intern(&version);
+                last_id = Some((b.runs(), id));
+                id
+            }
+        };
+        let r = IdRow {
+            path,
+            commit: ids.id(b, k.commit, "commit")?,
+            version,
+            manager: ids.id(b, k.manager, "manager")?,
+            func_name: ids.id(b, k.func, "function")?,
+            line: sl,
+            hits,
+            rows,
+        };
+        if manager_empty {
+            b.add_vote_ids(&r)?;
+        } else {
+            b.add_ids(&r)?;
         }
-        // A vote of a version the source lacks: its rows were counted without version
-        // where they came from; the vote itself counts nothing.
-        return Ok(());
     }
-    if rows == 0 {
-        return Ok(());
-    }
-    let v = version()?;
-    b.add(&RawRow {
-        path: e.path,
-        commit: e.commit,
-        version: v.as_deref(),
-        manager: e.manager,
-        func_name: e.func,
-        line: sl,
-        hits,
-        rows,
-    })?;
     Ok(())
 }
