@@ -195,19 +195,7 @@ impl Builder {
             return Err(PartialError::Invalid("a row with an empty path".into()));
         }
         let id = self.strings.id(path);
-        if let Entry::Vacant(e) = self.paths.entry(id) {
-            if let Some(j) = self.only {
-                let s = shard_of(path.as_bytes(), self.shards).0;
-                if s != j {
-                    return Err(PartialError::Invalid(format!(
-                        "path {path:?} is of shard {s} of {}, not of shard {j}",
-                        self.shards
-                    )));
-                }
-            }
-            e.insert(Default::default());
-        }
-        Ok(id)
+        self.path_of_id(id)
     }
 
     /// The id of `name` in this builder, for the `*_ids` adds: valid while
