@@ -106,6 +106,7 @@ impl std::fmt::Display for Store {
 
 /// A URL without credentials: safe for logs (the one redaction of every URL kind).
 pub use covmerge_proto::redact::redact_url;
+pub use location::shown as shown_url;
 
 /// Whether `s` names an object-store location rather than a local path.
 pub fn is_store_url(s: &str) -> bool {

@@ -44,7 +44,7 @@ pub fn file_url_path(url: &str) -> Option<&str> {
 /// How a store URL is shown in logs and errors: as given, names and all, when it has
 /// no `@` (without user info there is no password to hide); else as [`redact_url`]
 /// shows it (less, never more).
-pub(crate) fn shown(url: &str) -> String {
+pub fn shown(url: &str) -> String {
     if url.contains('@') {
         redact_url(url)
     } else {

@@ -11,7 +11,7 @@ use covmerge_proto::date::Date;
 use covmerge_proto::layout as keys;
 use covmerge_proto::wire::{MergeOutcome, PartialFile};
 use covmerge_proto::{JobSpec, Manifest};
-use covmerge_storage::{redact_url, Store};
+use covmerge_storage::Store;
 use futures::StreamExt;
 use sha2::{Digest, Sha256};
 use tracing::info;
@@ -176,23 +176,13 @@ pub async fn preflight_partial_out(url: &str) -> Result<(), JobError> {
     check_dest(&dest, url).await.map(|_| ())
 }
 
-/// `url` as logs and errors show it: a store URL without its credentials, a local
-/// path as it is (the URL redactor cannot parse a path).
-fn shown(url: &str) -> String {
-    if covmerge_storage::is_store_url(url) {
-        redact_url(url)
-    } else {
-        url.to_string()
-    }
-}
-
 /// The names `dest` holds, refused unless it holds nothing or a partial.
 async fn check_dest(dest: &Store, url: &str) -> Result<Vec<String>, JobError> {
     let held = dest.list("").await?;
     if !held.is_empty() && !held.iter().any(|k| k == DESCRIPTION) {
         return Err(JobError::Preflight(format!(
             "--partial-out {}: holds {} object(s) ({}) and no {DESCRIPTION}: not a partial; give an empty or new location",
-            shown(url),
+            covmerge_storage::shown_url(url),
             held.len(),
             held.iter().take(3).cloned().collect::<Vec<_>>().join(", ")
         )));
@@ -257,7 +247,7 @@ async fn copy_partial(
         .filter(|k| !written.contains(k.as_str()))
         .collect();
     dest.delete_all(&stale).await?;
-    info!(partial = %shown(url), shards = d.shard_count, rows = d.counts.rows_in, "partial written");
+    info!(partial = %covmerge_storage::shown_url(url), shards = d.shard_count, rows = d.counts.rows_in, "partial written");
     Ok(())
 }
 
