@@ -262,3 +262,34 @@ fn rollup_refuses_two_namespaces_and_what_is_not_a_partial() {
     assert!(!o.status.success());
     assert!(err.contains("not a partial"), "{err}");
 }
+
+#[test]
+fn rollup_counted_the_same_partial_twice_and_replaced_its_input() {
+    let c = corpus(59);
+    let a_dir = c.path("a");
+    merge_partial(&c, "2", &a_dir, &[]);
+    let link = c.path("a-link");
+    std::os::unix::fs::symlink(&a_dir, &link).unwrap();
+    let out = c.path("out");
+    let a = a_dir.to_str().unwrap();
+    for twice in [[a, a], [a, link.to_str().unwrap()]] {
+        let o = covmerge(&[
+            "rollup",
+            "--partial-out",
+            out.to_str().unwrap(),
+            "--input",
+            twice[0],
+            twice[1],
+        ]);
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(!o.status.success());
+        assert!(err.contains("counted twice"), "{err}");
+        assert!(!out.join("partial.json").exists());
+    }
+    let before = files(&a_dir);
+    let o = covmerge(&["rollup", "--partial-out", a, "--input", a]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success());
+    assert!(err.contains("is --input"), "{err}");
+    assert_eq!(files(&a_dir), before);
+}
