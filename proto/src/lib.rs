@@ -43,4 +43,4 @@ pub mod wire;
 
 pub use ids::{Attempt, JobId, ShardId, SplitId, TaskRef};
 pub use job::JobSpec;
-pub use manifest::{Counts, Manifest, ShardEntry};
+pub use manifest::{Counts, Manifest, PartialWritten, ShardEntry};

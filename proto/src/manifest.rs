@@ -257,6 +257,29 @@ pub struct Manifest {
     /// (`covmerge report --manifest` checks both).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub header: Option<String>,
+    /// The partial written with `--partial-out` (absent without it, and until it is
+    /// written): the manifest names it as it names the result.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub partial: Option<PartialWritten>,
+}
+
+/// Where a job's partial (contract §10) was written, and the SHA-256 of its
+/// `partial.json`, which in turn gives every shard file's size and SHA-256: so the
+/// manifest ties the job to the exact partial it wrote.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PartialWritten {
+    /// `--partial-out`, as logs show it (credentials removed).
+    pub url: String,
+    /// SHA-256 of the `partial.json` written there, lowercase hex.
+    pub description_sha256: String,
+    /// Its shard count.
+    pub shard_count: u32,
+    /// Its period's first day, `YYYY-MM-DD`.
+    pub date_from: String,
+    /// Its period's last day.
+    pub date_to: String,
+    /// Its `counts.rows_in`.
+    pub rows_in: u64,
 }
 
 #[cfg(test)]

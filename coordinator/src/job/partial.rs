@@ -10,7 +10,7 @@ use covmerge_partial::{Description, FileEntry, PartialCounts, ShardFiles, FORMAT
 use covmerge_proto::date::Date;
 use covmerge_proto::layout as keys;
 use covmerge_proto::wire::{MergeOutcome, PartialFile};
-use covmerge_proto::{JobSpec, Manifest};
+use covmerge_proto::{JobSpec, Manifest, PartialWritten};
 use covmerge_storage::Store;
 use futures::StreamExt;
 use sha2::{Digest, Sha256};
@@ -198,7 +198,7 @@ pub(super) async fn write_partial(
     d: &Description,
     store: &Store,
     url: &str,
-) -> Result<(), JobError> {
+) -> Result<PartialWritten, JobError> {
     copy_partial(d, store, &|name| keys::partial_file(&spec.job, name), url).await
 }
 
@@ -208,19 +208,19 @@ pub async fn publish_local_partial(
     dir: &std::path::Path,
     d: &Description,
     url: &str,
-) -> Result<(), JobError> {
+) -> Result<PartialWritten, JobError> {
     let src = Store::open(&format!("file://{}", dir.display()))?;
     copy_partial(d, &src, &|name| name.to_owned(), url).await
 }
 
 /// Copies the files of `d` from `src` (`key_of` a file's name: its key there) to
-/// `url`, then its description.
+/// `url`, then its description; returns what a manifest says of it.
 async fn copy_partial(
     d: &Description,
     src: &Store,
     key_of: &(dyn Fn(&str) -> String + Sync),
     url: &str,
-) -> Result<(), JobError> {
+) -> Result<PartialWritten, JobError> {
     let store = src;
     let dest = partial_store(url)?;
     let held = check_dest(&dest, url).await?;
@@ -234,7 +234,9 @@ async fn copy_partial(
             dest.copy_from(&e.name, store, &key).await?;
         }
     }
-    dest.put(DESCRIPTION, d.to_json().into()).await?;
+    let json = d.to_json();
+    let description_sha256 = hex::encode(Sha256::digest(&json));
+    dest.put(DESCRIPTION, json.into()).await?;
     let written: std::collections::HashSet<&str> = d
         .shards
         .iter()
@@ -247,8 +249,16 @@ async fn copy_partial(
         .filter(|k| !written.contains(k.as_str()))
         .collect();
     dest.delete_all(&stale).await?;
-    info!(partial = %covmerge_storage::shown_url(url), shards = d.shard_count, rows = d.counts.rows_in, "partial written");
-    Ok(())
+    let shown = covmerge_storage::shown_url(url).to_string();
+    info!(partial = %shown, shards = d.shard_count, rows = d.counts.rows_in, "partial written");
+    Ok(PartialWritten {
+        url: shown,
+        description_sha256,
+        shard_count: d.shard_count,
+        date_from: d.date_from.clone(),
+        date_to: d.date_to.clone(),
+        rows_in: d.counts.rows_in,
+    })
 }
 
 /// Reads `key` of `store` through, refusing it unless its size and SHA-256 are `e`'s.

@@ -41,6 +41,7 @@ pub(super) async fn manifest_of(
         groups: spec.groups.clone(),
         other_namespaces: Default::default(),
         header: None,
+        partial: None,
     };
     // Executions recorded by the workers: a delivery count misses executions that
     // overlapped (a stalled worker finishing after another one redid its shard).
@@ -224,7 +225,7 @@ pub(super) async fn publish(
     manifest.result = result.clone();
     if let (Some(d), Some(url)) = (&partial, &spec.partial_out) {
         still_held(lease).await?;
-        super::partial::write_partial(spec, d, store, url).await?;
+        manifest.partial = Some(super::partial::write_partial(spec, d, store, url).await?);
     }
     still_held(lease).await?;
     out.write_manifest(&manifest)

@@ -115,13 +115,34 @@ fn merge_partial(c: &CorpusJob, shards: &str, dir: &Path, extra: &[&str]) {
     merge_ok(&a);
 }
 
+/// The manifest at `manifest` names the partial in `dir` exactly: its description's
+/// bytes (by SHA-256), shard count and rows.
+fn manifest_names_the_partial(manifest: &Path, dir: &Path, shards: u32) {
+    let m = covmerge_integration_tests::manifest(manifest);
+    let p = &m["partial"];
+    let json = std::fs::read(dir.join("partial.json")).unwrap();
+    let want = hex::encode(<sha2::Sha256 as sha2::Digest>::digest(&json));
+    assert_eq!(p["description_sha256"], want.as_str(), "{m}");
+    assert_eq!(p["shard_count"], shards, "{m}");
+    assert_eq!(p["rows_in"], m["totals"]["rows_in"], "{m}");
+    assert_eq!(p["date_to"], "2024-04-08", "{m}");
+    assert!(p["url"].as_str().unwrap().contains("partial-"), "{m}");
+}
+
 #[test]
 fn merge_partial_out_is_the_partial_of_the_raw_rows_at_1_3_and_7_shards() {
     let c = corpus(41);
     let root = &c.corpus.sources;
     for shards in [1u32, 3, 7] {
         let got = c.path(&format!("partial-{shards}"));
-        merge_partial(&c, &shards.to_string(), &got, &[]);
+        let manifest = c.path(&format!("manifest-{shards}.json"));
+        merge_partial(
+            &c,
+            &shards.to_string(),
+            &got,
+            &["--manifest", manifest.to_str().unwrap()],
+        );
+        manifest_names_the_partial(&manifest, &got, shards);
         let want_dir = c.path(&format!("want-{shards}"));
         let want = direct(root, &c.inputs, shards, "2024-04-08", &want_dir);
         let p = Partial::open(&got).unwrap();
