@@ -18,6 +18,7 @@ use std::path::{Path, PathBuf};
 mod build;
 /// `partial.json`, the description beside the shard files.
 pub mod desc;
+mod fan_in;
 mod file;
 mod rollup;
 mod sorted;
@@ -26,6 +27,7 @@ pub mod table;
 
 pub use build::{Builder, IdRow, RawRow, ShardPartial};
 pub use desc::{Description, FileEntry, PartialCounts, ShardFiles, FORMAT_VERSION};
+pub use fan_in::{rollup_within, FanIn, OPEN_FILE_BYTES};
 pub use rollup::{add_partial_counts, rollup};
 pub use table::{FuncRow, LineRow, PathRow, Table, VersionRow};
 
