@@ -408,4 +408,53 @@ mod tests {
             "{e}"
         );
     }
+
+    /// A row group of few rows' worth of bytes on disk that decodes to gigabytes (one
+    /// long function name in a dictionary, on every row) is refused naming the file,
+    /// before its strings are copied.
+    #[test]
+    fn a_row_group_whose_strings_decode_past_the_cap_is_refused_naming_the_file() {
+        use crate::table::{FuncRow, COLUMN_STRING_CAP};
+        let dir = tempfile::tempdir().unwrap();
+        let name = file_name::<FuncRow>(0);
+        let path = dir.path().join(&name);
+        // 8,192 rows of a 1 KiB name: 8 MiB decoded, a few KiB on disk (gigabytes
+        // with a 1 MiB name, the same way).
+        let long = "f".repeat(1 << 10);
+        let rows: Vec<FuncRow> = (1..=ROW_GROUP_ROWS as u32)
+            .map(|line| FuncRow {
+                path: "a.c".into(),
+                version: "0".repeat(40),
+                line,
+                func_name: long.clone(),
+                rows: 1,
+            })
+            .collect();
+        let props = parquet::file::properties::WriterProperties::builder()
+            .set_compression(parquet::basic::Compression::SNAPPY)
+            .build();
+        let f = File::create(&path).unwrap();
+        let mut w =
+            SerializedFileWriter::new(f, Arc::new(schema::<FuncRow>()), Arc::new(props)).unwrap();
+        let mut rg = w.next_row_group().unwrap();
+        FuncRow::write_group(&rows, &mut rg).unwrap();
+        rg.close().unwrap();
+        w.close().unwrap();
+        drop(rows);
+        let data = std::fs::read(&path).unwrap();
+        assert!(data.len() < 64 << 10, "{} bytes", data.len());
+        assert!(ROW_GROUP_ROWS * long.len() > COLUMN_STRING_CAP);
+        let entry = FileEntry {
+            name,
+            rows: ROW_GROUP_ROWS as u64,
+            bytes: data.len() as u64,
+            sha256: hex::encode(Sha256::digest(&data)),
+        };
+        let mut r = TableReader::<FuncRow>::open(dir.path(), 0, 1, &entry).unwrap();
+        let e = r.next_row().unwrap_err().to_string();
+        assert!(
+            e.contains(path.to_str().unwrap()) && e.contains("bytes of strings"),
+            "{e}"
+        );
+    }
 }

@@ -18,6 +18,11 @@ pub(crate) const ROW_GROUP_ROWS: usize = 8192;
 /// that one decoded row group, what a reader holds per open file, stays small whatever
 /// the names' lengths.
 pub(crate) const ROW_GROUP_BYTES: usize = 4 << 20;
+/// What a reader takes of one string column of one row group: the writer's cut plus
+/// one row of the largest a merge reads (1 MiB), with room. A file claiming more (a
+/// forged one: a dictionary of one long name, repeated 8,192 times, decodes to
+/// gigabytes from a few kilobytes) is refused before its strings are copied.
+pub(crate) const COLUMN_STRING_CAP: usize = ROW_GROUP_BYTES + (2 << 20);
 
 /// One row of a table, ordered by its key: implemented by the four row types of a
 /// partial ([`LineRow`], [`FuncRow`], [`VersionRow`], [`PathRow`]) and by nothing else.
@@ -203,6 +208,15 @@ fn read_strings(rg: &dyn RowGroupReader, i: usize, n: usize) -> Result<Vec<Strin
         if got == 0 {
             return Err(format!("column {i} ends after {} of {n} rows", v.len()));
         }
+    }
+    // Values of a dictionary share its buffer: their lengths are summed before any
+    // is copied.
+    let total: usize = v.iter().map(|b| b.len()).sum();
+    if total > COLUMN_STRING_CAP {
+        return Err(format!(
+            "column {i} holds {total} bytes of strings in {n} rows, more than the \
+             {COLUMN_STRING_CAP} a partial's row group may"
+        ));
     }
     v.into_iter()
         .map(|b| {
