@@ -86,21 +86,44 @@ pub struct Description {
     pub shards: Vec<ShardFiles>,
 }
 
+/// The most bytes of a `partial.json` read: the description of a partial of the most
+/// shards a job has ([`covmerge_proto::limits::MAX_SHARDS`], about 700 bytes each) is
+/// under it.
+pub const MAX_DESCRIPTION_BYTES: u64 = 64 << 20;
+
 impl Description {
     /// Reads and checks `dir/partial.json`: the format and its version first (an unknown
     /// version is refused as such, whatever else it holds), then the fields.
     pub fn read(dir: &Path) -> Result<Description, PartialError> {
+        use std::io::Read as _;
         let path = dir.join(DESCRIPTION);
-        let text = std::fs::read(&path).map_err(|e| PartialError::io(&path, e))?;
-        let v: serde_json::Value =
+        let f = std::fs::File::open(&path).map_err(|e| PartialError::io(&path, e))?;
+        let mut text = Vec::new();
+        f.take(MAX_DESCRIPTION_BYTES + 1)
+            .read_to_end(&mut text)
+            .map_err(|e| PartialError::io(&path, e))?;
+        if text.len() as u64 > MAX_DESCRIPTION_BYTES {
+            return Err(PartialError::corrupt(
+                &path,
+                format!("more than the {MAX_DESCRIPTION_BYTES} bytes of a partial's description"),
+            ));
+        }
+        // The format and its version first, without building the rest as a tree of
+        // values (a description of many shards is tens of MB).
+        #[derive(serde::Deserialize)]
+        struct Head {
+            format: Option<serde_json::Value>,
+            format_version: Option<serde_json::Value>,
+        }
+        let head: Head =
             serde_json::from_slice(&text).map_err(|e| PartialError::corrupt(&path, e))?;
-        if v.get("format").and_then(|f| f.as_str()) != Some(FORMAT) {
+        if head.format.as_ref().and_then(|f| f.as_str()) != Some(FORMAT) {
             return Err(PartialError::corrupt(
                 &path,
                 format!("not a partial's description (no \"format\": {FORMAT:?})"),
             ));
         }
-        match v.get("format_version").and_then(|f| f.as_u64()) {
+        match head.format_version.as_ref().and_then(|f| f.as_u64()) {
             Some(n) if n == FORMAT_VERSION as u64 => {}
             found => {
                 return Err(PartialError::Version {
@@ -110,7 +133,7 @@ impl Description {
             }
         }
         let d: Description =
-            serde_json::from_value(v).map_err(|e| PartialError::corrupt(&path, e))?;
+            serde_json::from_slice(&text).map_err(|e| PartialError::corrupt(&path, e))?;
         d.check().map_err(|e| PartialError::corrupt(&path, e))?;
         Ok(d)
     }
