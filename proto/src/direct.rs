@@ -143,7 +143,10 @@ mod tests {
                 ..ok.clone()
             },
         ] {
-            assert!(check_shard_refs(&[bad.clone()]).is_err(), "{bad:?}");
+            assert!(
+                check_shard_refs(std::slice::from_ref(&bad)).is_err(),
+                "{bad:?}"
+            );
         }
         let d = |input| DirectPartial {
             input,

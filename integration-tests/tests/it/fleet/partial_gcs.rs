@@ -86,36 +86,33 @@ fn fleet_merge_of_gcs_day_partials_equals_the_raw_merge_and_reads_fewer_bytes() 
     let _w1 = worker(s.dir(), 1, &store, &[], &env);
     let _w2 = worker(s.dir(), 2, &store, &["--split-threads", "1"], &env);
     let amqp = fleet::amqp();
-    let fleet_args = |args: &mut Vec<String>, out: &str| {
-        args.extend(["--amqp", &amqp, "--store", &store, "--out", out].map(String::from));
-    };
-
-    // Two days' partials, each from half of the raw inputs.
-    let half = s.inputs.len() / 2;
-    for (day, inputs) in [(0, &s.inputs[..half]), (1, &s.inputs[half..])] {
+    // A fleet job of `inputs` at `shards` shards into `out`, with `extra` flags.
+    let job = |inputs: &[String], shards: &str, out: &Path, extra: &[String]| {
         let mut a: Vec<String> = s
             .job_args_with(&s.source, inputs)
             .into_iter()
             .map(String::from)
             .collect();
-        let out = s.path(&format!("day{day}.jsonl.gz"));
-        fleet_args(&mut a, out.to_str().unwrap());
-        a.extend(["--partial-out".into(), format!("gs://{b}/partials/d{day}")]);
+        let i = a.iter().position(|x| x == "--shards").unwrap();
+        a[i + 1] = shards.into();
+        let out = out.to_str().unwrap();
+        a.extend(["--amqp", &amqp, "--store", &store, "--out", out].map(String::from));
+        a.extend_from_slice(extra);
         let a: Vec<&str> = a.iter().map(String::as_str).collect();
-        counted(&relay, &a, &env);
+        counted(&relay, &a, &env).1
+    };
+
+    // Two days' partials, each from half of the raw inputs.
+    let half = s.inputs.len() / 2;
+    for (day, inputs) in [(0, &s.inputs[..half]), (1, &s.inputs[half..])] {
+        let out = s.path(&format!("day{day}.jsonl.gz"));
+        let to = ["--partial-out".into(), format!("gs://{b}/partials/d{day}")];
+        job(inputs, "4", &out, &to);
     }
 
     // The raw merge, its inputs read from the bucket.
-    let raw_in = [format!("gs://{b}/raw/*")];
-    let mut a: Vec<String> = s
-        .job_args_with(&s.source, &raw_in)
-        .into_iter()
-        .map(String::from)
-        .collect();
     let raw_out = s.path("raw.jsonl.gz");
-    fleet_args(&mut a, raw_out.to_str().unwrap());
-    let a: Vec<&str> = a.iter().map(String::as_str).collect();
-    let (_, raw) = counted(&relay, &a, &env);
+    let raw = job(&[format!("gs://{b}/raw/*")], "4", &raw_out, &[]);
     let raw_result = gunzip(&raw_out);
     assert_eq!(
         raw_result, s.want,
@@ -127,15 +124,8 @@ fn fleet_merge_of_gcs_day_partials_equals_the_raw_merge_and_reads_fewer_bytes() 
         format!("gs://{b}/partials/d0/"),
         format!("gs://{b}/partials/d1/partial.json"),
     ];
-    let mut a: Vec<String> = s
-        .job_args_with(&s.source, &parts)
-        .into_iter()
-        .map(String::from)
-        .collect();
     let out = s.path("partials.jsonl.gz");
-    fleet_args(&mut a, out.to_str().unwrap());
-    let a: Vec<&str> = a.iter().map(String::as_str).collect();
-    let (_, partial) = counted(&relay, &a, &env);
+    let partial = job(&parts, "4", &out, &[]);
     assert!(
         result_of(&gunzip(&out)) == result_of(&raw_result),
         "the merge of the partials differs from the raw merge"
@@ -160,19 +150,9 @@ fn fleet_merge_of_gcs_day_partials_equals_the_raw_merge_and_reads_fewer_bytes() 
     a[i + 1] = "3";
     a.extend_from_slice(&["--out", raw3.to_str().unwrap()]);
     merge_ok(&a);
-    let want3 = gunzip(&raw3);
-    let mut a: Vec<String> = s
-        .job_args_with(&s.source, &parts)
-        .into_iter()
-        .map(String::from)
-        .collect();
-    let i = a.iter().position(|x| x == "--shards").unwrap();
-    a[i + 1] = "3".into();
     let out3 = s.path("partials3.jsonl.gz");
-    fleet_args(&mut a, out3.to_str().unwrap());
-    let a: Vec<&str> = a.iter().map(String::as_str).collect();
-    let (_, other) = counted(&relay, &a, &env);
-    assert!(result_of(&gunzip(&out3)) == result_of(&want3));
+    let other = job(&parts, "3", &out3, &[]);
+    assert!(result_of(&gunzip(&out3)) == result_of(&gunzip(&raw3)));
     assert!(
         other.spill > 0,
         "partials of 4 shards split for 3: {other:?}"
