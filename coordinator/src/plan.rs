@@ -7,6 +7,8 @@ use covmerge_storage::{expand_inputs, is_store_url, open_object};
 
 use crate::JobError;
 
+mod partials;
+
 /// The header's `Namespace` when `--namespace` is not given.
 pub const DEFAULT_NAMESPACE: &str = "upstream";
 
@@ -146,22 +148,6 @@ pub fn today_utc() -> String {
     covmerge_proto::date::today_utc()
 }
 
-/// A partial listed out of an object store (`s3://b/day/` expands to its files) would
-/// be read file by file as CSV: refused, naming it. Partials are read from local
-/// directories (contract §10).
-fn refuse_store_partials(inputs: &[String]) -> Result<(), JobError> {
-    match inputs
-        .iter()
-        .find(|i| is_store_url(i) && i.rsplit('/').next() == Some("partial.json"))
-    {
-        Some(i) => Err(JobError::Plan(format!(
-            "input {i}: a partial in an object store; a partial input must be a local \
-             directory (copy it down, e.g. `gsutil cp -r`, and give the directory)"
-        ))),
-        None => Ok(()),
-    }
-}
-
 /// An input given twice (the same path, a link to it, a prefix that lists an object
 /// named again) would be counted twice without a word: refused, naming both.
 fn refuse_repeated_inputs(inputs: &[String]) -> Result<(), JobError> {
@@ -202,18 +188,32 @@ pub async fn plan_job(req: &JobRequest) -> Result<JobSpec, JobError> {
             req.file_path_prefix
         )));
     }
-    let inputs = expand_inputs(&req.inputs)
+    let inputs = expand_inputs(&partials::as_prefixes(&req.inputs, req.format))
         .await
         .map_err(|e| JobError::Plan(e.to_string()))?;
+    // A store prefix holding a partial is one input (contract §10), not its objects.
+    let inputs = match req.format {
+        InputFormat::Auto | InputFormat::Partial => partials::store_partial_inputs(inputs),
+        _ => inputs,
+    };
     refuse_repeated_inputs(&inputs)?;
-    refuse_store_partials(&inputs)?;
     let mut sizes = Vec::new();
     let mut input_ids = Vec::new();
+    let mut planned = Vec::new();
     for i in &inputs {
-        let (size, id) = measure_input(req, i).await?;
+        let (size, id, partial) = measure_input(req, i).await?;
         sizes.push(size);
         input_ids.push(id);
+        planned.push(partial);
     }
+    let shards = req.shards.unwrap_or_else(|| default_shards(&sizes));
+    // With `--partial-out` every row goes through the spill chunks the merge tasks
+    // write their shard's partial from: no partial is read directly.
+    let direct = match req.partial_out {
+        Some(_) => Vec::new(),
+        None => partials::direct_partials(&planned, shards, req.namespace.as_deref()),
+    };
+    let splits = partials::alone(group_splits(&sizes), &direct, inputs.len());
     let date_to = req.date_to.clone().unwrap_or_else(today_utc);
     check_settings(req, &date_to)?;
     let input = JobInputs {
@@ -236,7 +236,7 @@ pub async fn plan_job(req: &JobRequest) -> Result<JobSpec, JobError> {
         base_repo: req.base_repo.clone(),
         base_commit: req.base_commit.clone(),
         source,
-        shards: req.shards.unwrap_or_else(|| default_shards(&sizes)),
+        shards,
         max_bad_rows: req.max_bad_rows,
         file_path_prefix: req.file_path_prefix.clone(),
         header: HeaderSpec {
@@ -249,29 +249,37 @@ pub async fn plan_job(req: &JobRequest) -> Result<JobSpec, JobError> {
             total_rows: req.total_rows,
         },
         input,
-        splits: group_splits(&sizes),
+        splits,
         groups: req.groups.clone(),
         namespace: req.namespace.clone(),
         input_ids,
         partial_out: req.partial_out.as_deref().map(absolute_location),
+        direct_partials: direct,
     })
 }
 
 /// One listed input's size (bytes, and whether gzip'd: the default shard count follows
-/// them) and identity. A local input's format is found through the input formats'
-/// registry: a directory no directory format claims is refused, and so is one that a
-/// directory format claims when `--input-format` names another.
+/// them) and identity, and for a partial what its description says. A local input's
+/// format is found through the input formats' registry: a directory no directory
+/// format claims is refused, and so is one that a directory format claims when
+/// `--input-format` names another. A store prefix is a partial's (its `partial.json`
+/// is its identity, its shard files its size).
 async fn measure_input(
     req: &JobRequest,
     i: &str,
-) -> Result<((u64, bool), InputIdentity), JobError> {
+) -> Result<((u64, bool), InputIdentity, Option<partials::PlannedPartial>), JobError> {
+    if covmerge_input::formats::is_store_prefix(i) {
+        let (text, id) = partials::store_description(i).await?;
+        let p = partials::PlannedPartial::of(&text);
+        return Ok(((p.bytes().unwrap_or(id.size), false), id, Some(p)));
+    }
     if is_store_url(i) {
         let (store, key) = open_object(i).map_err(|e| JobError::Plan(e.to_string()))?;
         let id = store
             .identity(&key)
             .await
             .map_err(|e| JobError::Plan(format!("input {i}: {e}")))?;
-        return Ok(((id.size, i.ends_with(".gz")), id));
+        return Ok(((id.size, i.ends_with(".gz")), id, None));
     }
     use covmerge_input::formats::{detect, format_of};
     let found =
@@ -287,8 +295,17 @@ async fn measure_input(
             found.kind.as_str()
         )));
     }
+    let partial = match found.kind {
+        InputFormat::Partial => {
+            let path = std::path::Path::new(i).join(covmerge_partial::desc::DESCRIPTION);
+            let text = std::fs::read(&path)
+                .map_err(|e| JobError::Plan(format!("input {}: {e}", path.display())))?;
+            Some(partials::PlannedPartial::of(&text))
+        }
+        _ => None,
+    };
     let id = local_identity(std::path::Path::new(i), found.bytes)?;
-    Ok(((found.bytes, found.gzip), id))
+    Ok(((found.bytes, found.gzip), id, partial))
 }
 
 /// Checks the job's settings (after its inputs): `--date-to`, `--shards`,
@@ -449,22 +466,6 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_partial_listed_out_of_a_store_is_refused_not_read_as_csv() {
-        let listed = [
-            "s3://b/day/funcs-00000.parquet".to_string(),
-            "s3://b/day/partial.json".to_string(),
-        ];
-        let e = refuse_store_partials(&listed).unwrap_err().to_string();
-        assert!(
-            e.contains("s3://b/day/partial.json") && e.contains("local"),
-            "{e}"
-        );
-        // A local partial directory and CSV objects are not refused.
-        let fine = ["/data/day/".to_string(), "s3://b/rows-0.csv.gz".to_string()];
-        refuse_store_partials(&fine).unwrap();
-    }
-
-    #[test]
     fn small_inputs_share_splits_and_large_ones_do_not() {
         // 200 inputs of 50 KB: 1/32 of the bytes is 6 inputs a split.
         let small = vec![(50_000u64, true); 200];
@@ -506,6 +507,7 @@ mod tests {
             groups: Vec::new(),
             input_ids: Vec::new(),
             partial_out: None,
+            direct_partials: Vec::new(),
         };
         assert_eq!(spec.validate(), Ok(()));
         let ranges = spec.split_ranges();

@@ -97,7 +97,7 @@ pub async fn job_status(store: &Store, job: &JobId) -> Result<JobStatus, JobErro
     let (done_shards, shards_done, rows_merged) =
         done_tasks::<MergeOutcome>(store, &keys::parts(job), |o| o.counts.rows_merged).await?;
     let mut splits = TaskCounts {
-        total: spec.split_ranges().len() as u64,
+        total: spec.split_task_ranges().len() as u64,
         done: splits_done,
         ..TaskCounts::default()
     };

@@ -55,6 +55,11 @@ pub struct JobSpec {
     /// the spec is what it was).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub partial_out: Option<String>,
+    /// The partial inputs of the job's shard count, in input order: no split reads
+    /// them, each merge task reads its shard of them (contract §10). Absent: every
+    /// input is split.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub direct_partials: Vec<crate::direct::DirectPartial>,
 }
 
 /// What an input was when its job was planned: its size and what its store says of
@@ -213,6 +218,7 @@ impl JobSpec {
             name("partial_out", p, false)?;
         }
         self.input.validate(self.inputs.len(), name)?;
+        crate::direct::check_direct(&self.direct_partials, self.inputs.len())?;
         crate::group::check_groups(&self.groups)?;
         if !self.input_ids.is_empty() && self.input_ids.len() != self.inputs.len() {
             return Err(format!(
@@ -341,6 +347,7 @@ mod tests {
             groups: Vec::new(),
             input_ids: Vec::new(),
             partial_out: None,
+            direct_partials: Vec::new(),
         }
     }
 

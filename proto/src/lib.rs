@@ -10,6 +10,8 @@
 
 /// Calendar dates (UTC) from Unix time, without a date crate.
 pub mod date;
+/// Partials read by merge tasks directly.
+pub mod direct;
 /// `--group NAME=GLOB`: records summing the managers a glob matches.
 pub mod group;
 /// Typed ids: jobs, shards, splits, attempts.

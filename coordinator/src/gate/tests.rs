@@ -319,6 +319,7 @@ fn spec() -> JobSpec {
         namespace: None,
         input_ids: Vec::new(),
         partial_out: None,
+        direct_partials: Vec::new(),
     }
 }
 

@@ -105,9 +105,13 @@ async fn load_for_resume(
                 .iter()
                 .find(|r| r.contains(&i))
                 .map_or(i, |r| r.start);
-            if store
-                .exists(&keys::split_done(job, SplitId(split as u32)))
-                .await?
+            // A partial the merges read directly has no split: merges done may have
+            // read the old one.
+            let direct = spec.direct_partials.iter().any(|d| d.input as usize == i);
+            if direct
+                || store
+                    .exists(&keys::split_done(job, SplitId(split as u32)))
+                    .await?
             {
                 changed.push(what);
             } else {

@@ -203,7 +203,7 @@ async fn drive(
     };
 
     // Map phase.
-    progress.phase("split", spec.split_ranges().len() as u64);
+    progress.phase("split", spec.split_task_ranges().len() as u64);
     let mut splits = tracker();
     splits.start_phase(split_tasks(&spec)).await?;
     splits.wait_all().await?;

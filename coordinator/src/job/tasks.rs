@@ -8,10 +8,10 @@ use covmerge_proto::{Counts, JobSpec, ShardId, SplitId};
 use crate::state::{Output, TaskState};
 use crate::tracker::Tracker;
 
-/// The split tasks of a job, one per group of inputs ([`JobSpec::split_ranges`]),
-/// numbered by their first input.
+/// The split tasks of a job, one per group of inputs ([`JobSpec::split_task_ranges`]:
+/// not the partials the merge tasks read directly), numbered by their first input.
 pub(super) fn split_tasks(spec: &JobSpec) -> Vec<Task> {
-    spec.split_ranges()
+    spec.split_task_ranges()
         .into_iter()
         .map(|r| {
             let i = r.start;
@@ -60,6 +60,7 @@ pub(super) fn merge_tasks(spec: &JobSpec, chunks: Vec<Vec<ChunkRef>>) -> Vec<Tas
                 chunks: shard_chunks,
                 file_path_prefix: spec.file_path_prefix.clone(),
                 groups: spec.groups.clone(),
+                partials: spec.partial_shard_refs(),
             })
         })
         .collect()
@@ -83,6 +84,23 @@ pub(super) fn map_output(spec: &JobSpec, tracker: &Tracker<'_>) -> MapOutput {
         first_bad: None,
         namespaces: Default::default(),
     };
+    // The partials no split reads count as their splits would have: their rows and
+    // bad rows as their descriptions say (the publish gate checks the merges' sums).
+    for d in &spec.direct_partials {
+        out.totals.rows_in = out.totals.rows_in.saturating_add(d.rows_in);
+        out.totals.rows_bad = out.totals.rows_bad.saturating_add(d.rows_bad);
+        out.namespaces.add(&d.namespaces);
+        if d.rows_bad > 0 && out.first_bad.is_none() {
+            out.first_bad = Some(covmerge_proto::wire::BadRow {
+                input: spec.inputs[d.input as usize].clone(),
+                line: 0,
+                problem: format!(
+                    "{} bad rows counted in the partial (its rows_bad)",
+                    d.rows_bad
+                ),
+            });
+        }
+    }
     for (t, s) in &tracker.states {
         if let TaskState::Done {
             output: Output::Split(o),
@@ -115,4 +133,72 @@ pub(super) fn map_output(spec: &JobSpec, tracker: &Tracker<'_>) -> MapOutput {
         }
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use covmerge_proto::direct::DirectPartial;
+    use covmerge_proto::JobId;
+
+    /// A job of a CSV input, a partial of its shard count and another CSV input.
+    fn spec() -> JobSpec {
+        JobSpec {
+            namespace: None,
+            job: JobId::parse("j1").unwrap(),
+            inputs: vec!["a.csv".into(), "gs://b/day/".into(), "c.csv".into()],
+            base_repo: "r".into(),
+            base_commit: "c".into(),
+            source: "dir:/s".into(),
+            shards: 2,
+            max_bad_rows: 5,
+            file_path_prefix: String::new(),
+            header: covmerge_proto::job::HeaderSpec {
+                namespace: "upstream".into(),
+                duration: 0,
+                date_to: "2026-12-01".into(),
+                total_rows: None,
+            },
+            input: Default::default(),
+            splits: Vec::new(),
+            groups: Vec::new(),
+            input_ids: Vec::new(),
+            partial_out: None,
+            direct_partials: vec![DirectPartial {
+                input: 1,
+                description_sha256: "ab".repeat(32),
+                rows_in: 40,
+                rows_bad: 2,
+                namespaces: Default::default(),
+            }],
+        }
+    }
+
+    #[test]
+    fn a_partial_of_the_jobs_shard_count_has_no_split_and_every_merge_reads_it() {
+        let spec = spec();
+        assert_eq!(spec.validate(), Ok(()));
+        let splits: Vec<String> = split_tasks(&spec)
+            .iter()
+            .map(|t| match t {
+                Task::Split(s) => s.input.clone(),
+                Task::Merge(_) => panic!("a merge"),
+            })
+            .collect();
+        assert_eq!(splits, ["a.csv", "c.csv"]);
+        for t in merge_tasks(&spec, vec![Vec::new(); 2]) {
+            let Task::Merge(m) = t else { panic!("a split") };
+            assert_eq!(m.partials.len(), 1);
+            assert_eq!(m.partials[0].input, "gs://b/day/");
+            assert_eq!(m.partials[0].description_sha256, "ab".repeat(32));
+            assert_eq!(Task::Merge(m).validate(), Ok(()));
+        }
+        // Its counts are the map phase's, as a split's would be.
+        let mut bad = spec.clone();
+        bad.direct_partials[0].input = 3;
+        assert!(bad.validate().is_err(), "an input the job does not have");
+        bad.direct_partials[0].input = 1;
+        bad.direct_partials[0].description_sha256 = "x".into();
+        assert!(bad.validate().is_err(), "not a SHA-256");
+    }
 }

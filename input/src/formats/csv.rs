@@ -19,7 +19,7 @@ impl Format for Csv {
     fn read(&self, input: &str, source: Source, _: &InputOptions) -> Result<Reading, ReadError> {
         match source {
             Source::Stream(r) => Ok(Reading::Csv(r)),
-            Source::Dir(_) => Err(ReadError::Input {
+            Source::Dir(_) | Source::Store(_) => Err(ReadError::Input {
                 input: input.to_string(),
                 problem: "a directory is no CSV input".into(),
             }),

@@ -50,7 +50,7 @@ impl Format for GoCovdata {
                 dir,
                 modules: ModuleMap::new(&options.go_modules),
             }))),
-            Source::Stream(_) => Err(ReadError::Input {
+            Source::Stream(_) | Source::Store(_) => Err(ReadError::Input {
                 input: input.to_string(),
                 problem: "a Go covdata input must be a local directory".into(),
             }),

@@ -37,7 +37,7 @@ impl Format for GoText {
                 stream,
                 modules: ModuleMap::new(&options.go_modules),
             }))),
-            Source::Dir(_) => Err(ReadError::Input {
+            Source::Dir(_) | Source::Store(_) => Err(ReadError::Input {
                 input: input.to_string(),
                 problem: "a directory is no Go text profile".into(),
             }),

@@ -28,8 +28,18 @@ mod detect;
 mod go_covdata;
 mod go_text;
 mod partial;
+mod partial_store;
 
 pub use detect::{detect, detect_stream, DetectError, Detected, Sniffed, HEAD};
+pub use partial::open_partial_shard;
+
+/// Whether a store URL names a prefix read as a whole (a partial: `gs://b/day/`, or
+/// its `partial.json`), not an object.
+pub fn is_store_prefix(input: &str) -> bool {
+    covmerge_storage::is_store_url(input)
+        && (input.ends_with('/')
+            || input.ends_with(&format!("/{}", covmerge_partial::desc::DESCRIPTION)))
+}
 
 /// Every format, in the order `auto` asks them: a local directory is the first
 /// directory format's that claims it ([`Format::claims_dir`]), a stream the first
@@ -103,6 +113,9 @@ pub enum Source {
     Dir(PathBuf),
     /// A decompressed stream, from its first byte.
     Stream(Box<dyn Read + Send>),
+    /// A store prefix, read as a whole (partials) with the runtime its requests run
+    /// on; the input names it.
+    Store(tokio::runtime::Handle),
 }
 
 /// How an input's rows come out of its format.
@@ -286,8 +299,21 @@ pub fn open(
         format: f,
         source: Source::Dir(PathBuf::from(input)),
     };
+    let partial = || format_of(InputFormat::Partial).expect("partials are registered");
+    let prefix = is_store_prefix(input);
+    let store = |f: &'static dyn Format| Opened {
+        input: input.to_string(),
+        format: f,
+        source: Source::Store(rt.clone()),
+    };
     match chosen.and_then(|f| f.directory().map(|d| (f, d))) {
         Some((f, _)) if local_dir => return Ok(dir(f)),
+        // A partial in a store: its prefix (a URL not ending in `/` names the same).
+        Some((f, _))
+            if f.format() == InputFormat::Partial && covmerge_storage::is_store_url(input) =>
+        {
+            return Ok(store(f))
+        }
         Some((_, d)) => {
             return Err(ReadError::Input {
                 input: input.to_string(),
@@ -295,6 +321,7 @@ pub fn open(
             })
         }
         None if chosen.is_none() && local_dir => return open_dir_auto(input).map(dir),
+        None if chosen.is_none() && prefix => return Ok(store(partial())),
         None => {}
     }
     let reader = crate::open_input(input, rt, inflate)?;

@@ -1,5 +1,6 @@
-//! Partials (contract §10) as a merge input: a local directory holding `partial.json`,
-//! read with `covmerge-partial` one shard at a time. Each table row becomes a row of
+//! Partials (contract §10) as a merge input: a local directory or a store prefix
+//! holding `partial.json` (`partial_store`), read with `covmerge-partial` one shard at
+//! a time. Each table row becomes a row of
 //! its kind ([`RowKind`]), the commit of a (path, version) found by a streaming join
 //! with the shard's `versions` table (both sorted by that key), so memory does not
 //! grow with the partial:
@@ -19,6 +20,8 @@
 use std::path::{Path, PathBuf};
 
 use covmerge_partial::{Partial, PartialError, Rows, VersionRow};
+
+use super::partial_store::PartialAt;
 
 use super::{
     BadLines, DirFormat, Format, InputFormat, InputNamespace, InputOptions, LineRow, ReadError,
@@ -50,33 +53,81 @@ impl Format for PartialDir {
             input: input.to_string(),
             problem,
         };
-        match source {
+        let at = match source {
             Source::Dir(dir) => {
-                let partial = Partial::open(&dir).map_err(|e| refuse(e.to_string()))?;
-                let d = partial.description();
-                let namespace = InputNamespace {
-                    name: d.namespace.clone(),
-                    column: d.counts.namespace_column,
-                    others: d.other_namespaces.clone(),
-                };
-                Ok(Reading::Rows(Box::new(PartialRows {
-                    input: input.to_string(),
-                    dir,
-                    partial,
-                    namespace,
-                })))
+                PartialAt::Dir(Partial::open(&dir).map_err(|e| refuse(e.to_string()))?)
             }
-            Source::Stream(_) => Err(refuse("a partial input must be a local directory".into())),
-        }
+            Source::Store(rt) => PartialAt::open(input, &rt).map_err(refuse)?.0,
+            Source::Stream(_) => return Err(refuse(
+                "a partial input must be a local directory or a store prefix holding partial.json"
+                    .into(),
+            )),
+        };
+        Ok(Reading::Rows(Box::new(PartialRows::new(input, at, None))))
+    }
+}
+
+/// Opens shard `shard` of the partial `input` (a local directory or a store prefix)
+/// for a merge task of a job of `shards` shards, which reads its shard of a partial
+/// of the same shard count directly (contract §10). The partial's `partial.json`
+/// must be the one planned (`description_sha256`, hex): a partial rewritten since
+/// is refused, naming it. Its rows are its shard's only, so they are not checked
+/// against `rows_in` (the job's publish gate checks the sums).
+pub fn open_partial_shard(
+    input: &str,
+    rt: &tokio::runtime::Handle,
+    shard: u32,
+    shards: u32,
+    description_sha256: &str,
+) -> Result<Box<dyn RowSource>, ReadError> {
+    let refuse = |problem: String| ReadError::Input {
+        input: input.to_string(),
+        problem,
+    };
+    let (at, sha) = PartialAt::open(input, rt).map_err(refuse)?;
+    if sha != description_sha256 {
+        return Err(refuse(format!(
+            "its {} changed since the job was planned (SHA-256 {sha}, planned {description_sha256})",
+            covmerge_partial::desc::DESCRIPTION
+        )));
+    }
+    let count = at.partial().description().shard_count;
+    if count != shards || shard >= shards {
+        return Err(refuse(format!(
+            "a partial of {count} shards read as shard {shard} of {shards}"
+        )));
+    }
+    Ok(Box::new(PartialRows::new(input, at, Some(shard))))
+}
+
+/// The namespace a partial's description gives its rows.
+fn namespace_of(p: &Partial) -> InputNamespace {
+    let d = p.description();
+    InputNamespace {
+        name: d.namespace.clone(),
+        column: d.counts.namespace_column,
+        others: d.other_namespaces.clone(),
     }
 }
 
 /// An opened partial: its description read and checked.
 struct PartialRows {
     input: String,
-    dir: PathBuf,
-    partial: Partial,
+    at: PartialAt,
     namespace: InputNamespace,
+    /// `Some`: only this shard (its bad rows and the `rows_in` check are the job's).
+    only: Option<u32>,
+}
+
+impl PartialRows {
+    fn new(input: &str, at: PartialAt, only: Option<u32>) -> Self {
+        PartialRows {
+            input: input.to_string(),
+            namespace: namespace_of(at.partial()),
+            at,
+            only,
+        }
+    }
 }
 
 impl RowSource for PartialRows {
@@ -89,25 +140,36 @@ impl RowSource for PartialRows {
         _max_bad: u64,
         sink: &mut RowSink<'_>,
     ) -> Result<BadLines, ReadError> {
-        let refuse = |e: PartialError| ReadError::Input {
+        let refuse = |problem: String| ReadError::Input {
             input: self.input.clone(),
-            problem: e.to_string(),
+            problem,
         };
-        let d = self.partial.description();
+        let p = self.at.partial();
+        let d = p.description();
+        let shards = match self.only {
+            Some(s) => s..s + 1,
+            None => 0..d.shard_count,
+        };
         // Rows the tables stand for, checked against `rows_in` at the end (the reader
         // checks each file, not the sums across them).
         let mut rows = d.counts.rows_bad;
-        for shard in 0..d.shard_count {
-            rows = rows.saturating_add(read_shard(&self.partial, shard, sink).map_err(refuse)?);
+        for shard in shards {
+            self.at.fetch(shard).map_err(refuse)?;
+            let read = read_shard(p, shard, sink);
+            self.at.done(shard);
+            rows = rows.saturating_add(read.map_err(|e| refuse(self.at.shown(&e)))?);
+        }
+        if self.only.is_some() {
+            return Ok(BadLines::default());
         }
         if rows != d.counts.rows_in {
-            return Err(refuse(PartialError::Corrupt {
-                path: self.dir.join(covmerge_partial::desc::DESCRIPTION),
+            return Err(refuse(self.at.shown(&PartialError::Corrupt {
+                path: p.dir().join(covmerge_partial::desc::DESCRIPTION),
                 what: format!(
                     "rows_in is {} but the shards hold {rows} rows (with rows_bad)",
                     d.counts.rows_in
                 ),
-            }));
+            })));
         }
         let bad = d.counts.rows_bad;
         Ok(BadLines {

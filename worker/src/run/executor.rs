@@ -20,6 +20,7 @@ use tracing::{info, instrument, warn};
 
 use super::budget::reserve_task;
 use super::cancel::*;
+use super::direct_partial::DirectChunks;
 use super::failure::*;
 use super::keys;
 use super::prefetch::Prefetch;
@@ -350,7 +351,7 @@ impl Executor {
                     // of the split that starts at its first.
                     let first = t.split.index();
                     let range = spec
-                        .split_ranges()
+                        .split_task_ranges()
                         .into_iter()
                         .find(|r| r.start == first)
                         .ok_or_else(|| format!("job {} has no split {}", t.job, t.split))?;
@@ -390,6 +391,12 @@ impl Executor {
                     }
                     if t.groups != spec.groups {
                         return Err(format!("its groups are not those of job {}", t.job));
+                    }
+                    if t.partials != spec.partial_shard_refs() {
+                        return Err(format!(
+                            "its partials are not those the job {} reads directly",
+                            t.job
+                        ));
                     }
                 }
             }
@@ -597,6 +604,8 @@ impl Executor {
         // `--partial-out`: the shard's partial too, with the job's shard count.
         let spec = self.job_spec(&t.job, false).await?;
         let partial_of = spec.partial_out.as_ref().map(|_| spec.shards);
+        let (shards, namespace) = (spec.shards, spec.namespace.clone());
+        let groups = Arc::new(spec.groups.clone());
         let this = self.clone();
         let t2 = t.clone();
         let rt = tokio::runtime::Handle::current();
@@ -606,7 +615,11 @@ impl Executor {
             // Within what the task got: less than its share means fewer chunks fetched
             // ahead and more base texts and line maps read again.
             let use_of = TaskShare::of(share.size());
-            let part = this.merge_blocking(&t2, source.clone(), use_of, &rt, &cancel)?;
+            // Its shard of the partials no split read (contract §10).
+            let budget = use_of.split.max(64 << 10);
+            let direct =
+                DirectChunks::read(&t2, shards, namespace.as_deref(), groups, budget, &rt)?;
+            let part = this.merge_blocking(&t2, source.clone(), use_of, &direct, &rt, &cancel)?;
             let partial = match partial_of {
                 Some(shards) => {
                     Some(this.partial_blocking(&t2, shards, source, use_of, &rt, &cancel)?)
@@ -666,6 +679,7 @@ impl Executor {
         t: &MergeTask,
         source: Arc<dyn Source>,
         use_of: TaskShare,
+        direct: &DirectChunks,
         rt: &tokio::runtime::Handle,
         cancel: &Cancel,
     ) -> Result<crate::merge::MergedPart, crate::merge::MergeError> {
@@ -680,6 +694,7 @@ impl Executor {
                 use_of.prefetch,
                 cancel.clone(),
             )
+            .chain(direct.iter())
         };
         // Checked before each file version: an abandoned merge stops between files.
         let source = CancelSource {

@@ -25,6 +25,7 @@
 pub mod budget;
 mod cancel;
 pub mod config;
+mod direct_partial;
 pub mod executor;
 pub mod failure;
 mod partial_task;

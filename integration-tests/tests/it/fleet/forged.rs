@@ -267,6 +267,7 @@ fn forged_split_task_cannot_read_files_outside_its_job() {
             chunks: Vec::new(),
             file_path_prefix: String::new(),
             groups: vec![covmerge_proto::group::Group::parse("all=*").unwrap()],
+            partials: Vec::new(),
         });
         let refused_groups = refusal(&q, &job, &forged_groups).await;
         assert!(

@@ -13,6 +13,7 @@ mod groups;
 mod kills;
 mod outages;
 mod partial;
+mod partial_gcs;
 mod sources;
 
 pub(crate) const LONG: Duration = Duration::from_secs(180);

@@ -1,0 +1,208 @@
+//! Partials among a job's inputs (contract §10): a store prefix holding `partial.json`
+//! is one input, not its objects; and a partial of the job's shard count is read by
+//! the merge tasks directly, each its own shard, with no split task.
+
+use covmerge_partial::desc::DESCRIPTION;
+use covmerge_partial::Description;
+use covmerge_proto::direct::DirectPartial;
+use covmerge_proto::input::InputFormat;
+use covmerge_proto::manifest::NamespaceTally;
+use covmerge_storage::is_store_url;
+use sha2::{Digest, Sha256};
+
+use crate::JobError;
+
+/// A partial input as planned: its description (`None` when it does not parse: the
+/// split that reads it names the problem) and the SHA-256 of its `partial.json`.
+#[derive(Debug, Clone)]
+pub(super) struct PlannedPartial {
+    pub(super) description: Option<Description>,
+    pub(super) sha256: String,
+}
+
+impl PlannedPartial {
+    /// From the bytes of a `partial.json`.
+    pub(super) fn of(text: &[u8]) -> PlannedPartial {
+        let description = serde_json::from_slice::<Description>(text)
+            .ok()
+            .filter(|d| {
+                d.format == covmerge_partial::desc::FORMAT
+                    && d.format_version == covmerge_partial::FORMAT_VERSION
+                    && d.validate().is_ok()
+            });
+        PlannedPartial {
+            description,
+            sha256: hex::encode(Sha256::digest(text)),
+        }
+    }
+
+    /// The bytes of its shard files (the input's size), if it parsed.
+    pub(super) fn bytes(&self) -> Option<u64> {
+        self.description.as_ref().map(|d| {
+            d.shards
+                .iter()
+                .flat_map(|s| [&s.lines, &s.funcs, &s.versions, &s.paths])
+                .map(|e| e.bytes)
+                .fold(0u64, u64::saturating_add)
+        })
+    }
+}
+
+/// The store inputs as listed, each prefix holding `partial.json` one input (the
+/// prefix, with a trailing `/`, where its `partial.json` was listed) and its other
+/// objects none. With `--input-format partial`, a store URL given without a trailing
+/// `/` names the prefix too (`gs://b/day` is `gs://b/day/`).
+pub(super) fn store_partial_inputs(inputs: Vec<String>) -> Vec<String> {
+    let marker = format!("/{DESCRIPTION}");
+    let prefixes: Vec<String> = inputs
+        .iter()
+        .filter(|i| is_store_url(i) && i.ends_with(&marker))
+        .map(|i| i[..i.len() - DESCRIPTION.len()].to_string())
+        .collect();
+    if prefixes.is_empty() {
+        return inputs;
+    }
+    inputs
+        .into_iter()
+        .filter_map(|i| {
+            if i.ends_with(&marker)
+                && prefixes
+                    .iter()
+                    .any(|p| i.len() == p.len() + DESCRIPTION.len() && i.starts_with(p.as_str()))
+            {
+                return Some(i[..i.len() - DESCRIPTION.len()].to_string());
+            }
+            (!prefixes.iter().any(|p| i.starts_with(p.as_str()))).then_some(i)
+        })
+        .collect()
+}
+
+/// `--input` as given, a store URL of a partial made a prefix (`--input-format
+/// partial`: `gs://b/day` is the prefix `gs://b/day/`).
+pub(super) fn as_prefixes(inputs: &[String], format: InputFormat) -> Vec<String> {
+    inputs
+        .iter()
+        .map(|i| {
+            let plain = is_store_url(i) && !i.ends_with('/') && !i.ends_with('*');
+            if format == InputFormat::Partial && plain && !i.ends_with(&format!("/{DESCRIPTION}")) {
+                format!("{i}/")
+            } else {
+                i.clone()
+            }
+        })
+        .collect()
+}
+
+/// The `partial.json` of the store prefix `prefix`: its bytes and identity.
+pub(super) async fn store_description(
+    prefix: &str,
+) -> Result<(Vec<u8>, covmerge_proto::job::InputIdentity), JobError> {
+    let store = covmerge_storage::Store::open(prefix.trim_end_matches('/'))
+        .map_err(|e| JobError::Plan(format!("input {prefix}: {e}")))?;
+    let text = store.get(DESCRIPTION).await.map_err(|e| match e {
+        covmerge_storage::StoreError::NotFound { .. } => JobError::Plan(format!(
+            "input {prefix}: no {DESCRIPTION} under it: not a partial (list its objects with a trailing `*` to read them as inputs)"
+        )),
+        e => JobError::Plan(format!("input {prefix}: {e}")),
+    })?;
+    let id = store
+        .identity(DESCRIPTION)
+        .await
+        .map_err(|e| JobError::Plan(format!("input {prefix}: {e}")))?;
+    Ok((text.to_vec(), id))
+}
+
+/// The partials of `planned` (by input) that the merge tasks read directly: those of
+/// `shards` shards whose namespace the job takes (another is left to its split,
+/// which refuses it naming both).
+pub(super) fn direct_partials(
+    planned: &[Option<PlannedPartial>],
+    shards: u32,
+    namespace: Option<&str>,
+) -> Vec<DirectPartial> {
+    planned
+        .iter()
+        .enumerate()
+        .filter_map(|(i, p)| {
+            let p = p.as_ref()?;
+            let d = p.description.as_ref()?;
+            let ns_ok = match namespace {
+                Some(j) => d.namespace == j,
+                None => d.namespace.is_empty() && !d.counts.namespace_column,
+            };
+            (d.shard_count == shards && ns_ok).then(|| DirectPartial {
+                input: i as u32,
+                description_sha256: p.sha256.clone(),
+                rows_in: d.counts.rows_in,
+                rows_bad: d.counts.rows_bad,
+                namespaces: NamespaceTally {
+                    column: d.counts.namespace_column,
+                    matched: if d.counts.namespace_column {
+                        d.counts.rows_in
+                    } else {
+                        0
+                    },
+                    others: d.other_namespaces.clone(),
+                },
+            })
+        })
+        .collect()
+}
+
+/// The split groups' first inputs (`firsts`, empty: one split per input) with each
+/// direct partial alone in its group, so that no split task reads it.
+pub(super) fn alone(firsts: Vec<u32>, direct: &[DirectPartial], inputs: usize) -> Vec<u32> {
+    if firsts.is_empty() || direct.is_empty() {
+        return firsts;
+    }
+    let mut set: std::collections::BTreeSet<u32> = firsts.into_iter().collect();
+    for d in direct {
+        set.insert(d.input);
+        if (d.input as usize + 1) < inputs {
+            set.insert(d.input + 1);
+        }
+    }
+    set.into_iter().collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_store_prefix_holding_a_partial_is_one_input() {
+        let listed = [
+            "s3://b/day/funcs-00000.parquet",
+            "s3://b/day/lines-00000.parquet",
+            "s3://b/day/partial.json",
+            "s3://b/rows-0.csv.gz",
+            "/data/local/",
+        ]
+        .map(String::from)
+        .to_vec();
+        assert_eq!(
+            store_partial_inputs(listed),
+            ["s3://b/day/", "s3://b/rows-0.csv.gz", "/data/local/"].map(String::from)
+        );
+        let given = ["gs://b/day".to_string(), "gs://b/x/*".to_string()];
+        assert_eq!(
+            as_prefixes(&given, InputFormat::Partial),
+            ["gs://b/day/", "gs://b/x/*"].map(String::from)
+        );
+        assert_eq!(as_prefixes(&given, InputFormat::Auto), given);
+    }
+
+    #[test]
+    fn a_direct_partial_is_alone_in_its_split_group() {
+        let d = |input| DirectPartial {
+            input,
+            description_sha256: "0".repeat(64),
+            rows_in: 0,
+            rows_bad: 0,
+            namespaces: NamespaceTally::default(),
+        };
+        assert_eq!(alone(vec![0, 4], &[d(2)], 6), vec![0, 2, 3, 4]);
+        assert_eq!(alone(vec![0, 4], &[d(5)], 6), vec![0, 4, 5]);
+        assert!(alone(Vec::new(), &[d(1)], 6).is_empty());
+    }
+}
