@@ -202,9 +202,8 @@ impl StoreCopy {
     }
 }
 
-/// The most bytes of a `partial.json` read: one of the most shards a job has
-/// ([`covmerge_proto::limits::MAX_SHARDS`], about 700 bytes each) is under it.
-pub(crate) const MAX_DESCRIPTION_BYTES: u64 = 64 << 20;
+/// The most bytes of a `partial.json` read, from a store as from a directory.
+pub(crate) use covmerge_partial::desc::MAX_DESCRIPTION_BYTES;
 
 /// The bytes of the `partial.json` of the prefix `url`, refused past
 /// [`MAX_DESCRIPTION_BYTES`].
