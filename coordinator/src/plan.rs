@@ -465,6 +465,27 @@ fn absolute_location(location: &str) -> String {
 mod tests {
     use super::*;
 
+    /// The same partial given twice (its prefix listed, and its `partial.json`
+    /// named) would have its rows counted twice: refused as any repeated input, as
+    /// `rollup` refuses it.
+    #[test]
+    fn the_same_store_partial_given_twice_is_refused() {
+        let given = [
+            "gs://b/day/lines-00000.parquet",
+            "gs://b/day/partial.json",
+            "gs://b/day/partial.json",
+        ]
+        .map(String::from)
+        .to_vec();
+        let inputs = partials::store_partial_inputs(given);
+        assert_eq!(inputs, ["gs://b/day/", "gs://b/day/"]);
+        let e = refuse_repeated_inputs(&inputs).unwrap_err().to_string();
+        assert!(
+            e.contains("gs://b/day/") && e.contains("counted twice"),
+            "{e}"
+        );
+    }
+
     #[test]
     fn small_inputs_share_splits_and_large_ones_do_not() {
         // 200 inputs of 50 KB: 1/32 of the bytes is 6 inputs a split.

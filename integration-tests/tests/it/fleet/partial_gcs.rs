@@ -141,6 +141,8 @@ fn fleet_merge_of_gcs_day_partials_equals_the_raw_merge_and_reads_fewer_bytes() 
         raw.down
     );
     assert!(partial.requests < raw.requests, "{partial:?} vs {raw:?}");
+    // And writes no spill object: less is sent to the store.
+    assert!(partial.up < raw.up, "{partial:?} vs {raw:?}");
 
     // The same partials merged at another shard count go through the split tasks:
     // the raw merge at that count.
