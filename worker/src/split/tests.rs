@@ -221,7 +221,14 @@ fn a_failed_spill_write_left_the_cutter_parked_in_a_full_channel() {
             piece: 4096,
             ..Limits::DEFAULT
         };
-        let r = split_input_with("t.csv", text.as_bytes(), settings, None, &emit, limits);
+        let r = split_input_with(
+            "t.csv",
+            text.as_bytes(),
+            settings,
+            super::Namespaces::Job(None),
+            &emit,
+            limits,
+        );
         let _ = done.send(r.map(|_| ()).map_err(|e| e.to_string()));
     });
     let r = finished
