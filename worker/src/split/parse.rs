@@ -181,6 +181,9 @@ impl Routing<'_> {
 /// (`seen`, a job's), and its bad rows (`bad`: false once the split must stop).
 type PieceCtx<'a, S, B> = (&'a mut SplitOutcome, &'a mut S, &'a mut B);
 
+/// Where a record went: its namespace's index, or the namespace refused and why.
+type RouteOf = Result<u32, (Vec<u8>, String)>;
+
 /// Parses a piece holding a `"` (its bytes and its first line's number) by the csv
 /// crate.
 fn parse_quoted<S, B>(
@@ -198,7 +201,7 @@ where
     let (strings, tables) = (&mut b.strings, &mut b.tables);
     // The namespace the record being read was routed to, or why it was refused; the
     // routed bad rows, counted once the piece is read.
-    let routed: Cell<Option<Result<u32, (Vec<u8>, String)>>> = Cell::new(None);
+    let routed: Cell<Option<RouteOf>> = Cell::new(None);
     let mut routed_bad: Vec<u32> = Vec::new();
     let mut failed = None;
     let route = |v: &[u8]| -> bool {
