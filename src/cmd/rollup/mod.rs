@@ -48,36 +48,7 @@ pub(crate) async fn run(r: RollupArgs) -> Result<()> {
         );
     }
     // What each output namespace sums: its partial inputs, its raw rows.
-    let mut by_ns: BTreeMap<String, Vec<PathBuf>> = BTreeMap::new();
-    for p in &partials {
-        if routed {
-            if let Some(why) = names::unsafe_segment(p.namespace.as_bytes()) {
-                bail!(
-                    "--input {}: a partial of namespace {:?}, which cannot fill {} in --partial-out: {why}",
-                    p.input,
-                    p.namespace,
-                    names::PLACEHOLDER
-                );
-            }
-        }
-        by_ns
-            .entry(p.namespace.clone())
-            .or_default()
-            .push(p.dir.clone());
-    }
-    if !routed && by_ns.len() > 1 {
-        let mut it = partials.iter();
-        let a = it.next().expect("two namespaces");
-        let b = it.find(|p| p.namespace != a.namespace).expect("two");
-        bail!(
-            "partials of two namespaces: {:?} ({}) and {:?} ({}); a partial holds one namespace: give {} in --partial-out for one partial each",
-            a.namespace,
-            a.input,
-            b.namespace,
-            b.input,
-            names::PLACEHOLDER
-        );
-    }
+    let mut by_ns = group_partials(&partials, routed)?;
     // Not routed: the namespace of the roll-up (raw rows without the column are its).
     let single = r
         .namespace
@@ -157,6 +128,45 @@ pub(crate) async fn run(r: RollupArgs) -> Result<()> {
         );
     }
     Ok(())
+}
+
+/// The partial inputs by namespace, refused when routed and a namespace cannot fill
+/// `{namespace}`, or when not routed and they are of two namespaces.
+fn group_partials(
+    partials: &[PartialInput],
+    routed: bool,
+) -> Result<BTreeMap<String, Vec<PathBuf>>> {
+    let mut by_ns: BTreeMap<String, Vec<PathBuf>> = BTreeMap::new();
+    for p in partials {
+        if routed {
+            if let Some(why) = names::unsafe_segment(p.namespace.as_bytes()) {
+                bail!(
+                    "--input {}: a partial of namespace {:?}, which cannot fill {} in --partial-out: {why}",
+                    p.input,
+                    p.namespace,
+                    names::PLACEHOLDER
+                );
+            }
+        }
+        by_ns
+            .entry(p.namespace.clone())
+            .or_default()
+            .push(p.dir.clone());
+    }
+    if !routed && by_ns.len() > 1 {
+        let mut it = partials.iter();
+        let a = it.next().expect("two namespaces");
+        let b = it.find(|p| p.namespace != a.namespace).expect("two");
+        bail!(
+            "partials of two namespaces: {:?} ({}) and {:?} ({}); a partial holds one namespace: give {} in --partial-out for one partial each",
+            a.namespace,
+            a.input,
+            b.namespace,
+            b.input,
+            names::PLACEHOLDER
+        );
+    }
+    Ok(by_ns)
 }
 
 /// The position of `ns` among the namespaces written (names a scratch directory).
