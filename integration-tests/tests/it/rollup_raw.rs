@@ -388,3 +388,115 @@ fn merge_partial_out_fills_namespace_with_its_namespace_and_refuses_it_without()
     let d = desc(&c.path("m/android/day"));
     assert_eq!(d.namespace, "android");
 }
+
+/// A `dir:` source with `files` files of 50 lines at commit `c1`.
+fn flat_source(dir: &Path, files: usize) -> String {
+    let root = dir.join("src/c1");
+    std::fs::create_dir_all(&root).unwrap();
+    let text: String = (0..50).map(|i| format!("int x{i};\n")).collect();
+    for f in 0..files {
+        std::fs::write(root.join(format!("f{f}.c")), &text).unwrap();
+    }
+    format!("dir:{}", dir.join("src").display())
+}
+
+/// Runs `covmerge args` with its data segment limited to `limit` bytes.
+fn limited(args: &[&str], limit: u64) -> std::process::Output {
+    use std::os::unix::process::CommandExt;
+    let mut c = std::process::Command::new(covmerge_integration_tests::bin());
+    c.args(args).env("RUST_LOG", "warn");
+    unsafe {
+        c.pre_exec(move || {
+            let r = libc::rlimit {
+                rlim_cur: limit,
+                rlim_max: limit,
+            };
+            if libc::setrlimit(libc::RLIMIT_DATA, &r) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    c.output().unwrap()
+}
+
+#[test]
+fn a_hundred_namespaces_of_many_versions_roll_up_within_the_memory_budget() {
+    let tmp = tempfile::tempdir().unwrap();
+    let src = flat_source(tmp.path(), 400);
+    let mut csv = String::from(
+        "namespace,kernel_repo,kernel_commit,file_path,func_name,manager,sl,hit_count\n",
+    );
+    let mut per_ns = [0u64; 100];
+    for i in 0..200_000usize {
+        let ns = i * 7 % 100;
+        per_ns[ns] += 1;
+        csv += &format!(
+            "ns{ns},r,c1,f{}.c,fn{},m{},{},{i}\n",
+            i % 400,
+            i % 9,
+            i % 5,
+            1 + i % 50
+        );
+    }
+    let input = tmp.path().join("shared.csv");
+    std::fs::write(&input, csv).unwrap();
+    let out = format!("{}/p/{{namespace}}", tmp.path().display());
+    let args = [
+        "rollup",
+        "--source",
+        &src,
+        "--shards",
+        "16",
+        "--date-to",
+        DATE,
+        "--memory-budget",
+        "64MiB",
+        "--partial-out",
+        &out,
+        "--input",
+        input.to_str().unwrap(),
+    ];
+    let o = limited(&args, 256 << 20);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    for (ns, rows) in per_ns.iter().enumerate() {
+        let d = desc(&tmp.path().join(format!("p/ns{ns}")));
+        assert_eq!(d.counts.rows_in, *rows, "ns{ns}");
+        assert_eq!(d.counts.rows_other_namespaces, 200_000 - rows, "ns{ns}");
+    }
+}
+
+#[test]
+fn one_namespace_past_the_most_one_read_routes_is_refused_naming_it() {
+    let tmp = tempfile::tempdir().unwrap();
+    let src = flat_source(tmp.path(), 1);
+    let mut csv = String::from(
+        "namespace,kernel_repo,kernel_commit,file_path,func_name,manager,sl,hit_count\n",
+    );
+    for i in 0..1025 {
+        csv += &format!("ns{i},r,c1,f0.c,fn,m,1,1\n");
+    }
+    let input = tmp.path().join("shared.csv");
+    std::fs::write(&input, csv).unwrap();
+    let out = format!("{}/p/{{namespace}}", tmp.path().display());
+    let err = refused(&[
+        "rollup",
+        "--source",
+        &src,
+        "--shards",
+        "1",
+        "--date-to",
+        DATE,
+        "--partial-out",
+        &out,
+        "--input",
+        input.to_str().unwrap(),
+    ]);
+    assert!(
+        err.contains("1024 namespaces")
+            && err.contains("shared.csv:1026")
+            && err.contains("\"ns1024\""),
+        "{err}"
+    );
+    assert!(!tmp.path().join("p").exists());
+}
