@@ -229,7 +229,8 @@ pub(crate) struct JobArgs {
     pub group: Vec<covmerge_proto::group::Group>,
     /// Also write the job's rows as a partial (contract §10) in URL: a local
     /// directory, file://, s3:// or gs://. It must be empty, absent or hold a partial
-    /// (which is replaced); its partial.json is written last.
+    /// (which is replaced); its partial.json is written last. {namespace} in URL is
+    /// --namespace (required then).
     #[arg(long, value_name = "URL")]
     pub partial_out: Option<String>,
 }

@@ -253,7 +253,7 @@ async fn plan_raw(r: &RollupArgs, raw: &[String], sources: &Sources) -> Result<J
     for (i, input) in spec.inputs.iter().enumerate() {
         if spec.input_spec(i).commit.is_empty() && takes_input_commit(input, r) {
             bail!(
-                "--input {input}: Go coverage names no commit, and a roll-up has no base commit to default to: give --go-commit {input}=COMMIT"
+                "--input {input}: Go coverage names no commit, and a roll-up has no base commit to default to: give --go-commit INPUT=COMMIT (INPUT: the input as given, or its name without extension)"
             );
         }
     }
