@@ -11,6 +11,10 @@
 //! the parse threads: a thread whose tables hold more than its share flushes every
 //! non-empty one as a chunk.
 //!
+//! A roll-up of a shared table routes rows by their `namespace` column instead of
+//! keeping one namespace's ([`Namespaces::Route`], [`route`]): each namespace has its
+//! own per-shard tables in each parse thread ([`parse`]).
+//!
 //! The cutter is [`cut`]; tests of both are in `tests.rs` and, on arbitrary bytes,
 //! `fuzz.rs`.
 
