@@ -43,7 +43,8 @@ pub(crate) enum Command {
     Report(ReportArgs),
     /// Lines gained and lost between two results on the same base (JSON lines).
     Diff(DiffArgs),
-    /// Sum partials (contract §10) into one: days into a month, months into a quarter.
+    /// Sum partials (contract §10) into one: days into a month, months into a quarter;
+    /// raw rows are made a partial on the way, one per namespace with {namespace}.
     Rollup(RollupArgs),
 }
 
@@ -60,19 +61,58 @@ impl Command {
 
 #[derive(Args, Debug)]
 pub(crate) struct RollupArgs {
-    /// Partials (local directories holding partial.json) to sum.
+    /// What to sum: partials (local directories holding partial.json) and raw rows
+    /// (CSV(.gz) files or object-store URLs, Go coverage: any input a merge takes),
+    /// which are made a partial on the way (they need --source).
     #[arg(long, num_args = 1.., required = true)]
     pub input: Vec<String>,
     /// Where the roll-up goes: a local directory, file://, s3:// or gs:// (empty, absent
-    /// or holding a partial, which is replaced; partial.json is written last).
+    /// or holding a partial, which is replaced; partial.json is written last). With
+    /// {namespace} in it, one partial per namespace of the inputs (rows of a shared
+    /// table read once), each where {namespace} is its name.
     #[arg(long, value_name = "URL")]
     pub partial_out: String,
-    /// Shards of the roll-up (default: the largest of the inputs').
+    /// Shards of the roll-up (default: the largest of the partial inputs' and of what
+    /// a merge of the raw inputs would take).
     #[arg(long, value_parser = clap::value_parser!(u32).range(1..=covmerge_proto::limits::MAX_SHARDS as i64))]
     pub shards: Option<u32>,
-    /// The namespace every input must be of (default: the first input's).
+    /// The namespace of the roll-up: partials must be of it, and of raw rows with a
+    /// `namespace` column only those naming it are read (default: the partials' one;
+    /// raw rows with the column need it, or {namespace} in --partial-out).
     #[arg(long, value_name = "NS")]
     pub namespace: Option<String>,
+    /// Where the files of raw rows come from (dir:ROOT, git:PATH or store:URL), to find
+    /// each row's version: SRC for every namespace, NS=SRC for namespace NS alone
+    /// (repeatable, one per namespace). Not needed for partials.
+    #[arg(long, value_name = "[NS=]SRC")]
+    pub source: Vec<String>,
+    /// The last day of the raw rows' period (default: today, UTC), as merge's.
+    #[arg(long, value_name = "DATE", value_parser = date_arg)]
+    pub date_to: Option<Date>,
+    /// Days of the raw rows' period, ending at --date-to (0: one day), as merge's.
+    #[arg(long, default_value_t = 0)]
+    pub duration: i64,
+    /// Skip and count up to N malformed raw rows (of all namespaces together) instead
+    /// of failing, as merge does.
+    #[arg(long, default_value_t = 0)]
+    pub max_bad_rows: u64,
+    /// Memory the roll-up of raw rows may hold, e.g. 256MiB, 1GiB (at least 16MiB;
+    /// default 256MiB): past it, spill chunks and sorted runs go to $TMPDIR.
+    #[arg(long, value_name = "BYTES", value_parser = covmerge_proto::memory::parse_budget)]
+    pub memory_budget: Option<u64>,
+    /// What the raw inputs hold, for every one (`auto`: found from each one).
+    #[arg(long, default_value = "auto", value_parser = input_format())]
+    pub input_format: InputFormat,
+    /// Go import paths under MODULE are repository paths under DIR (as merge's).
+    #[arg(long, value_name = "MODULE=DIR", value_parser = go_module)]
+    pub go_module: Vec<GoModule>,
+    /// The manager a Go input's rows are recorded under (as merge's).
+    #[arg(long, value_name = "INPUT=NAME", value_parser = key_value)]
+    pub go_manager: Vec<(String, String)>,
+    /// The commit a Go input was built from: required for each Go input (a roll-up
+    /// has no base commit to default to).
+    #[arg(long, value_name = "INPUT=COMMIT", value_parser = key_value)]
+    pub go_commit: Vec<(String, String)>,
 }
 
 #[derive(Args, Debug)]
@@ -189,7 +229,8 @@ pub(crate) struct JobArgs {
     pub group: Vec<covmerge_proto::group::Group>,
     /// Also write the job's rows as a partial (contract §10) in URL: a local
     /// directory, file://, s3:// or gs://. It must be empty, absent or hold a partial
-    /// (which is replaced); its partial.json is written last.
+    /// (which is replaced); its partial.json is written last. {namespace} in URL is
+    /// --namespace (required then).
     #[arg(long, value_name = "URL")]
     pub partial_out: Option<String>,
 }

@@ -33,7 +33,11 @@ impl JobArgs {
             go_managers: self.go_manager.clone(),
             go_commits: self.go_commit.clone(),
             groups: self.group.clone(),
-            partial_out: self.partial_out.clone(),
+            partial_out: self
+                .partial_out
+                .as_deref()
+                .map(|u| partial_out_of(u, self.namespace.as_deref()))
+                .transpose()?,
         })
     }
 
@@ -48,6 +52,23 @@ impl JobArgs {
             .as_deref()
             .context("--dashboard needs --dashboard-client")?;
         Ok(Some(Dashboard::new(url, client, dashboard_key()?)))
+    }
+}
+
+/// A merge's `--partial-out`: `{namespace}` in it is the job's `--namespace` (a merge
+/// writes one namespace's partial; `covmerge rollup` writes one per namespace).
+fn partial_out_of(url: &str, namespace: Option<&str>) -> Result<String> {
+    use crate::cmd::rollup::names;
+    if !names::template(url)? {
+        return Ok(url.to_owned());
+    }
+    match namespace {
+        Some(ns) => names::fill(url, ns),
+        None => bail!(
+            "--partial-out {}: {} needs --namespace (a merge writes the partial of one namespace; covmerge rollup writes one per namespace of its inputs)",
+            redact_url(url),
+            names::PLACEHOLDER
+        ),
     }
 }
 

@@ -10,5 +10,34 @@
 pub use crate::merge::part::PartBytes;
 pub use crate::merge::{merge_shard, MergeError, MergedPart};
 pub use crate::spill::SpillError;
+pub use crate::split::inputs::split_one_input;
+pub use crate::split::route::{NamespaceCheck, Routed, Router};
+pub use crate::split::Namespaces;
 pub use crate::split::{split_input, Flush, SplitError, SplitSettings};
 pub use covmerge_source::project::{line_map_lines, ProjectionCache};
+
+/// Writes shard `shard` of `shards` of a partial (contract §10) from that shard's
+/// spill chunks, each row's version found in `source`: the four files a merge task of
+/// `merge --partial-out` writes for that shard from the same chunks. Holds about
+/// `limit` bytes of sums before it spills sorted runs under `scratch`; the files go
+/// to `out` (new or empty).
+pub fn partial_of_shard<I>(
+    chunks: I,
+    source: &dyn crate::source::Source,
+    (shard, shards): (u32, u32),
+    limit: usize,
+    scratch: &std::path::Path,
+    out: &std::path::Path,
+) -> Result<covmerge_partial::ShardPartial, covmerge_proto::wire::Failure>
+where
+    I: Iterator<Item = Result<(String, bytes::Bytes), MergeError>>,
+{
+    let spec = crate::partial::PartialShardSpec {
+        shard,
+        shards,
+        limit,
+        scratch,
+        out,
+    };
+    crate::partial::partial_shard(chunks, source, &spec).map_err(Into::into)
+}

@@ -184,6 +184,29 @@ impl<R: Read> RowReader<R> {
         &mut self,
         namespace: Option<&[u8]>,
         mut seen: impl FnMut(&[u8], bool),
+        f: impl FnMut(Pos, Result<Row<'_>, RowProblem>) -> bool,
+    ) -> Result<(), InputError> {
+        let Some(ns) = namespace else {
+            return self.for_each_routed(|_| true, f);
+        };
+        self.for_each_routed(
+            |v| {
+                let matched = v == ns;
+                seen(v, matched);
+                matched
+            },
+            f,
+        )
+    }
+
+    /// [`RowReader::for_each`] where, when the input has a `namespace` column,
+    /// `route(namespace)` is called for every record with the header's field count (not
+    /// a repeated header) before its row is parsed, and decides whether it is: a record
+    /// it refuses is not passed to `f`. Records before that point (a wrong field count,
+    /// over the cap) go to `f` without a `route` call: they name no namespace.
+    pub fn for_each_routed(
+        &mut self,
+        mut route: impl FnMut(&[u8]) -> bool,
         mut f: impl FnMut(Pos, Result<Row<'_>, RowProblem>) -> bool,
     ) -> Result<(), InputError> {
         let c = self.cols;
@@ -231,10 +254,8 @@ impl<R: Read> RowReader<R> {
             if rec == &self.header {
                 continue; // a repeated header
             }
-            if let (Some(i), Some(ns)) = (c.namespace, namespace) {
-                let matched = &rec[i] == ns;
-                seen(&rec[i], matched);
-                if !matched {
+            if let Some(i) = c.namespace {
+                if !route(&rec[i]) {
                     continue;
                 }
             }

@@ -51,6 +51,9 @@ mod report_memory;
 mod reportfs;
 /// Store requests of a fleet job, counted through a relay.
 mod requests;
+/// `rollup` of raw rows: the partial merge writes; one read of a shared table into one
+/// partial per namespace; what is refused.
+mod rollup_raw;
 /// merge's scratch directory: a full disk named at once, killed merges' leftovers swept.
 mod scratch;
 /// Every rule of contract §3 on the project's own fixture.

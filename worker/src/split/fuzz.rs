@@ -192,7 +192,15 @@ fn split(text: &[u8], threads: usize, limits: Limits) -> (SplitOutcome, CutStats
         threads,
         ..Default::default()
     };
-    let (o, stats) = split_input_with("t.csv", text, settings, None, &emit, limits).unwrap();
+    let (o, stats) = split_input_with(
+        "t.csv",
+        text,
+        settings,
+        super::Namespaces::Job(None),
+        &emit,
+        limits,
+    )
+    .unwrap();
     (o, stats, got.into_inner().unwrap())
 }
 

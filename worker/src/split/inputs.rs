@@ -7,7 +7,9 @@ use std::io::Read;
 use covmerge_proto::input::InputSpec;
 use covmerge_proto::wire::{SplitOutcome, SplitTask};
 
-use super::{rows::split_rows, split_input_of_namespace, Emit, SplitError, SplitSettings};
+use super::{
+    rows::split_rows, split_input_of_namespace, Emit, Namespaces, SplitError, SplitSettings,
+};
 use crate::input::formats::{self, Reading};
 
 /// How a split task's inputs are opened.
@@ -33,9 +35,39 @@ impl ReadInput<'_> {
         let opened =
             formats::open(input, spec.format, self.rt, self.inflate)?.map_stream(self.wrap);
         match opened.read(&spec.options)? {
-            Reading::Csv(r) => split_input_of_namespace(input, r, settings, self.namespace, emit),
+            Reading::Csv(r) => {
+                let ns = Namespaces::Job(self.namespace);
+                split_input_of_namespace(input, r, settings, ns, emit)
+            }
             Reading::Rows(rows) => split_rows(input, rows, spec, self.namespace, settings, emit),
         }
+    }
+}
+
+/// Splits one input outside a task (a roll-up's raw rows): opened and read through
+/// its format as a split task reads it, as `spec` says; which rows of the shared
+/// table are read, as `namespaces` says. Rows routed by namespace must name theirs: an
+/// input whose format decodes its own rows (Go coverage, partials) is refused then.
+pub fn split_one_input(
+    input: &str,
+    spec: &InputSpec,
+    namespaces: Namespaces<'_>,
+    settings: SplitSettings,
+    rt: &tokio::runtime::Handle,
+    emit: &Emit<'_>,
+) -> Result<SplitOutcome, SplitError> {
+    let opened = formats::open(input, spec.format, rt, crate::input::Inflate::Pipelined)?;
+    match (opened.read(&spec.options)?, namespaces) {
+        (Reading::Csv(r), ns) => split_input_of_namespace(input, r, settings, ns, emit),
+        (Reading::Rows(rows), Namespaces::Job(ns)) => {
+            split_rows(input, rows, spec, ns, settings, emit)
+        }
+        (Reading::Rows(_), Namespaces::Route(_)) => Err(SplitError::Read(
+            formats::ReadError::Input {
+                input: input.to_string(),
+                problem: "its rows name no namespace (no namespace column): rows routed by namespace must name theirs; give --namespace NS".into(),
+            },
+        )),
     }
 }
 

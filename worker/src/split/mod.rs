@@ -11,6 +11,10 @@
 //! the parse threads: a thread whose tables hold more than its share flushes every
 //! non-empty one as a chunk.
 //!
+//! A roll-up of a shared table routes rows by their `namespace` column instead of
+//! keeping one namespace's ([`Namespaces::Route`], [`route`]): each namespace has its
+//! own per-shard tables in each parse thread ([`parse`]).
+//!
 //! The cutter is [`cut`]; tests of both are in `tests.rs` and, on arbitrary bytes,
 //! `fuzz.rs`.
 
@@ -19,24 +23,23 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{mpsc, Arc, Mutex};
 
 use covmerge_proto::{
-    manifest::NamespaceTally,
     shard_hash::shard_of,
     wire::{BadRow, SplitOutcome},
     ShardId,
 };
 
 mod cut;
+mod parse;
+use parse::parse_thread;
 pub(crate) mod inputs;
+pub(crate) mod route;
 pub(crate) mod rows;
 
 use cut::{Limits, Piece, Pieces};
 
 use crate::spill::{EntryTable, RawKey, StringIndex, StringTable};
 
-use crate::input::{
-    for_each_unquoted_record, parse_count_fast, Groups, Header, InputError, Pos, Row, RowProblem,
-    RowReader,
-};
+use crate::input::{Groups, Header, InputError, Row, RowReader};
 
 /// How a split runs.
 #[derive(Debug, Clone, Default)]
@@ -247,6 +250,8 @@ struct Shared<'a> {
     emit: &'a Emit<'a>,
     /// The job's `--namespace`, when the input has a `namespace` column.
     namespace: Option<&'a [u8]>,
+    /// Rows routed by their `namespace` column instead ([`Namespaces::Route`]).
+    route: Option<&'a route::Router>,
     /// Piece buffers handed back by the parse threads, for the cutter to fill again:
     /// their pages stay mapped, where a fresh megabyte per piece was faulted in and
     /// zeroed each time.
@@ -265,252 +270,6 @@ impl Shared<'_> {
             bytes.clear();
             spare.push(bytes);
         }
-    }
-}
-
-/// One parse thread's shard builders: its strings and one table per shard.
-struct Builders {
-    strings: ThreadStrings,
-    tables: Vec<EntryTable>,
-}
-
-impl Builders {
-    /// Bytes held, to compare with the thread's share of the budget.
-    fn held(&self) -> usize {
-        self.strings.approx_bytes() + self.tables.iter().map(|t| t.approx_bytes()).sum::<usize>()
-    }
-
-    /// Writes every table's rows as chunks and forgets the strings.
-    fn flush(&mut self, emit: &Emit<'_>) -> Result<(), SplitError> {
-        let r = flush_tables(&mut self.tables, &mut self.strings.table, emit);
-        self.strings.clear();
-        r
-    }
-}
-
-/// One parse thread: its builders and what it counted. `next_piece` hands out
-/// numbered line-aligned pieces until it returns `None`.
-fn parse_thread(
-    sh: &Shared<'_>,
-    mut next_piece: impl FnMut() -> Result<Option<Piece>, SplitError>,
-) -> Result<(SplitOutcome, Vec<Sample>), SplitError> {
-    let mut samples: Vec<Sample> = Vec::new();
-    let mut tally = NamespaceTally {
-        column: sh.namespace.is_some(),
-        ..Default::default()
-    };
-    // Each row of the input whose namespace is compared: counted as the job's or
-    // another's (exact bytes; not in `rows_in` when another's).
-    let mut seen = |ns: &[u8], matched: bool| {
-        if matched {
-            tally.matched += 1;
-        } else {
-            tally.others.add_rows(ns, 1);
-        }
-    };
-    let n = sh.settings.shards.max(1);
-    let budget = sh.settings.memory_budget / sh.settings.threads.max(1);
-    let mut b = Builders {
-        strings: ThreadStrings::new(sh.settings.groups.clone()),
-        tables: (0..n).map(|_| EntryTable::new()).collect(),
-    };
-    let mut outcome = SplitOutcome::default();
-    while let Some(Piece {
-        first_line,
-        offset,
-        bytes,
-        quoted,
-        over_long,
-    }) = next_piece()?
-    {
-        if sh.stop.load(Ordering::Relaxed) {
-            break;
-        }
-        // A bad row: counted, sampled with its line, and the split stops past the cap.
-        let mut bad = |pos: Pos, problem: RowProblem, outcome: &mut SplitOutcome| -> bool {
-            outcome.counts.rows_bad += 1;
-            // Recount from the piece: csv's own line count skips blank lines.
-            // csv places a record after the previous terminator, before any
-            // blank lines: step over them to the record itself.
-            let mut upto = (pos.byte as usize).min(bytes.len());
-            while upto < bytes.len() && matches!(bytes[upto], b'\n' | b'\r') {
-                upto += 1;
-            }
-            let line = first_line + count_newlines(&bytes[..upto]);
-            samples.push((
-                (line, offset + upto as u64),
-                BadRow {
-                    input: sh.name.to_string(),
-                    line,
-                    problem: problem.to_string(),
-                },
-            ));
-            keep_first_samples(&mut samples);
-            if sh.bad.fetch_add(1, Ordering::Relaxed) + 1 > sh.settings.max_bad_rows {
-                sh.stop.store(true, Ordering::Relaxed);
-                return false;
-            }
-            true
-        };
-        if over_long {
-            outcome.counts.rows_in += 1;
-            bad(
-                Pos { line: 0, byte: 0 },
-                RowProblem::TooLong {
-                    max: sh.header.max_row(),
-                },
-                &mut outcome,
-            );
-        } else if !quoted {
-            let piece = (&bytes[..], first_line);
-            parse_unquoted(sh, piece, &mut b, &mut outcome, &mut seen, &mut bad);
-        } else {
-            let (strings, tables) = (&mut b.strings, &mut b.tables);
-            RowReader::from_header(&sh.header, &bytes[..], first_line).for_each_of_namespace(
-                sh.namespace,
-                &mut seen,
-                |pos, row| {
-                    outcome.counts.rows_in += 1;
-                    match row {
-                        Ok(row) => {
-                            let (key, shard) = strings.key(&row, n);
-                            tables[shard.index()].add(key, row.hits, 1);
-                            true
-                        }
-                        Err(problem) => bad(pos, problem, &mut outcome),
-                    }
-                },
-            )?;
-        }
-        sh.give_back(bytes);
-        if b.held() > budget {
-            b.flush(sh.emit)?;
-        }
-    }
-    b.flush(sh.emit)?;
-    outcome.namespaces = tally;
-    Ok((outcome, samples))
-}
-
-/// Parses a piece without any `"` (its bytes and its first line's number) by the
-/// vectorized fast path: each column of a usual row is checked and interned on its
-/// own; anything unusual goes to the row's own checks, which name the problem.
-fn parse_unquoted(
-    sh: &Shared<'_>,
-    (bytes, first_line): (&[u8], u64),
-    b: &mut Builders,
-    outcome: &mut SplitOutcome,
-    seen: &mut impl FnMut(&[u8], bool),
-    bad: &mut impl FnMut(Pos, RowProblem, &mut SplitOutcome) -> bool,
-) {
-    let n = sh.settings.shards.max(1);
-    let (strings, tables) = (&mut b.strings, &mut b.tables);
-    let c = sh.header.cols();
-    let ns = c.namespace.zip(sh.namespace);
-    // The previous row's value of each string column and what its lookup gave: a
-    // run of rows of one (session, file) pays for a column once. Values of this
-    // piece only, so no copy is made, and ids stay valid (tables are flushed
-    // between pieces).
-    let mut last = [Last::NONE; 4];
-    for_each_unquoted_record(&sh.header, bytes, first_line, |pos, rec| {
-        let fields = match rec {
-            Ok(f) => f,
-            Err(problem) => {
-                outcome.counts.rows_in += 1;
-                return bad(pos, problem, outcome);
-            }
-        };
-        if let Some((i, want)) = ns {
-            let v = fields.get(i);
-            let matched = v == want;
-            seen(v, matched);
-            if !matched {
-                return true;
-            }
-        }
-        outcome.counts.rows_in += 1;
-        // The function name's entry is loaded while the other columns are
-        // looked up: its index is the one read at random, out of cache.
-        let func_name = fields.get(c.func);
-        let same_func = last[FUNC].is(func_name);
-        let mut func_hash = 0;
-        if !same_func {
-            func_hash = crate::spill::hash_bytes(func_name);
-            strings.index[FUNC].prefetch(func_hash);
-        }
-        let (file, ok_file) = last[FILE].id(fields.get(c.file), |s| strings.id(FILE, s, n));
-        let (commit, ok_commit) = last[COMMIT].id(fields.get(c.commit), |s| {
-            strings.id(COMMIT, s.trim_ascii(), n)
-        });
-        let (manager, ok_manager) =
-            last[MANAGER].id(fields.get(c.manager), |s| strings.id(MANAGER, s, n));
-        let ok_repo = strings.repo_ok(fields.get(c.repo));
-        let sl = parse_count_fast(fields.get(c.sl));
-        let hits = parse_count_fast(fields.get(c.hits));
-        let (func, ok_func) = if same_func {
-            (last[FUNC].id, last[FUNC].ok)
-        } else {
-            let got = strings.id_hashed(FUNC, func_name, func_hash, n);
-            last[FUNC] = Last {
-                value: func_name,
-                id: got.0,
-                ok: got.1,
-            };
-            got
-        };
-        let (sl, hits) = match (sl, hits) {
-            (Some(sl), Some(hits)) if ok_file && ok_commit && ok_func && ok_manager && ok_repo => {
-                (sl.min(u32::MAX as u64) as u32, hits)
-            }
-            // Anything unusual: the row's own checks decide, and name the problem.
-            _ => match fields.row(&sh.header) {
-                Ok(row) => (row.sl, row.hits),
-                Err(problem) => return bad(pos, problem, outcome),
-            },
-        };
-        let key = RawKey {
-            file,
-            commit,
-            func,
-            manager,
-            sl,
-        };
-        tables[strings.shard[file as usize] as usize].add(key, hits, 1);
-        true
-    });
-}
-
-/// A string column's value on the previous row of a piece and its id and check.
-#[derive(Clone, Copy)]
-struct Last<'a> {
-    value: &'a [u8],
-    id: u32,
-    ok: bool,
-}
-
-impl<'a> Last<'a> {
-    /// Nothing seen yet (an id no lookup gives).
-    const NONE: Last<'static> = Last {
-        value: &[],
-        id: u32::MAX,
-        ok: false,
-    };
-
-    /// Whether `s` is the previous row's value (compared byte for byte).
-    #[inline(always)]
-    fn is(&self, s: &[u8]) -> bool {
-        self.id != u32::MAX && crate::spill::same_bytes(s, self.value)
-    }
-
-    /// The id and check of `s`: the previous row's when it is the same value, else
-    /// `lookup`'s, kept for the next row.
-    #[inline(always)]
-    fn id(&mut self, s: &'a [u8], lookup: impl FnOnce(&[u8]) -> (u32, bool)) -> (u32, bool) {
-        if !self.is(s) {
-            let (id, ok) = lookup(s);
-            *self = Last { value: s, id, ok };
-        }
-        (self.id, self.ok)
     }
 }
 
@@ -557,7 +316,7 @@ pub fn split_input<R: Read>(
     settings: SplitSettings,
     emit: &Emit<'_>,
 ) -> Result<SplitOutcome, SplitError> {
-    split_input_of_namespace(name, input, settings, None, emit)
+    split_input_of_namespace(name, input, settings, Namespaces::Job(None), emit)
 }
 
 /// [`split_input`] of a job given `--namespace` (`namespace`; `None`: not given): when
@@ -568,14 +327,26 @@ pub(crate) fn split_input_of_namespace<R: Read>(
     name: &str,
     input: R,
     settings: SplitSettings,
-    namespace: Option<&str>,
+    namespaces: Namespaces<'_>,
     emit: &Emit<'_>,
 ) -> Result<SplitOutcome, SplitError> {
     let mut limits = Limits::DEFAULT;
     if settings.threads <= 1 {
         limits.piece = INLINE_PIECE;
     }
-    split_input_with(name, input, settings, namespace, emit, limits).map(|(o, _)| o)
+    split_input_with(name, input, settings, namespaces, emit, limits).map(|(o, _)| o)
+}
+
+/// Which rows of an input with a `namespace` column a split reads.
+#[derive(Clone, Copy)]
+pub enum Namespaces<'a> {
+    /// A job's `--namespace` (`None`: not given, and such an input is refused): only
+    /// the rows naming it, the others counted.
+    Job(Option<&'a str>),
+    /// Every row, each into its namespace's tables (the routed shard
+    /// `index × shards + shard` of [`route::Router`]); an input without the column
+    /// is refused.
+    Route(&'a route::Router),
 }
 
 /// How the cutter went: the bytes it scanned in all (the input's size: one pass) and
@@ -591,18 +362,31 @@ pub(crate) fn split_input_with<R: Read>(
     name: &str,
     mut input: R,
     settings: SplitSettings,
-    namespace: Option<&str>,
+    namespaces: Namespaces<'_>,
     emit: &Emit<'_>,
     limits: Limits,
 ) -> Result<(SplitOutcome, CutStats), SplitError> {
+    let (namespace, route) = match namespaces {
+        Namespaces::Job(ns) => (ns, None),
+        Namespaces::Route(r) => (None, Some(r)),
+    };
     let read_err = |e: std::io::Error| InputError::from_read(name, e);
     let (mut buf, header_end) = read_header_line(name, &mut input, limits, &read_err)?;
     let header = RowReader::new(name, &buf[..header_end])?
         .header()
         .with_max_row(limits.max_row)
         .with_groups(settings.groups.clone());
+    if let (None, Some(_)) = (header.cols().namespace, route) {
+        return Err(InputError::Read {
+            input: name.to_string(),
+            line: 1,
+            problem: "no namespace column: rows routed by namespace must name theirs".into(),
+        }
+        .into());
+    }
     let namespace = match (header.cols().namespace, namespace) {
         (None, _) => None,
+        (Some(_), _) if route.is_some() => None,
         (Some(_), Some(ns)) => Some(ns.as_bytes()),
         (Some(_), None) => {
             return Err(InputError::NamespaceNotGiven {
@@ -621,6 +405,7 @@ pub(crate) fn split_input_with<R: Read>(
         stop: AtomicBool::new(false),
         emit,
         namespace,
+        route,
         spare: Mutex::new(Vec::new()),
     };
     let mut pieces = Pieces::new(

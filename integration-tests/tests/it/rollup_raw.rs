@@ -1,0 +1,502 @@
+//! `covmerge rollup` of raw rows (contract §10): raw rows given to a roll-up are made
+//! the partial `merge --partial-out` writes for them, byte for byte, and summed with
+//! the partial inputs; with `{namespace}` in `--partial-out`, a shared-table export is
+//! read once into one partial per namespace, each the partial of that namespace's
+//! rows alone. What is refused.
+
+use std::path::{Path, PathBuf};
+
+use covmerge_integration_tests::{
+    covmerge, gunzip, gunzip_bytes, merge_ok, CorpusJob, FleetCorpus,
+};
+use covmerge_partial::{Description, Partial};
+use serde_json::Value;
+
+const DATE: &str = "2024-04-08";
+
+/// A corpus of three parts, edge cases included (rows without line, past the end,
+/// of a commit that exists nowhere, of a deleted file, a repeated header).
+fn corpus(seed: u64) -> CorpusJob {
+    FleetCorpus::local(seed)
+        .files(12)
+        .lines(80)
+        .commits(4)
+        .managers(5)
+        .parts(3)
+        .build()
+}
+
+/// The shard files of a partial directory, by name, with their bytes.
+fn files(dir: &Path) -> Vec<(String, Vec<u8>)> {
+    let mut v: Vec<(String, Vec<u8>)> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "parquet"))
+        .map(|p: PathBuf| {
+            let name = p.file_name().unwrap().to_string_lossy().into_owned();
+            (name, std::fs::read(&p).unwrap())
+        })
+        .collect();
+    v.sort();
+    assert!(!v.is_empty(), "{}: no shard files", dir.display());
+    v
+}
+
+fn desc(dir: &Path) -> Description {
+    Partial::open(dir).unwrap().description().clone()
+}
+
+fn ok(args: &[&str]) {
+    let o = covmerge(args);
+    assert!(
+        o.status.success(),
+        "covmerge {}: {}",
+        args.join(" "),
+        String::from_utf8_lossy(&o.stderr)
+    );
+}
+
+/// Runs `covmerge args` expecting a failure; returns its standard error.
+fn refused(args: &[&str]) -> String {
+    let o = covmerge(args);
+    let err = String::from_utf8_lossy(&o.stderr).into_owned();
+    assert!(!o.status.success(), "covmerge {} succeeded", args.join(" "));
+    err
+}
+
+/// A job's arguments on `inputs` at `shards` shards.
+fn job<'a>(c: &'a CorpusJob, inputs: &'a [String], shards: &'a str) -> Vec<&'a str> {
+    let mut a = c.job_args_with(&c.source, inputs);
+    let at = a.iter().position(|x| *x == "--shards").unwrap();
+    a[at + 1] = shards;
+    a
+}
+
+/// `merge` of `c`'s corpus on `inputs` at `shards` with `--partial-out dir` and
+/// `extra` flags; returns the result's path.
+fn merge_partial(
+    c: &CorpusJob,
+    inputs: &[String],
+    shards: &str,
+    dir: &Path,
+    extra: &[&str],
+) -> PathBuf {
+    let out = c.path(&format!(
+        "{}.jsonl.gz",
+        dir.file_name().unwrap().to_string_lossy()
+    ));
+    let mut a = job(c, inputs, shards);
+    a.extend_from_slice(&["--out", out.to_str().unwrap()]);
+    a.extend_from_slice(&["--partial-out", dir.to_str().unwrap()]);
+    a.extend_from_slice(extra);
+    merge_ok(&a);
+    out
+}
+
+/// `rollup --input inputs --partial-out out` with `extra` flags.
+fn rollup(inputs: &[&str], out: &str, extra: &[&str]) {
+    let mut a = vec!["rollup", "--partial-out", out];
+    a.extend_from_slice(extra);
+    a.push("--input");
+    a.extend_from_slice(inputs);
+    ok(&a);
+}
+
+#[test]
+fn rollup_of_raw_rows_is_the_partial_merge_writes_at_1_and_3_shards() {
+    let c = corpus(71);
+    let inputs: Vec<&str> = c.inputs.iter().map(String::as_str).collect();
+    for shards in ["1", "3"] {
+        let want = c.path(&format!("merged-{shards}"));
+        merge_partial(&c, &c.inputs, shards, &want, &[]);
+        let got = c.path(&format!("rolled-{shards}"));
+        let flags = ["--source", &c.source, "--shards", shards, "--date-to", DATE];
+        rollup(&inputs, got.to_str().unwrap(), &flags);
+        assert_eq!(desc(&got), desc(&want), "{shards} shards");
+        assert_eq!(files(&got), files(&want), "{shards} shards");
+        let d = desc(&got);
+        assert!(d.counts.rows_without_line > 0 && d.counts.rows_without_version > 0);
+    }
+}
+
+#[test]
+fn raw_rows_and_partials_roll_up_together_as_all_rows_at_once() {
+    let c = corpus(73);
+    // Part 0 as a partial of its own, parts 1 and 2 raw.
+    let day = c.path("day-0");
+    merge_partial(&c, &c.inputs[..1], "2", &day, &[]);
+    let all = c.path("all");
+    merge_partial(&c, &c.inputs, "3", &all, &[]);
+    let got = c.path("mixed");
+    let inputs = [day.to_str().unwrap(), &c.inputs[1], &c.inputs[2]];
+    let flags = ["--source", &c.source, "--shards", "3", "--date-to", DATE];
+    rollup(&inputs, got.to_str().unwrap(), &flags);
+    assert_eq!(files(&got), files(&all));
+    assert_eq!(desc(&got), desc(&all));
+}
+
+#[test]
+fn raw_rows_within_the_smallest_memory_budget_give_the_same_partial() {
+    let c = corpus(79);
+    let inputs: Vec<&str> = c.inputs.iter().map(String::as_str).collect();
+    let want = c.path("want");
+    let flags = ["--source", &c.source, "--shards", "2", "--date-to", DATE];
+    rollup(&inputs, want.to_str().unwrap(), &flags);
+    let got = c.path("small");
+    let mut small = flags.to_vec();
+    small.extend_from_slice(&["--memory-budget", "16MiB"]);
+    rollup(&inputs, got.to_str().unwrap(), &small);
+    assert_eq!(files(&got), files(&want));
+    assert_eq!(desc(&got), desc(&want));
+}
+
+/// The text of a CSV(.gz) input.
+fn text_of(input: &str) -> String {
+    let raw = std::fs::read(input).unwrap();
+    let raw = if raw.starts_with(&[0x1f, 0x8b]) {
+        gunzip_bytes(&raw)
+    } else {
+        raw
+    };
+    String::from_utf8(raw).unwrap()
+}
+
+/// One shared-table export of the corpus' parts: part `i`'s rows of namespace
+/// `namespaces[i]`, interleaved, a `namespace` column first; plus a bad row that names
+/// no namespace (a wrong field count) and one of `namespaces[0]` (hits not a number).
+fn shared_table(c: &CorpusJob, namespaces: &[&str]) -> PathBuf {
+    let mut header = String::new();
+    let mut parts: Vec<Vec<String>> = Vec::new();
+    for (input, ns) in c.inputs.iter().zip(namespaces) {
+        let text = text_of(input);
+        let mut lines = text.lines();
+        let h = lines.next().unwrap().to_owned();
+        assert!(!h.contains('"') && !text.contains('"'), "quoted CSV");
+        header = format!("namespace,{h}");
+        parts.push(
+            lines
+                .map(|l| {
+                    if l == h {
+                        header.clone() // the repeated header
+                    } else {
+                        format!("{ns},{l}")
+                    }
+                })
+                .collect(),
+        );
+    }
+    let mut out = format!("{header}\n");
+    let longest = parts.iter().map(Vec::len).max().unwrap();
+    for i in 0..longest {
+        for p in &parts {
+            if let Some(l) = p.get(i) {
+                out += l;
+                out += "\n";
+            }
+        }
+        if i == 7 {
+            out += "too,few,fields\n";
+            let cols = header.split(',').count();
+            let mut bad = vec!["x"; cols];
+            bad[0] = namespaces[0];
+            out += &bad.join(",");
+            out += "\n";
+        }
+    }
+    let path = c.path("shared.csv");
+    std::fs::write(&path, out).unwrap();
+    path
+}
+
+/// A result without the header fields that differ between any two runs.
+fn result_of(out: &Path) -> Value {
+    let text = gunzip(out);
+    let end = text.iter().position(|&b| b == b'\n').unwrap();
+    let mut head: serde_json::Map<String, Value> = serde_json::from_slice(&text[..end]).unwrap();
+    head.remove("Session");
+    head.remove("Time");
+    head.remove("TotalRows");
+    Value::Array(vec![
+        Value::Object(head),
+        Value::String(String::from_utf8(text[end..].to_vec()).unwrap()),
+    ])
+}
+
+#[test]
+fn a_shared_table_with_three_namespaces_read_once_gives_each_namespace_its_own_result() {
+    let c = corpus(83);
+    let namespaces = ["upstream", "android-6.1", "linux_next"];
+    let shared = shared_table(&c, &namespaces);
+    let shared_s = shared.to_str().unwrap().to_owned();
+    let template = format!("{}/partials/{{namespace}}/2024-04-08/", c.dir().display());
+    let flags = [
+        "--source",
+        &c.source,
+        "--shards",
+        "3",
+        "--date-to",
+        DATE,
+        "--max-bad-rows",
+        "2",
+    ];
+    rollup(&[&shared_s], &template, &flags);
+    let written: Vec<String> = {
+        let mut v: Vec<String> = std::fs::read_dir(c.path("partials"))
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        v.sort();
+        v
+    };
+    let mut want_names: Vec<String> = namespaces.iter().map(|s| s.to_string()).collect();
+    want_names.sort();
+    assert_eq!(written, want_names);
+    for ns in namespaces {
+        let part = template.replace("{namespace}", ns);
+        let part = Path::new(&part);
+        // The partial of this namespace's rows alone, made by a merge of them.
+        let alone = c.path(&format!("alone-{ns}"));
+        let raw_out = merge_partial(
+            &c,
+            std::slice::from_ref(&shared_s),
+            "3",
+            &alone,
+            &["--namespace", ns, "--max-bad-rows", "2"],
+        );
+        assert_eq!(desc(part), desc(&alone), "{ns}");
+        assert_eq!(files(part), files(&alone), "{ns}");
+        // And the one a roll-up of that namespace alone writes.
+        let one = c.path(&format!("one-{ns}"));
+        let mut f = flags.to_vec();
+        f.extend_from_slice(&["--namespace", ns]);
+        rollup(&[&shared_s], one.to_str().unwrap(), &f);
+        assert_eq!(files(part), files(&one), "{ns}");
+        assert_eq!(desc(part), desc(&one), "{ns}");
+        // A merge of the namespace's partial is the merge of its rows.
+        let from_partial = c.path(&format!("from-partial-{ns}.jsonl.gz"));
+        let part_s = part.to_str().unwrap().to_owned();
+        let mut a = job(&c, std::slice::from_ref(&part_s), "3");
+        a.extend_from_slice(&["--namespace", ns, "--max-bad-rows", "2"]);
+        a.extend_from_slice(&["--out", from_partial.to_str().unwrap()]);
+        merge_ok(&a);
+        assert_eq!(result_of(&from_partial), result_of(&raw_out), "{ns}");
+        let d = desc(part);
+        assert_eq!(d.namespace, ns);
+        // Both bad rows of namespaces[0], only the one that names none elsewhere.
+        let bad = if ns == namespaces[0] { 2 } else { 1 };
+        assert_eq!(d.counts.rows_bad, bad, "{ns}");
+        assert_eq!(d.other_namespaces.listed.len(), 2, "{ns}");
+    }
+}
+
+#[test]
+fn namespaces_that_cannot_name_a_directory_and_wrong_sources_are_refused() {
+    let c = corpus(89);
+    let dir = c.dir().display().to_string();
+    let template = format!("{dir}/p/{{namespace}}/");
+    let src = c.source.as_str();
+    let base = ["--shards", "2", "--date-to", DATE, "--max-bad-rows", "2"];
+    let run = |csv: &Path, extra: &[&str], out: &str| -> String {
+        let mut a = vec!["rollup", "--partial-out", out];
+        a.extend_from_slice(&base);
+        a.extend_from_slice(extra);
+        a.extend_from_slice(&["--input", csv.to_str().unwrap()]);
+        refused(&a)
+    };
+    for (bad_ns, why) in [
+        ("", "empty"),
+        ("..", ".."),
+        ("a/b", "characters"),
+        ("a b", "characters"),
+    ] {
+        let csv = shared_table(&c, &["upstream", bad_ns, "android"]);
+        let err = run(&csv, &["--source", src], &template);
+        assert!(
+            err.contains(&format!("{bad_ns:?}")) && err.contains(why),
+            "{bad_ns:?}: {err}"
+        );
+        assert!(
+            !Path::new(&format!("{dir}/p")).exists(),
+            "{bad_ns:?}: a partial was written"
+        );
+    }
+    let csv = shared_table(&c, &["upstream", "android", "next"]);
+    // Several namespaces, no {namespace} and no --namespace: refused, as merge does.
+    let err = run(&csv, &["--source", src], &format!("{dir}/plain"));
+    assert!(
+        err.contains("--namespace") && err.contains("{namespace}"),
+        "{err}"
+    );
+    // A source for a namespace no row has; two sources for one namespace.
+    let err = run(
+        &csv,
+        &["--source", src, "--source", &format!("nope={src}")],
+        &template,
+    );
+    assert!(err.contains("\"nope\"") && err.contains("no row"), "{err}");
+    let err = run(
+        &csv,
+        &[
+            "--source",
+            &format!("next={src}"),
+            "--source",
+            &format!("next={src}"),
+        ],
+        &template,
+    );
+    assert!(err.contains("two sources"), "{err}");
+    // A namespace without a source.
+    let err = run(&csv, &["--source", &format!("next={src}")], &template);
+    assert!(err.contains("no --source for them"), "{err}");
+    // A misspelt placeholder.
+    let err = run(
+        &csv,
+        &["--source", src],
+        &format!("{dir}/p/{{namespaces}}/"),
+    );
+    assert!(err.contains("placeholder"), "{err}");
+    assert!(!Path::new(&format!("{dir}/p")).exists());
+    // `{namespace}` with --namespace: that namespace's partial, where it names.
+    let mut a = vec!["rollup", "--partial-out", &template];
+    a.extend_from_slice(&base);
+    a.extend_from_slice(&["--source", src, "--namespace", "android", "--input"]);
+    let csv_s = csv.to_str().unwrap();
+    a.push(csv_s);
+    ok(&a);
+    assert_eq!(
+        desc(Path::new(&format!("{dir}/p/android"))).namespace,
+        "android"
+    );
+    assert_eq!(std::fs::read_dir(format!("{dir}/p")).unwrap().count(), 1);
+}
+
+#[test]
+fn merge_partial_out_fills_namespace_with_its_namespace_and_refuses_it_without() {
+    let c = corpus(97);
+    let csv = shared_table(&c, &["upstream", "android", "next"]);
+    let csv_s = csv.to_str().unwrap().to_owned();
+    let template = format!("{}/m/{{namespace}}/day", c.dir().display());
+    let out = c.path("m.jsonl.gz");
+    let mut a = c.job_args_with(&c.source, std::slice::from_ref(&csv_s));
+    a.extend_from_slice(&["--out", out.to_str().unwrap(), "--partial-out", &template]);
+    a.extend_from_slice(&["--max-bad-rows", "2"]);
+    let err = refused(&[&["merge"], &a[..]].concat());
+    assert!(err.contains("{namespace} needs --namespace"), "{err}");
+    assert!(!out.exists());
+    a.extend_from_slice(&["--namespace", "android"]);
+    merge_ok(&a);
+    let d = desc(&c.path("m/android/day"));
+    assert_eq!(d.namespace, "android");
+}
+
+/// A `dir:` source with `files` files of 50 lines at commit `c1`.
+fn flat_source(dir: &Path, files: usize) -> String {
+    let root = dir.join("src/c1");
+    std::fs::create_dir_all(&root).unwrap();
+    let text: String = (0..50).map(|i| format!("int x{i};\n")).collect();
+    for f in 0..files {
+        std::fs::write(root.join(format!("f{f}.c")), &text).unwrap();
+    }
+    format!("dir:{}", dir.join("src").display())
+}
+
+/// Runs `covmerge args` with its data segment limited to `limit` bytes.
+fn limited(args: &[&str], limit: u64) -> std::process::Output {
+    use std::os::unix::process::CommandExt;
+    let mut c = std::process::Command::new(covmerge_integration_tests::bin());
+    c.args(args).env("RUST_LOG", "warn");
+    unsafe {
+        c.pre_exec(move || {
+            let r = libc::rlimit {
+                rlim_cur: limit,
+                rlim_max: limit,
+            };
+            if libc::setrlimit(libc::RLIMIT_DATA, &r) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    c.output().unwrap()
+}
+
+#[test]
+fn a_hundred_namespaces_of_many_versions_roll_up_within_the_memory_budget() {
+    let tmp = tempfile::tempdir().unwrap();
+    let src = flat_source(tmp.path(), 400);
+    let mut csv = String::from(
+        "namespace,kernel_repo,kernel_commit,file_path,func_name,manager,sl,hit_count\n",
+    );
+    let mut per_ns = [0u64; 100];
+    for i in 0..200_000usize {
+        let ns = i * 7 % 100;
+        per_ns[ns] += 1;
+        csv += &format!(
+            "ns{ns},r,c1,f{}.c,fn{},m{},{},{i}\n",
+            i % 400,
+            i % 9,
+            i % 5,
+            1 + i % 50
+        );
+    }
+    let input = tmp.path().join("shared.csv");
+    std::fs::write(&input, csv).unwrap();
+    let out = format!("{}/p/{{namespace}}", tmp.path().display());
+    let args = [
+        "rollup",
+        "--source",
+        &src,
+        "--shards",
+        "16",
+        "--date-to",
+        DATE,
+        "--memory-budget",
+        "64MiB",
+        "--partial-out",
+        &out,
+        "--input",
+        input.to_str().unwrap(),
+    ];
+    let o = limited(&args, 256 << 20);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    for (ns, rows) in per_ns.iter().enumerate() {
+        let d = desc(&tmp.path().join(format!("p/ns{ns}")));
+        assert_eq!(d.counts.rows_in, *rows, "ns{ns}");
+        assert_eq!(d.counts.rows_other_namespaces, 200_000 - rows, "ns{ns}");
+    }
+}
+
+#[test]
+fn one_namespace_past_the_most_one_read_routes_is_refused_naming_it() {
+    let tmp = tempfile::tempdir().unwrap();
+    let src = flat_source(tmp.path(), 1);
+    let mut csv = String::from(
+        "namespace,kernel_repo,kernel_commit,file_path,func_name,manager,sl,hit_count\n",
+    );
+    for i in 0..1025 {
+        csv += &format!("ns{i},r,c1,f0.c,fn,m,1,1\n");
+    }
+    let input = tmp.path().join("shared.csv");
+    std::fs::write(&input, csv).unwrap();
+    let out = format!("{}/p/{{namespace}}", tmp.path().display());
+    let err = refused(&[
+        "rollup",
+        "--source",
+        &src,
+        "--shards",
+        "1",
+        "--date-to",
+        DATE,
+        "--partial-out",
+        &out,
+        "--input",
+        input.to_str().unwrap(),
+    ]);
+    assert!(
+        err.contains("1024 namespaces")
+            && err.contains("shared.csv:1026")
+            && err.contains("\"ns1024\""),
+        "{err}"
+    );
+    assert!(!tmp.path().join("p").exists());
+}

@@ -1,0 +1,371 @@
+//! `covmerge rollup`: partials summed into one (contract §10), raw rows made a partial
+//! on the way, written to a local directory or a store URL with `partial.json` last;
+//! with `{namespace}` in `--partial-out`, one partial per namespace of one read.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+use anyhow::{bail, Context, Result};
+use covmerge_coordinator::{plan_job, JobRequest};
+use covmerge_partial::{Description, Partial};
+use covmerge_proto::input::InputSpec;
+use covmerge_proto::JobSpec;
+use covmerge_worker::stages::Router;
+
+use crate::cli::RollupArgs;
+
+pub(crate) mod names;
+mod raw;
+
+use names::Sources;
+use raw::RawSettings;
+
+/// The default `--memory-budget` of a roll-up, as merge's.
+const DEFAULT_BUDGET: u64 = 256 << 20;
+
+/// A partial given as an input.
+struct PartialInput {
+    input: String,
+    dir: PathBuf,
+    real: PathBuf,
+    namespace: String,
+    shards: u32,
+}
+
+pub(crate) async fn run(r: RollupArgs) -> Result<()> {
+    let templated = names::template(&r.partial_out)?;
+    let sources = Sources::parse(&r.source)?;
+    if let (true, Some(ns)) = (templated, &r.namespace) {
+        names::fill(&r.partial_out, ns)?;
+    }
+    // Rows routed by namespace: `{namespace}` names where each one's partial goes.
+    let routed = templated && r.namespace.is_none();
+    let (partials, raw) = classify(&r)?;
+    if !raw.is_empty() && sources.all.is_none() && sources.per.is_empty() {
+        bail!(
+            "--input {}: raw rows (not a partial: no partial.json) need --source to find each row's version",
+            covmerge_storage::redact_url(&raw[0])
+        );
+    }
+    // What each output namespace sums: its partial inputs, its raw rows.
+    let mut by_ns = group_partials(&partials, routed)?;
+    // Not routed: the namespace of the roll-up (raw rows without the column are its).
+    let single = r
+        .namespace
+        .clone()
+        .or_else(|| partials.first().map(|p| p.namespace.clone()))
+        .unwrap_or_default();
+    let work = tempfile::Builder::new()
+        .prefix("covmerge-rollup-")
+        .tempdir()
+        .context("a temporary directory for the roll-up")?;
+    let mut shards = r.shards;
+    let mut built: Vec<(String, PathBuf, Description)> = Vec::new();
+    if !raw.is_empty() {
+        let spec = plan_raw(&r, &raw, &sources).await?;
+        let n = shards.unwrap_or_else(|| {
+            partials
+                .iter()
+                .map(|p| p.shards)
+                .chain([spec.shards])
+                .max()
+                .unwrap_or(1)
+        });
+        shards = Some(n);
+        built = read_raw(&r, &spec, n, routed, &single, &sources, work.path()).await?;
+        for (ns, _, _) in &built {
+            by_ns.entry(ns.clone()).or_default();
+        }
+    }
+    if by_ns.is_empty() {
+        bail!("the inputs hold no row of any namespace: no partial to write");
+    }
+    let known: Vec<String> = by_ns.keys().cloned().collect();
+    sources.check_known(&known)?;
+    // Where each namespace's partial goes: checked (and the locations preflighted)
+    // before any is written.
+    let mut outs = Vec::with_capacity(by_ns.len());
+    for ns in by_ns.keys() {
+        let url = if templated {
+            names::fill(&r.partial_out, ns)?
+        } else {
+            r.partial_out.clone()
+        };
+        check_not_an_input(&url, &partials)?;
+        covmerge_coordinator::preflight_partial_out(&url).await?;
+        outs.push(url);
+    }
+    for ((ns, dirs), url) in by_ns.into_iter().zip(outs) {
+        let raw_dir = built
+            .iter()
+            .find(|b| b.0 == ns)
+            .map(|b| (b.1.clone(), &b.2));
+        let (dir, d) = match (raw_dir, dirs.is_empty()) {
+            (Some((dir, d)), true) => (dir, d.clone()),
+            (raw_dir, _) => {
+                let mut inputs = dirs;
+                inputs.extend(raw_dir.map(|(d, _)| d));
+                let out = work
+                    .path()
+                    .join(format!("rolled-{}", outs_index(&known, &ns)));
+                let out2 = out.clone();
+                let d = tokio::task::spawn_blocking(move || {
+                    covmerge_partial::rollup(&inputs, &out2, shards)
+                })
+                .await
+                .context("the roll-up")??;
+                (out, d)
+            }
+        };
+        covmerge_coordinator::publish_local_partial(&dir, &d, &url).await?;
+        crate::outln!(
+            "partial {} {}..{}: {} rows in {} shards",
+            covmerge_storage::shown_url(&url),
+            d.date_from,
+            d.date_to,
+            d.counts.rows_in,
+            d.shard_count
+        );
+    }
+    Ok(())
+}
+
+/// The partial inputs by namespace, refused when routed and a namespace cannot fill
+/// `{namespace}`, or when not routed and they are of two namespaces.
+fn group_partials(
+    partials: &[PartialInput],
+    routed: bool,
+) -> Result<BTreeMap<String, Vec<PathBuf>>> {
+    let mut by_ns: BTreeMap<String, Vec<PathBuf>> = BTreeMap::new();
+    for p in partials {
+        if routed {
+            if let Some(why) = names::unsafe_segment(p.namespace.as_bytes()) {
+                bail!(
+                    "--input {}: a partial of namespace {:?}, which cannot fill {} in --partial-out: {why}",
+                    p.input,
+                    p.namespace,
+                    names::PLACEHOLDER
+                );
+            }
+        }
+        by_ns
+            .entry(p.namespace.clone())
+            .or_default()
+            .push(p.dir.clone());
+    }
+    if !routed && by_ns.len() > 1 {
+        let mut it = partials.iter();
+        let a = it.next().expect("two namespaces");
+        let b = it.find(|p| p.namespace != a.namespace).expect("two");
+        bail!(
+            "partials of two namespaces: {:?} ({}) and {:?} ({}); a partial holds one namespace: give {} in --partial-out for one partial each",
+            a.namespace,
+            a.input,
+            b.namespace,
+            b.input,
+            names::PLACEHOLDER
+        );
+    }
+    Ok(by_ns)
+}
+
+/// The position of `ns` among the namespaces written (names a scratch directory).
+fn outs_index(known: &[String], ns: &str) -> usize {
+    known.iter().position(|k| k == ns).unwrap_or(0)
+}
+
+/// Sorts the inputs into partials (local directories holding `partial.json`, checked
+/// as the roll-up reads them) and raw rows (anything else, read as a merge reads it).
+fn classify(r: &RollupArgs) -> Result<(Vec<PartialInput>, Vec<String>)> {
+    let mut partials: Vec<PartialInput> = Vec::new();
+    let mut raw = Vec::new();
+    for i in &r.input {
+        let Some(dir) = local_dir(i).filter(|d| d.join("partial.json").is_file()) else {
+            raw.push(i.clone());
+            continue;
+        };
+        // Each input's directory as the file system names it: the same partial twice
+        // (or through a link) would be summed twice.
+        let real = dir.canonicalize().with_context(|| format!("--input {i}"))?;
+        if let Some(first) = partials.iter().find(|p| p.real == real) {
+            bail!(
+                "--input {i} is the same partial as --input {}: its rows would be counted twice",
+                first.input
+            );
+        }
+        let p = Partial::open(&dir).with_context(|| format!("--input {i}"))?;
+        let d = p.description();
+        if let Some(ns) = &r.namespace {
+            if &d.namespace != ns {
+                bail!(
+                    "--input {i}: a partial of namespace {:?}, not --namespace {ns:?}",
+                    d.namespace
+                );
+            }
+        }
+        partials.push(PartialInput {
+            input: i.clone(),
+            namespace: d.namespace.clone(),
+            shards: d.shard_count,
+            dir,
+            real,
+        });
+    }
+    Ok((partials, raw))
+}
+
+/// Refuses an output that is one of the partial inputs: it would be replaced while read.
+fn check_not_an_input(url: &str, partials: &[PartialInput]) -> Result<()> {
+    let out = local_dir(url).and_then(|d| d.canonicalize().ok());
+    if let Some(p) = partials.iter().find(|p| Some(&p.real) == out.as_ref()) {
+        bail!(
+            "--partial-out {url} is --input {}: give a new location",
+            p.input
+        );
+    }
+    Ok(())
+}
+
+/// The raw inputs planned as a merge plans them: listed, each one's format, manager
+/// and commit, and the shard count a merge of them would take.
+async fn plan_raw(r: &RollupArgs, raw: &[String], sources: &Sources) -> Result<JobSpec> {
+    let req = JobRequest {
+        job: None,
+        inputs: raw.to_vec(),
+        source: sources.all.clone().unwrap_or_default(),
+        base_repo: String::new(),
+        base_commit: String::new(),
+        shards: r.shards,
+        max_bad_rows: r.max_bad_rows,
+        namespace: r.namespace.clone(),
+        duration: r.duration,
+        date_to: r.date_to.map(|d| d.to_string()),
+        total_rows: None,
+        file_path_prefix: String::new(),
+        format: r.input_format,
+        go_modules: r.go_module.clone(),
+        go_managers: r.go_manager.clone(),
+        go_commits: r.go_commit.clone(),
+        groups: Vec::new(),
+        partial_out: None,
+    };
+    let spec = plan_job(&req).await?;
+    for (i, input) in spec.inputs.iter().enumerate() {
+        if spec.input_spec(i).commit.is_empty() && takes_input_commit(input, r) {
+            bail!(
+                "--input {input}: Go coverage names no commit, and a roll-up has no base commit to default to: give --go-commit INPUT=COMMIT (INPUT: the input as given, or its name without extension)"
+            );
+        }
+    }
+    Ok(spec)
+}
+
+/// Whether `input`'s rows are recorded under its own commit (Go coverage).
+fn takes_input_commit(input: &str, r: &RollupArgs) -> bool {
+    use covmerge_input::formats::{detect, format_of};
+    use covmerge_proto::input::InputFormat;
+    let kind = match r.input_format {
+        InputFormat::Auto if !covmerge_storage::is_store_url(input) => {
+            match detect(std::path::Path::new(input)) {
+                Ok(d) => d.kind,
+                Err(_) => return false,
+            }
+        }
+        f => f,
+    };
+    format_of(kind).is_some_and(|f| f.rows_take_input_manager())
+}
+
+/// Reads the raw rows of `spec` once and makes their partials (one per namespace when
+/// `routed`, else the one of `single`) in `work`, each row's version from its
+/// namespace's source.
+async fn read_raw(
+    r: &RollupArgs,
+    spec: &JobSpec,
+    n: u32,
+    routed: bool,
+    single: &str,
+    sources: &Sources,
+    work: &std::path::Path,
+) -> Result<Vec<(String, PathBuf, Description)>> {
+    let (from, to) = period(&spec.header.date_to, r.duration)?;
+    let settings = RawSettings {
+        shards: n,
+        max_bad_rows: r.max_bad_rows,
+        budget: r.memory_budget.unwrap_or(DEFAULT_BUDGET) as usize,
+        threads: std::thread::available_parallelism().map_or(2, |c| c.get()),
+        date_from: from,
+        date_to: to,
+    };
+    let inputs: Vec<(String, InputSpec)> = spec
+        .inputs
+        .iter()
+        .enumerate()
+        .map(|(i, input)| (input.clone(), spec.input_spec(i)))
+        .collect();
+    let router = routed.then(|| {
+        let (max, why) = names::max_namespaces(settings.budget, settings.threads, n);
+        Router::new(max, why, Box::new(|ns: &[u8]| names::check_routed(ns)))
+    });
+    let namespace = r.namespace.clone();
+    let single = single.to_owned();
+    let sources = sources.clone();
+    let work = work.to_owned();
+    let rt = tokio::runtime::Handle::current();
+    tokio::task::spawn_blocking(move || -> Result<_> {
+        let spill = work.join("spill");
+        std::fs::create_dir_all(&spill).with_context(|| spill.display().to_string())?;
+        let read = raw::read(&inputs, namespace.as_deref(), router, &settings, &rt, &spill)?;
+        let namespaces = read.namespaces(Some(single.as_str()).filter(|_| !routed))?;
+        // Every namespace has its source before any partial is made.
+        let mut plan = Vec::with_capacity(namespaces.len());
+        for ns in namespaces {
+            let Some(src) = sources.of(&ns.name).map(str::to_owned) else {
+                bail!(
+                    "raw rows of namespace {:?}: no --source for them: give --source {}=SRC, or a --source for every namespace",
+                    ns.name,
+                    ns.name
+                );
+            };
+            plan.push((ns, src));
+        }
+        let mut out = Vec::with_capacity(plan.len());
+        for (i, (ns, src)) in plan.into_iter().enumerate() {
+            let source = covmerge_source::open_source(&src)
+                .with_context(|| format!("--source {}", covmerge_storage::redact_url(&src)))?;
+            let dir = work.join(format!("raw-{i:05}"));
+            let d = read.build(&ns, &*source, &settings, &dir)?;
+            out.push((ns.name.clone(), dir, d));
+        }
+        Ok(out)
+    })
+    .await
+    .context("reading the raw rows")?
+}
+
+/// The period of `--duration` days ending at `date_to` (one day at least), as a
+/// merge's partial has it.
+fn period(date_to: &str, duration: i64) -> Result<(String, String)> {
+    let to: covmerge_proto::date::Date = date_to
+        .parse()
+        .map_err(|e| anyhow::anyhow!("--date-to {date_to:?}: {e}"))?;
+    if duration < 0 {
+        bail!("--duration {duration}: a period of days, 0 or more");
+    }
+    let days = duration.max(1) - 1;
+    let (y, m, d) = covmerge_proto::date::civil_from_days(to.days() - days);
+    let from: covmerge_proto::date::Date = format!("{y:04}-{m:02}-{d:02}")
+        .parse()
+        .map_err(|e| anyhow::anyhow!("--duration {duration}: {e}"))?;
+    Ok((from.to_string(), to.to_string()))
+}
+
+/// The local directory `location` names (a path or a `file://` URL), if it is one.
+fn local_dir(location: &str) -> Option<PathBuf> {
+    if covmerge_storage::is_store_url(location) && !location.starts_with("file://") {
+        return None;
+    }
+    Some(PathBuf::from(
+        location.strip_prefix("file://").unwrap_or(location),
+    ))
+}
