@@ -96,8 +96,10 @@ pub(crate) struct RollupArgs {
     /// of failing, as merge does.
     #[arg(long, default_value_t = 0)]
     pub max_bad_rows: u64,
-    /// Memory the roll-up of raw rows may hold, e.g. 256MiB, 1GiB (at least 16MiB;
-    /// default 256MiB): past it, spill chunks and sorted runs go to $TMPDIR.
+    /// Memory the roll-up may hold, e.g. 256MiB, 1GiB (at least 16MiB; default
+    /// 256MiB): of raw rows, past it spill chunks and sorted runs go to $TMPDIR; of
+    /// partials, one row group (up to 6 MiB) is held per input file open at once, and
+    /// past the budget the inputs are rolled up in levels through $TMPDIR.
     #[arg(long, value_name = "BYTES", value_parser = covmerge_proto::memory::parse_budget)]
     pub memory_budget: Option<u64>,
     /// What the raw inputs hold, for every one (`auto`: found from each one).

@@ -239,6 +239,56 @@ fn rollup_of_day_partials_is_the_partial_of_all_rows() {
         want
     );
     assert_eq!(files(&got), files(&all));
+    rollup_past_the_budget_is_the_same(&c, &days);
+}
+
+/// `rollup --memory-budget 16MiB` holds two files open (6 MiB each): three day
+/// partials are rolled up in levels, into the same files; an input that alone opens
+/// more (3 shards into 2: all 3 files for each output shard) is refused naming it.
+fn rollup_past_the_budget_is_the_same(c: &CorpusJob, days: &[PathBuf]) {
+    let all = c.path("all-3");
+    direct(&c.corpus.sources, &c.inputs, 3, "2024-04-01", &all);
+    let got = c.path("rolled-in-levels");
+    let mut a = vec![
+        "rollup",
+        "--memory-budget",
+        "16MiB",
+        "--partial-out",
+        got.to_str().unwrap(),
+        "--input",
+    ];
+    a.extend(days.iter().map(|d| d.to_str().unwrap()));
+    let o = std::process::Command::new(covmerge_integration_tests::bin())
+        .args(&a)
+        .env("RUST_LOG", "info")
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{err}");
+    assert!(
+        err.contains("rolled up in levels") && err.contains("intermediate"),
+        "{err}"
+    );
+    assert_eq!(files(&got), files(&all));
+    let refused = c.path("refused-2");
+    let o = covmerge(&[
+        "rollup",
+        "--memory-budget",
+        "16MiB",
+        "--shards",
+        "2",
+        "--partial-out",
+        refused.to_str().unwrap(),
+        "--input",
+        days[0].to_str().unwrap(),
+    ]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success());
+    assert!(
+        err.contains(days[0].to_str().unwrap()) && err.contains("--memory-budget"),
+        "{err}"
+    );
+    assert!(!refused.join("partial.json").exists());
 }
 
 #[test]

@@ -95,6 +95,9 @@ pub(crate) async fn run(r: RollupArgs) -> Result<()> {
         covmerge_coordinator::preflight_partial_out(&url).await?;
         outs.push(url);
     }
+    // The roll-up's open row groups (one per input file read at once) are held within
+    // the budget; past it, inputs are rolled up in levels.
+    let budget = r.memory_budget.unwrap_or(DEFAULT_BUDGET) as usize;
     for ((ns, dirs), url) in by_ns.into_iter().zip(outs) {
         let raw_dir = built
             .iter()
@@ -109,11 +112,20 @@ pub(crate) async fn run(r: RollupArgs) -> Result<()> {
                     .path()
                     .join(format!("rolled-{}", outs_index(&known, &ns)));
                 let out2 = out.clone();
-                let d = tokio::task::spawn_blocking(move || {
-                    covmerge_partial::rollup(&inputs, &out2, shards)
+                let scratch = work.path().to_owned();
+                let (d, fan) = tokio::task::spawn_blocking(move || {
+                    covmerge_partial::rollup_within(&inputs, &out2, shards, budget, &scratch)
                 })
                 .await
                 .context("the roll-up")??;
+                if fan.intermediate > 0 {
+                    tracing::info!(
+                        namespace = %ns,
+                        open_at_most = fan.max_open,
+                        intermediate = fan.intermediate,
+                        "more partial files than --memory-budget holds open: rolled up in levels"
+                    );
+                }
                 (out, d)
             }
         };
