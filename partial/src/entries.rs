@@ -117,19 +117,28 @@ impl Entries {
         LINE_BYTES * self.lines.len() + FUNC_BYTES * self.funcs.len()
     }
 
-    /// Grows the full vectors within `room` bytes; returns whether both have room.
-    pub(crate) fn grow(&mut self, mut room: usize) -> bool {
-        grow(&mut self.lines, &mut room, LINE_BYTES) && grow(&mut self.funcs, &mut room, FUNC_BYTES)
+    /// Grows the full vectors within `room` bytes, each by half of it at most (so that
+    /// neither starves the other); returns whether both have room.
+    pub(crate) fn grow(&mut self, room: usize) -> bool {
+        let mut half = room / 2;
+        let lines = grow(&mut self.lines, &mut half, LINE_BYTES);
+        half += room / 2;
+        lines && grow(&mut self.funcs, &mut half, FUNC_BYTES)
     }
 
-    /// Sums the entries of each key into one (sorted by ids), and shrinks the
-    /// vectors to them.
+    /// Sums the entries of each key of a full vector into one (sorted by ids), and
+    /// shrinks the vectors to their entries.
     pub(crate) fn compact(&mut self) {
-        self.lines
-            .sort_unstable_by_key(|e| (e.pv, e.manager, e.line));
-        dedup_lines(&mut self.lines);
-        self.funcs.sort_unstable_by_key(|e| (e.pv, e.line, e.func));
-        dedup_funcs(&mut self.funcs);
+        // Only a full vector: the other has room still.
+        if self.lines.len() == self.lines.capacity() {
+            self.lines
+                .sort_unstable_by_key(|e| (e.pv, e.manager, e.line));
+            dedup_lines(&mut self.lines);
+        }
+        if self.funcs.len() == self.funcs.capacity() {
+            self.funcs.sort_unstable_by_key(|e| (e.pv, e.line, e.func));
+            dedup_funcs(&mut self.funcs);
+        }
         self.lines.shrink_to(self.lines.len() + FEW);
         self.funcs.shrink_to(self.funcs.len() + FEW);
         self.forget_recent();
