@@ -207,12 +207,9 @@ pub async fn plan_job(req: &JobRequest) -> Result<JobSpec, JobError> {
         planned.push(partial);
     }
     let shards = req.shards.unwrap_or_else(|| default_shards(&sizes));
-    // With `--partial-out` every row goes through the spill chunks the merge tasks
-    // write their shard's partial from: no partial is read directly.
-    let direct = match req.partial_out {
-        Some(_) => Vec::new(),
-        None => partials::direct_partials(&planned, shards, req.namespace.as_deref()),
-    };
+    // With `--partial-out` too: a merge task's partial is fed by the blocks its merge
+    // reads, its direct partials' included.
+    let direct = partials::direct_partials(&planned, shards, req.namespace.as_deref());
     let splits = partials::alone(group_splits(&sizes), &direct, inputs.len());
     let date_to = req.date_to.clone().unwrap_or_else(today_utc);
     check_settings(req, &date_to)?;

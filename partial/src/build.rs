@@ -1,6 +1,12 @@
 //! A partial made from rows: summed in memory up to a byte limit, then written as a
 //! sorted run (itself a partial) in a scratch directory; the runs are rolled up into the
 //! result at the end. Memory: the limit, plus the roll-up's (one row group per run).
+//!
+//! The sums are held as flat entries (32 bytes a `lines` entry, 24 a `funcs` one),
+//! appended as rows come and summed per key by sorting them when their vector is full
+//! ([`Builder::make_room`]), not in hash maps: a day's rows, almost one per key, fit
+//! about twice as many per byte, and a run or the files are written by sorting them
+//! in place (no sorted copy).
 
 use std::collections::hash_map::Entry;
 use std::path::{Path, PathBuf};
@@ -13,8 +19,9 @@ use covmerge_proto::shard_hash::shard_of;
 use rustc_hash::FxHashMap as HashMap;
 
 use crate::desc::{Description, PartialCounts, ShardFiles, FORMAT, FORMAT_VERSION};
+use crate::entries::{dedup_funcs, dedup_lines, Entries};
 use crate::rollup::{clear_out, prepare_out, rollup, rollup_shard};
-use crate::sorted::Sorted;
+use crate::sorted::{FuncAcc, LineAcc, Pv, Sorted};
 use crate::table::is_blob_id;
 use crate::PartialError;
 
@@ -64,7 +71,8 @@ pub struct IdRow {
     pub rows: u64,
 }
 
-/// Estimated bytes of one entry of a table beside its strings (hash map slot, key, sums).
+/// Estimated bytes of one entry of a hash map beside its strings (slot, key, sums):
+/// the paths, the (path, version)s.
 const ENTRY_BYTES: usize = 64;
 
 #[derive(Default)]
@@ -98,9 +106,13 @@ pub struct Builder {
     scratch_parent: PathBuf,
     runs: Vec<PathBuf>,
     strings: Interner,
-    lines: HashMap<(u32, u32, u32, u32), (u64, u64)>,
-    funcs: HashMap<(u32, u32, u32, u32), u64>,
-    versions: HashMap<(u32, u32), u32>,
+    /// The `lines` and `funcs` sums.
+    entries: Entries,
+    /// The (path, version)s of the entries, by index, and their indexes by ids.
+    pvs: Vec<Pv>,
+    pv_of: HashMap<(u32, u32), u32>,
+    /// The (path, version, commit) ids of the last row and its (path, version)'s index.
+    last_pv: Option<((u32, u32, u32), u32)>,
     paths: HashMap<u32, (u64, u64, u64)>,
     counts: PartialCounts,
     others: OtherNamespaces,
@@ -122,9 +134,10 @@ pub struct ShardPartial {
 impl Builder {
     /// A builder of a partial of `namespace` over the days `from` to `to`, in `shards`
     /// shards, holding about `limit` bytes of sums in memory before it writes a run to
-    /// a scratch directory under `scratch` (while a run is written, its sorted copy
-    /// about doubles that). The runs are rolled up at the end: memory then grows with
-    /// their number (one row group each), i.e. with the distinct keys over `limit`.
+    /// a scratch directory under `scratch` (its entries sorted in place: a run is
+    /// written within the limit, but for the names' copy). The runs are rolled up at
+    /// the end: memory then grows with their number (one row group each), i.e. with
+    /// the distinct keys over `limit`.
     pub fn new(
         namespace: &str,
         from: Date,
@@ -154,9 +167,10 @@ impl Builder {
             scratch_parent: scratch.to_owned(),
             runs: Vec::new(),
             strings: Interner::default(),
-            lines: HashMap::default(),
-            funcs: HashMap::default(),
-            versions: HashMap::default(),
+            entries: Entries::new(limit.max(1)),
+            pvs: Vec::new(),
+            pv_of: HashMap::default(),
+            last_pv: None,
             paths: HashMap::default(),
             counts: PartialCounts::default(),
             others: OtherNamespaces::default(),
@@ -258,10 +272,11 @@ impl Builder {
         self.spill_if_over()
     }
 
-    /// [`Builder::version_id`] of interned names.
+    /// The index of version `v` of path `p` (interned names) at commit `c`, the
+    /// smallest commit kept.
     fn version_of_ids(&mut self, p: u32, v: u32, c: u32) -> Result<u32, PartialError> {
         let names = &self.strings.names;
-        match self.versions.entry((p, v)) {
+        match self.pv_of.entry((p, v)) {
             Entry::Vacant(e) => {
                 let (version, commit) = (&names[v as usize], &names[c as usize]);
                 if !is_blob_id(version) || commit.is_empty() {
@@ -270,24 +285,47 @@ impl Builder {
                         "version {version:?} of {path:?} at commit {commit:?} is not a blob id with a commit"
                     )));
                 }
-                e.insert(c);
+                let i = self.pvs.len() as u32;
+                self.pvs.push(Pv {
+                    path: p,
+                    version: v,
+                    commit: c,
+                });
+                e.insert(i);
+                Ok(i)
             }
-            Entry::Occupied(mut e) => {
-                let held = *e.get();
-                if held != c {
+            Entry::Occupied(e) => {
+                let i = *e.get();
+                let held = &mut self.pvs[i as usize].commit;
+                if *held != c {
                     if names[c as usize].is_empty() {
                         return Err(PartialError::Invalid(format!(
                             "version {:?} of {:?} without a commit",
                             names[v as usize], names[p as usize]
                         )));
                     }
-                    if names[c as usize] < names[held as usize] {
-                        e.insert(c);
+                    if names[c as usize] < names[*held as usize] {
+                        *held = c;
                     }
                 }
+                Ok(i)
             }
         }
-        Ok(v)
+    }
+
+    /// [`Builder::version_of_ids`] of the path `path` (its `paths` row made), held
+    /// from one row to the next of the same ids.
+    fn pv_of_ids(&mut self, path: u32, version: u32, commit: u32) -> Result<u32, PartialError> {
+        let ids = (path, version, commit);
+        if let Some((held, pv)) = self.last_pv {
+            if held == ids {
+                return Ok(pv);
+            }
+        }
+        let p = self.path_of_id(path)?;
+        let pv = self.version_of_ids(p, version, commit)?;
+        self.last_pv = Some((ids, pv));
+        Ok(pv)
     }
 
     /// [`Builder::add_vote`] of interned names.
@@ -299,11 +337,14 @@ impl Builder {
                 names[r.path as usize]
             )));
         }
-        let p = self.path_of_id(r.path)?;
-        let v = self.version_of_ids(p, r.version, r.commit)?;
-        let e = self.funcs.entry((p, v, r.line, r.func_name)).or_default();
-        *e = e.saturating_add(r.rows);
-        self.spill_if_over()
+        let pv = self.pv_of_ids(r.path, r.version, r.commit)?;
+        self.entries.push_func(FuncAcc {
+            pv,
+            line: r.line,
+            func: r.func_name,
+            rows: r.rows,
+        });
+        self.after_add()
     }
 
     /// [`Builder::add`] of interned names, with a line and a version.
@@ -315,23 +356,18 @@ impl Builder {
                 names[r.path as usize]
             )));
         }
-        let path = self.path_of_id(r.path)?;
-        let version = self.version_of_ids(path, r.version, r.commit)?;
+        let pv = self.pv_of_ids(r.path, r.version, r.commit)?;
         self.counts.rows_in = self.counts.rows_in.saturating_add(r.rows);
-        let e = self
-            .lines
-            .entry((path, version, r.manager, r.line))
-            .or_default();
-        e.0 = e.0.saturating_add(r.hits);
-        e.1 = e.1.saturating_add(r.rows);
+        self.push_line(pv, r.manager, r.line, r.hits, r.rows);
         if !self.strings.names[r.func_name as usize].is_empty() {
-            let f = self
-                .funcs
-                .entry((path, version, r.line, r.func_name))
-                .or_default();
-            *f = f.saturating_add(r.rows);
+            self.entries.push_func(FuncAcc {
+                pv,
+                line: r.line,
+                func: r.func_name,
+                rows: r.rows,
+            });
         }
-        self.spill_if_over()
+        self.after_add()
     }
 
     /// Names `path` with `rows` rows without line (0: only the path, so that it is a
@@ -379,14 +415,18 @@ impl Builder {
             )));
         }
         let p = self.path_id(path)?;
-        let v = self.version_id(p, path, version, commit)?;
-        let f = self.strings.id(func);
-        let e = self.funcs.entry((p, v, line, f)).or_default();
-        *e = e.saturating_add(rows);
-        self.spill_if_over()
+        let pv = self.version_id(p, path, version, commit)?;
+        let func = self.strings.id(func);
+        self.entries.push_func(FuncAcc {
+            pv,
+            line,
+            func,
+            rows,
+        });
+        self.after_add()
     }
 
-    /// The id of `version` of path `p`, its commit kept (the smallest).
+    /// The index of `version` of path `p`, its commit kept (the smallest).
     fn version_id(
         &mut self,
         p: u32,
@@ -401,18 +441,52 @@ impl Builder {
         }
         let v = self.strings.id(version);
         let c = self.strings.id(commit);
-        match self.versions.entry((p, v)) {
-            Entry::Vacant(e) => {
-                e.insert(c);
-            }
-            Entry::Occupied(mut e) => {
-                let names = &self.strings.names;
-                if names[c as usize] < names[*e.get() as usize] {
-                    e.insert(c);
-                }
-            }
+        self.version_of_ids(p, v, c)
+    }
+
+    /// Adds a `lines` entry (room was made by the last [`Builder::after_add`]).
+    fn push_line(&mut self, pv: u32, manager: u32, line: u32, hits: u64, rows: u64) {
+        self.entries.push_line(LineAcc {
+            pv,
+            manager,
+            line,
+            hits,
+            rows,
+        });
+    }
+
+    /// After an add: room for the next one's entries in their vectors
+    /// ([`Builder::make_room`]), and a run written if what is held is over the limit.
+    /// Ids stay valid within an add: a run is only ever written at its end.
+    fn after_add(&mut self) -> Result<(), PartialError> {
+        if self.entries.full() {
+            self.make_room()?;
         }
-        Ok(v)
+        self.spill_if_over()
+    }
+
+    /// A full vector of entries grows (doubles, by a thousand entries at least) while
+    /// what is held stays within the limit; else the entries are summed per key and
+    /// the vectors shrunk to them (either may then grow into what the other freed),
+    /// and when they still fill 3/4 of what is theirs (the limit but for the names),
+    /// a run is written: each sort frees a quarter at least.
+    fn make_room(&mut self) -> Result<(), PartialError> {
+        let theirs = |b: &Builder| b.limit.saturating_sub(b.held_bytes() - b.entries.bytes());
+        if self
+            .entries
+            .grow(theirs(self).saturating_sub(self.entries.bytes()))
+        {
+            return Ok(());
+        }
+        self.entries.compact();
+        if self.entries.used() > theirs(self) / 4 * 3 {
+            self.spill()?;
+        }
+        self.entries
+            .grow(theirs(self).saturating_sub(self.entries.bytes()));
+        // A limit too small for any entry still takes them a few at a time.
+        self.entries.room_for_one();
+        Ok(())
     }
 
     fn spill_if_over(&mut self) -> Result<(), PartialError> {
@@ -422,11 +496,11 @@ impl Builder {
         Ok(())
     }
 
-    /// Bytes held now (estimated).
+    /// Bytes held now (estimated; the vectors of entries by their capacity).
     pub fn held_bytes(&self) -> usize {
         self.strings.bytes
-            + ENTRY_BYTES
-                * (self.lines.len() + self.funcs.len() + self.versions.len() + self.paths.len())
+            + self.entries.bytes()
+            + ENTRY_BYTES * (self.pvs.len() + self.paths.len())
     }
 
     /// Adds rows of the partial's namespace.
@@ -444,21 +518,20 @@ impl Builder {
             return self.add_without_version(r.path, r.rows, r.hits);
         };
         let path = self.path_id(r.path)?;
-        let version = self.version_id(path, r.path, v, r.commit)?;
+        let pv = self.version_id(path, r.path, v, r.commit)?;
         self.counts.rows_in = self.counts.rows_in.saturating_add(r.rows);
         let manager = self.strings.id(r.manager);
-        let e = self
-            .lines
-            .entry((path, version, manager, r.line))
-            .or_default();
-        e.0 = e.0.saturating_add(r.hits);
-        e.1 = e.1.saturating_add(r.rows);
+        self.push_line(pv, manager, r.line, r.hits, r.rows);
         if !r.func_name.is_empty() {
             let func = self.strings.id(r.func_name);
-            let f = self.funcs.entry((path, version, r.line, func)).or_default();
-            *f = f.saturating_add(r.rows);
+            self.entries.push_func(FuncAcc {
+                pv,
+                line: r.line,
+                func,
+                rows: r.rows,
+            });
         }
-        self.spill_if_over()
+        self.after_add()
     }
 
     /// Counts `rows` malformed rows skipped (in `rows_in` and `rows_bad`).
@@ -578,43 +651,42 @@ impl Builder {
         }
         let shard = |path: u32| shard_of(names[path as usize].as_bytes(), n).0;
 
-        let mut lines: Vec<_> = std::mem::take(&mut self.lines)
-            .into_iter()
-            .map(|((p, v, m, l), sums)| {
-                (
-                    (
-                        shard(p),
-                        rank[p as usize],
-                        rank[v as usize],
-                        rank[m as usize],
-                        l,
-                    ),
-                    (p, v, m, sums),
-                )
-            })
-            .collect();
-        lines.sort_unstable_by_key(|e| e.0);
-        let mut funcs: Vec<_> = std::mem::take(&mut self.funcs)
-            .into_iter()
-            .map(|((p, v, l, f), rows)| {
-                (
-                    (
-                        shard(p),
-                        rank[p as usize],
-                        rank[v as usize],
-                        l,
-                        rank[f as usize],
-                    ),
-                    (p, v, f, rows),
-                )
-            })
-            .collect();
-        funcs.sort_unstable_by_key(|e| e.0);
-        let mut versions: Vec<_> = std::mem::take(&mut self.versions)
-            .into_iter()
-            .map(|((p, v), c)| ((shard(p), rank[p as usize], rank[v as usize]), (p, v, c)))
-            .collect();
-        versions.sort_unstable_by_key(|e| e.0);
+        // The (path, version)s in key order, shard first; the entries then sort by
+        // their (path, version)'s place and their ranks, in place.
+        let pvs = std::mem::take(&mut self.pvs);
+        self.pv_of.clear();
+        self.last_pv = None;
+        let pv_shard: Vec<u32> = pvs.iter().map(|p| shard(p.path)).collect();
+        let mut versions: Vec<u32> = (0..pvs.len() as u32).collect();
+        versions.sort_unstable_by_key(|&i| {
+            let p = pvs[i as usize];
+            (
+                pv_shard[i as usize],
+                rank[p.path as usize],
+                rank[p.version as usize],
+            )
+        });
+        let mut pv_pos = vec![0u32; pvs.len()];
+        for (pos, &i) in versions.iter().enumerate() {
+            pv_pos[i as usize] = pos as u32;
+        }
+        // Each entry's ids turned into places (its (path, version)'s and its names'
+        // ranks) first, so that the sort compares plain fields.
+        self.entries.forget_recent();
+        let mut lines = std::mem::take(&mut self.entries.lines);
+        for e in &mut lines {
+            e.pv = pv_pos[e.pv as usize];
+            e.manager = rank[e.manager as usize];
+        }
+        lines.sort_unstable_by_key(|e| (e.pv, e.manager, e.line));
+        dedup_lines(&mut lines);
+        let mut funcs = std::mem::take(&mut self.entries.funcs);
+        for e in &mut funcs {
+            e.pv = pv_pos[e.pv as usize];
+            e.func = rank[e.func as usize];
+        }
+        funcs.sort_unstable_by_key(|e| (e.pv, e.line, e.func));
+        dedup_funcs(&mut funcs);
         let mut paths: Vec<_> = std::mem::take(&mut self.paths)
             .into_iter()
             .map(|(p, sums)| ((shard(p), rank[p as usize]), (p, sums)))
@@ -624,7 +696,10 @@ impl Builder {
         let sorted = Sorted {
             lines,
             funcs,
+            pvs,
+            pv_shard,
             versions,
+            order,
             paths,
             names: names
                 .iter()
@@ -635,6 +710,16 @@ impl Builder {
             Some(j) => vec![sorted.write_shard(dir, j, &mut [0; 4])?],
             None => sorted.write(dir, n)?,
         };
+        // The vectors of entries back, empty, their capacity kept (and counted).
+        let Sorted {
+            mut lines,
+            mut funcs,
+            ..
+        } = sorted;
+        lines.clear();
+        funcs.clear();
+        self.entries.lines = lines;
+        self.entries.funcs = funcs;
         Ok((
             shards,
             std::mem::take(&mut self.counts),

@@ -18,6 +18,7 @@ use std::path::{Path, PathBuf};
 mod build;
 /// `partial.json`, the description beside the shard files.
 pub mod desc;
+mod entries;
 mod fan_in;
 mod file;
 mod rollup;

@@ -14,23 +14,53 @@ use crate::table::{
 };
 use crate::PartialError;
 
-/// Sort key of a line or function entry: shard, then ranks and the line.
-pub(crate) type Key5 = (u32, u32, u32, u32, u32);
-/// Sort key of a version entry: shard, path rank, version rank.
-pub(crate) type Key3 = (u32, u32, u32);
-/// (path, version, manager, (hits, rows)).
-pub(crate) type LineSums = (u32, u32, u32, (u64, u64));
-/// (path, version, function, rows).
-pub(crate) type FuncSums = (u32, u32, u32, u64);
+/// A (path, version) of a builder's sums, by ids, and the commit kept for it.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Pv {
+    pub(crate) path: u32,
+    pub(crate) version: u32,
+    pub(crate) commit: u32,
+}
+
+/// Sums of a `lines` key: a (path, version) by its index, manager and line by ids
+/// (in a [`Sorted`], the (path, version)'s place in its `versions` and the manager's
+/// rank).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct LineAcc {
+    pub(crate) pv: u32,
+    pub(crate) manager: u32,
+    pub(crate) line: u32,
+    pub(crate) hits: u64,
+    pub(crate) rows: u64,
+}
+
+/// Rows of a `funcs` key: a (path, version) by its index, line, function by id (in a
+/// [`Sorted`], places and ranks as [`LineAcc`]'s).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct FuncAcc {
+    pub(crate) pv: u32,
+    pub(crate) line: u32,
+    pub(crate) func: u32,
+    pub(crate) rows: u64,
+}
+
 /// (path, (rows without line, rows without version, their hits)).
 pub(crate) type PathSums = (u32, (u64, u64, u64));
 
-/// A partial's held sums, each table sorted by (shard, key) with string ranks (keys
-/// unique), and the names their ids stand for.
+/// A partial's held sums, each table sorted by (shard, key) with one entry per key,
+/// and the names their ids stand for.
 pub(crate) struct Sorted {
-    pub(crate) lines: Vec<(Key5, LineSums)>,
-    pub(crate) funcs: Vec<(Key5, FuncSums)>,
-    pub(crate) versions: Vec<(Key3, (u32, u32, u32))>,
+    pub(crate) lines: Vec<LineAcc>,
+    pub(crate) funcs: Vec<FuncAcc>,
+    /// The (path, version)s the entries' `pv` index.
+    pub(crate) pvs: Vec<Pv>,
+    /// Each (path, version)'s shard, by index.
+    pub(crate) pv_shard: Vec<u32>,
+    /// The indexes of `pvs` in (shard, path, version) order.
+    pub(crate) versions: Vec<u32>,
+    /// The ids of the names by rank (their byte order).
+    pub(crate) order: Vec<u32>,
+    /// (shard, path rank) and the path's sums.
     pub(crate) paths: Vec<((u32, u32), PathSums)>,
     pub(crate) names: Vec<Bytes>,
 }
@@ -78,6 +108,20 @@ impl Sorted {
         self.names[i as usize].len()
     }
 
+    fn pv(&self, i: u32) -> Pv {
+        self.pvs[i as usize]
+    }
+
+    /// The (path, version) at place `at` of `versions`.
+    fn at(&self, at: u32) -> Pv {
+        self.pv(self.versions[at as usize])
+    }
+
+    /// The name of rank `r`.
+    fn ranked(&self, r: u32) -> u32 {
+        self.order[r as usize]
+    }
+
     /// Writes the four tables of every shard in `dir`.
     pub(crate) fn write(&self, dir: &Path, n: u32) -> Result<Vec<ShardFiles>, PartialError> {
         let mut at = [0; 4];
@@ -93,20 +137,23 @@ impl Sorted {
         at: &mut [usize; 4],
     ) -> Result<ShardFiles, PartialError> {
         let [li, fi, vi, pi] = at;
+        let shard = |pv: u32| self.pv_shard[pv as usize];
+        let pv_bytes = |pv: u32| self.len(self.pv(pv).path) + self.len(self.pv(pv).version);
+        let place_bytes = |at: u32| self.len(self.at(at).path) + self.len(self.at(at).version);
         let lines = write_table::<LineRow, _>(
             dir,
             j,
             &self.lines,
             li,
-            |e| e.0 .0,
-            |e| self.len(e.1 .0) + self.len(e.1 .1) + self.len(e.1 .2),
+            |e| shard(self.versions[e.pv as usize]),
+            |e| place_bytes(e.pv) + self.len(self.ranked(e.manager)),
             |rows, rg| {
-                write_byte_arrays(rg, rows.iter().map(|e| self.name(e.1 .0)))?;
-                write_byte_arrays(rg, rows.iter().map(|e| self.name(e.1 .1)))?;
-                write_byte_arrays(rg, rows.iter().map(|e| self.name(e.1 .2)))?;
-                write_u32(rg, rows.iter().map(|e| e.0 .4))?;
-                write_u64(rg, rows.iter().map(|e| e.1 .3 .0))?;
-                write_u64(rg, rows.iter().map(|e| e.1 .3 .1))
+                write_byte_arrays(rg, rows.iter().map(|e| self.name(self.at(e.pv).path)))?;
+                write_byte_arrays(rg, rows.iter().map(|e| self.name(self.at(e.pv).version)))?;
+                write_byte_arrays(rg, rows.iter().map(|e| self.name(self.ranked(e.manager))))?;
+                write_u32(rg, rows.iter().map(|e| e.line))?;
+                write_u64(rg, rows.iter().map(|e| e.hits))?;
+                write_u64(rg, rows.iter().map(|e| e.rows))
             },
         )?;
         let funcs = write_table::<FuncRow, _>(
@@ -114,14 +161,14 @@ impl Sorted {
             j,
             &self.funcs,
             fi,
-            |e| e.0 .0,
-            |e| self.len(e.1 .0) + self.len(e.1 .1) + self.len(e.1 .2),
+            |e| shard(self.versions[e.pv as usize]),
+            |e| place_bytes(e.pv) + self.len(self.ranked(e.func)),
             |rows, rg| {
-                write_byte_arrays(rg, rows.iter().map(|e| self.name(e.1 .0)))?;
-                write_byte_arrays(rg, rows.iter().map(|e| self.name(e.1 .1)))?;
-                write_u32(rg, rows.iter().map(|e| e.0 .3))?;
-                write_byte_arrays(rg, rows.iter().map(|e| self.name(e.1 .2)))?;
-                write_u64(rg, rows.iter().map(|e| e.1 .3))
+                write_byte_arrays(rg, rows.iter().map(|e| self.name(self.at(e.pv).path)))?;
+                write_byte_arrays(rg, rows.iter().map(|e| self.name(self.at(e.pv).version)))?;
+                write_u32(rg, rows.iter().map(|e| e.line))?;
+                write_byte_arrays(rg, rows.iter().map(|e| self.name(self.ranked(e.func))))?;
+                write_u64(rg, rows.iter().map(|e| e.rows))
             },
         )?;
         let versions = write_table::<VersionRow, _>(
@@ -129,12 +176,12 @@ impl Sorted {
             j,
             &self.versions,
             vi,
-            |e| e.0 .0,
-            |e| self.len(e.1 .0) + self.len(e.1 .1) + self.len(e.1 .2),
+            |&pv| shard(pv),
+            |&pv| pv_bytes(pv) + self.len(self.pv(pv).commit),
             |rows, rg| {
-                write_byte_arrays(rg, rows.iter().map(|e| self.name(e.1 .0)))?;
-                write_byte_arrays(rg, rows.iter().map(|e| self.name(e.1 .1)))?;
-                write_byte_arrays(rg, rows.iter().map(|e| self.name(e.1 .2)))
+                write_byte_arrays(rg, rows.iter().map(|&pv| self.name(self.pv(pv).path)))?;
+                write_byte_arrays(rg, rows.iter().map(|&pv| self.name(self.pv(pv).version)))?;
+                write_byte_arrays(rg, rows.iter().map(|&pv| self.name(self.pv(pv).commit)))
             },
         )?;
         let paths = write_table::<PathRow, _>(

@@ -37,7 +37,6 @@ where
         shards,
         limit,
         scratch,
-        out,
     };
-    crate::partial::partial_shard(chunks, source, &spec).map_err(Into::into)
+    crate::partial::partial_shard(chunks, source, &spec, out).map_err(Into::into)
 }

@@ -364,3 +364,32 @@ fn rollup_counted_the_same_partial_twice_and_replaced_its_input() {
     assert!(err.contains("is --input"), "{err}");
     assert_eq!(files(&a_dir), before);
 }
+
+/// A merge of a partial of its own shard count reads it directly (no split task) and
+/// feeds its `--partial-out` from those rows too: the partial it writes is the one it
+/// read, file for file (these rows lost nothing on the way), at 3 shards; through the
+/// splits (another shard count), the same.
+#[test]
+fn merge_of_a_direct_partial_with_partial_out_writes_the_partial_it_read() {
+    let c = corpus(59);
+    let first = c.path("first");
+    merge_partial(&c, "3", &first, &[]);
+    for shards in ["3", "2"] {
+        let again = c.path(&format!("again-{shards}"));
+        let want = c.path(&format!("want-{shards}"));
+        merge_partial(&c, shards, &want, &[]);
+        let input = vec![first.to_str().unwrap().to_owned()];
+        let out = c.path(&format!("again-{shards}.jsonl.gz"));
+        let mut a = c.job_args_with(&c.source, &input);
+        set(&mut a, "--shards", shards);
+        a.extend_from_slice(&["--out", out.to_str().unwrap()]);
+        a.extend_from_slice(&["--partial-out", again.to_str().unwrap()]);
+        merge_ok(&a);
+        assert_eq!(files(&again), files(&want), "{shards} shards");
+        let (g, w) = (
+            Partial::open(&again).unwrap().description().clone(),
+            Partial::open(&want).unwrap().description().clone(),
+        );
+        assert_eq!(g, w, "{shards} shards");
+    }
+}

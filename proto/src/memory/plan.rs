@@ -156,10 +156,10 @@ pub struct TaskShare {
     /// A merge: its own tables (strings, each file's tag or accumulator); past it
     /// the shard is merged in passes over ranges of its paths.
     pub tables: usize,
-    /// A merge with `--partial-out`, after the merge: the shard's partial builder's
-    /// sums (past it they spill in sorted runs) and the versions it found (an eighth
-    /// of it beside). Half the tables' share, which the merge no longer holds: a run
-    /// written doubles it.
+    /// A merge with `--partial-out`: the shard's partial builder's sums (past it they
+    /// spill in sorted runs; a run written doubles them) and the versions it found
+    /// (an eighth of it beside). The builder is fed as the merge reads its chunks, so
+    /// both hold at once: see [`TaskShare::beside_partial`].
     pub partial: usize,
 }
 
@@ -178,6 +178,17 @@ impl TaskShare {
             held_maps,
             tables: bytes.saturating_sub(prefetch + held_bases + held_maps),
             partial: bytes.saturating_sub(prefetch + held_bases + held_maps) / 2,
+        }
+    }
+
+    /// The uses of a merge that builds its shard's partial as it merges: the tables'
+    /// share halved, and 7/16 of it to the builder (its versions an eighth of that
+    /// beside): both within the tables' share.
+    pub fn beside_partial(self) -> TaskShare {
+        TaskShare {
+            tables: self.tables / 2,
+            partial: self.tables / 16 * 7,
+            ..self
         }
     }
 }
@@ -281,6 +292,8 @@ mod tests {
                 assert!(t.split <= s.per_loop);
                 assert!(t.prefetch + t.held_bases + t.held_maps + t.tables <= s.per_loop);
                 assert!(t.tables >= s.per_loop / 8 * 3, "{t:?}");
+                let p = t.beside_partial();
+                assert!(p.tables + p.partial + p.partial / 8 <= t.tables, "{p:?}");
             }
         }
     }

@@ -58,6 +58,14 @@ pub enum MergeError {
         /// The cap, in bytes.
         cap: u64,
     },
+    /// Building the shard's partial beside the merge (`--partial-out`) failed.
+    #[error("{message}")]
+    Partial {
+        /// What failed, naming the chunk or the file.
+        message: String,
+        /// Whether another try may succeed (this worker's temporary files).
+        transient: bool,
+    },
     /// A group's records would be taken for the manager's (contract §4). The split
     /// makes such rows bad rows, so only a spill of another build holds them.
     #[error("--group {group}={glob}: {group:?} is also a manager of the input; a group's NAME must not be a manager's")]

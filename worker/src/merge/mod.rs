@@ -30,8 +30,10 @@ mod write;
 
 pub(crate) use covmerge_source::project::{LineMap, ProjectionCache};
 pub use error::MergeError;
+#[cfg(test)]
+pub(crate) use shard::merge_shard_with_prefix;
 pub use shard::{merge_shard, MergedPart};
-pub(crate) use shard::{merge_shard_with_prefix, HeldBudget};
+pub(crate) use shard::{merge_shard_feeding, BlockSink, HeldBudget, ShardJob};
 
 #[cfg(test)]
 mod tests;

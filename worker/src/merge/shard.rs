@@ -10,10 +10,11 @@ use flate2::{write::GzEncoder, Compression};
 
 use super::names::BestNames;
 use super::part::{PartBytes, PartWriter};
-use super::pass::{Accumulated, Pass, Tables};
+use super::pass::{Accumulated, Feed, Pass, Tables};
 use super::passes::{coalesce, How, PathRange, Todo};
 use super::{MergeError, ProjectionCache};
 use crate::source::Source;
+use crate::spill::Block;
 
 /// A merged shard: its gzip-compressed JSON lines and what was counted.
 #[derive(Debug)]
@@ -101,7 +102,7 @@ where
 /// tables outgrow it is merged in passes over ranges of its paths, each reading the
 /// chunks again (`passes.rs`); the part is the same, byte for byte.
 pub(crate) fn merge_shard_with_prefix<I>(
-    mut chunks: impl FnMut() -> I,
+    chunks: impl FnMut() -> I,
     base_commit: &[u8],
     source: &dyn Source,
     cache: &ProjectionCache,
@@ -112,7 +113,49 @@ pub(crate) fn merge_shard_with_prefix<I>(
 where
     I: Iterator<Item = Result<(String, Bytes), MergeError>>,
 {
-    let mut out = PartOut::new(groups);
+    let job = ShardJob {
+        base_commit,
+        source,
+        cache,
+        file_prefix,
+        groups,
+        held,
+    };
+    merge_shard_feeding(chunks, &job, None)
+}
+
+/// What a shard's merge is given besides its chunks (see [`merge_shard_with_prefix`]).
+pub(crate) struct ShardJob<'a> {
+    pub(crate) base_commit: &'a [u8],
+    pub(crate) source: &'a dyn Source,
+    pub(crate) cache: &'a ProjectionCache,
+    pub(crate) file_prefix: &'a [u8],
+    pub(crate) groups: &'a [Group],
+    pub(crate) held: HeldBudget,
+}
+
+/// What sees the blocks of a shard's chunks as its merge reads them (`--partial-out`'s
+/// builder): each block once, in chunk order, with all its entries, however many
+/// passes the merge makes.
+pub(crate) trait BlockSink {
+    /// Takes block `block` of chunk `chunk` (the chunk's name, for errors).
+    fn block(&mut self, chunk: &str, block: &Block<'_>) -> Result<(), MergeError>;
+}
+
+/// [`merge_shard_with_prefix`] of `job`, showing every block of the chunks once to
+/// `sink` on the way (in the first pass that reads it): the shard's chunks are read
+/// once for both.
+pub(crate) fn merge_shard_feeding<I>(
+    mut chunks: impl FnMut() -> I,
+    job: &ShardJob<'_>,
+    sink: Option<&mut dyn BlockSink>,
+) -> Result<MergedPart, MergeError>
+where
+    I: Iterator<Item = Result<(String, Bytes), MergeError>>,
+{
+    let held = job.held;
+    let mut feed = sink.map(|sink| Feed { sink, shown: 0 });
+    let mut out = PartOut::new(job.groups);
     let mut plan = Plan::new(held.tables);
     while let Some(mut t) = plan.todo.pop() {
         let joined = coalesce(&mut t, &mut plan.todo, plan.growth, held.tables);
@@ -122,15 +165,15 @@ where
             How::Alone { k, j } => (None, (k > 1).then_some((k, j))),
         };
         let pass = Pass {
-            base_commit,
-            source,
-            cache,
-            file_prefix,
+            base_commit: job.base_commit,
+            source: job.source,
+            cache: job.cache,
+            file_prefix: job.file_prefix,
             held,
             limit,
             bucket,
         };
-        match pass.accumulate(chunks(), t.range.clone())? {
+        match pass.accumulate(chunks(), t.range.clone(), feed.as_mut())? {
             Accumulated::All {
                 tables,
                 later,

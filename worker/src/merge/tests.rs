@@ -11,6 +11,9 @@ use covmerge_proto::group::Group;
 /// A partial's entries against their raw rows.
 mod partial;
 
+/// The shard's partial fed by the merge's own read, in one pass or many.
+mod feed;
+
 use super::{merge_shard_with_prefix, HeldBudget, MergeError, MergedPart, ProjectionCache};
 use crate::source::{FileVersion, Source, SourceError};
 use crate::split::{split_input, Flush, SplitError, SplitSettings};

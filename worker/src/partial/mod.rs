@@ -1,5 +1,6 @@
 //! A merge task's share of the job's partial (`--partial-out`, contract §10): the
-//! shard's spill entries read once more and summed per file version by a
+//! shard's spill entries, shown to a [`ShardFeed`] as the merge reads them
+//! ([`crate::merge::BlockSink`]), summed per file version by a
 //! [`covmerge_partial::Builder`] of that one shard, whose four files are exactly those
 //! a builder of the whole job's rows would write for it.
 //!
@@ -13,13 +14,11 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use bytes::Bytes;
 use covmerge_partial::{Builder, IdRow, PartialError, ShardPartial};
-use covmerge_proto::wire::{Failure, FailureKind};
 
-use crate::merge::MergeError;
+use crate::merge::{BlockSink, MergeError};
 use crate::source::Source;
-use crate::spill::{for_each_block, Block, SpillError};
+use crate::spill::Block;
 
 mod versions;
 
@@ -28,7 +27,7 @@ use versions::Versions;
 /// Why a shard's partial could not be written.
 #[derive(Debug, thiserror::Error)]
 pub(crate) enum PartialShardError {
-    /// Reading the chunks or the source, as the merge does.
+    /// Reading the source, as the merge does.
     #[error(transparent)]
     Merge(#[from] MergeError),
     /// An entry whose names are not UTF-8 (a split refuses such rows: a chunk of
@@ -45,16 +44,22 @@ pub(crate) enum PartialShardError {
     Partial(#[from] PartialError),
 }
 
-impl From<PartialShardError> for Failure {
+impl From<PartialShardError> for covmerge_proto::wire::Failure {
     fn from(e: PartialShardError) -> Self {
+        MergeError::from(e).into()
+    }
+}
+
+impl From<PartialShardError> for MergeError {
+    fn from(e: PartialShardError) -> Self {
+        // This worker's temporary files (a full disk): another try may have room.
+        let transient = matches!(e, PartialShardError::Partial(PartialError::Io { .. }));
         match e {
-            PartialShardError::Merge(m) => Failure::from(m),
-            PartialShardError::Utf8 { .. } => Failure::new(FailureKind::Internal, e.to_string()),
-            // This worker's temporary files (a full disk): another try may have room.
-            PartialShardError::Partial(PartialError::Io { .. }) => {
-                Failure::new(FailureKind::Transient, e.to_string())
-            }
-            PartialShardError::Partial(_) => Failure::new(FailureKind::Internal, e.to_string()),
+            PartialShardError::Merge(m) => m,
+            e => MergeError::Partial {
+                message: e.to_string(),
+                transient,
+            },
         }
     }
 }
@@ -71,45 +76,74 @@ pub(crate) struct PartialShardSpec<'a> {
     pub(crate) limit: usize,
     /// Where the builder's runs go.
     pub(crate) scratch: &'a Path,
-    /// Where the shard's four files are written (new or empty).
-    pub(crate) out: &'a Path,
 }
 
-/// Reads the shard's `chunks` and writes its partial's files (see the module's doc).
+/// The builder of a shard's partial, fed the shard's blocks (see the module's doc).
+pub(crate) struct ShardFeed<'s> {
+    b: Builder,
+    versions: Versions,
+    source: &'s dyn Source,
+}
+
+impl<'s> ShardFeed<'s> {
+    /// A feed of `spec`'s shard, finding versions in `source`.
+    pub(crate) fn new(
+        source: &'s dyn Source,
+        spec: &PartialShardSpec<'_>,
+    ) -> Result<Self, PartialShardError> {
+        Ok(ShardFeed {
+            b: Builder::for_shard(spec.shard, spec.shards, spec.limit, spec.scratch)?,
+            versions: Versions::new((spec.limit / 8).max(1 << 20)),
+            source,
+        })
+    }
+
+    /// Writes the shard's four files into `out` (new or empty).
+    pub(crate) fn finish(self, out: &Path) -> Result<ShardPartial, PartialShardError> {
+        Ok(self.b.finish_shard(out)?)
+    }
+}
+
+/// Reads the shard's `chunks` (no merge reading them: a roll-up of raw rows) and
+/// writes its partial's four files into `out` (new or empty).
 pub(crate) fn partial_shard<I>(
     chunks: I,
     source: &dyn Source,
     spec: &PartialShardSpec<'_>,
+    out: &Path,
 ) -> Result<ShardPartial, PartialShardError>
 where
-    I: Iterator<Item = Result<(String, Bytes), MergeError>>,
+    I: Iterator<Item = Result<(String, bytes::Bytes), MergeError>>,
 {
-    let mut b = Builder::for_shard(spec.shard, spec.shards, spec.limit, spec.scratch)?;
-    let mut versions = Versions::new((spec.limit / 8).max(1 << 20));
+    let mut feed = ShardFeed::new(source, spec)?;
     for chunk in chunks {
         let (name, bytes) = chunk?;
-        let mut failed: Option<PartialShardError> = None;
-        let r = for_each_block(&bytes, |block| {
-            match add_block(&mut b, &mut versions, source, &name, &block) {
-                Ok(()) => Ok(()),
-                Err(e) => {
-                    failed = Some(e);
-                    Err(SpillError {
-                        offset: 0,
-                        what: "stopped",
-                    })
+        let mut failed: Option<MergeError> = None;
+        let r = crate::spill::for_each_block(&bytes, |block| {
+            feed.block(&name, &block).map_err(|e| {
+                failed = Some(e);
+                crate::spill::SpillError {
+                    offset: 0,
+                    what: "stopped",
                 }
-            }
+            })
         });
         if let Some(e) = failed {
-            return Err(e);
+            return Err(e.into());
         }
         r.map_err(|source| MergeError::Spill {
             chunk: name.clone(),
             source,
         })?;
     }
-    Ok(b.finish_shard(spec.out)?)
+    feed.finish(out)
+}
+
+impl BlockSink for ShardFeed<'_> {
+    fn block(&mut self, chunk: &str, block: &Block<'_>) -> Result<(), MergeError> {
+        add_block(&mut self.b, &mut self.versions, self.source, chunk, block)
+            .map_err(MergeError::from)
+    }
 }
 
 /// Builder ids of a block's strings, each mapped (and checked as UTF-8) once per block

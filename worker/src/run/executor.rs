@@ -26,7 +26,7 @@ use super::keys;
 use super::prefetch::Prefetch;
 use super::spill_writer::{SpillState, SpillWriter};
 use crate::merge::part::PartBytes;
-use crate::merge::{merge_shard_with_prefix, HeldBudget, ProjectionCache};
+use crate::merge::{merge_shard_feeding, BlockSink, HeldBudget, ProjectionCache, ShardJob};
 use crate::source::{open_source_within, CachedSource, Source};
 use crate::split::inputs::{split_inputs, ReadInput};
 use crate::split::{Emit, Flush, SplitError, SplitSettings, BAD_ROW_SAMPLES};
@@ -619,12 +619,18 @@ impl Executor {
             let budget = use_of.split.max(64 << 10);
             let direct =
                 DirectChunks::read(&t2, shards, namespace.as_deref(), groups, budget, &rt)?;
-            let part = this.merge_blocking(&t2, source.clone(), use_of, &direct, &rt, &cancel)?;
-            let partial = match partial_of {
+            let (part, partial) = match partial_of {
+                // Its partial from the same read of the chunks.
                 Some(shards) => {
-                    Some(this.partial_blocking(&t2, shards, source, use_of, &rt, &cancel)?)
+                    let (part, partial) = this.merge_with_partial_blocking(
+                        &t2, shards, source, use_of, &direct, &rt, &cancel,
+                    )?;
+                    (part, Some(partial))
                 }
-                None => None,
+                None => (
+                    this.merge_blocking(&t2, source, use_of, &direct, &rt, &cancel, None)?,
+                    None,
+                ),
             };
             drop(share);
             Ok((part, partial))
@@ -674,7 +680,7 @@ impl Executor {
     }
 
     /// A merge on its task thread, within what the task got (`use_of`).
-    fn merge_blocking(
+    pub(super) fn merge_blocking(
         &self,
         t: &MergeTask,
         source: Arc<dyn Source>,
@@ -682,6 +688,7 @@ impl Executor {
         direct: &DirectChunks,
         rt: &tokio::runtime::Handle,
         cancel: &Cancel,
+        sink: Option<&mut dyn BlockSink>,
     ) -> Result<crate::merge::MergedPart, crate::merge::MergeError> {
         // Fetched several at a time ahead of the merge: one round trip per chunk,
         // one after the other, was most of a merge's time on a distant store.
@@ -701,20 +708,20 @@ impl Executor {
             inner: source,
             cancel: cancel.clone(),
         };
-        merge_shard_with_prefix(
-            chunks,
-            t.base_commit.as_bytes(),
-            &source,
-            &self.cache,
-            t.file_path_prefix.as_bytes(),
-            &t.groups,
-            HeldBudget {
+        let job = ShardJob {
+            base_commit: t.base_commit.as_bytes(),
+            source: &source,
+            cache: &self.cache,
+            file_prefix: t.file_path_prefix.as_bytes(),
+            groups: &t.groups,
+            held: HeldBudget {
                 bases: use_of.held_bases,
                 maps: use_of.held_maps,
                 tables: use_of.tables,
                 manager_names: (2 * use_of.tables).max(64 << 20),
             },
-        )
+        };
+        merge_shard_feeding(chunks, &job, sink)
     }
 
     /// Stores a merged part and its `.done` marker (naming the shard's partial files,

@@ -61,6 +61,10 @@ impl From<MergeError> for Failure {
             // The same input and flags fail the same way on every worker.
             MergeError::ManagerNames { .. } => FailureKind::BadInput,
             MergeError::GroupIsManager { .. } => FailureKind::Config,
+            MergeError::Partial {
+                transient: true, ..
+            } => FailureKind::Transient,
+            MergeError::Partial { .. } => FailureKind::Internal,
         };
         // A full (or read-only) local disk says so, and what to do.
         let advice = match &e {

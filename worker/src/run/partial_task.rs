@@ -1,5 +1,5 @@
-//! A merge task's share of the job's partial (`--partial-out`): after the shard's
-//! merge, its chunks read once more into the shard's four partial files
+//! A merge task's share of the job's partial (`--partial-out`): the shard's chunks,
+//! as the merge reads them, summed into the shard's four partial files
 //! (`crate::partial`), then stored under the job's prefix before the task's marker.
 
 use std::sync::Arc;
@@ -12,11 +12,12 @@ use covmerge_telemetry::metrics;
 use tracing::info;
 
 use super::cancel::CancelSource;
+use super::direct_partial::DirectChunks;
 use super::executor::Executor;
 use super::failure::{store_failure, TaskError};
 use super::keys;
-use super::prefetch::Prefetch;
-use crate::partial::{partial_shard, PartialShardSpec};
+use crate::merge::MergedPart;
+use crate::partial::{PartialShardSpec, ShardFeed};
 use crate::source::Source;
 use crate::thread::Cancel;
 
@@ -27,29 +28,21 @@ pub(super) struct WrittenPartial {
 }
 
 impl Executor {
-    /// Writes the partial of the task's shard (of `shards`) from its chunks, within
-    /// `use_of.partial` (runs spill to `$TMPDIR` past it).
-    pub(super) fn partial_blocking(
+    /// Merges the task's shard (of `shards`) and writes its partial from the same
+    /// read of its chunks, within `use_of` (the builder's runs spill to `$TMPDIR`
+    /// past its share).
+    pub(super) fn merge_with_partial_blocking(
         &self,
         t: &MergeTask,
         shards: u32,
         source: Arc<dyn Source>,
         use_of: TaskShare,
+        direct: &DirectChunks,
         rt: &tokio::runtime::Handle,
         cancel: &Cancel,
-    ) -> Result<WrittenPartial, TaskError> {
+    ) -> Result<(MergedPart, WrittenPartial), TaskError> {
         let t0 = std::time::Instant::now();
-        let chunks = Prefetch::start(
-            rt,
-            self.store.clone(),
-            t.chunks.clone(),
-            use_of.prefetch,
-            cancel.clone(),
-        );
-        let source = CancelSource {
-            inner: source,
-            cancel: cancel.clone(),
-        };
+        let use_of = use_of.beside_partial();
         let scratch = std::env::temp_dir();
         let dir = tempfile::Builder::new()
             .prefix("covmerge-partial-shard-")
@@ -65,16 +58,24 @@ impl Executor {
             shards,
             limit: use_of.partial.max(1 << 20),
             scratch: &scratch,
-            out: &dir.path().join("files"),
         };
-        let shard = partial_shard(chunks, &source, &spec)?;
+        // Checked before each file version, as the merge's own.
+        let versions_from = CancelSource {
+            inner: source.clone(),
+            cancel: cancel.clone(),
+        };
+        let mut feed = ShardFeed::new(&versions_from, &spec).map_err(Failure::from)?;
+        let part = self.merge_blocking(t, source, use_of, direct, rt, cancel, Some(&mut feed))?;
+        let shard = feed
+            .finish(&dir.path().join("files"))
+            .map_err(Failure::from)?;
         info!(
             lines = shard.files.lines.rows,
             paths = shard.files.paths.rows,
             ms = t0.elapsed().as_millis() as u64,
-            "shard's partial written"
+            "shard merged and its partial written"
         );
-        Ok(WrittenPartial { dir, shard })
+        Ok((part, WrittenPartial { dir, shard }))
     }
 
     /// Stores the shard's partial files under the job's prefix; returns what the

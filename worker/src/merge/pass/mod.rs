@@ -17,7 +17,7 @@ use covmerge_proto::Counts;
 use super::acc::FileState;
 use super::held::Held;
 use super::passes::{PathRange, Todo};
-use super::{HeldBudget, LineMap, MergeError, ProjectionCache};
+use super::{BlockSink, HeldBudget, LineMap, MergeError, ProjectionCache};
 use crate::source::Source;
 use crate::spill::{self, StringTable};
 
@@ -131,18 +131,37 @@ struct Walk<'p, 'a> {
     read: usize,
 }
 
+/// A [`BlockSink`] and the chunks it has seen. Every pass reads the chunks from the
+/// first, in one order, and only the last pass (which reads them all) may not end
+/// early: the first pass to read a chunk shows its blocks to the sink, whole and
+/// before the pass narrows them to its paths, so the sink sees each block once
+/// whatever the passes.
+pub(super) struct Feed<'s> {
+    pub(super) sink: &'s mut dyn BlockSink,
+    pub(super) shown: usize,
+}
+
 impl Pass<'_> {
-    /// Accumulates the files of `range` from `chunks`.
+    /// Accumulates the files of `range` from `chunks`, showing the chunks `feed` has
+    /// not seen yet to its sink.
     pub(super) fn accumulate(
         &self,
         mut chunks: impl Iterator<Item = Result<(String, Bytes), MergeError>>,
         range: PathRange,
+        mut feed: Option<&mut Feed<'_>>,
     ) -> Result<Accumulated, MergeError> {
         let mut walk = Walk::new(self, range);
         while let Some(chunk) = chunks.next() {
             let (name, bytes) = chunk?;
             walk.read += 1;
-            let over_now = walk.read_chunk(&name, &bytes)?;
+            let show = match feed.as_deref_mut() {
+                Some(f) if f.shown < walk.read => {
+                    f.shown = walk.read;
+                    Some(f)
+                }
+                _ => None,
+            };
+            let over_now = walk.read_chunk(&name, &bytes, show)?;
             let hint = chunks.size_hint();
             let left = hint.1.unwrap_or(hint.0);
             if let Some(end) = walk.after_chunk(over_now, left) {
@@ -181,19 +200,32 @@ impl<'p, 'a> Walk<'p, 'a> {
         }
     }
 
-    /// Reads the blocks of one chunk (`name`: the chunk, for errors); returns whether
-    /// the tables went over the limit at a new path.
-    fn read_chunk(&mut self, name: &str, bytes: &[u8]) -> Result<bool, MergeError> {
+    /// Reads the blocks of one chunk (`name`: the chunk, for errors), showing each to
+    /// `show`'s sink first; returns whether the tables went over the limit at a new
+    /// path.
+    fn read_chunk(
+        &mut self,
+        name: &str,
+        bytes: &[u8],
+        mut show: Option<&mut Feed<'_>>,
+    ) -> Result<bool, MergeError> {
         let mut failed: Option<MergeError> = None;
         let mut over_now = false;
         // A block that fails or goes over stops there; the chunk's next blocks are
-        // still read, and what failed is returned after them.
+        // still read, and the first failure is returned after them.
         spill::for_each_block(bytes, |mut block| {
+            if let (Some(f), None) = (show.as_deref_mut(), &failed) {
+                if let Err(e) = f.sink.block(name, &block) {
+                    failed = Some(e);
+                }
+            }
             self.intern_block(&mut block);
             match self.add_entries(&block) {
                 Ok(false) => {}
                 Ok(true) => over_now = true,
-                Err(e) => failed = Some(e),
+                Err(e) => {
+                    failed.get_or_insert(e);
+                }
             }
             Ok(())
         })
