@@ -24,6 +24,7 @@ use super::direct_partial::DirectChunks;
 use super::failure::*;
 use super::keys;
 use super::prefetch::Prefetch;
+use super::source_cache::SourceCache;
 use super::spill_writer::{SpillState, SpillWriter};
 use crate::merge::part::PartBytes;
 use crate::merge::{merge_shard_feeding, BlockSink, HeldBudget, ProjectionCache, ShardJob};
@@ -165,45 +166,6 @@ pub fn source_cost(spec: &str, shares: &Shares) -> usize {
     shares.source_cache + extra
 }
 
-/// A worker's open sources, least recently used first out, bounded by their
-/// estimated cost ([`source_cost`]); the most recent one always stays.
-#[derive(Default)]
-struct SourceCache {
-    /// (spec, source, cost), least recently used first.
-    entries: Vec<(String, Arc<dyn Source>, usize)>,
-}
-
-impl SourceCache {
-    fn get(&mut self, spec: &str) -> Option<Arc<dyn Source>> {
-        let i = self.entries.iter().position(|(s, _, _)| s == spec)?;
-        let e = self.entries.remove(i);
-        let s = e.1.clone();
-        self.entries.push(e);
-        Some(s)
-    }
-
-    /// Adds a source as the most recent, then closes the least recently used ones
-    /// until the total cost fits `budget`; returns how many were closed.
-    fn insert(&mut self, spec: &str, s: Arc<dyn Source>, cost: usize, budget: usize) -> usize {
-        self.entries.retain(|(k, _, _)| k != spec);
-        self.entries.push((spec.to_string(), s, cost));
-        let mut evicted = 0;
-        while self.entries.len() > 1 && self.entries.iter().map(|e| e.2).sum::<usize>() > budget {
-            self.entries.remove(0);
-            evicted += 1;
-        }
-        evicted
-    }
-
-    fn clear(&mut self) -> usize {
-        std::mem::take(&mut self.entries).len()
-    }
-
-    fn len(&self) -> usize {
-        self.entries.len()
-    }
-}
-
 /// Returns freed heap pages to the system (glibc keeps them otherwise, and a worker's
 /// RSS would stay at its peak after its caches are dropped).
 fn trim_heap() {
@@ -212,6 +174,14 @@ fn trim_heap() {
     unsafe {
         libc::malloc_trim(0);
     }
+}
+
+/// The task thread a merge runs on: the runtime its fetches go through and the
+/// task's cancel.
+#[derive(Clone, Copy)]
+pub(super) struct OnThread<'a> {
+    pub(super) rt: &'a tokio::runtime::Handle,
+    pub(super) cancel: &'a Cancel,
 }
 
 impl Executor {
@@ -622,15 +592,24 @@ impl Executor {
             let (part, partial) = match partial_of {
                 // Its partial from the same read of the chunks.
                 Some(shards) => {
-                    let (part, partial) = this.merge_with_partial_blocking(
-                        &t2, shards, source, use_of, &direct, &rt, &cancel,
-                    )?;
+                    let on = OnThread {
+                        rt: &rt,
+                        cancel: &cancel,
+                    };
+                    let (part, partial) =
+                        this.merge_with_partial_blocking(&t2, shards, source, use_of, &direct, on)?;
                     (part, Some(partial))
                 }
-                None => (
-                    this.merge_blocking(&t2, source, use_of, &direct, &rt, &cancel, None)?,
-                    None,
-                ),
+                None => {
+                    let on = OnThread {
+                        rt: &rt,
+                        cancel: &cancel,
+                    };
+                    (
+                        this.merge_blocking(&t2, source, use_of, &direct, on, None)?,
+                        None,
+                    )
+                }
             };
             drop(share);
             Ok((part, partial))
@@ -679,17 +658,18 @@ impl Executor {
         Ok(source_id)
     }
 
-    /// A merge on its task thread, within what the task got (`use_of`).
+    /// A merge on its task thread, within what the task got (`use_of`): its chunks,
+    /// then its shard of the partials it reads directly.
     pub(super) fn merge_blocking(
         &self,
         t: &MergeTask,
         source: Arc<dyn Source>,
         use_of: TaskShare,
         direct: &DirectChunks,
-        rt: &tokio::runtime::Handle,
-        cancel: &Cancel,
+        on: OnThread<'_>,
         sink: Option<&mut dyn BlockSink>,
     ) -> Result<crate::merge::MergedPart, crate::merge::MergeError> {
+        let OnThread { rt, cancel } = on;
         // Fetched several at a time ahead of the merge: one round trip per chunk,
         // one after the other, was most of a merge's time on a distant store.
         // Fetched again for each pass of a shard merged in passes.

@@ -31,6 +31,7 @@ pub mod failure;
 mod partial_task;
 mod prefetch;
 pub mod serve;
+mod source_cache;
 mod spill_writer;
 
 pub use config::FleetWorker;

@@ -13,13 +13,12 @@ use tracing::info;
 
 use super::cancel::CancelSource;
 use super::direct_partial::DirectChunks;
-use super::executor::Executor;
+use super::executor::{Executor, OnThread};
 use super::failure::{store_failure, TaskError};
 use super::keys;
 use crate::merge::MergedPart;
 use crate::partial::{PartialShardSpec, ShardFeed};
 use crate::source::Source;
-use crate::thread::Cancel;
 
 /// A shard's partial files, written in a temporary directory (removed when dropped).
 pub(super) struct WrittenPartial {
@@ -38,8 +37,7 @@ impl Executor {
         source: Arc<dyn Source>,
         use_of: TaskShare,
         direct: &DirectChunks,
-        rt: &tokio::runtime::Handle,
-        cancel: &Cancel,
+        on: OnThread<'_>,
     ) -> Result<(MergedPart, WrittenPartial), TaskError> {
         let t0 = std::time::Instant::now();
         let use_of = use_of.beside_partial();
@@ -62,10 +60,10 @@ impl Executor {
         // Checked before each file version, as the merge's own.
         let versions_from = CancelSource {
             inner: source.clone(),
-            cancel: cancel.clone(),
+            cancel: on.cancel.clone(),
         };
         let mut feed = ShardFeed::new(&versions_from, &spec).map_err(Failure::from)?;
-        let part = self.merge_blocking(t, source, use_of, direct, rt, cancel, Some(&mut feed))?;
+        let part = self.merge_blocking(t, source, use_of, direct, on, Some(&mut feed))?;
         let shard = feed
             .finish(&dir.path().join("files"))
             .map_err(Failure::from)?;
