@@ -98,6 +98,21 @@ pub fn gunzip(path: &Path) -> Vec<u8> {
     out
 }
 
+/// The shard files (`*.parquet`) of a partial directory, by name, with their bytes.
+pub fn partial_files(dir: &Path) -> Vec<(String, Vec<u8>)> {
+    let mut v: Vec<(String, Vec<u8>)> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "parquet"))
+        .map(|p: PathBuf| {
+            let name = p.file_name().unwrap().to_string_lossy().into_owned();
+            (name, std::fs::read(&p).unwrap())
+        })
+        .collect();
+    v.sort();
+    v
+}
+
 /// The decompressed bytes of (multi-member) gzip data.
 pub fn gunzip_bytes(raw: &[u8]) -> Vec<u8> {
     let mut out = Vec::new();

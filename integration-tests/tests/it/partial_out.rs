@@ -85,17 +85,7 @@ fn direct(root: &Path, inputs: &[String], shards: u32, day: &str, out: &Path) ->
 
 /// The shard files of a partial directory, by name, with their bytes.
 fn files(dir: &Path) -> Vec<(String, Vec<u8>)> {
-    let mut v: Vec<(String, Vec<u8>)> = std::fs::read_dir(dir)
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.extension().is_some_and(|e| e == "parquet"))
-        .map(|p: PathBuf| {
-            let name = p.file_name().unwrap().to_string_lossy().into_owned();
-            (name, std::fs::read(&p).unwrap())
-        })
-        .collect();
-    v.sort();
-    v
+    covmerge_integration_tests::partial_files(dir)
 }
 
 /// Sets the value of `flag` in `a` (a job's arguments, which hold it).

@@ -26,18 +26,9 @@ fn corpus(seed: u64) -> CorpusJob {
         .build()
 }
 
-/// The shard files of a partial directory, by name, with their bytes.
+/// The shard files of a partial directory, by name, with their bytes (some).
 fn files(dir: &Path) -> Vec<(String, Vec<u8>)> {
-    let mut v: Vec<(String, Vec<u8>)> = std::fs::read_dir(dir)
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.extension().is_some_and(|e| e == "parquet"))
-        .map(|p: PathBuf| {
-            let name = p.file_name().unwrap().to_string_lossy().into_owned();
-            (name, std::fs::read(&p).unwrap())
-        })
-        .collect();
-    v.sort();
+    let v = covmerge_integration_tests::partial_files(dir);
     assert!(!v.is_empty(), "{}: no shard files", dir.display());
     v
 }
