@@ -9,7 +9,7 @@
 use std::path::{Path, PathBuf};
 
 use crate::desc::Description;
-use crate::rollup::rollup;
+use crate::rollup::{rollup, rollup_opened};
 use crate::{Partial, PartialError};
 
 fn gcd(a: u32, b: u32) -> u32 {
@@ -83,7 +83,8 @@ pub fn rollup_within(
         }
     }
     if counts.iter().map(|&m| open_files(m, n)).sum::<usize>() <= max_open {
-        return Ok((rollup(inputs, out, Some(n))?, fan));
+        // One level: the descriptions read above serve the roll-up too.
+        return Ok((rollup_opened(&parts, out, n)?, fan));
     }
     let work = tempfile::Builder::new()
         .prefix("covmerge-rollup-level-")

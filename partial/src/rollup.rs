@@ -168,6 +168,15 @@ pub fn rollup(
             .max()
             .unwrap_or(1)
     });
+    rollup_opened(&parts, out, n)
+}
+
+/// [`rollup`] of partials opened already (of one namespace) into `n` shards.
+pub(crate) fn rollup_opened(
+    parts: &[Partial],
+    out: &Path,
+    n: u32,
+) -> Result<Description, PartialError> {
     if !(1..=covmerge_proto::limits::MAX_SHARDS).contains(&n) {
         return Err(PartialError::Invalid(format!(
             "{n} shards: a partial has 1 to {}",
@@ -175,7 +184,7 @@ pub fn rollup(
         )));
     }
     prepare_out(out)?;
-    rollup_into(&parts, out, n).inspect_err(|_| clear_out(out))
+    rollup_into(parts, out, n).inspect_err(|_| clear_out(out))
 }
 
 /// Rolls `parts` up into `out` (prepared, empty) in `n` shards.
