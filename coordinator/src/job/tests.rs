@@ -72,6 +72,7 @@ fn merge_tasks_are_published_largest_shard_first() {
         input_ids: Vec::new(),
         partial_out: None,
         direct_partials: Vec::new(),
+        rollup: None,
     };
     let chunk = |len| ChunkRef {
         key: "jobs/j1/spill/00000/n/00000.cms".into(),
