@@ -354,6 +354,14 @@ impl Executor {
                     if t.shard.0 >= spec.shards {
                         return Err(format!("job {} has {} shards", t.job, spec.shards));
                     }
+                    if t.rollup != spec.rollup.is_some() {
+                        return Err(format!(
+                            "it is {}a roll-up's task, job {} is {}a roll-up",
+                            if t.rollup { "" } else { "not " },
+                            t.job,
+                            if spec.rollup.is_some() { "" } else { "not " }
+                        ));
+                    }
                     if t.source != spec.source
                         || t.base_commit != spec.base_commit
                         || t.file_path_prefix != spec.file_path_prefix
@@ -365,14 +373,6 @@ impl Executor {
                     }
                     if t.groups != spec.groups {
                         return Err(format!("its groups are not those of job {}", t.job));
-                    }
-                    if t.rollup != spec.rollup.is_some() {
-                        return Err(format!(
-                            "it is {}a roll-up's task, job {} is {}a roll-up",
-                            if t.rollup { "" } else { "not " },
-                            t.job,
-                            if spec.rollup.is_some() { "" } else { "not " }
-                        ));
                     }
                     if t.partials != spec.partial_shard_refs() {
                         return Err(format!(
