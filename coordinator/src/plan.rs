@@ -219,10 +219,9 @@ pub async fn plan_job(req: &JobRequest) -> Result<JobSpec, JobError> {
         }
         false => (req.namespace.clone(), None),
     };
-    let shards = req.shards.unwrap_or_else(|| {
-        let partials = planned.iter().flatten().filter(|_| req.rollup);
-        let most = partials.filter_map(|p| p.description.as_ref().map(|d| d.shard_count));
-        most.chain([default_shards(&sizes)]).max().unwrap_or(1)
+    let shards = req.shards.unwrap_or_else(|| match req.rollup {
+        true => partials::rollup_shards(&planned, &sizes),
+        false => default_shards(&sizes),
     });
     // With `--partial-out` too: a merge task's partial is fed by the blocks its merge
     // reads, its direct partials' included.

@@ -199,6 +199,22 @@ pub(super) fn rollup_of(
     Ok((namespace, period))
 }
 
+/// A roll-up's default shard count, as `covmerge rollup`'s: the largest of its
+/// partials' counts and, with raw rows among its inputs (`planned` `None`), of the
+/// count a merge of the raw rows (of these `sizes`) would take.
+pub(super) fn rollup_shards(planned: &[Option<PlannedPartial>], sizes: &[(u64, bool)]) -> u32 {
+    let raw: Vec<(u64, bool)> = planned
+        .iter()
+        .zip(sizes)
+        .filter(|(p, _)| p.is_none())
+        .map(|(_, s)| *s)
+        .collect();
+    let partials = planned.iter().flatten();
+    let counts = partials.filter_map(|p| p.description.as_ref().map(|d| d.shard_count));
+    let raw = (!raw.is_empty()).then(|| super::default_shards(&raw));
+    counts.chain(raw).max().unwrap_or(1)
+}
+
 /// The split groups' first inputs (`firsts`, empty: one split per input) with each
 /// direct partial alone in its group, so that no split task reads it.
 pub(super) fn alone(firsts: Vec<u32>, direct: &[DirectPartial], inputs: usize) -> Vec<u32> {

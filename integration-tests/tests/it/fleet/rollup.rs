@@ -124,8 +124,9 @@ fn fleet_rollup_of_day_partials_equals_embedded_and_all_rows() {
         days.push(dir.to_str().unwrap().to_owned());
     }
     let days: Vec<&str> = days.iter().map(String::as_str).collect();
+    // No --shards: the largest of the partials' counts, on the fleet as embedded.
     let want = c.path("embedded");
-    embedded_rollup(&days, &want, &["--shards", "3"]);
+    embedded_rollup(&days, &want, &[]);
     let all = c.path("all-rows");
     let inputs: Vec<&str> = c.inputs.iter().map(String::as_str).collect();
     let flags = [
@@ -144,11 +145,14 @@ fn fleet_rollup_of_day_partials_equals_embedded_and_all_rows() {
     let got = c.path("fleet");
     let store_dir = c.path("store");
     let store = file_store(&store_dir);
-    let mut a = vec!["--source", &c.source, "--shards", "3"];
+    let mut a = vec!["--source", &c.source];
     a.extend_from_slice(&["--partial-out", got.to_str().unwrap(), "--input"]);
     a.extend_from_slice(&days);
     let out = fleet_rollup(&c, &store, &a, false);
-    assert!(out.contains("2024-04-06..2024-04-08"), "{out}");
+    assert!(
+        out.contains("2024-04-06..2024-04-08") && out.contains("in 3 shards"),
+        "{out}"
+    );
     same_bytes(&got, &want);
     // The job read the two partials of 3 shards directly, and split the other.
     let job = job_id(&out);
@@ -165,6 +169,62 @@ fn fleet_rollup_of_day_partials_equals_embedded_and_all_rows() {
     assert_eq!(direct, [0, 2], "{spec}");
     assert_eq!(spec["rollup"]["date_from"], "2024-04-06", "{spec}");
     assert!(spec["base_commit"].as_str().unwrap().is_empty(), "{spec}");
+}
+
+/// Day partials in an S3 bucket (which `covmerge rollup` does not read), rolled up on
+/// the fleet into the bucket: the partial is the embedded roll-up's of the same days
+/// as local directories.
+#[test]
+fn fleet_rollup_reads_and_writes_partials_in_s3() {
+    let _fleet = fleet::lock();
+    let c = corpus(101);
+    let b = bucket("rollup");
+    let mut local = Vec::new();
+    let mut remote = Vec::new();
+    for (i, (day, shards)) in [("2024-04-06", "2"), ("2024-04-07", "3"), (DATE, "2")]
+        .into_iter()
+        .enumerate()
+    {
+        let dir = c.path(&format!("day-{day}"));
+        let flags = ["--source", &c.source, "--shards", shards, "--date-to", day];
+        embedded_rollup(&[&c.inputs[i]], &dir, &flags);
+        for e in std::fs::read_dir(&dir).unwrap() {
+            let p = e.unwrap().path();
+            let name = p.file_name().unwrap().to_string_lossy().into_owned();
+            upload(&b, &format!("days/{day}/{name}"), &p);
+        }
+        local.push(dir.to_str().unwrap().to_owned());
+        remote.push(format!("s3://{b}/days/{day}/"));
+    }
+    let local: Vec<&str> = local.iter().map(String::as_str).collect();
+    let want = c.path("embedded");
+    embedded_rollup(&local, &want, &["--shards", "2"]);
+
+    let store = format!("s3://{b}/fleet");
+    let month = format!("s3://{b}/months/2024-04");
+    let mut a = vec![
+        "--source",
+        &c.source,
+        "--shards",
+        "2",
+        "--partial-out",
+        &month,
+    ];
+    a.push("--input");
+    a.extend(remote.iter().map(String::as_str));
+    fleet_rollup(&c, &store, &a, false);
+    let got = c.path("fleet");
+    std::fs::create_dir_all(&got).unwrap();
+    let mut names = vec!["partial.json".to_string()];
+    for j in 0..2 {
+        for t in ["lines", "funcs", "versions", "paths"] {
+            names.push(format!("{t}-{j:05}.parquet"));
+        }
+    }
+    for n in names {
+        download(&b, &format!("months/2024-04/{n}"), &got.join(&n));
+    }
+    same_bytes(&got, &want);
 }
 
 /// Refused before any work, naming what is wrong: a result or a base given to a
