@@ -171,6 +171,37 @@ fn fleet_rollup_of_day_partials_equals_embedded_and_all_rows() {
     assert!(spec["base_commit"].as_str().unwrap().is_empty(), "{spec}");
 }
 
+/// Raw rows and a partial together: the period runs from the partial's first day to
+/// the raw rows' last (`--date-to`, `--duration`), as the embedded roll-up's.
+#[test]
+fn fleet_rollup_of_raw_rows_and_a_partial_equals_embedded() {
+    let _fleet = fleet::lock();
+    let c = corpus(103);
+    let day = c.path("day");
+    let flags = [
+        "--source",
+        &c.source,
+        "--shards",
+        "2",
+        "--date-to",
+        "2024-04-01",
+    ];
+    embedded_rollup(&[&c.inputs[0]], &day, &flags);
+    let inputs = [day.to_str().unwrap(), &c.inputs[1], &c.inputs[2]];
+    let flags = ["--source", &c.source, "--date-to", DATE, "--duration", "2"];
+    let want = c.path("embedded");
+    embedded_rollup(&inputs, &want, &[&flags[..], &["--shards", "3"]].concat());
+    let got = c.path("fleet");
+    let store = file_store(&c.path("store"));
+    let mut a = flags.to_vec();
+    a.extend_from_slice(&["--shards", "3", "--partial-out", got.to_str().unwrap()]);
+    a.push("--input");
+    a.extend_from_slice(&inputs);
+    let out = fleet_rollup(&c, &store, &a, false);
+    assert!(out.contains("2024-04-01..2024-04-08"), "{out}");
+    same_bytes(&got, &want);
+}
+
 /// Day partials in an S3 bucket (which `covmerge rollup` does not read), rolled up on
 /// the fleet into the bucket: the partial is the embedded roll-up's of the same days
 /// as local directories.
