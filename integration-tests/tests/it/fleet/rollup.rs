@@ -202,6 +202,36 @@ fn fleet_rollup_of_raw_rows_and_a_partial_equals_embedded() {
     same_bytes(&got, &want);
 }
 
+/// A finished roll-up job resumed (`--job ID --resume --rollup`, no worker): every
+/// shard's files are in the store, and the partial is published again, the same; a
+/// `--resume` of it as a merge job is refused naming the base.
+#[test]
+fn a_rollup_job_resumes_as_a_rollup_only() {
+    let _fleet = fleet::lock();
+    let c = corpus(107);
+    let job = format!("rollup-resume-{}", std::process::id());
+    let got = c.path("fleet");
+    let store = file_store(&c.path("store"));
+    let mut a = vec!["--job", &job, "--source", &c.source, "--shards", "2"];
+    a.extend_from_slice(&["--date-to", DATE, "--partial-out", got.to_str().unwrap()]);
+    a.push("--input");
+    a.extend(c.inputs.iter().map(String::as_str));
+    fleet_rollup(&c, &store, &a, false);
+    let first = partial_files(&got);
+    std::fs::remove_dir_all(&got).unwrap();
+    let amqp = fleet::amqp();
+    let mut r = vec!["--rollup", "--resume", "--amqp", &amqp, "--store", &store];
+    r.extend_from_slice(&a);
+    run_ok(&r, &[]);
+    assert_eq!(partial_files(&got), first);
+    r.retain(|x| *x != "--rollup");
+    r.extend_from_slice(&["--base-repo", &c.corpus.base_repo]);
+    r.extend_from_slice(&["--base-commit", &c.corpus.base_commit]);
+    let o = fleet::coordinator_run(&r, &[], LONG);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success() && err.contains("base_repo"), "{err}");
+}
+
 /// Day partials in an S3 bucket (which `covmerge rollup` does not read), rolled up on
 /// the fleet into the bucket: the partial is the embedded roll-up's of the same days
 /// as local directories.
