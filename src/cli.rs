@@ -161,8 +161,9 @@ pub(crate) struct JobArgs {
     /// Where file versions come from: dir:ROOT, git:PATH or store:URL.
     #[arg(long)]
     pub source: String,
-    #[arg(long)]
-    pub base_repo: String,
+    /// The base's repository (the result's header).
+    #[arg(long, required = true)]
+    pub base_repo: Option<String>,
     /// The base revision.
     #[arg(long, required_unless_present = "base_at", conflicts_with = "base_at")]
     pub base_commit: Option<String>,
@@ -277,9 +278,27 @@ pub(crate) struct MergeArgs {
 }
 
 #[derive(Args, Debug)]
+// A roll-up job has no base: the base flags are required only without --rollup.
+#[command(mut_arg("base_repo", |a| a.required(false).required_unless_present("rollup")))]
+#[command(mut_arg("base_commit", |a| a.required_unless_present("rollup")))]
 pub(crate) struct CoordinatorArgs {
     #[command(flatten)]
     pub job: JobArgs,
+    /// A roll-up job (contract §10): the inputs (raw rows, partials) only summed into
+    /// the partial of --partial-out, what `covmerge rollup` writes for them at the same
+    /// --shards, no base and no result. Its period is its partials' with, for raw rows,
+    /// --duration days ending at --date-to; its namespace and shards default to its
+    /// partials' (a --partial-out with {namespace} needs --namespace: one partial per
+    /// namespace is `covmerge rollup`'s).
+    #[arg(
+        long,
+        requires = "partial_out",
+        conflicts_with_all = [
+            "out", "base_repo", "base_commit", "base_at", "branch", "file_path_prefix",
+            "group", "total_rows", "dashboard", "dashboard_client",
+        ],
+    )]
+    pub rollup: bool,
     #[command(flatten)]
     pub fleet: FleetArgs,
     /// Seconds between looks in the store for tasks whose report never arrived.

@@ -65,16 +65,23 @@ impl CoordinatorArgs {
             (true, Some(job)) => Start::Resume {
                 job: job.clone(),
                 check: Some(Box::new(ResumeCheck {
-                    spec: plan_job(&self.job.request(Some(job))?).await?,
+                    spec: plan_job(&self.job.request(Some(job), self.rollup)?).await?,
                     shards_given: self.job.shards.is_some(),
                     date_to_given: self.job.date_to.is_some() || self.job.base_at.is_some(),
                 })),
             },
             (true, None) => bail!("--resume needs --job"),
-            (false, job) => Start::New(Box::new(plan_job(&self.job.request(job)?).await?)),
+            (false, job) => Start::New(Box::new(
+                plan_job(&self.job.request(job, self.rollup)?).await?,
+            )),
         };
-        if let Start::New(spec) = &start {
-            check_base(&spec.source, &spec.base_commit, false).await?;
+        match &start {
+            // A roll-up has no base; a Go input has no base commit to default to.
+            Start::New(spec) if self.rollup => {
+                crate::cmd::rollup::refuse_go_without_commit(spec, self.job.input_format)?
+            }
+            Start::New(spec) => check_base(&spec.source, &spec.base_commit, false).await?,
+            Start::Resume { .. } => {}
         }
         Ok(start)
     }

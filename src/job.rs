@@ -13,14 +13,19 @@ use crate::cli::JobArgs;
 
 impl JobArgs {
     /// The job request these flags make (`job`: `--job`'s id, if given); the base
-    /// commit is `--base-commit`, or looked up for `--base-at`.
-    pub(crate) fn request(&self, job: Option<JobId>) -> Result<JobRequest> {
+    /// commit is `--base-commit`, or looked up for `--base-at`; a roll-up (`rollup`)
+    /// has none.
+    pub(crate) fn request(&self, job: Option<JobId>, rollup: bool) -> Result<JobRequest> {
         Ok(JobRequest {
             job,
             inputs: self.input.clone(),
             source: self.source.clone(),
-            base_repo: self.base_repo.clone(),
-            base_commit: base_commit(self)?,
+            base_repo: self.base_repo.clone().unwrap_or_default(),
+            base_commit: if rollup {
+                String::new()
+            } else {
+                base_commit(self)?
+            },
             shards: self.shards,
             max_bad_rows: self.max_bad_rows,
             namespace: self.namespace.clone(),
@@ -36,8 +41,9 @@ impl JobArgs {
             partial_out: self
                 .partial_out
                 .as_deref()
-                .map(|u| partial_out_of(u, self.namespace.as_deref()))
+                .map(|u| partial_out_of(u, self.namespace.as_deref(), rollup))
                 .transpose()?,
+            rollup,
         })
     }
 
@@ -56,14 +62,20 @@ impl JobArgs {
 }
 
 /// A merge's `--partial-out`: `{namespace}` in it is the job's `--namespace` (a merge
-/// writes one namespace's partial; `covmerge rollup` writes one per namespace).
-fn partial_out_of(url: &str, namespace: Option<&str>) -> Result<String> {
+/// writes one namespace's partial; `covmerge rollup` writes one per namespace, a
+/// roll-up job on the fleet (`rollup`) one).
+fn partial_out_of(url: &str, namespace: Option<&str>, rollup: bool) -> Result<String> {
     use crate::cmd::rollup::names;
     if !names::template(url)? {
         return Ok(url.to_owned());
     }
     match namespace {
         Some(ns) => names::fill(url, ns),
+        None if rollup => bail!(
+            "--partial-out {}: {} without --namespace: a roll-up job on the fleet writes the partial of one namespace; give --namespace NS, or run covmerge rollup (in one process) for one partial per namespace",
+            redact_url(url),
+            names::PLACEHOLDER
+        ),
         None => bail!(
             "--partial-out {}: {} needs --namespace (a merge writes the partial of one namespace; covmerge rollup writes one per namespace of its inputs)",
             redact_url(url),

@@ -209,20 +209,7 @@ impl<'a> Assembly<'a> {
     /// options ask for it. The result is written: a failure here is a warning, not the
     /// job's.
     pub async fn cleanup(&self, queue: &dyn Queue) {
-        if !self.opts.cleanup {
-            return;
-        }
-        for dir in [keys::spill_prefix(self.job), keys::attempts(self.job)] {
-            match self.store.list(&dir).await {
-                Ok(keys) => {
-                    if let Err(e) = self.store.delete_all(&keys).await {
-                        warn!(error = %e, "cleanup: cannot delete under {dir}");
-                    }
-                }
-                Err(e) => warn!(error = %e, "cleanup: cannot list {dir}"),
-            }
-        }
-        close_queues(queue, self.job).await;
+        cleanup(self.opts, self.store, self.job, queue).await;
     }
 
     /// contract §8 after the result is written: `create_upload_url`, the result streamed
@@ -335,6 +322,25 @@ async fn check_stored_part(
     .map_err(|e| unreadable(format!("the check stopped: {e}")))?;
     feed.abort();
     r
+}
+
+/// Deletes the job's spill chunks and attempt records and its queues, when `opts` ask
+/// for it (after the job's output is written: a failure here is a warning).
+pub(crate) async fn cleanup(opts: &JobOptions, store: &Store, job: &JobId, queue: &dyn Queue) {
+    if !opts.cleanup {
+        return;
+    }
+    for dir in [keys::spill_prefix(job), keys::attempts(job)] {
+        match store.list(&dir).await {
+            Ok(keys) => {
+                if let Err(e) = store.delete_all(&keys).await {
+                    warn!(error = %e, "cleanup: cannot delete under {dir}");
+                }
+            }
+            Err(e) => warn!(error = %e, "cleanup: cannot list {dir}"),
+        }
+    }
+    close_queues(queue, job).await;
 }
 
 /// Deletes the job's report and dead-letter queues when it ends, complete or failed

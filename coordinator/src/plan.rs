@@ -53,6 +53,9 @@ pub struct JobRequest {
     pub groups: Vec<covmerge_proto::group::Group>,
     /// `--partial-out URL`: also write the job's rows as a partial there.
     pub partial_out: Option<String>,
+    /// `coordinator --rollup`: only the partial, no base and no result (`base_repo`
+    /// and `base_commit` empty, `partial_out` given).
+    pub rollup: bool,
 }
 
 /// Each input's manager and commit for Go coverage: overrides by input or default name,
@@ -206,12 +209,24 @@ pub async fn plan_job(req: &JobRequest) -> Result<JobSpec, JobError> {
         input_ids.push(id);
         planned.push(partial);
     }
-    let shards = req.shards.unwrap_or_else(|| default_shards(&sizes));
+    let date_to = req.date_to.clone().unwrap_or_else(today_utc);
+    // A roll-up takes the namespace and the shard count of its partials, as
+    // `covmerge rollup` does, and their period with its raw rows'.
+    let (namespace, rollup) = match req.rollup {
+        true => {
+            let (ns, r) = partials::rollup_of(&planned, req, &date_to)?;
+            (ns, Some(r))
+        }
+        false => (req.namespace.clone(), None),
+    };
+    let shards = req.shards.unwrap_or_else(|| match req.rollup {
+        true => partials::rollup_shards(&planned, &sizes),
+        false => default_shards(&sizes),
+    });
     // With `--partial-out` too: a merge task's partial is fed by the blocks its merge
     // reads, its direct partials' included.
-    let direct = partials::direct_partials(&planned, shards, req.namespace.as_deref());
+    let direct = partials::direct_partials(&planned, shards, namespace.as_deref());
     let splits = partials::alone(group_splits(&sizes), &direct, inputs.len());
-    let date_to = req.date_to.clone().unwrap_or_else(today_utc);
     check_settings(req, &date_to)?;
     let input = JobInputs {
         format: req.format,
@@ -237,8 +252,7 @@ pub async fn plan_job(req: &JobRequest) -> Result<JobSpec, JobError> {
         max_bad_rows: req.max_bad_rows,
         file_path_prefix: req.file_path_prefix.clone(),
         header: HeaderSpec {
-            namespace: req
-                .namespace
+            namespace: namespace
                 .clone()
                 .unwrap_or_else(|| DEFAULT_NAMESPACE.to_string()),
             duration: req.duration,
@@ -248,10 +262,11 @@ pub async fn plan_job(req: &JobRequest) -> Result<JobSpec, JobError> {
         input,
         splits,
         groups: req.groups.clone(),
-        namespace: req.namespace.clone(),
+        namespace,
         input_ids,
         partial_out: req.partial_out.as_deref().map(absolute_location),
         direct_partials: direct,
+        rollup,
     })
 }
 
@@ -526,6 +541,7 @@ mod tests {
             input_ids: Vec::new(),
             partial_out: None,
             direct_partials: Vec::new(),
+            rollup: None,
         };
         assert_eq!(spec.validate(), Ok(()));
         let ranges = spec.split_ranges();

@@ -184,10 +184,13 @@ impl JobInputs {
     }
 
     /// Checks the settings of a job of `inputs` inputs: `name(what, value, may_be_empty)`
-    /// checks one name as the job's other names are.
+    /// checks one name as the job's other names are. A roll-up's (`rollup`) inputs may
+    /// have no commit: it has no base commit to default to, and only Go coverage
+    /// needs one (refused when planned).
     pub fn validate(
         &self,
         inputs: usize,
+        rollup: bool,
         name: impl Fn(&str, &str, bool) -> Result<(), String>,
     ) -> Result<(), String> {
         self.options.validate()?;
@@ -203,7 +206,7 @@ impl JobInputs {
         }
         for g in &self.each {
             name("an input's manager", &g.manager, true)?;
-            name("an input's commit", &g.commit, false)?;
+            name("an input's commit", &g.commit, rollup)?;
         }
         Ok(())
     }

@@ -60,6 +60,54 @@ pub struct JobSpec {
     /// input is split.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub direct_partials: Vec<crate::direct::DirectPartial>,
+    /// `coordinator --rollup`: the job's rows are only summed into the partial of
+    /// `partial_out`, with this period (no base, no projection, no result). Absent: a
+    /// merge, and the spec is what it was.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rollup: Option<RollupSpec>,
+}
+
+/// What a roll-up job (`coordinator --rollup`) fixes when planned: its partial's
+/// period, the partial inputs' and the raw rows' (`--date-to`, `--duration`) together,
+/// as `covmerge rollup` makes it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RollupSpec {
+    /// The period's first day, `YYYY-MM-DD`.
+    pub date_from: String,
+    /// The period's last day, `YYYY-MM-DD`.
+    pub date_to: String,
+}
+
+impl RollupSpec {
+    /// Checks a roll-up job's spec: a period of calendar days, a partial to write, and
+    /// nothing of a merge's (base, prefix, groups).
+    fn validate(&self, spec: &JobSpec) -> Result<(), String> {
+        let day = |what: &str, v: &str| {
+            v.parse::<crate::date::Date>()
+                .map_err(|e| format!("rollup.{what} {v:?}: {e}"))
+        };
+        let (from, to) = (
+            day("date_from", &self.date_from)?,
+            day("date_to", &self.date_to)?,
+        );
+        if from.days() > to.days() {
+            return Err(format!(
+                "rollup period {}..{} ends before it starts",
+                self.date_from, self.date_to
+            ));
+        }
+        if !spec.base_repo.is_empty()
+            || !spec.base_commit.is_empty()
+            || !spec.file_path_prefix.is_empty()
+            || !spec.groups.is_empty()
+        {
+            return Err("a roll-up job names a base, a file path prefix or groups".into());
+        }
+        if spec.partial_out.is_none() {
+            return Err("a roll-up job writes a partial: partial_out is missing".into());
+        }
+        Ok(())
+    }
 }
 
 /// What an input was when its job was planned: its size and what its store says of
@@ -205,8 +253,13 @@ impl JobSpec {
                 ));
             }
         }
-        name("base_repo", &self.base_repo, false)?;
-        name("base_commit", &self.base_commit, false)?;
+        match &self.rollup {
+            Some(r) => r.validate(self)?,
+            None => {
+                name("base_repo", &self.base_repo, false)?;
+                name("base_commit", &self.base_commit, false)?;
+            }
+        }
         name("source", &self.source, false)?;
         name("file_path_prefix", &self.file_path_prefix, true)?;
         name("header.namespace", &self.header.namespace, false)?;
@@ -217,7 +270,8 @@ impl JobSpec {
         if let Some(p) = &self.partial_out {
             name("partial_out", p, false)?;
         }
-        self.input.validate(self.inputs.len(), name)?;
+        self.input
+            .validate(self.inputs.len(), self.rollup.is_some(), name)?;
         crate::direct::check_direct(&self.direct_partials, self.inputs.len())?;
         crate::group::check_groups(&self.groups)?;
         if !self.input_ids.is_empty() && self.input_ids.len() != self.inputs.len() {
@@ -304,6 +358,10 @@ impl JobSpec {
         }
         cmp!("groups (--group)", groups);
         cmp!("partial_out (--partial-out)", partial_out);
+        cmp!("rollup (--rollup)", rollup.is_some());
+        if compare_date_to {
+            cmp!("rollup period", rollup);
+        }
         None
     }
 }
@@ -348,6 +406,7 @@ mod tests {
             input_ids: Vec::new(),
             partial_out: None,
             direct_partials: Vec::new(),
+            rollup: None,
         }
     }
 
@@ -372,6 +431,51 @@ mod tests {
             .validate()
             .unwrap_err()
             .contains("1 per-input settings for 2 inputs"));
+    }
+
+    #[test]
+    fn a_rollup_job_has_a_period_a_partial_and_no_base() {
+        let rollup = || JobSpec {
+            base_repo: String::new(),
+            base_commit: String::new(),
+            partial_out: Some("/p".into()),
+            rollup: Some(RollupSpec {
+                date_from: "2024-04-06".into(),
+                date_to: "2024-04-08".into(),
+            }),
+            ..spec()
+        };
+        assert_eq!(rollup().validate(), Ok(()));
+        let back: JobSpec =
+            serde_json::from_str(&serde_json::to_string(&rollup()).unwrap()).unwrap();
+        assert_eq!(back, rollup());
+        let mut s = rollup();
+        s.base_commit = "c".into();
+        assert!(s.validate().unwrap_err().contains("names a base"));
+        let mut s = rollup();
+        s.partial_out = None;
+        assert!(s.validate().unwrap_err().contains("partial_out"));
+        let mut s = rollup();
+        s.rollup.as_mut().unwrap().date_from = "2024-04-09".into();
+        assert!(s.validate().unwrap_err().contains("ends before it starts"));
+        let mut s = rollup();
+        s.rollup.as_mut().unwrap().date_to = "2024-02-30".into();
+        assert!(s.validate().unwrap_err().contains("2024-02-30"));
+        // A merge still needs its base; a merge's spec is stored as before.
+        let mut s = rollup();
+        s.rollup = None;
+        assert!(s.validate().unwrap_err().contains("base_repo"));
+        assert!(!serde_json::to_string(&spec()).unwrap().contains("rollup"));
+        // Resuming a merge as a roll-up (or the other way) is refused.
+        let field = spec().first_difference(&rollup(), false, false).unwrap().0;
+        assert_eq!(field, "base_repo");
+        let mut other = rollup();
+        other.rollup.as_mut().unwrap().date_from = "2024-04-01".into();
+        assert_eq!(rollup().first_difference(&other, true, false), None);
+        assert_eq!(
+            rollup().first_difference(&other, true, true).unwrap().0,
+            "rollup period"
+        );
     }
 
     #[test]

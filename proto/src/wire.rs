@@ -25,7 +25,9 @@ use crate::{Attempt, Counts, JobId, ShardId, SplitId, TaskRef};
 ///    `go` field; a worker of version 7 would read every input as `auto`.
 /// 9: a merge task lists the partials it reads its shard of directly
 ///    ([`MergeTask::partials`]); a worker of version 8 would drop their rows.
-pub const PROTOCOL_VERSION: u16 = 9;
+/// 10: a merge task may be a roll-up's ([`MergeTask::rollup`]): no base, no part, only
+///    the shard's partial files; a worker of version 9 would refuse its empty base.
+pub const PROTOCOL_VERSION: u16 = 10;
 
 /// Largest message a receiver decodes. A merge task lists its spill chunks; 16 MiB is
 /// ~100k chunk keys, far beyond any real job.
@@ -176,7 +178,20 @@ impl Task {
                         t.chunks.len()
                     ));
                 }
-                name("base commit", &t.base_commit)?;
+                if t.rollup {
+                    // A roll-up projects nothing: no base, no prefix, no group.
+                    if !t.base_commit.is_empty()
+                        || !t.file_path_prefix.is_empty()
+                        || !t.groups.is_empty()
+                    {
+                        return Err(
+                            "a roll-up task names a base commit, a file path prefix or groups"
+                                .into(),
+                        );
+                    }
+                } else {
+                    name("base commit", &t.base_commit)?;
+                }
                 name("source", &t.source)?;
                 if t.file_path_prefix.len() > MAX_NAME_BYTES {
                     return Err(format!(
@@ -273,6 +288,10 @@ pub struct MergeTask {
     /// after its chunks (contract §10).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub partials: Vec<crate::direct::PartialShardRef>,
+    /// A roll-up's task ([`crate::JobSpec::rollup`]): the shard's blocks only summed
+    /// into its partial files, no projection and no part (`base_commit` empty).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub rollup: bool,
 }
 
 /// A bad row, as reported to the user.
@@ -384,7 +403,7 @@ pub struct TaskReport {
 pub enum ReportStatus {
     /// The split finished: its counts and chunks.
     Split(SplitOutcome),
-    /// The merge finished: its part.
+    /// The merge finished: its part (a roll-up's: its partial files, no part).
     Merged(MergeOutcome),
     /// The task failed for good (bad input, a refused task, a wrong configuration): the
     /// job cannot finish. The kind is never retryable.

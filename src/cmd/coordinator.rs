@@ -52,8 +52,20 @@ pub(crate) async fn run(c: CoordinatorArgs) -> Result<()> {
             ),
             e => e.into(),
         })?;
-    crate::outln!("result {}", outcome.result);
-    print_totals(&outcome.manifest);
+    match (&outcome.manifest.partial, c.rollup) {
+        (Some(p), true) => crate::outln!(
+            "partial {} {}..{}: {} rows in {} shards",
+            p.url,
+            p.date_from,
+            p.date_to,
+            p.rows_in,
+            p.shard_count
+        ),
+        _ => {
+            crate::outln!("result {}", outcome.result);
+            print_totals(&outcome.manifest);
+        }
+    }
     print_rows(outcome.dashboard_rows);
     Ok(())
 }

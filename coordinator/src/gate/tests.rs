@@ -320,6 +320,7 @@ fn spec() -> JobSpec {
         input_ids: Vec::new(),
         partial_out: None,
         direct_partials: Vec::new(),
+        rollup: None,
     }
 }
 

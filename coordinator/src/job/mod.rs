@@ -7,6 +7,7 @@ mod begin;
 mod error;
 mod partial;
 mod publish;
+mod rollup;
 mod tasks;
 #[cfg(test)]
 mod tests;
@@ -269,6 +270,14 @@ async fn drive(
             finish::close_queues(queue.as_ref(), &job).await;
         }
         return Err(e);
+    }
+    if spec.rollup.is_some() {
+        let done = rollup::RolledUp {
+            parts,
+            namespace_column: namespaces.column,
+        };
+        let on = (queue.as_ref(), &store);
+        return rollup::publish_rollup(&spec, manifest, done, opts, on, lease).await;
     }
     let partial = spec
         .partial_out

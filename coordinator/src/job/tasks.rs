@@ -61,6 +61,7 @@ pub(super) fn merge_tasks(spec: &JobSpec, chunks: Vec<Vec<ChunkRef>>) -> Vec<Tas
                 file_path_prefix: spec.file_path_prefix.clone(),
                 groups: spec.groups.clone(),
                 partials: spec.partial_shard_refs(),
+                rollup: spec.rollup.is_some(),
             })
         })
         .collect()
@@ -171,6 +172,7 @@ mod tests {
                 rows_bad: 2,
                 namespaces: Default::default(),
             }],
+            rollup: None,
         }
     }
 

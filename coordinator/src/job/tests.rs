@@ -72,6 +72,7 @@ fn merge_tasks_are_published_largest_shard_first() {
         input_ids: Vec::new(),
         partial_out: None,
         direct_partials: Vec::new(),
+        rollup: None,
     };
     let chunk = |len| ChunkRef {
         key: "jobs/j1/spill/00000/n/00000.cms".into(),
@@ -93,4 +94,83 @@ fn merge_tasks_are_published_largest_shard_first() {
         .collect();
     // 16 bytes, then the two of 5 in shard order, then the empty shard.
     assert_eq!(order, vec![(1, 2), (0, 1), (3, 1), (2, 0)]);
+}
+
+/// A roll-up job's partial gate: its tasks merge nothing, so only the total is
+/// checked (`rows_in` = `rows_bad` + the shards' rows), every shard must have written
+/// its files, and the period is the one planned.
+#[test]
+fn a_rollup_partial_is_gated_on_its_shards_files_and_rows() {
+    use covmerge_proto::job::RollupSpec;
+    use covmerge_proto::wire::{PartialFile, PartialShardOutcome};
+    let spec = JobSpec {
+        namespace: None,
+        job: JobId::parse("j1").unwrap(),
+        inputs: vec!["in.csv".into()],
+        base_repo: String::new(),
+        base_commit: String::new(),
+        source: "dir:/s".into(),
+        shards: 2,
+        max_bad_rows: 1,
+        file_path_prefix: String::new(),
+        header: covmerge_proto::job::HeaderSpec {
+            namespace: "upstream".into(),
+            duration: 0,
+            date_to: "2026-12-01".into(),
+            total_rows: None,
+        },
+        input: Default::default(),
+        splits: Vec::new(),
+        groups: Vec::new(),
+        input_ids: Vec::new(),
+        partial_out: Some("/p".into()),
+        direct_partials: Vec::new(),
+        rollup: Some(RollupSpec {
+            date_from: "2026-11-01".into(),
+            date_to: "2026-11-30".into(),
+        }),
+    };
+    assert_eq!(spec.validate(), Ok(()));
+    for t in merge_tasks(&spec, vec![Vec::new(); 2]) {
+        let Task::Merge(m) = &t else {
+            panic!("a split")
+        };
+        assert!(m.rollup && m.base_commit.is_empty());
+        assert_eq!(t.validate(), Ok(()));
+    }
+    let shard = |j: u32, rows_in: u64| MergeOutcome {
+        partial: Some(PartialShardOutcome {
+            files: ["lines", "funcs", "versions", "paths"]
+                .map(|t| PartialFile {
+                    name: format!("{t}-{j:05}.parquet"),
+                    rows: 1,
+                    bytes: 10,
+                    sha256: "ab".repeat(32),
+                })
+                .to_vec(),
+            rows_in,
+            rows_without_line: 1,
+            ..Default::default()
+        }),
+        ..Default::default()
+    };
+    let mut manifest = covmerge_proto::Manifest::default();
+    manifest.totals.rows_in = 10;
+    manifest.totals.rows_bad = 1;
+    let d = super::partial::describe(&spec, &manifest, false, &[shard(0, 4), shard(1, 5)])
+        .expect("rows add up");
+    assert_eq!(
+        (d.date_from.as_str(), d.date_to.as_str()),
+        ("2026-11-01", "2026-11-30")
+    );
+    assert_eq!((d.counts.rows_in, d.counts.rows_without_line), (10, 2));
+    let e =
+        super::partial::describe(&spec, &manifest, false, &[shard(0, 4), shard(1, 4)]).unwrap_err();
+    assert!(e.to_string().contains("rows_in 10"), "{e}");
+    let mut none = shard(1, 5);
+    none.partial = None;
+    let e = super::partial::describe(&spec, &manifest, false, &[shard(0, 4), none]).unwrap_err();
+    assert!(e.to_string().contains("no partial files"), "{e}");
+    let e = super::partial::describe(&spec, &manifest, false, &[shard(0, 9)]).unwrap_err();
+    assert!(e.to_string().contains("1 of 2 shards"), "{e}");
 }

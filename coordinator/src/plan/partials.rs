@@ -4,8 +4,10 @@
 
 use covmerge_partial::desc::DESCRIPTION;
 use covmerge_partial::Description;
+use covmerge_proto::date::Date;
 use covmerge_proto::direct::DirectPartial;
 use covmerge_proto::input::InputFormat;
+use covmerge_proto::job::RollupSpec;
 use covmerge_proto::manifest::NamespaceTally;
 use covmerge_storage::is_store_url;
 use sha2::{Digest, Sha256};
@@ -147,6 +149,70 @@ pub(super) fn direct_partials(
             })
         })
         .collect()
+}
+
+/// A roll-up job's namespace (`--namespace`, else its partials' when they name one)
+/// and period: from the first day to the last of its partials' periods and, with raw
+/// rows among its inputs (`planned` `None`), of the `--duration` days ending at
+/// `date_to`, as `covmerge rollup` makes them. A partial whose description does not
+/// parse counts for nothing here: its split refuses it.
+pub(super) fn rollup_of(
+    planned: &[Option<PlannedPartial>],
+    req: &crate::JobRequest,
+    date_to: &str,
+) -> Result<(Option<String>, RollupSpec), JobError> {
+    let descriptions = planned
+        .iter()
+        .flatten()
+        .filter_map(|p| p.description.as_ref());
+    let namespace = req.namespace.clone().or_else(|| {
+        let mut named = descriptions.clone().map(|d| &d.namespace);
+        named.find(|ns| !ns.is_empty()).cloned()
+    });
+    let day = |what: &str, v: &str| {
+        v.parse::<Date>()
+            .map_err(|e| JobError::Plan(format!("{what} {v:?}: {e}")))
+    };
+    let mut days: Vec<(Date, Date)> = Vec::new();
+    for d in descriptions {
+        days.push((day("date_from", &d.date_from)?, day("date_to", &d.date_to)?));
+    }
+    if planned.iter().any(Option::is_none) || days.is_empty() {
+        if req.duration < 0 {
+            return Err(JobError::Plan(format!(
+                "--duration {}: a period of days, 0 or more",
+                req.duration
+            )));
+        }
+        let to = day("--date-to", date_to)?;
+        let (y, m, d) =
+            covmerge_proto::date::civil_from_days(to.days() - (req.duration.max(1) - 1));
+        let from = day("--duration", &format!("{y:04}-{m:02}-{d:02}"))?;
+        days.push((from, to));
+    }
+    let from = days.iter().map(|d| d.0).min().expect("a period");
+    let to = days.iter().map(|d| d.1).max().expect("a period");
+    let period = RollupSpec {
+        date_from: from.to_string(),
+        date_to: to.to_string(),
+    };
+    Ok((namespace, period))
+}
+
+/// A roll-up's default shard count, as `covmerge rollup`'s: the largest of its
+/// partials' counts and, with raw rows among its inputs (`planned` `None`), of the
+/// count a merge of the raw rows (of these `sizes`) would take.
+pub(super) fn rollup_shards(planned: &[Option<PlannedPartial>], sizes: &[(u64, bool)]) -> u32 {
+    let raw: Vec<(u64, bool)> = planned
+        .iter()
+        .zip(sizes)
+        .filter(|(p, _)| p.is_none())
+        .map(|(_, s)| *s)
+        .collect();
+    let partials = planned.iter().flatten();
+    let counts = partials.filter_map(|p| p.description.as_ref().map(|d| d.shard_count));
+    let raw = (!raw.is_empty()).then(|| super::default_shards(&raw));
+    counts.chain(raw).max().unwrap_or(1)
 }
 
 /// The split groups' first inputs (`firsts`, empty: one split per input) with each

@@ -19,6 +19,7 @@ fn task() -> Task {
         file_path_prefix: "fs/".into(),
         groups: vec![crate::group::Group::parse("gcc=*-gcc-*").unwrap()],
         partials: Vec::new(),
+        rollup: false,
     })
 }
 
@@ -283,6 +284,70 @@ fn a_version_6_merge_outcome_is_rejected() {
         ..o
     };
     assert_eq!(decode::<MergeOutcome>(&encode(&new).unwrap()).unwrap(), new);
+}
+
+/// A roll-up's task projects nothing: it names no base, prefix or group, and a
+/// merge's names its base. A version-9 task (before roll-ups) is poison: a worker of
+/// version 9 would refuse a roll-up's empty base as forged.
+#[test]
+fn a_rollup_task_names_no_base_and_a_merge_one_does() {
+    let merge = || {
+        let Task::Merge(mut m) = task() else {
+            unreachable!()
+        };
+        m.chunks = vec![chunk("jobs/j1/spill/00000/n/00003.cms", 0, 10)];
+        m
+    };
+    let rollup = MergeTask {
+        rollup: true,
+        base_commit: String::new(),
+        file_path_prefix: String::new(),
+        groups: Vec::new(),
+        ..merge()
+    };
+    assert_eq!(Task::Merge(rollup.clone()).validate(), Ok(()));
+    let back: Task = decode(&encode(&Task::Merge(rollup.clone())).unwrap()).unwrap();
+    assert_eq!(back, Task::Merge(rollup.clone()));
+    for forged in [
+        MergeTask {
+            base_commit: "c".into(),
+            ..rollup.clone()
+        },
+        MergeTask {
+            file_path_prefix: "fs/".into(),
+            ..rollup.clone()
+        },
+        MergeTask {
+            groups: merge().groups,
+            ..rollup.clone()
+        },
+    ] {
+        let why = Task::Merge(forged).validate().unwrap_err();
+        assert!(why.contains("roll-up"), "{why}");
+    }
+    let no_base = MergeTask {
+        rollup: false,
+        ..rollup.clone()
+    };
+    assert!(Task::Merge(no_base)
+        .validate()
+        .unwrap_err()
+        .contains("base commit"));
+    // A merge's task is encoded as before: no `rollup` field.
+    let plain = rmp_serde::to_vec_named(&merge()).unwrap();
+    assert!(!plain.windows(6).any(|w| w == b"rollup"));
+    let b = rmp_serde::to_vec_named(&Envelope {
+        version: 9,
+        body: Task::Merge(rollup),
+    })
+    .unwrap();
+    assert!(matches!(
+        decode::<Task>(&b),
+        Err(WireError::Version {
+            got: 9,
+            want: PROTOCOL_VERSION
+        })
+    ));
 }
 
 #[test]

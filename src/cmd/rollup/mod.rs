@@ -8,7 +8,7 @@ use std::path::PathBuf;
 use anyhow::{bail, Context, Result};
 use covmerge_coordinator::{plan_job, JobRequest};
 use covmerge_partial::{Description, Partial};
-use covmerge_proto::input::InputSpec;
+use covmerge_proto::input::{InputFormat, InputSpec};
 use covmerge_proto::JobSpec;
 use covmerge_worker::stages::Router;
 
@@ -260,23 +260,30 @@ async fn plan_raw(r: &RollupArgs, raw: &[String], sources: &Sources) -> Result<J
         go_commits: r.go_commit.clone(),
         groups: Vec::new(),
         partial_out: None,
+        rollup: false,
     };
     let spec = plan_job(&req).await?;
+    refuse_go_without_commit(&spec, r.input_format)?;
+    Ok(spec)
+}
+
+/// Refuses a Go input of a roll-up (`covmerge rollup`, `coordinator --rollup`) given
+/// no `--go-commit`: there is no base commit to default to.
+pub(crate) fn refuse_go_without_commit(spec: &JobSpec, format: InputFormat) -> Result<()> {
     for (i, input) in spec.inputs.iter().enumerate() {
-        if spec.input_spec(i).commit.is_empty() && takes_input_commit(input, r) {
+        if spec.input_spec(i).commit.is_empty() && takes_input_commit(input, format) {
             bail!(
                 "--input {input}: Go coverage names no commit, and a roll-up has no base commit to default to: give --go-commit INPUT=COMMIT (INPUT: the input as given, or its name without extension)"
             );
         }
     }
-    Ok(spec)
+    Ok(())
 }
 
 /// Whether `input`'s rows are recorded under its own commit (Go coverage).
-fn takes_input_commit(input: &str, r: &RollupArgs) -> bool {
+fn takes_input_commit(input: &str, format: InputFormat) -> bool {
     use covmerge_input::formats::{detect, format_of};
-    use covmerge_proto::input::InputFormat;
-    let kind = match r.input_format {
+    let kind = match format {
         InputFormat::Auto if !covmerge_storage::is_store_url(input) => {
             match detect(std::path::Path::new(input)) {
                 Ok(d) => d.kind,

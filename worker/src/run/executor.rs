@@ -132,7 +132,7 @@ pub struct Executor {
     pub(super) cache: ProjectionCache,
     /// The accountant of `--memory-budget`: the process-wide shares are reserved when
     /// the executor is made, each task's when it starts.
-    pool: Arc<MemoryPool>,
+    pub(super) pool: Arc<MemoryPool>,
     _process_shares: [MemoryReservation; 3],
     /// Rows read and shards merged by this executor's tasks so far, for a progress display.
     pub progress: Arc<Progress>,
@@ -227,7 +227,7 @@ impl Executor {
         }
     }
 
-    fn source(&self, spec: &str) -> Result<Arc<dyn Source>, TaskError> {
+    pub(super) fn source(&self, spec: &str) -> Result<Arc<dyn Source>, TaskError> {
         let spec = self.cfg.source.as_deref().unwrap_or(spec);
         if let Some(s) = self.sources.lock().unwrap().get(spec) {
             return Ok(s);
@@ -275,7 +275,11 @@ impl Executor {
     }
 
     /// The spec the coordinator stored for `job` (cached unless `fresh`).
-    async fn job_spec(&self, job: &JobId, fresh: bool) -> Result<Arc<JobSpec>, TaskError> {
+    pub(super) async fn job_spec(
+        &self,
+        job: &JobId,
+        fresh: bool,
+    ) -> Result<Arc<JobSpec>, TaskError> {
         if !fresh {
             if let Some(s) = self.specs.lock().unwrap().get(job) {
                 return Ok(s.clone());
@@ -350,6 +354,14 @@ impl Executor {
                     if t.shard.0 >= spec.shards {
                         return Err(format!("job {} has {} shards", t.job, spec.shards));
                     }
+                    if t.rollup != spec.rollup.is_some() {
+                        return Err(format!(
+                            "it is {}a roll-up's task, job {} is {}a roll-up",
+                            if t.rollup { "" } else { "not " },
+                            t.job,
+                            if spec.rollup.is_some() { "" } else { "not " }
+                        ));
+                    }
                     if t.source != spec.source
                         || t.base_commit != spec.base_commit
                         || t.file_path_prefix != spec.file_path_prefix
@@ -416,6 +428,7 @@ impl Executor {
     pub async fn execute(self: &Arc<Self>, task: &Task) -> Result<ReportStatus, TaskError> {
         match task {
             Task::Split(t) => self.split(t).await.map(ReportStatus::Split),
+            Task::Merge(t) if t.rollup => self.rollup(t).await.map(ReportStatus::Merged),
             Task::Merge(t) => self.merge(t).await.map(ReportStatus::Merged),
         }
     }

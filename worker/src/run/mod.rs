@@ -30,6 +30,7 @@ pub mod executor;
 pub mod failure;
 mod partial_task;
 mod prefetch;
+mod rollup_task;
 pub mod serve;
 mod source_cache;
 mod spill_writer;

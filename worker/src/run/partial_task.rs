@@ -22,8 +22,23 @@ use crate::source::Source;
 
 /// A shard's partial files, written in a temporary directory (removed when dropped).
 pub(super) struct WrittenPartial {
-    dir: tempfile::TempDir,
-    shard: ShardPartial,
+    pub(super) dir: tempfile::TempDir,
+    pub(super) shard: ShardPartial,
+}
+
+/// `$TMPDIR` and a new temporary directory in it for a shard's partial files.
+pub(super) fn shard_dir() -> Result<(std::path::PathBuf, tempfile::TempDir), TaskError> {
+    let scratch = std::env::temp_dir();
+    let dir = tempfile::Builder::new()
+        .prefix("covmerge-partial-shard-")
+        .tempdir_in(&scratch)
+        .map_err(|e| {
+            Failure::transient(format!(
+                "a temporary directory for the shard's partial in {}: {e}",
+                scratch.display()
+            ))
+        })?;
+    Ok((scratch, dir))
 }
 
 impl Executor {
@@ -41,16 +56,7 @@ impl Executor {
     ) -> Result<(MergedPart, WrittenPartial), TaskError> {
         let t0 = std::time::Instant::now();
         let use_of = use_of.beside_partial();
-        let scratch = std::env::temp_dir();
-        let dir = tempfile::Builder::new()
-            .prefix("covmerge-partial-shard-")
-            .tempdir_in(&scratch)
-            .map_err(|e| {
-                Failure::transient(format!(
-                    "a temporary directory for the shard's partial in {}: {e}",
-                    scratch.display()
-                ))
-            })?;
+        let (scratch, dir) = shard_dir()?;
         let spec = PartialShardSpec {
             shard: t.shard.0,
             shards,

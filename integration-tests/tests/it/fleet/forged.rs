@@ -268,12 +268,28 @@ fn forged_split_task_cannot_read_files_outside_its_job() {
             file_path_prefix: String::new(),
             groups: vec![covmerge_proto::group::Group::parse("all=*").unwrap()],
             partials: Vec::new(),
+            rollup: false,
         });
         let refused_groups = refusal(&q, &job, &forged_groups).await;
         assert!(
             refused_groups.contains("its groups are not those of job"),
             "{refused_groups}"
         );
+        // A roll-up's task (no base: only the shard's partial files) for this merge
+        // job: refused, its shard would have no part.
+        let forged_rollup = Task::Merge(covmerge_proto::wire::MergeTask {
+            job: JobId::parse(&job).unwrap(),
+            shard: covmerge_proto::ShardId(0),
+            base_commit: String::new(),
+            source: s.source.clone(),
+            chunks: Vec::new(),
+            file_path_prefix: String::new(),
+            groups: Vec::new(),
+            partials: Vec::new(),
+            rollup: true,
+        });
+        let refused_rollup = refusal(&q, &job, &forged_rollup).await;
+        assert!(refused_rollup.contains("not a roll-up"), "{refused_rollup}");
         // The same task with a job id that escapes the job's prefix.
         assert_escaping_job_id_is_poison(&q, &job, &s.inputs[0]).await;
         q.close_job(&job).await.unwrap();

@@ -14,6 +14,7 @@ mod kills;
 mod outages;
 mod partial;
 mod partial_gcs;
+mod rollup;
 mod sources;
 
 pub(crate) const LONG: Duration = Duration::from_secs(180);

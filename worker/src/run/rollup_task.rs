@@ -1,0 +1,106 @@
+//! A roll-up's merge task (`coordinator --rollup`, contract §10): the shard's spill
+//! chunks and its shard of the partials read directly, as a merge task reads them,
+//! only summed into the shard's four partial files (no base, no projection, no part),
+//! stored under the job's prefix, then the task's marker. Idempotent as a merge task:
+//! another attempt rewrites the same files and the same marker.
+
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+use bytes::Bytes;
+use covmerge_proto::memory::TaskShare;
+use covmerge_proto::wire::{self, Failure, MergeOutcome, MergeTask};
+use tracing::{info, instrument};
+
+use super::budget::reserve_task;
+use super::cancel::CancelSource;
+use super::direct_partial::DirectChunks;
+use super::executor::Executor;
+use super::failure::{store_failure, TaskError};
+use super::keys;
+use super::partial_task::{shard_dir, WrittenPartial};
+use super::prefetch::Prefetch;
+use crate::partial::{partial_shard, PartialShardSpec};
+use crate::thread::run_on_thread;
+
+impl Executor {
+    /// Runs a roll-up's task: the shard's partial files written and stored, then its
+    /// marker (no part: the outcome's `part` is empty).
+    #[instrument(skip_all, fields(job = %t.job, shard = %t.shard, rollup = true))]
+    pub(super) async fn rollup(self: &Arc<Self>, t: &MergeTask) -> Result<MergeOutcome, TaskError> {
+        // Each row's version is found in the source, as a merge's partial finds it.
+        let source = self.source(&t.source)?;
+        source.forget_absent();
+        covmerge_fault::pause_async("merge").await;
+        if covmerge_fault::fail_shard(t.shard.0) {
+            return Err(Failure::transient(format!(
+                "injected failure of shard {}",
+                t.shard
+            )));
+        }
+        let spec = self.job_spec(&t.job, false).await?;
+        let (shards, namespace) = (spec.shards, spec.namespace.clone());
+        let this = self.clone();
+        let t2 = t.clone();
+        let rt = tokio::runtime::Handle::current();
+        let name = format!("merge {}", t.shard);
+        let share = reserve_task(&self.pool, name.clone(), self.cfg.shares.per_loop);
+        let written = run_on_thread(&name, move |cancel| -> Result<_, TaskError> {
+            let t0 = std::time::Instant::now();
+            // No merge tables: the builder has most of the tables' share.
+            let use_of = TaskShare::of(share.size());
+            let budget = use_of.split.max(64 << 10);
+            let groups = Arc::new(Vec::new());
+            let direct =
+                DirectChunks::read(&t2, shards, namespace.as_deref(), groups, budget, &rt)?;
+            let chunks = Prefetch::start(
+                &rt,
+                this.store.clone(),
+                t2.chunks.clone(),
+                use_of.prefetch,
+                cancel.clone(),
+            )
+            .chain(direct.iter());
+            let (scratch, dir) = shard_dir()?;
+            let spec = PartialShardSpec {
+                shard: t2.shard.0,
+                shards,
+                limit: (use_of.tables / 8 * 7).max(1 << 20),
+                scratch: &scratch,
+            };
+            // Checked before each file version: an abandoned task stops between files.
+            let versions_from = CancelSource {
+                inner: source,
+                cancel: cancel.clone(),
+            };
+            let shard = partial_shard(chunks, &versions_from, &spec, &dir.path().join("files"))
+                .map_err(Failure::from)?;
+            drop(share);
+            info!(
+                lines = shard.files.lines.rows,
+                paths = shard.files.paths.rows,
+                ms = t0.elapsed().as_millis() as u64,
+                "shard's partial written"
+            );
+            Ok(WrittenPartial { dir, shard })
+        })
+        .await
+        .map_err(Failure::transient)??;
+        let partial = self.publish_partial(t, written).await?;
+        let outcome = MergeOutcome {
+            bytes: partial.files.iter().map(|f| f.bytes).sum(),
+            partial: Some(partial),
+            worker: self.cfg.worker_id.clone(),
+            ..Default::default()
+        };
+        covmerge_fault::pause_async("upload").await;
+        let marker = wire::encode(&outcome).map_err(Failure::internal)?;
+        self.store
+            .put(&keys::part_done(&t.job, t.shard), Bytes::from(marker))
+            .await
+            .map_err(store_failure)?;
+        self.progress.shards_merged.fetch_add(1, Ordering::Relaxed);
+        info!(bytes = outcome.bytes, "shard's partial stored");
+        Ok(outcome)
+    }
+}
