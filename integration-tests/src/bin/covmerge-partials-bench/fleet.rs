@@ -394,7 +394,7 @@ pub(crate) fn run(a: &Args, bin: &Path, h: &History, out: &Path) -> bool {
     upload_days(h, &f.bucket);
     let mut rows = Vec::new();
     let raw = step_a(&f, h, out, &mut rows);
-    let day_parts = step_b(&f, h, out, &mut rows);
+    let day_parts = step_b(&f, a, h, out, &mut rows);
     let mut sets = vec![("day", day_parts)];
     sets.extend(step_c(&f, a, bin, h, out, &mut rows));
     let mut ok = true;
@@ -433,7 +433,7 @@ fn step_a(f: &Fleet, h: &History, out: &Path, rows: &mut Vec<Row>) -> PathBuf {
 }
 
 /// (b) each day without and with `--partial-out`; returns the day partials' URLs.
-fn step_b(f: &Fleet, h: &History, out: &Path, rows: &mut Vec<Row>) -> Vec<String> {
+fn step_b(f: &Fleet, a: &Args, h: &History, out: &Path, rows: &mut Vec<Row>) -> Vec<String> {
     let (mut without, mut with) = (Run::default(), Run::default());
     let mut walls = Vec::new();
     let mut parts = Vec::new();
@@ -449,15 +449,27 @@ fn step_b(f: &Fleet, h: &History, out: &Path, rows: &mut Vec<Row>) -> Vec<String
             println!("(b) {}", shown(&plain));
             println!("(b) {}", shown(&writing));
         }
-        let r0 = f.measured(plain, "b.log");
+        if !a.no_plain_days {
+            let r0 = f.measured(plain, "b.log");
+            walls.push(r0.wall);
+            without.add(&r0);
+        }
         let r1 = f.measured(writing, "b-partial.log");
-        walls.push(r0.wall);
-        without.add(&r0);
         with.add(&r1);
         parts.push(part);
     }
+    let n = h.days.len();
+    if walls.is_empty() {
+        rows.push(Row {
+            step: "(b) days, --partial-out".into(),
+            runs: n,
+            run: with,
+            fleet: true,
+            same: None,
+        });
+        return parts;
+    }
     walls.sort_by(f64::total_cmp);
-    let n = walls.len();
     println!(
         "(b) a day's job without --partial-out: wall min {:.2} s, median {:.2} s, max {:.2} s; \
          --partial-out adds {:+.1} % wall, {:+.1} % CPU over {n} days",

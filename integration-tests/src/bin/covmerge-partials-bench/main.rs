@@ -75,6 +75,10 @@ struct Args {
     /// requests and bytes counted by a relay.
     #[arg(long)]
     fleet_gcs: bool,
+    /// With --fleet-gcs: run each day with --partial-out only, not also without it
+    /// (the runs that price --partial-out; half of (b)'s jobs).
+    #[arg(long, requires = "fleet_gcs")]
+    no_plain_days: bool,
 }
 
 /// The corpus of the run: the default scale (~0.8 M rows a day, BigQuery's columns),
