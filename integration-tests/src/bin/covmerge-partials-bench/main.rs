@@ -17,10 +17,17 @@
 //! time and bytes). A `covmerge` without `--partial-out`, `rollup` or partial inputs
 //! stops the run after (a) with a message saying which is missing.
 //!
+//! With `--fleet-gcs` the steps run on a fleet instead (coordinator per job, two
+//! workers, RabbitMQ, fake-gcs-server behind a relay that counts the store's requests
+//! and bytes): see `fleet.rs`.
+//!
 //! ```sh
 //! cargo build --release --workspace
 //! target/release/covmerge-partials-bench [--small] [--dir /tmp/covmerge-partials] [--raw-only]
+//! target/release/covmerge-partials-bench --fleet-gcs [--small]
 //! ```
+
+mod fleet;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -62,6 +69,16 @@ struct Args {
     /// The covmerge binary (default: next to this one).
     #[arg(long)]
     covmerge: Option<PathBuf>,
+    /// Run (a), (b), (c) and (d) on a fleet (a coordinator per job, two workers) with
+    /// the inputs and partials on fake-gcs-server (COVMERGE_TEST_GCS_ENDPOINT, started
+    /// by deploy/dev/start-gcs.sh) and the broker COVMERGE_TEST_AMQP, the store's
+    /// requests and bytes counted by a relay.
+    #[arg(long)]
+    fleet_gcs: bool,
+    /// With --fleet-gcs: run each day with --partial-out only, not also without it
+    /// (the runs that price --partial-out; half of (b)'s jobs).
+    #[arg(long, requires = "fleet_gcs")]
+    no_plain_days: bool,
 }
 
 /// The corpus of the run: the default scale (~0.8 M rows a day, BigQuery's columns),
@@ -400,6 +417,15 @@ fn main() {
         println!("note: {m}; steps (b)-(d) will not run");
     }
     let (h, generated) = ensure_corpus(&a, &bin, &a.dir.join("corpus"));
+    if a.fleet_gcs {
+        // The coordinator takes merge's job flags (--partial-out, partial inputs).
+        if !lacking.is_empty() {
+            eprintln!("error: {}: the fleet steps cannot run", lacking.join("; "));
+            std::process::exit(2);
+        }
+        let ok = fleet::run(&a, &bin, &h, &a.dir.join("fleet-out"));
+        std::process::exit(if ok { 0 } else { 1 });
+    }
     let out = a.dir.join("out");
     fresh(&out);
     let mut rows = Vec::new();
