@@ -31,8 +31,8 @@ pub struct PartialShardsAhead {
     shards: u32,
     /// The partials not yet started: input and planned `partial.json` SHA-256.
     rest: std::vec::IntoIter<(String, String)>,
-    /// The partials started, in order.
-    started: VecDeque<mpsc::Receiver<Opened>>,
+    /// The partials started, in order: input and where its opening comes.
+    started: VecDeque<(String, mpsc::Receiver<Opened>)>,
 }
 
 /// Opens shard `shard` of each of `partials` (input, SHA-256 of the planned
@@ -70,8 +70,7 @@ impl PartialShardsAhead {
         let spawned = std::thread::Builder::new()
             .name("partial-fetch".into())
             .spawn({
-                let (input, sha) = (input.clone(), sha.clone());
-                let tx = tx.clone();
+                let (input, sha, tx) = (input.clone(), sha.clone(), tx.clone());
                 move || {
                     let _ = tx.send(fetched(&input, &rt, shard, shards, &sha));
                 }
@@ -80,7 +79,7 @@ impl PartialShardsAhead {
             // No thread to spare: fetch it here, as a serial read would.
             let _ = tx.send(fetched(&input, &self.rt, shard, shards, &sha));
         }
-        self.started.push_back(rx);
+        self.started.push_back((input, rx));
     }
 }
 
@@ -88,11 +87,11 @@ impl Iterator for PartialShardsAhead {
     type Item = Opened;
 
     fn next(&mut self) -> Option<Opened> {
-        let rx = self.started.pop_front()?;
+        let (input, rx) = self.started.pop_front()?;
         self.start_next();
         Some(rx.recv().unwrap_or_else(|_| {
             Err(ReadError::Input {
-                input: "a partial".into(),
+                input,
                 problem: "its fetch stopped without a result".into(),
             })
         }))
