@@ -26,7 +26,16 @@ pub(crate) async fn run(c: CoordinatorArgs) -> Result<()> {
         c.job.manifest.as_deref(),
     )?;
     if let Some(p) = &c.job.partial_out {
-        covmerge_coordinator::preflight_partial_out(p).await?;
+        // The inputs as given (a listed prefix) and as planned (its objects, or a
+        // resumed job's).
+        let inputs: Vec<String> = c
+            .job
+            .input
+            .iter()
+            .chain(c.inputs(&start))
+            .cloned()
+            .collect();
+        covmerge_coordinator::preflight_partial_out(p, &inputs).await?;
     }
     let job = start.job().clone();
     crate::outln!("job {job}");

@@ -16,7 +16,8 @@ pub(crate) async fn run(m: MergeArgs) -> Result<()> {
     check_base(&spec.source, &spec.base_commit, true).await?;
     preflight_outputs(&spec.inputs, m.out.as_deref(), m.job.manifest.as_deref())?;
     if let Some(p) = &spec.partial_out {
-        covmerge_coordinator::preflight_partial_out(p).await?;
+        let inputs: Vec<String> = m.job.input.iter().chain(&spec.inputs).cloned().collect();
+        covmerge_coordinator::preflight_partial_out(p, &inputs).await?;
     }
     let embedded = Embedded::new(&m, &spec)?;
     let to_stderr = embedded.summary_to_stderr;
