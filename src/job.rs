@@ -64,7 +64,7 @@ impl JobArgs {
 /// A merge's `--partial-out`: `{namespace}` in it is the job's `--namespace` (a merge
 /// writes one namespace's partial; `covmerge rollup` writes one per namespace, a
 /// roll-up job on the fleet (`rollup`) one).
-fn partial_out_of(url: &str, namespace: Option<&str>, rollup: bool) -> Result<String> {
+pub(crate) fn partial_out_of(url: &str, namespace: Option<&str>, rollup: bool) -> Result<String> {
     use crate::cmd::rollup::names;
     if !names::template(url)? {
         return Ok(url.to_owned());

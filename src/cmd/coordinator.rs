@@ -26,6 +26,9 @@ pub(crate) async fn run(c: CoordinatorArgs) -> Result<()> {
         c.job.manifest.as_deref(),
     )?;
     if let Some(p) = &c.job.partial_out {
+        // `{namespace}` filled: the template itself names no location (opening it made
+        // a directory named `{namespace}`).
+        let p = &crate::job::partial_out_of(p, c.job.namespace.as_deref(), c.rollup)?;
         // The inputs as given (a listed prefix) and as planned (its objects, or a
         // resumed job's).
         let inputs: Vec<String> = c
