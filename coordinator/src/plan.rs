@@ -229,8 +229,6 @@ pub async fn plan_job(req: &JobRequest) -> Result<JobSpec, JobError> {
     let only_partials = req.rollup && partials::partials_only(&planned);
     if req.rollup && req.source.is_empty() {
         partials::refuse_raw_without_source(&planned, &inputs)?;
-    } else if req.source.is_empty() {
-        return Err(JobError::Plan("a merge needs --source".into()));
     }
     let direct = partials::direct_partials(&planned, shards, namespace.as_deref(), only_partials);
     let splits = partials::alone(group_splits(&sizes), &direct, inputs.len());
