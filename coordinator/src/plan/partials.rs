@@ -167,9 +167,9 @@ pub(super) fn refuse_raw_without_source(
     planned: &[Option<PlannedPartial>],
     inputs: &[String],
 ) -> Result<(), JobError> {
-    match planned.iter().zip(inputs).find(|(p, _)| {
-        !p.as_ref().is_some_and(|p| p.description.is_some())
-    }) {
+    let not_partial =
+        |p: &Option<PlannedPartial>| p.as_ref().is_none_or(|p| p.description.is_none());
+    match planned.iter().zip(inputs).find(|(p, _)| not_partial(p)) {
         None => Ok(()),
         Some((p, i)) => Err(JobError::Plan(format!(
             "input {i}: {}: a roll-up of raw rows needs --source (each row's version is found in it); one of partials alone needs none",
