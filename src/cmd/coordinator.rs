@@ -15,7 +15,9 @@ use crate::cli::CoordinatorArgs;
 use crate::job::check_source;
 
 pub(crate) async fn run(c: CoordinatorArgs) -> Result<()> {
-    check_source(&c.job.source)?;
+    if let Some(s) = &c.job.source {
+        check_source(s)?;
+    }
     preflight_store(&c.fleet.store, &c.job.input)?;
     let job = c.job_id()?;
     let store = c.fleet.store()?;

@@ -11,7 +11,9 @@ use crate::embedded::Embedded;
 use crate::job::{check_base, check_source};
 
 pub(crate) async fn run(m: MergeArgs) -> Result<()> {
-    check_source(&m.job.source)?;
+    if let Some(s) = &m.job.source {
+        check_source(s)?;
+    }
     let spec = plan_job(&m.job.request(None, false)?).await?;
     check_base(&spec.source, &spec.base_commit, true).await?;
     preflight_outputs(&spec.inputs, m.out.as_deref(), m.job.manifest.as_deref())?;
