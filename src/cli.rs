@@ -158,9 +158,10 @@ pub(crate) struct JobArgs {
     /// A row over 1 MiB (fields and commas) is a bad row; names must be UTF-8.
     #[arg(long, num_args = 1.., required = true)]
     pub input: Vec<String>,
-    /// Where file versions come from: dir:ROOT, git:PATH or store:URL.
+    /// Where file versions come from: dir:ROOT, git:PATH or store:URL (a roll-up of
+    /// partials alone, `coordinator --rollup`, reads none).
     #[arg(long)]
-    pub source: String,
+    pub source: Option<String>,
     /// The base's repository (the result's header).
     #[arg(long, required = true)]
     pub base_repo: Option<String>,
@@ -261,6 +262,7 @@ fn key_value(s: &str) -> Result<(String, String), String> {
 }
 
 #[derive(Args, Debug)]
+#[command(mut_arg("source", |a| a.required(true)))]
 pub(crate) struct MergeArgs {
     #[command(flatten)]
     pub job: JobArgs,
@@ -281,6 +283,8 @@ pub(crate) struct MergeArgs {
 // A roll-up job has no base: the base flags are required only without --rollup.
 #[command(mut_arg("base_repo", |a| a.required(false).required_unless_present("rollup")))]
 #[command(mut_arg("base_commit", |a| a.required_unless_present("rollup")))]
+// A roll-up of partials alone reads no source; one of raw rows is refused without it.
+#[command(mut_arg("source", |a| a.required_unless_present("rollup")))]
 pub(crate) struct CoordinatorArgs {
     #[command(flatten)]
     pub job: JobArgs,

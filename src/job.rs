@@ -19,7 +19,7 @@ impl JobArgs {
         Ok(JobRequest {
             job,
             inputs: self.input.clone(),
-            source: self.source.clone(),
+            source: self.source.clone().unwrap_or_default(),
             base_repo: self.base_repo.clone().unwrap_or_default(),
             base_commit: if rollup {
                 String::new()
@@ -64,7 +64,7 @@ impl JobArgs {
 /// A merge's `--partial-out`: `{namespace}` in it is the job's `--namespace` (a merge
 /// writes one namespace's partial; `covmerge rollup` writes one per namespace, a
 /// roll-up job on the fleet (`rollup`) one).
-fn partial_out_of(url: &str, namespace: Option<&str>, rollup: bool) -> Result<String> {
+pub(crate) fn partial_out_of(url: &str, namespace: Option<&str>, rollup: bool) -> Result<String> {
     use crate::cmd::rollup::names;
     if !names::template(url)? {
         return Ok(url.to_owned());
@@ -98,11 +98,9 @@ fn base_commit(a: &JobArgs) -> Result<String> {
     let date = a
         .base_at
         .context("--base-commit or --base-at is required")?;
-    let Some(path) = a.source.strip_prefix("git:") else {
-        bail!(
-            "--base-at needs a git: source to find the commit in (got --source {})",
-            a.source
-        );
+    let source = a.source.as_deref().unwrap_or_default();
+    let Some(path) = source.strip_prefix("git:") else {
+        bail!("--base-at needs a git: source to find the commit in (got --source {source})");
     };
     let until = date.end_of_day_utc();
     let git = covmerge_source::GitSource::open(path)?;

@@ -217,7 +217,12 @@ pub async fn plan_job(req: &JobRequest) -> Result<JobSpec, JobError> {
     });
     // With `--partial-out` too: a merge task's partial is fed by the blocks its merge
     // reads, its direct partials' included.
-    let direct = partials::direct_partials(&planned, shards, namespace.as_deref());
+    // A roll-up of partials alone reads them all directly, and no source.
+    let only_partials = req.rollup && partials::partials_only(&planned);
+    if req.rollup && req.source.is_empty() {
+        partials::refuse_raw_without_source(&planned, &inputs)?;
+    }
+    let direct = partials::direct_partials(&planned, shards, namespace.as_deref(), only_partials);
     let splits = partials::alone(group_splits(&sizes), &direct, inputs.len());
     check_settings(req, &date_to)?;
     let input = JobInputs {

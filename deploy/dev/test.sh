@@ -27,7 +27,17 @@ if ! ldconfig -p | grep -q 'libisal\.so\.2' || ! command -v igzip >/dev/null; th
   DEBIAN_FRONTEND=noninteractive apt-get install -y -q libisal2 isal >/dev/null ||
     { apt-get update -q >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -q libisal2 isal >/dev/null; }
 fi
-export COVMERGE_TEST_AMQP=${COVMERGE_TEST_AMQP:-amqp://guest:guest@127.0.0.1:5672/%2f}
+# The fleet tests run in a vhost of this run's own, deleted at exit: workers of any other
+# run on the broker (another checkout's tests, a fleet left running) serve the default
+# vhost's task queue and would take this run's tasks.
+if [ -z "${COVMERGE_TEST_AMQP:-}" ]; then
+  test_vhost="covmerge-test-$$"
+  rabbitmqctl -q add_vhost "$test_vhost" >/dev/null
+  rabbitmqctl -q set_permissions -p "$test_vhost" guest '.*' '.*' '.*' >/dev/null
+  trap 'rabbitmqctl -q delete_vhost "$test_vhost" >/dev/null 2>&1 || true' EXIT
+  COVMERGE_TEST_AMQP="amqp://guest:guest@127.0.0.1:5672/$test_vhost"
+fi
+export COVMERGE_TEST_AMQP
 # Go from PyPI: the Go coverage tests build and run a -cover program and compare with
 # `go tool covdata` / `go tool cover`.
 COVMERGE_TEST_GO=${COVMERGE_TEST_GO:-$(deploy/dev/install-go.sh)}

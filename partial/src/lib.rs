@@ -22,6 +22,7 @@ mod entries;
 mod fan_in;
 mod file;
 mod rollup;
+mod shard_rollup;
 mod sorted;
 /// The four tables: their rows and Parquet schemas.
 pub mod table;
@@ -30,6 +31,7 @@ pub use build::{Builder, IdRow, RawRow, ShardPartial};
 pub use desc::{Description, FileEntry, PartialCounts, ShardFiles, FORMAT_VERSION};
 pub use fan_in::{rollup_within, FanIn, OPEN_FILE_BYTES};
 pub use rollup::{add_partial_counts, rollup};
+pub use shard_rollup::{rollup_shard_within, shards_for};
 pub use table::{FuncRow, LineRow, PathRow, Table, VersionRow};
 
 /// What can go wrong writing, reading or rolling up partials. Every error names the

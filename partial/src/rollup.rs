@@ -94,6 +94,32 @@ fn merge_table<T: Table>(
     out: &Path,
     rows_of: &mut [u64],
 ) -> Result<FileEntry, PartialError> {
+    let to = WriteTo::<T> {
+        out,
+        index: target,
+        seen: None,
+    };
+    merge_table_into(inputs, entry, target, n, to, rows_of)
+}
+
+/// Where [`merge_table_into`] writes: the file of shard `index` in `out`, each row
+/// written shown to `seen` (if any) first.
+pub(crate) struct WriteTo<'a, T> {
+    pub(crate) out: &'a Path,
+    pub(crate) index: u32,
+    pub(crate) seen: Option<&'a mut dyn FnMut(&T)>,
+}
+
+/// [`merge_table`], its rows written to `to` (a file of another index: an
+/// intermediate partial of one shard).
+pub(crate) fn merge_table_into<T: Table>(
+    inputs: &[Partial],
+    entry: impl Fn(&ShardFiles) -> &FileEntry,
+    target: u32,
+    n: u32,
+    mut to: WriteTo<'_, T>,
+    rows_of: &mut [u64],
+) -> Result<FileEntry, PartialError> {
     let mut streams: Vec<Stream<T>> = Vec::new();
     for (input, p) in inputs.iter().enumerate() {
         let m = p.description().shard_count;
@@ -118,12 +144,15 @@ fn merge_table<T: Table>(
             heap.push(Reverse(Head { row, stream: i }));
         }
     }
-    let mut w = TableWriter::<T>::create(out, target)?;
+    let mut w = TableWriter::<T>::create(to.out, to.index)?;
     while let Some(Reverse(Head { row, stream })) = heap.pop() {
         let s = &mut streams[stream];
         rows_of[s.input] = rows_of[s.input].saturating_add(row.input_rows());
         if let Some(next) = s.next()? {
             heap.push(Reverse(Head { row: next, stream }));
+        }
+        if let Some(seen) = to.seen.as_mut() {
+            seen(&row);
         }
         w.push(row)?;
     }

@@ -7,7 +7,9 @@ mod common;
 use std::path::PathBuf;
 
 use common::{build, random_rows, shard_files, Rng};
-use covmerge_partial::{rollup, rollup_within, Partial, PartialError, OPEN_FILE_BYTES};
+use covmerge_partial::{
+    rollup, rollup_shard_within, rollup_within, shards_for, Partial, PartialError, OPEN_FILE_BYTES,
+};
 
 /// `days` day partials of random rows and shard counts, in `dir`.
 fn day_partials(dir: &std::path::Path, days: usize, seed: u64) -> Vec<PathBuf> {
@@ -106,4 +108,63 @@ fn two_namespaces_in_different_groups_are_refused_naming_the_inputs() {
     assert!(matches!(err, PartialError::Namespaces { .. }), "{err:?}");
     let msg = err.to_string();
     assert!(msg.contains("day-0") && msg.contains("other-ns"), "{msg}");
+}
+
+/// Shard by shard (`coordinator --rollup` of partials): each shard rolled up alone,
+/// from only the input files that can hold its rows (the others removed), within any
+/// budget, is the whole roll-up's shard, byte for byte, and counts its rows.
+#[test]
+fn each_shard_rolled_up_alone_from_its_files_is_the_rollups_shard() {
+    let tmp = tempfile::tempdir().unwrap();
+    let inputs = day_partials(tmp.path(), 13, 11);
+    // Into 4, an input opens 1 or 2 files; into 3, as many as its shards (up to 8).
+    for (n, budgets) in [(4u32, [2usize, 3, 64]), (3, [8, 9, 64])] {
+        let once = tmp.path().join(format!("once-{n}"));
+        let want = rollup(&inputs, &once, Some(n)).unwrap();
+        let want_files = shard_files(&once);
+        for max_open in budgets {
+            let mut rows = want.counts.rows_bad;
+            for j in 0..n {
+                // Only the files of the shards that map to j are kept.
+                let parts: Vec<Partial> = inputs
+                    .iter()
+                    .enumerate()
+                    .map(|(i, p)| {
+                        let d = tmp.path().join(format!("only-{n}-{max_open}-{j}-{i}"));
+                        std::fs::create_dir_all(&d).unwrap();
+                        let full = Partial::open(p).unwrap();
+                        let desc = full.description();
+                        std::fs::copy(p.join("partial.json"), d.join("partial.json")).unwrap();
+                        for s in shards_for(desc.shard_count, n, j) {
+                            let f = &desc.shards[s as usize];
+                            for e in [&f.lines, &f.funcs, &f.versions, &f.paths] {
+                                std::fs::copy(p.join(&e.name), d.join(&e.name)).unwrap();
+                            }
+                        }
+                        Partial::open(&d).unwrap()
+                    })
+                    .collect();
+                let out = tmp.path().join(format!("shard-{n}-{max_open}-{j}"));
+                let scratch = tmp.path().join(format!("scratch-{n}-{max_open}-{j}"));
+                std::fs::create_dir_all(&scratch).unwrap();
+                let budget = max_open * OPEN_FILE_BYTES;
+                let (got, fan) = rollup_shard_within(&parts, &out, n, j, budget, &scratch).unwrap();
+                if max_open == 64 {
+                    assert_eq!(fan.intermediate, 0, "{fan:?}");
+                } else {
+                    assert!(fan.intermediate > 0, "{fan:?}");
+                }
+                assert_eq!(got.files, want.shards[j as usize], "{n} {max_open} {j}");
+                let mine: Vec<_> = want_files
+                    .iter()
+                    .filter(|(name, _)| name.ends_with(&format!("-{j:05}.parquet")))
+                    .cloned()
+                    .collect();
+                assert_eq!(shard_files(&out), mine, "{n} {max_open} {j}");
+                assert_eq!(std::fs::read_dir(&scratch).unwrap().count(), 0);
+                rows += got.counts.rows_in;
+            }
+            assert_eq!(rows, want.counts.rows_in, "{n} {max_open}");
+        }
+    }
 }

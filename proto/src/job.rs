@@ -260,7 +260,10 @@ impl JobSpec {
                 name("base_commit", &self.base_commit, false)?;
             }
         }
-        name("source", &self.source, false)?;
+        // A roll-up of partials alone reads no source (contract §10).
+        let partials_only =
+            self.rollup.is_some() && self.direct_partials.len() == self.inputs.len();
+        name("source", &self.source, partials_only)?;
         name("file_path_prefix", &self.file_path_prefix, true)?;
         name("header.namespace", &self.header.namespace, false)?;
         if let Some(ns) = &self.namespace {

@@ -27,7 +27,10 @@ use crate::{Attempt, Counts, JobId, ShardId, SplitId, TaskRef};
 ///    ([`MergeTask::partials`]); a worker of version 8 would drop their rows.
 /// 10: a merge task may be a roll-up's ([`MergeTask::rollup`]): no base, no part, only
 ///    the shard's partial files; a worker of version 9 would refuse its empty base.
-pub const PROTOCOL_VERSION: u16 = 10;
+/// 11: a roll-up task of partials alone may name no source and direct partials of
+///    any shard count (each read by the shards of it that map to the task's); a
+///    worker of version 10 would refuse the one and read the others as its shard.
+pub const PROTOCOL_VERSION: u16 = 11;
 
 /// Largest message a receiver decodes. A merge task lists its spill chunks; 16 MiB is
 /// ~100k chunk keys, far beyond any real job.
@@ -192,7 +195,10 @@ impl Task {
                 } else {
                     name("base commit", &t.base_commit)?;
                 }
-                name("source", &t.source)?;
+                // A roll-up of partials alone reads no source.
+                if !(t.rollup && t.source.is_empty()) {
+                    name("source", &t.source)?;
+                }
                 if t.file_path_prefix.len() > MAX_NAME_BYTES {
                     return Err(format!(
                         "file path prefix longer than {MAX_NAME_BYTES} bytes"

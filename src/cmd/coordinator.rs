@@ -15,7 +15,9 @@ use crate::cli::CoordinatorArgs;
 use crate::job::check_source;
 
 pub(crate) async fn run(c: CoordinatorArgs) -> Result<()> {
-    check_source(&c.job.source)?;
+    if let Some(s) = &c.job.source {
+        check_source(s)?;
+    }
     preflight_store(&c.fleet.store, &c.job.input)?;
     let job = c.job_id()?;
     let store = c.fleet.store()?;
@@ -26,7 +28,19 @@ pub(crate) async fn run(c: CoordinatorArgs) -> Result<()> {
         c.job.manifest.as_deref(),
     )?;
     if let Some(p) = &c.job.partial_out {
-        covmerge_coordinator::preflight_partial_out(p).await?;
+        // `{namespace}` filled: the template itself names no location (opening it made
+        // a directory named `{namespace}`).
+        let p = &crate::job::partial_out_of(p, c.job.namespace.as_deref(), c.rollup)?;
+        // The inputs as given (a listed prefix) and as planned (its objects, or a
+        // resumed job's).
+        let inputs: Vec<String> = c
+            .job
+            .input
+            .iter()
+            .chain(c.inputs(&start))
+            .cloned()
+            .collect();
+        covmerge_coordinator::preflight_partial_out(p, &inputs).await?;
     }
     let job = start.job().clone();
     crate::outln!("job {job}");

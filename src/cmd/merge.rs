@@ -11,12 +11,15 @@ use crate::embedded::Embedded;
 use crate::job::{check_base, check_source};
 
 pub(crate) async fn run(m: MergeArgs) -> Result<()> {
-    check_source(&m.job.source)?;
+    if let Some(s) = &m.job.source {
+        check_source(s)?;
+    }
     let spec = plan_job(&m.job.request(None, false)?).await?;
     check_base(&spec.source, &spec.base_commit, true).await?;
     preflight_outputs(&spec.inputs, m.out.as_deref(), m.job.manifest.as_deref())?;
     if let Some(p) = &spec.partial_out {
-        covmerge_coordinator::preflight_partial_out(p).await?;
+        let inputs: Vec<String> = m.job.input.iter().chain(&spec.inputs).cloned().collect();
+        covmerge_coordinator::preflight_partial_out(p, &inputs).await?;
     }
     let embedded = Embedded::new(&m, &spec)?;
     let to_stderr = embedded.summary_to_stderr;

@@ -22,7 +22,7 @@ use covmerge_storage::Store;
 use tracing::instrument;
 
 pub use error::JobError;
-pub use partial::{partial_store, preflight_partial_out, publish_local_partial};
+pub use partial::{check_apart, partial_store, preflight_partial_out, publish_local_partial};
 
 use crate::finish;
 use crate::lease::Lease;

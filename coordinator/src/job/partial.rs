@@ -182,10 +182,90 @@ pub fn partial_store(url: &str) -> Result<Store, JobError> {
 }
 
 /// Before any work: `--partial-out` is empty, absent, or holds a partial (replaced);
-/// anything else there is refused, naming it.
-pub async fn preflight_partial_out(url: &str) -> Result<(), JobError> {
+/// anything else there is refused, naming it. So is a location that is one of
+/// `inputs`, holds one or lies within one ([`check_apart`]).
+pub async fn preflight_partial_out(url: &str, inputs: &[String]) -> Result<(), JobError> {
+    check_apart(url, inputs)?;
     let dest = partial_store(url)?;
     check_dest(&dest, url).await.map(|_| ())
+}
+
+/// Refuses a `--partial-out` that is an input (a partial rolled up into itself was
+/// replaced while it was read, or summed into itself again on every run), holds one,
+/// or lies within one (a listed prefix would list the partial as an input next time).
+/// Locations are compared as prefixes: a local path and a `file://` URL by their
+/// real path (links resolved), `…/partial.json` as its directory, a listed prefix
+/// ending in `*` by its text.
+pub fn check_apart(url: &str, inputs: &[String]) -> Result<(), JobError> {
+    let out = location_key(url);
+    for i in inputs {
+        let glob = i.ends_with('*');
+        let key = location_key(i.trim_end_matches('*'));
+        // A listed prefix's text is a prefix of its objects' names, not a directory.
+        let key = if glob {
+            key.trim_end_matches('/').to_owned()
+        } else {
+            key
+        };
+        let hit = out.starts_with(&key) || (!glob && key.starts_with(&out));
+        if hit {
+            let how = if out == key {
+                "is --input"
+            } else {
+                "overlaps --input"
+            };
+            return Err(JobError::Preflight(format!(
+                "--partial-out {} {how} {}: the partial would be written where an input is read (or be listed as one); give a location apart from the inputs",
+                covmerge_storage::shown_url(url),
+                covmerge_storage::shown_url(i)
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// A location as a comparable prefix ending in `/`: `file://` and local paths by
+/// their real absolute path (the existing part canonicalized), store URLs without
+/// their query, and `…/partial.json` as its directory.
+fn location_key(location: &str) -> String {
+    let l = location.strip_suffix("/partial.json").unwrap_or(location);
+    let local = if let Some(p) = l.strip_prefix("file://") {
+        Some(std::path::PathBuf::from(p))
+    } else if covmerge_storage::is_store_url(l) {
+        None
+    } else {
+        std::path::absolute(l).ok()
+    };
+    let mut key = match local {
+        Some(p) => format!("file://{}", real_path(&p).display()),
+        None => l.split('?').next().unwrap_or(l).to_owned(),
+    };
+    if !key.ends_with('/') {
+        key.push('/');
+    }
+    key
+}
+
+/// `p` with its longest existing ancestor canonicalized (links resolved), the rest
+/// appended as given.
+fn real_path(p: &std::path::Path) -> std::path::PathBuf {
+    let mut rest = Vec::new();
+    let mut at = p.to_path_buf();
+    loop {
+        if let Ok(c) = at.canonicalize() {
+            return rest
+                .iter()
+                .rev()
+                .fold(c, |c, r: &std::ffi::OsString| c.join(r));
+        }
+        match (at.file_name().map(|n| n.to_owned()), at.parent()) {
+            (Some(n), Some(parent)) => {
+                rest.push(n);
+                at = parent.to_path_buf();
+            }
+            _ => return p.to_path_buf(),
+        }
+    }
 }
 
 /// The names `dest` holds, refused unless it holds nothing or a partial.

@@ -116,11 +116,13 @@ pub(super) async fn store_description(
 
 /// The partials of `planned` (by input) that the merge tasks read directly: those of
 /// `shards` shards whose namespace the job takes (another is left to its split,
-/// which refuses it naming both).
+/// which refuses it naming both); in a roll-up of partials alone (`any_count`),
+/// those of any shard count, each task reading the shards of them that map to its own.
 pub(super) fn direct_partials(
     planned: &[Option<PlannedPartial>],
     shards: u32,
     namespace: Option<&str>,
+    any_count: bool,
 ) -> Vec<DirectPartial> {
     planned
         .iter()
@@ -132,7 +134,7 @@ pub(super) fn direct_partials(
                 Some(j) => d.namespace == j,
                 None => d.namespace.is_empty() && !d.counts.namespace_column,
             };
-            (d.shard_count == shards && ns_ok).then(|| DirectPartial {
+            ((any_count || d.shard_count == shards) && ns_ok).then(|| DirectPartial {
                 input: i as u32,
                 description_sha256: p.sha256.clone(),
                 rows_in: d.counts.rows_in,
@@ -149,6 +151,34 @@ pub(super) fn direct_partials(
             })
         })
         .collect()
+}
+
+/// Whether every input of `planned` is a partial whose description parsed: a
+/// roll-up of them needs no source (contract §10).
+pub(super) fn partials_only(planned: &[Option<PlannedPartial>]) -> bool {
+    planned
+        .iter()
+        .all(|p| p.as_ref().is_some_and(|p| p.description.is_some()))
+}
+
+/// A roll-up job without `--source` (`source` empty): refused before any work
+/// unless every input is a partial, naming the first that is not.
+pub(super) fn refuse_raw_without_source(
+    planned: &[Option<PlannedPartial>],
+    inputs: &[String],
+) -> Result<(), JobError> {
+    let not_partial =
+        |p: &Option<PlannedPartial>| p.as_ref().is_none_or(|p| p.description.is_none());
+    match planned.iter().zip(inputs).find(|(p, _)| not_partial(p)) {
+        None => Ok(()),
+        Some((p, i)) => Err(JobError::Plan(format!(
+            "input {i}: {}: a roll-up of raw rows needs --source (each row's version is found in it); one of partials alone needs none",
+            match p {
+                None => "raw rows, not a partial",
+                Some(_) => "a partial whose partial.json does not parse",
+            }
+        ))),
+    }
 }
 
 /// A roll-up job's namespace (`--namespace`, else its partials' when they name one)

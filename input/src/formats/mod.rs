@@ -32,7 +32,7 @@ pub mod partial_ahead;
 mod partial_store;
 
 pub use detect::{detect, detect_stream, DetectError, Detected, Sniffed, HEAD};
-pub use partial::open_partial_shard;
+pub use partial::{open_partial_shard, open_partial_shards, PartialShards};
 
 /// Whether a store URL names a prefix read as a whole (a partial: `gs://b/day/`, or
 /// its `partial.json`), not an object.

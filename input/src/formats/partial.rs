@@ -89,6 +89,64 @@ pub fn open_partial_shard(
     Ok(Box::new(PartialRows::new(input, at, Some(shard))))
 }
 
+/// Some shards of a partial made readable where it is: a local directory as it is, a
+/// store prefix's shard files copied down (each refused, naming its object, when its
+/// size is not the description's; the partial reader checks each file's size and
+/// SHA-256 as it opens it). Dropped: the copies are removed.
+pub struct PartialShards {
+    at: PartialAt,
+    input: String,
+}
+
+impl PartialShards {
+    /// Makes `shards` readable (a store's copied down, each file's size checked).
+    pub fn fetch(&self, shards: &[u32]) -> Result<(), ReadError> {
+        for &s in shards {
+            self.at.fetch(s).map_err(|problem| ReadError::Input {
+                input: self.input.clone(),
+                problem,
+            })?;
+        }
+        Ok(())
+    }
+
+    /// The partial, over its local files.
+    pub fn partial(&self) -> &Partial {
+        self.at.partial()
+    }
+
+    /// `text` (an error of the partial reader) with the local copies' paths shown as
+    /// the store's objects.
+    pub fn shown(&self, text: &str) -> String {
+        self.at.shown_text(text)
+    }
+}
+
+/// Opens the partial `input` (a local directory or a store prefix) as planned (its
+/// `partial.json`'s SHA-256 `description_sha256`); [`PartialShards::fetch`] then
+/// makes shards of it readable.
+pub fn open_partial_shards(
+    input: &str,
+    rt: &tokio::runtime::Handle,
+    description_sha256: &str,
+) -> Result<PartialShards, ReadError> {
+    let refuse = |problem: String| ReadError::Input {
+        input: input.to_string(),
+        problem,
+    };
+    let (at, sha) = PartialAt::open(input, rt).map_err(refuse)?;
+    if sha != description_sha256 {
+        return Err(refuse(format!(
+            "its {} changed since the job was planned (SHA-256 {sha}, planned {description_sha256})",
+            covmerge_partial::desc::DESCRIPTION
+        )));
+    }
+    Ok(PartialShards {
+        at,
+        input: input.to_string(),
+    })
+}
+
 /// The namespace a partial's description gives its rows.
 fn namespace_of(p: &Partial) -> InputNamespace {
     let d = p.description();

@@ -95,9 +95,14 @@ impl PartialAt {
 
     /// An error of the partial reader, its files named as the user named them.
     pub(crate) fn shown(&self, e: &PartialError) -> String {
+        self.shown_text(&e.to_string())
+    }
+
+    /// [`PartialAt::shown`] of an error's text.
+    pub(crate) fn shown_text(&self, text: &str) -> String {
         match self {
-            PartialAt::Dir(_) => e.to_string(),
-            PartialAt::Store(c) => c.shown(&e.to_string()),
+            PartialAt::Dir(_) => text.to_string(),
+            PartialAt::Store(c) => c.shown(text),
         }
     }
 }

@@ -41,6 +41,8 @@ mod output_format;
 mod partial_input;
 /// `merge --partial-out` and `rollup`: partials of raw rows, roll-ups, refusals.
 mod partial_out;
+/// Partials' edges found by attack: an output overlapping an input, bad rows in a roll-up.
+mod partial_refusals;
 /// Results independent of shards and workers; agreement with the test crate's oracle.
 mod property;
 /// `covmerge report` and `covmerge diff`, checked in headless Chromium.

@@ -154,3 +154,50 @@ pub fn shard_files(dir: &Path) -> Vec<(String, Vec<u8>)> {
     v.sort();
     v
 }
+
+/// One row: (path, version, commit, manager, function, line, hits).
+pub type HeldRow = (String, String, String, String, String, u32, u64);
+
+/// Rows of `versions` versions of each of a few paths, `managers` managers and many
+/// functions: most (version, manager)s hit runs of lines close together, in any order
+/// within a run, some hit a few lines far apart.
+pub fn held_rows(seed: u64, versions: u64, managers: u64) -> Vec<HeldRow> {
+    let mut rng = Rng(seed);
+    let mut out = Vec::new();
+    for p in 0..3u64 {
+        for v in 0..versions {
+            let version = blob(p * 1000 + v);
+            let commit = format!("c{:03}", rng.below(50));
+            for m in 0..managers {
+                let manager = format!("m{m:04}");
+                let path = format!("p{p}.c");
+                let first = 1 + rng.below(300) as u32;
+                let n = match rng.below(4) {
+                    0 => 3,
+                    _ => 20 + rng.below(200) as u32,
+                };
+                let scattered = rng.below(5) == 0;
+                for i in 0..n {
+                    let line = if scattered {
+                        1 + rng.below(100_000) as u32
+                    } else {
+                        // Runs of lines, not in order, some twice.
+                        first + (i * 7 % n) + rng.below(2) as u32
+                    };
+                    let func = format!("f{}", line / 10 + rng.below(2) as u32);
+                    let hits = rng.below(1000);
+                    out.push((
+                        path.clone(),
+                        version.clone(),
+                        commit.clone(),
+                        manager.clone(),
+                        func,
+                        line,
+                        hits,
+                    ));
+                }
+            }
+        }
+    }
+    out
+}

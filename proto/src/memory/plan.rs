@@ -157,8 +157,7 @@ pub struct TaskShare {
     /// the shard is merged in passes over ranges of its paths.
     pub tables: usize,
     /// A merge with `--partial-out`: the shard's partial builder's sums (past it they
-    /// spill in sorted runs; a run written doubles them) and the versions it found
-    /// (an eighth of it beside). The builder is fed as the merge reads its chunks, so
+    /// spill in sorted runs) and the versions it found (an eighth of it beside). The builder is fed as the merge reads its chunks, so
     /// both hold at once: see [`TaskShare::beside_partial`].
     pub partial: usize,
 }
@@ -182,12 +181,22 @@ impl TaskShare {
     }
 
     /// The uses of a merge that builds its shard's partial as it merges: the tables'
-    /// share halved, and 7/16 of it to the builder (its versions an eighth of that
-    /// beside): both within the tables' share.
+    /// share halved, the chunks fetched ahead and the base texts held halved too; the
+    /// builder gets 8/9 of the tables' other half and of what the halving frees (its
+    /// versions an eighth of its sums beside), all within the loop's share. A shard (of 8) of the benchmark's 2.15 M
+    /// row day holds up to ~11 MB of sums: with two task loops at the default budget
+    /// they fit (17 MiB), where 7/16 of the tables (7 MiB) spilled a run and rolled it
+    /// up, doubling the partial's cost.
     pub fn beside_partial(self) -> TaskShare {
+        let prefetch = (self.prefetch / 2).max(MIN_PREFETCH).min(self.prefetch);
+        let held_bases = self.held_bases / 2;
+        let tables = self.tables / 2;
+        let freed = (self.prefetch - prefetch) + (self.held_bases - held_bases);
         TaskShare {
-            tables: self.tables / 2,
-            partial: self.tables / 16 * 7,
+            prefetch,
+            held_bases,
+            tables,
+            partial: (self.tables - tables + freed) / 9 * 8,
             ..self
         }
     }
@@ -293,7 +302,10 @@ mod tests {
                 assert!(t.prefetch + t.held_bases + t.held_maps + t.tables <= s.per_loop);
                 assert!(t.tables >= s.per_loop / 8 * 3, "{t:?}");
                 let p = t.beside_partial();
-                assert!(p.tables + p.partial + p.partial / 8 <= t.tables, "{p:?}");
+                let merge = |t: &TaskShare| t.prefetch + t.held_bases + t.held_maps + t.tables;
+                assert!(merge(&p) + p.partial + p.partial / 8 <= merge(&t), "{p:?}");
+                assert!(p.partial >= t.tables / 16 * 7, "{p:?}");
+                assert!(p.prefetch >= MIN_PREFETCH.min(t.prefetch), "{p:?}");
             }
         }
     }

@@ -325,6 +325,29 @@ fn a_rollup_task_names_no_base_and_a_merge_one_does() {
         let why = Task::Merge(forged).validate().unwrap_err();
         assert!(why.contains("roll-up"), "{why}");
     }
+    // A roll-up of partials alone names no source; a merge's task must.
+    let no_source = MergeTask {
+        source: String::new(),
+        chunks: Vec::new(),
+        ..rollup.clone()
+    };
+    assert_eq!(Task::Merge(no_source.clone()).validate(), Ok(()));
+    let merge_no_source = MergeTask {
+        source: String::new(),
+        ..merge()
+    };
+    let why = Task::Merge(merge_no_source).validate().unwrap_err();
+    assert!(why.contains("source"), "{why}");
+    // Protocol 10 workers would refuse it: its version is poison to them.
+    let b = rmp_serde::to_vec_named(&Envelope {
+        version: 10,
+        body: Task::Merge(no_source),
+    })
+    .unwrap();
+    assert!(matches!(
+        decode::<Task>(&b),
+        Err(WireError::Version { got: 10, .. })
+    ));
     let no_base = MergeTask {
         rollup: false,
         ..rollup.clone()

@@ -70,14 +70,25 @@ pub use topology::{
 /// blip of a few minutes costs time, not the job.
 pub const DEFAULT_OUTAGE_BUDGET: Duration = Duration::from_secs(600);
 
-/// Checks the broker URL strictly before lapin sees it: only `amqp://` and
-/// `amqps://` with a host. lapin's own parser accepts `amqp:/user:pw@host/vh` (one
-/// slash) and connects to localhost with the rest as the vhost name, password
-/// included.
+/// Checks the broker URL strictly before lapin sees it: only `amqp://` with a host.
+/// lapin's own parser accepts `amqp:/user:pw@host/vh` (one slash) and connects to
+/// localhost with the rest as the vhost name, password included.
+///
+/// `amqps://` is refused: lapin is built here without a TLS feature, and then connects
+/// to an `amqps://` URL in plain text, sending the login and password unencrypted to
+/// whatever listens on the port. A broker across an untrusted network is reached
+/// through a TLS tunnel (stunnel, a sidecar) that covmerge sees as `amqp://`.
 fn check_url(url: &str) -> Result<(), String> {
-    let scheme_ok = url.starts_with("amqp://") || url.starts_with("amqps://");
-    if !scheme_ok {
-        return Err("expected amqp://user:password@host:port/vhost or amqps://...".into());
+    if url.starts_with("amqps://") {
+        return Err(
+            "amqps:// is not supported: this build has no TLS for AMQP, and would \
+                    send the password in plain text; reach a remote broker through a TLS \
+                    tunnel and give its local end as amqp://"
+                .into(),
+        );
+    }
+    if !url.starts_with("amqp://") {
+        return Err("expected amqp://user:password@host:port/vhost".into());
     }
     match url::Url::parse(url) {
         Ok(u) if u.host_str().is_some_and(|h| !h.is_empty()) => {
@@ -429,5 +440,25 @@ mod tests {
             assert!(msg.contains("invalid AMQP URL"), "{url}: {msg}");
             assert!(!msg.contains("s3cret"), "{url}: {msg}");
         }
+    }
+
+    /// Without a TLS feature lapin took `amqps://` for plain AMQP: the password went
+    /// over the wire unencrypted, and the job ran. It is refused before any connection.
+    #[tokio::test]
+    async fn amqps_is_refused_not_sent_in_plain_text() {
+        // A listener that records whether anything connected.
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        l.set_nonblocking(true).unwrap();
+        let port = l.local_addr().unwrap().port();
+        let url = format!("amqps://u:s3cret@127.0.0.1:{port}/%2f");
+        let err = AmqpQueue::connect(&url, 1).await.unwrap_err();
+        let msg = err.to_string();
+        assert!(matches!(err, QueueError::Config { .. }), "{err:?}");
+        assert!(msg.contains("amqps:// is not supported"), "{msg}");
+        assert!(!msg.contains("s3cret"), "{msg}");
+        assert!(
+            l.accept().is_err(),
+            "nothing may connect to the broker's port"
+        );
     }
 }

@@ -30,6 +30,8 @@ struct PartialInput {
     real: PathBuf,
     namespace: String,
     shards: u32,
+    /// The description's `rows_bad`.
+    rows_bad: u64,
 }
 
 pub(crate) async fn run(r: RollupArgs) -> Result<()> {
@@ -40,7 +42,27 @@ pub(crate) async fn run(r: RollupArgs) -> Result<()> {
     }
     // Rows routed by namespace: `{namespace}` names where each one's partial goes.
     let routed = templated && r.namespace.is_none();
-    let (partials, raw) = classify(&r)?;
+    if !templated {
+        // Before anything is read: an output among the inputs.
+        covmerge_coordinator::check_apart(&r.partial_out, &r.input)?;
+    }
+    let (partials, raw) = classify(&r).await?;
+    // The partials' bad rows count against --max-bad-rows as a merge counts them (and
+    // as the fleet's roll-up does): raw rows get what they leave.
+    let mut r = r;
+    let mut bad = 0u64;
+    for p in &partials {
+        bad = bad.saturating_add(p.rows_bad);
+        if bad > r.max_bad_rows {
+            bail!(
+                "--input {}: {} bad rows counted in the partial (its rows_bad), {bad} with the inputs before it: more than --max-bad-rows {}",
+                p.input,
+                p.rows_bad,
+                r.max_bad_rows
+            );
+        }
+    }
+    r.max_bad_rows -= bad;
     if !raw.is_empty() && sources.all.is_none() && sources.per.is_empty() {
         bail!(
             "--input {}: raw rows (not a partial: no partial.json) need --source to find each row's version",
@@ -92,7 +114,7 @@ pub(crate) async fn run(r: RollupArgs) -> Result<()> {
             r.partial_out.clone()
         };
         check_not_an_input(&url, &partials)?;
-        covmerge_coordinator::preflight_partial_out(&url).await?;
+        covmerge_coordinator::preflight_partial_out(&url, &r.input).await?;
         outs.push(url);
     }
     // The roll-up's open row groups (one per input file read at once) are held within
@@ -188,10 +210,11 @@ fn outs_index(known: &[String], ns: &str) -> usize {
 
 /// Sorts the inputs into partials (local directories holding `partial.json`, checked
 /// as the roll-up reads them) and raw rows (anything else, read as a merge reads it).
-fn classify(r: &RollupArgs) -> Result<(Vec<PartialInput>, Vec<String>)> {
+async fn classify(r: &RollupArgs) -> Result<(Vec<PartialInput>, Vec<String>)> {
     let mut partials: Vec<PartialInput> = Vec::new();
     let mut raw = Vec::new();
     for i in &r.input {
+        refuse_store_partial(i).await?;
         let Some(dir) = local_dir(i).filter(|d| d.join("partial.json").is_file()) else {
             raw.push(i.clone());
             continue;
@@ -219,6 +242,7 @@ fn classify(r: &RollupArgs) -> Result<(Vec<PartialInput>, Vec<String>)> {
             input: i.clone(),
             namespace: d.namespace.clone(),
             shards: d.shard_count,
+            rows_bad: d.counts.rows_bad,
             dir,
             real,
         });
@@ -384,7 +408,33 @@ fn local_dir(location: &str) -> Option<PathBuf> {
     if covmerge_storage::is_store_url(location) && !location.starts_with("file://") {
         return None;
     }
-    Some(PathBuf::from(
-        location.strip_prefix("file://").unwrap_or(location),
-    ))
+    // `…/partial.json` names its directory's partial, as it does for a merge.
+    let l = location.strip_prefix("file://").unwrap_or(location);
+    Some(PathBuf::from(l.strip_suffix("/partial.json").unwrap_or(l)))
+}
+
+/// Refuses a partial in an `s3://` or `gs://` store: a roll-up reads partials from
+/// local directories. Read as raw rows, its rows were summed with today's period in
+/// place of its own, and the same partial given twice was counted twice.
+async fn refuse_store_partial(input: &str) -> Result<()> {
+    if !covmerge_storage::is_store_url(input) || input.starts_with("file://") {
+        return Ok(());
+    }
+    let prefix = input.strip_suffix("partial.json").unwrap_or(input);
+    let prefix = if prefix.ends_with('/') {
+        prefix.to_owned()
+    } else {
+        format!("{prefix}/")
+    };
+    let held = match covmerge_storage::Store::open(&prefix) {
+        Ok(store) => store.exists("partial.json").await.unwrap_or(false),
+        Err(_) => false,
+    };
+    if held || input.ends_with("/partial.json") {
+        bail!(
+            "--input {}: a partial in a store; `covmerge rollup` reads partials from local directories: roll it up on the fleet (`coordinator --rollup`, which reads it where it is) or copy it to a local directory",
+            covmerge_storage::shown_url(input)
+        );
+    }
+    Ok(())
 }

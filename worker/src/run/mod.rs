@@ -30,6 +30,7 @@ pub mod executor;
 pub mod failure;
 mod partial_task;
 mod prefetch;
+mod rollup_partials;
 mod rollup_task;
 pub mod serve;
 mod source_cache;

@@ -2,7 +2,8 @@
 //! chunks and its shard of the partials read directly, as a merge task reads them,
 //! only summed into the shard's four partial files (no base, no projection, no part),
 //! stored under the job's prefix, then the task's marker. Idempotent as a merge task:
-//! another attempt rewrites the same files and the same marker.
+//! another attempt rewrites the same files and the same marker. A job of partials
+//! alone is summed without its source (`rollup_partials`).
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -28,9 +29,6 @@ impl Executor {
     /// marker (no part: the outcome's `part` is empty).
     #[instrument(skip_all, fields(job = %t.job, shard = %t.shard, rollup = true))]
     pub(super) async fn rollup(self: &Arc<Self>, t: &MergeTask) -> Result<MergeOutcome, TaskError> {
-        // Each row's version is found in the source, as a merge's partial finds it.
-        let source = self.source(&t.source)?;
-        source.forget_absent();
         covmerge_fault::pause_async("merge").await;
         if covmerge_fault::fail_shard(t.shard.0) {
             return Err(Failure::transient(format!(
@@ -39,6 +37,14 @@ impl Executor {
             )));
         }
         let spec = self.job_spec(&t.job, false).await?;
+        if spec.direct_partials.len() == spec.inputs.len() {
+            // Partials only: summed as `covmerge rollup` sums them, no source.
+            let written = self.rollup_partials(t, spec.shards).await?;
+            return self.store_rollup_shard(t, written).await;
+        }
+        // Each row's version is found in the source, as a merge's partial finds it.
+        let source = self.source(&t.source)?;
+        source.forget_absent();
         let (shards, namespace) = (spec.shards, spec.namespace.clone());
         let this = self.clone();
         let t2 = t.clone();
@@ -86,6 +92,15 @@ impl Executor {
         })
         .await
         .map_err(Failure::transient)??;
+        self.store_rollup_shard(t, written).await
+    }
+
+    /// Stores the shard's partial files, then the task's marker.
+    async fn store_rollup_shard(
+        &self,
+        t: &MergeTask,
+        written: WrittenPartial,
+    ) -> Result<MergeOutcome, TaskError> {
         let partial = self.publish_partial(t, written).await?;
         let outcome = MergeOutcome {
             bytes: partial.files.iter().map(|f| f.bytes).sum(),

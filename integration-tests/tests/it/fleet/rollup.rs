@@ -106,9 +106,10 @@ fn fleet_rollup_of_raw_rows_equals_embedded_rollup() {
     }
 }
 
-/// Day partials, two of the job's shard count (read by the shard tasks directly, no
-/// split) and one of another (split): the fleet's roll-up is the embedded one of the
-/// same partials, and the partial of all the raw rows of the three days at once.
+/// Day partials, two of the job's shard count and one of another, rolled up with no
+/// `--source` (each shard task reads the partials' files that map to its shard, no
+/// split): the fleet's roll-up is the embedded one of the same partials, and the
+/// partial of all the raw rows of the three days at once.
 #[test]
 fn fleet_rollup_of_day_partials_equals_embedded_and_all_rows() {
     let _fleet = fleet::lock();
@@ -142,11 +143,11 @@ fn fleet_rollup_of_day_partials_equals_embedded_and_all_rows() {
     embedded_rollup(&inputs, &all, &flags);
     same_bytes(&want, &all);
 
+    // No --source (and the workers have none): partials alone need none.
     let got = c.path("fleet");
     let store_dir = c.path("store");
     let store = file_store(&store_dir);
-    let mut a = vec!["--source", &c.source];
-    a.extend_from_slice(&["--partial-out", got.to_str().unwrap(), "--input"]);
+    let mut a = vec!["--partial-out", got.to_str().unwrap(), "--input"];
     a.extend_from_slice(&days);
     let out = fleet_rollup(&c, &store, &a, false);
     assert!(
@@ -154,7 +155,8 @@ fn fleet_rollup_of_day_partials_equals_embedded_and_all_rows() {
         "{out}"
     );
     same_bytes(&got, &want);
-    // The job read the two partials of 3 shards directly, and split the other.
+    // The shard tasks read every partial directly, the one of 2 shards too (both
+    // of its files for each shard of 3): no split task, no source.
     let job = job_id(&out);
     let spec: serde_json::Value = serde_json::from_slice(
         &std::fs::read(store_dir.join(format!("jobs/{job}/job.json"))).unwrap(),
@@ -166,7 +168,8 @@ fn fleet_rollup_of_day_partials_equals_embedded_and_all_rows() {
         .iter()
         .map(|d| d["input"].as_u64().unwrap())
         .collect();
-    assert_eq!(direct, [0, 2], "{spec}");
+    assert_eq!(direct, [0, 1, 2], "{spec}");
+    assert_eq!(spec["source"], "", "{spec}");
     assert_eq!(spec["rollup"]["date_from"], "2024-04-06", "{spec}");
     assert!(spec["base_commit"].as_str().unwrap().is_empty(), "{spec}");
 }
@@ -233,8 +236,8 @@ fn a_rollup_job_resumes_as_a_rollup_only() {
 }
 
 /// Day partials in an S3 bucket (which `covmerge rollup` does not read), rolled up on
-/// the fleet into the bucket: the partial is the embedded roll-up's of the same days
-/// as local directories.
+/// the fleet into the bucket with no `--source`: the partial is the embedded
+/// roll-up's of the same days as local directories.
 #[test]
 fn fleet_rollup_reads_and_writes_partials_in_s3() {
     let _fleet = fleet::lock();
@@ -263,14 +266,7 @@ fn fleet_rollup_reads_and_writes_partials_in_s3() {
 
     let store = format!("s3://{b}/fleet");
     let month = format!("s3://{b}/months/2024-04");
-    let mut a = vec![
-        "--source",
-        &c.source,
-        "--shards",
-        "2",
-        "--partial-out",
-        &month,
-    ];
+    let mut a = vec!["--shards", "2", "--partial-out", &month];
     a.push("--input");
     a.extend(remote.iter().map(String::as_str));
     fleet_rollup(&c, &store, &a, false);
@@ -288,8 +284,84 @@ fn fleet_rollup_reads_and_writes_partials_in_s3() {
     same_bytes(&got, &want);
 }
 
+/// Day partials under a `file://` prefix, of 3, 2 and 3 shards rolled into 3, with a
+/// `--source` that does not exist (a roll-up of partials alone reads none): the
+/// embedded roll-up's partial. Then one shard file rewritten (its size kept): the
+/// job fails, its shard task refusing the file by its SHA-256, naming the object.
+#[test]
+fn fleet_rollup_of_partials_in_a_file_store_reads_no_source_and_checks_each_file() {
+    let _fleet = fleet::lock();
+    let c = corpus(109);
+    let days_dir = c.path("days");
+    let mut local = Vec::new();
+    let mut remote = Vec::new();
+    for (i, (day, shards)) in [("2024-04-06", "3"), ("2024-04-07", "2"), (DATE, "3")]
+        .into_iter()
+        .enumerate()
+    {
+        let dir = c.path(&format!("day-{day}"));
+        let flags = ["--source", &c.source, "--shards", shards, "--date-to", day];
+        embedded_rollup(&[&c.inputs[i]], &dir, &flags);
+        let copy = days_dir.join(day);
+        std::fs::create_dir_all(&copy).unwrap();
+        for e in std::fs::read_dir(&dir).unwrap() {
+            let p = e.unwrap().path();
+            std::fs::copy(&p, copy.join(p.file_name().unwrap())).unwrap();
+        }
+        local.push(dir.to_str().unwrap().to_owned());
+        remote.push(format!("{}/", file_store(&copy)));
+    }
+    let local: Vec<&str> = local.iter().map(String::as_str).collect();
+    let want = c.path("embedded");
+    embedded_rollup(&local, &want, &["--shards", "3"]);
+    let missing = format!("dir:{}", c.path("no-such-source").display());
+    let run = |name: &str| {
+        let got = c.path(name);
+        let store = file_store(&c.path(&format!("store-{name}")));
+        let mut a: Vec<String> = ["--source", &missing, "--shards", "3", "--partial-out"]
+            .map(String::from)
+            .to_vec();
+        a.push(got.to_str().unwrap().to_owned());
+        a.push("--input".into());
+        a.extend(remote.iter().cloned());
+        (got, store, a)
+    };
+    let (got, store, a) = run("fleet");
+    let a: Vec<&str> = a.iter().map(String::as_str).collect();
+    fleet_rollup(&c, &store, &a, false);
+    same_bytes(&got, &want);
+
+    // Rewrite shard 1's `lines` file of the last day with another's bytes, its size
+    // kept: refused by its SHA-256 in the task of shard 1, naming the object.
+    let victim = days_dir.join(DATE).join("lines-00001.parquet");
+    let mut bytes = std::fs::read(&victim).unwrap();
+    let mid = bytes.len() / 2;
+    bytes[mid] ^= 0xff;
+    std::fs::write(&victim, &bytes).unwrap();
+    let (got, store, a) = run("corrupt");
+    let amqp = fleet::amqp();
+    let mut args = vec!["--rollup", "--amqp", &amqp, "--store", &store];
+    args.extend(a.iter().map(String::as_str));
+    let coord = fleet::coordinator_spawn(&args);
+    let _w = worker(c.dir(), 43, &store, &[], &[]);
+    let o = coord.join().unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success(), "{err}");
+    let object = format!("{}/{DATE}/lines-00001.parquet", file_store(&days_dir));
+    assert!(
+        err.contains(&object) && err.contains("SHA-256"),
+        "{object}: {err}"
+    );
+    assert!(
+        !err.contains("covmerge-partial-"),
+        "a local copy named: {err}"
+    );
+    assert!(!got.join("partial.json").exists());
+}
+
 /// Refused before any work, naming what is wrong: a result or a base given to a
-/// roll-up, no --partial-out, {namespace} without --namespace.
+/// roll-up, no --partial-out, {namespace} without --namespace, raw rows without
+/// --source.
 #[test]
 fn fleet_rollup_refuses_a_base_a_result_and_no_partial() {
     let c = corpus(97);
@@ -337,6 +409,17 @@ fn fleet_rollup_refuses_a_base_a_result_and_no_partial() {
             assert!(err.contains(n), "{extra:?}: {err}");
         }
     }
+    assert!(!partial.exists(), "nothing written");
+    // Raw rows without --source: refused before any work (the broker is not even
+    // reached), naming the input.
+    let mut a = base.to_vec();
+    a.retain(|x| *x != "--source" && *x != c.source);
+    a.extend_from_slice(&["--partial-out", p]);
+    let err = String::from_utf8_lossy(&covmerge(&a).stderr).into_owned();
+    assert!(
+        err.contains(&c.inputs[0]) && err.contains("needs --source") && !err.contains("amqp"),
+        "{err}"
+    );
     assert!(!partial.exists(), "nothing written");
     // Without --rollup, a coordinator still needs its base.
     let mut a = base.to_vec();
