@@ -200,15 +200,7 @@ pub async fn plan_job(req: &JobRequest) -> Result<JobSpec, JobError> {
         _ => inputs,
     };
     refuse_repeated_inputs(&inputs)?;
-    let mut sizes = Vec::new();
-    let mut input_ids = Vec::new();
-    let mut planned = Vec::new();
-    for i in &inputs {
-        let (size, id, partial) = measure_input(req, i).await?;
-        sizes.push(size);
-        input_ids.push(id);
-        planned.push(partial);
-    }
+    let (sizes, input_ids, planned) = measure_inputs(req, &inputs).await?;
     let date_to = req.date_to.clone().unwrap_or_else(today_utc);
     // A roll-up takes the namespace and the shard count of its partials, as
     // `covmerge rollup` does, and their period with its raw rows'.
@@ -273,6 +265,38 @@ pub async fn plan_job(req: &JobRequest) -> Result<JobSpec, JobError> {
         direct_partials: direct,
         rollup,
     })
+}
+
+/// Inputs measured at once by [`measure_inputs`] (a partial on a store is a GET and
+/// a HEAD of its `partial.json`: latency, not bytes).
+const MEASURED_AT_ONCE: usize = 16;
+
+/// Each input's [`measure_input`], up to [`MEASURED_AT_ONCE`] at once, in the inputs'
+/// order; the error is the first input's in that order, as one after the other.
+#[allow(clippy::type_complexity)]
+async fn measure_inputs(
+    req: &JobRequest,
+    inputs: &[String],
+) -> Result<
+    (
+        Vec<(u64, bool)>,
+        Vec<InputIdentity>,
+        Vec<Option<partials::PlannedPartial>>,
+    ),
+    JobError,
+> {
+    use futures::{StreamExt, TryStreamExt};
+    let measured: Vec<_> = futures::stream::iter(inputs.iter().map(|i| measure_input(req, i)))
+        .buffered(MEASURED_AT_ONCE)
+        .try_collect()
+        .await?;
+    let mut out = (Vec::new(), Vec::new(), Vec::new());
+    for (size, id, partial) in measured {
+        out.0.push(size);
+        out.1.push(id);
+        out.2.push(partial);
+    }
+    Ok(out)
 }
 
 /// One listed input's size (bytes, and whether gzip'd: the default shard count follows

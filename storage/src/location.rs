@@ -164,47 +164,57 @@ pub fn open_object(url: &str) -> Result<(Store, String), StoreError> {
     Ok((Store::open(parent)?, name.to_string()))
 }
 
+/// Prefixes listed at once by [`expand_inputs`].
+const LISTINGS_AT_ONCE: usize = 16;
+
 /// Expands input specs: local paths stay as they are; a store URL ending in `*` or `/`
-/// lists the objects under that prefix (a trailing `*` matches any suffix).
+/// lists the objects under that prefix (a trailing `*` matches any suffix). Up to
+/// [`LISTINGS_AT_ONCE`] prefixes are listed at once; the inputs keep the specs' order,
+/// and the error is the first spec's in that order, as one listing after the other.
 pub async fn expand_inputs(specs: &[String]) -> Result<Vec<String>, StoreError> {
-    let mut out = Vec::new();
-    for spec in specs {
-        if !is_store_url(spec) || !(spec.ends_with('*') || spec.ends_with('/')) {
-            out.push(spec.clone());
-            continue;
-        }
-        let pat = spec.trim_end_matches('*');
-        let (dir, stem) = match pat.rfind('/') {
-            Some(i) => (&pat[..i], &pat[i + 1..]),
-            None => (pat, ""),
-        };
-        let store = Store::open(dir)?;
-        // object_store's local store leaves some names out of its listing: refused,
-        // never a merge that silently lacks them.
-        if let Some(local) = file_url_path(dir) {
-            if let Some(first) = local_unreadable_under(std::path::Path::new(local), stem).first() {
-                return Err(StoreError::Name {
-                    store: shown(dir),
-                    key: first.clone(),
-                    reason: local_unreadable_reason(first.rsplit('/').next().unwrap_or(first)),
-                });
-            }
-        }
-        let mut found: Vec<String> = store
-            .list("")
-            .await?
-            .into_iter()
-            .filter(|k| k.starts_with(stem))
-            .map(|k| format!("{}/{}", dir.trim_end_matches('/'), k))
-            .collect();
-        found.sort();
-        if found.is_empty() {
-            return Err(StoreError::NotFound {
+    use futures::{StreamExt, TryStreamExt};
+    let each: Vec<Vec<String>> = futures::stream::iter(specs.iter().map(|s| expand_input(s)))
+        .buffered(LISTINGS_AT_ONCE)
+        .try_collect()
+        .await?;
+    Ok(each.into_iter().flatten().collect())
+}
+
+/// One spec of [`expand_inputs`]: itself, or the objects its prefix lists.
+async fn expand_input(spec: &str) -> Result<Vec<String>, StoreError> {
+    if !is_store_url(spec) || !(spec.ends_with('*') || spec.ends_with('/')) {
+        return Ok(vec![spec.to_string()]);
+    }
+    let pat = spec.trim_end_matches('*');
+    let (dir, stem) = match pat.rfind('/') {
+        Some(i) => (&pat[..i], &pat[i + 1..]),
+        None => (pat, ""),
+    };
+    let store = Store::open(dir)?;
+    // object_store's local store leaves some names out of its listing: refused,
+    // never a merge that silently lacks them.
+    if let Some(local) = file_url_path(dir) {
+        if let Some(first) = local_unreadable_under(std::path::Path::new(local), stem).first() {
+            return Err(StoreError::Name {
                 store: shown(dir),
-                key: format!("{stem}*"),
+                key: first.clone(),
+                reason: local_unreadable_reason(first.rsplit('/').next().unwrap_or(first)),
             });
         }
-        out.extend(found);
     }
-    Ok(out)
+    let mut found: Vec<String> = store
+        .list("")
+        .await?
+        .into_iter()
+        .filter(|k| k.starts_with(stem))
+        .map(|k| format!("{}/{}", dir.trim_end_matches('/'), k))
+        .collect();
+    found.sort();
+    if found.is_empty() {
+        return Err(StoreError::NotFound {
+            store: shown(dir),
+            key: format!("{stem}*"),
+        });
+    }
+    Ok(found)
 }

@@ -28,6 +28,7 @@ mod detect;
 mod go_covdata;
 mod go_text;
 mod partial;
+pub mod partial_ahead;
 mod partial_store;
 
 pub use detect::{detect, detect_stream, DetectError, Detected, Sniffed, HEAD};

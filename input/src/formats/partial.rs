@@ -84,19 +84,8 @@ pub fn open_partial_shard(
         input: input.to_string(),
         problem,
     };
-    let (at, sha) = PartialAt::open(input, rt).map_err(refuse)?;
-    if sha != description_sha256 {
-        return Err(refuse(format!(
-            "its {} changed since the job was planned (SHA-256 {sha}, planned {description_sha256})",
-            covmerge_partial::desc::DESCRIPTION
-        )));
-    }
-    let count = at.partial().description().shard_count;
-    if count != shards || shard >= shards {
-        return Err(refuse(format!(
-            "a partial of {count} shards read as shard {shard} of {shards}"
-        )));
-    }
+    let at =
+        PartialAt::open_planned(input, rt, shard, shards, description_sha256).map_err(refuse)?;
     Ok(Box::new(PartialRows::new(input, at, Some(shard))))
 }
 
@@ -169,7 +158,7 @@ fn namespace_of(p: &Partial) -> InputNamespace {
 }
 
 /// An opened partial: its description read and checked.
-struct PartialRows {
+pub(super) struct PartialRows {
     input: String,
     at: PartialAt,
     namespace: InputNamespace,
@@ -178,7 +167,7 @@ struct PartialRows {
 }
 
 impl PartialRows {
-    fn new(input: &str, at: PartialAt, only: Option<u32>) -> Self {
+    pub(super) fn new(input: &str, at: PartialAt, only: Option<u32>) -> Self {
         PartialRows {
             input: input.to_string(),
             namespace: namespace_of(at.partial()),

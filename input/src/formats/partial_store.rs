@@ -45,6 +45,31 @@ impl PartialAt {
         Ok((PartialAt::Store(copy), sha))
     }
 
+    /// Opens the partial at `input` as [`PartialAt::open`] for a merge task reading
+    /// shard `shard` of a job of `shards` shards: its `partial.json` must be the one
+    /// planned (`description_sha256`, hex), its shard count the job's.
+    pub(crate) fn open_planned(
+        input: &str,
+        rt: &tokio::runtime::Handle,
+        shard: u32,
+        shards: u32,
+        description_sha256: &str,
+    ) -> Result<PartialAt, String> {
+        let (at, sha) = PartialAt::open(input, rt)?;
+        if sha != description_sha256 {
+            return Err(format!(
+                "its {DESCRIPTION} changed since the job was planned (SHA-256 {sha}, planned {description_sha256})"
+            ));
+        }
+        let count = at.partial().description().shard_count;
+        if count != shards || shard >= shards {
+            return Err(format!(
+                "a partial of {count} shards read as shard {shard} of {shards}"
+            ));
+        }
+        Ok(at)
+    }
+
     /// The partial, its description read (for a store, over the local copy).
     pub(crate) fn partial(&self) -> &Partial {
         match self {
@@ -95,6 +120,8 @@ pub(crate) struct StoreCopy {
     tmp: tempfile::TempDir,
     partial: Partial,
     description_sha256: String,
+    /// The shards copied down and not yet forgotten (a merge task's fetched ahead).
+    fetched: std::sync::Mutex<Vec<u32>>,
 }
 
 impl StoreCopy {
@@ -119,13 +146,18 @@ impl StoreCopy {
             tmp,
             partial,
             description_sha256: sha256_hex(&text),
+            fetched: std::sync::Mutex::new(Vec::new()),
         })
     }
 
     /// Copies shard `shard`'s four files into the temporary directory, each streamed
     /// and refused (naming its object) when its size is not the description's; the
-    /// reader then checks each copy's SHA-256 as it opens it.
+    /// reader then checks each copy's SHA-256 as it opens it. A shard copied already
+    /// (and not forgotten since) is not copied again.
     fn fetch(&self, shard: u32) -> Result<(), String> {
+        if self.fetched.lock().unwrap().contains(&shard) {
+            return Ok(());
+        }
         let d = self.partial.description();
         let s = d.shards.get(shard as usize).ok_or_else(|| {
             format!(
@@ -136,6 +168,7 @@ impl StoreCopy {
         for entry in [&s.lines, &s.funcs, &s.versions, &s.paths] {
             self.copy(entry)?;
         }
+        self.fetched.lock().unwrap().push(shard);
         Ok(())
     }
 
@@ -190,6 +223,7 @@ impl StoreCopy {
     }
 
     fn done(&self, shard: u32) {
+        self.fetched.lock().unwrap().retain(|&s| s != shard);
         if let Some(s) = self.partial.description().shards.get(shard as usize) {
             for e in [&s.lines, &s.funcs, &s.versions, &s.paths] {
                 let _ = std::fs::remove_file(self.local(&e.name));

@@ -514,3 +514,64 @@ fn a_partials_function_name_past_the_row_cap_is_refused_naming_the_file() {
         "{e}"
     );
 }
+
+/// Many partials on a store (`file://` prefixes), read directly by the merge tasks,
+/// which fetch several partials' shard files at once: the raw merge; and one shard
+/// file of a partial past the first ones fetched corrupted (same size, a byte
+/// flipped): the job is refused naming that object, and neither the result nor a
+/// partial (`--partial-out`) is published.
+#[test]
+fn a_corrupt_shard_file_among_many_store_partials_fetched_at_once_is_named_and_nothing_published() {
+    let s = setup(67);
+    let (want, want_counts) = s.merge("raw", &s.raw_inputs(), &[]);
+    let args = s.job.job_args_with(&s.job.source, &[]);
+    let at = args.iter().position(|a| *a == "--shards").unwrap();
+    let shards: u32 = args[at + 1].parse().unwrap();
+    let sources = &s.job.corpus.sources;
+    // 14 partials of the job's shard count (no split task reads them), a row in turn.
+    let n = 14;
+    let mut parts: Vec<Vec<&Raw>> = vec![Vec::new(); n];
+    for (i, r) in s.rows.iter().enumerate() {
+        parts[i % n].push(r);
+    }
+    let mut inputs = Vec::new();
+    for (i, rows) in parts.iter().enumerate() {
+        let dir = s.job.path(&format!("store/p{i:02}"));
+        build(rows, sources, shards, "", &dir);
+        inputs.push(format!("file://{}/", dir.display()));
+    }
+    let (got, counts) = s.merge("many", &inputs, &[]);
+    assert!(got == want, "the merge of {n} store partials differs");
+    assert_eq!(counts, want_counts);
+
+    // Partial 11's largest shard file (beyond the first 8 fetched), a byte flipped.
+    let dir = s.job.path("store/p11");
+    let file = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|x| x == "parquet"))
+        .max_by_key(|p| std::fs::metadata(p).unwrap().len())
+        .unwrap();
+    let mut bytes = std::fs::read(&file).unwrap();
+    let mid = bytes.len() / 2;
+    bytes[mid] ^= 0x55;
+    std::fs::write(&file, &bytes).unwrap();
+    let out = s.job.path("corrupt.jsonl.gz");
+    let partial_out = s.job.path("corrupt-partial");
+    let mut a = vec!["merge", "--quiet"];
+    a.extend(s.job.job_args_with(&s.job.source, &inputs));
+    a.extend_from_slice(&["--file-path-prefix", &s.prefix, "--max-bad-rows", "10"]);
+    a.extend_from_slice(&["--out", out.to_str().unwrap()]);
+    a.extend_from_slice(&["--partial-out", partial_out.to_str().unwrap()]);
+    let o = covmerge(&a);
+    let e = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success(), "a corrupt shard file was merged: {e}");
+    let name = file.file_name().unwrap().to_str().unwrap();
+    let object = format!("file://{}/{name}", dir.display());
+    assert!(e.contains(&format!("{object}: SHA-256")), "{e}");
+    assert!(!out.exists(), "a result was published");
+    assert!(
+        !partial_out.join("partial.json").exists(),
+        "a partial was published"
+    );
+}

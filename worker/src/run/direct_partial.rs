@@ -5,6 +5,10 @@
 //! copied down, from a store prefix), each checked against the description's size and
 //! SHA-256, instead of split tasks re-shuffling the whole partial.
 //!
+//! The partials' shard files are fetched up to `FETCH_AHEAD` partials at once while
+//! the earlier ones are decoded (`partial_ahead`): the reads are small GETs whose
+//! latency, one after the other, was most of a task's time.
+//!
 //! Its rows become the same spill entries a split makes of them (`split::rows`),
 //! written once to a temporary file, and are handed to the merge after its chunks,
 //! one block at a time, for each pass of the merge.
@@ -53,15 +57,18 @@ impl DirectChunks {
             format: InputFormat::Partial,
             ..InputSpec::default()
         };
+        // The partials' shard files are fetched several at once, ahead of the one
+        // decoded; the blocks are still made one partial after the other, in order.
+        use crate::input::formats::partial_ahead::{open_partial_shards_ahead, FETCH_AHEAD};
+        let planned = t.partials.iter();
+        let planned = planned.map(|p| (p.input.clone(), p.description_sha256.clone()));
+        let mut opened =
+            open_partial_shards_ahead(planned.collect(), rt, t.shard.0, shards, FETCH_AHEAD);
         for p in &t.partials {
-            let rows = crate::input::formats::open_partial_shard(
-                &p.input,
-                rt,
-                t.shard.0,
-                shards,
-                &p.description_sha256,
-            )
-            .map_err(|e| TaskError::from(SplitError::Read(e)))?;
+            let rows = opened
+                .next()
+                .expect("one opening a partial")
+                .map_err(|e| TaskError::from(SplitError::Read(e)))?;
             let settings = SplitSettings {
                 shards,
                 max_bad_rows: u64::MAX,
