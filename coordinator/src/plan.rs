@@ -229,6 +229,7 @@ pub async fn plan_job(req: &JobRequest) -> Result<JobSpec, JobError> {
         format: req.format,
         options: InputOptions {
             go_modules: req.go_modules.clone(),
+            partial_sha256: None,
         },
         each: input_metas(req, &inputs)?,
     };
@@ -263,6 +264,7 @@ pub async fn plan_job(req: &JobRequest) -> Result<JobSpec, JobError> {
         input_ids,
         partial_out: req.partial_out.as_deref().map(absolute_location),
         direct_partials: direct,
+        partial_inputs: partials::planned_shas(&planned),
         rollup,
     })
 }
@@ -569,6 +571,7 @@ mod tests {
             groups: Vec::new(),
             input_ids: Vec::new(),
             partial_out: None,
+            partial_inputs: Vec::new(),
             direct_partials: Vec::new(),
             rollup: None,
         };

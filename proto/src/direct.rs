@@ -31,6 +31,33 @@ pub struct PartialShardRef {
     pub description_sha256: String,
 }
 
+/// A partial input as planned: its index in the job's inputs and the SHA-256 (hex) of
+/// its `partial.json`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PlannedSha {
+    /// Its index in the job's inputs.
+    pub input: u32,
+    /// SHA-256 (hex) of its `partial.json` as planned.
+    pub description_sha256: String,
+}
+
+/// Checks a job's planned partial inputs against its `inputs` count: each names an
+/// input once, in ascending order, with a SHA-256.
+pub fn check_planned(planned: &[PlannedSha], inputs: usize) -> Result<(), String> {
+    if !planned.windows(2).all(|w| w[0].input < w[1].input) {
+        return Err("planned partials must name ascending inputs".into());
+    }
+    for p in planned {
+        if p.input as usize >= inputs || !is_sha256_hex(&p.description_sha256) {
+            return Err(format!(
+                "planned partial of input {}: not an input of the job's {inputs}, or no SHA-256",
+                p.input
+            ));
+        }
+    }
+    Ok(())
+}
+
 /// Whether `s` is a SHA-256 in lowercase hex.
 pub fn is_sha256_hex(s: &str) -> bool {
     s.len() == 64

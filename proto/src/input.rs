@@ -94,12 +94,23 @@ pub struct InputOptions {
     /// Where Go modules lie in the repository (`--go-module`; the Go formats).
     #[serde(default, alias = "modules")]
     pub go_modules: Vec<GoModule>,
+    /// A partial input read by a split: the SHA-256 (hex) of its `partial.json` as
+    /// planned (set per input by [`crate::job::JobSpec::input_spec`], never stored
+    /// with the job's options): a partial rewritten since is refused, naming it, where
+    /// its new rows were read with the planned period.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub partial_sha256: Option<String>,
 }
 
 impl InputOptions {
     /// Checks the options against the hard bounds of [`crate::limits`].
     pub fn validate(&self) -> Result<(), String> {
         use crate::limits::*;
+        if let Some(s) = &self.partial_sha256 {
+            if !crate::direct::is_sha256_hex(s) {
+                return Err("a partial input's partial_sha256 is not a SHA-256".into());
+            }
+        }
         if self.go_modules.len() > MAX_GO_MODULES {
             return Err(format!(
                 "{} Go module rules, more than {MAX_GO_MODULES}",

@@ -60,6 +60,12 @@ pub struct JobSpec {
     /// input is split.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub direct_partials: Vec<crate::direct::DirectPartial>,
+    /// Every partial input as planned, in input order: its index and the SHA-256
+    /// (hex) of its `partial.json`. A split reading one refuses another description
+    /// (the direct ones carry theirs in [`JobSpec::direct_partials`] too). Absent in
+    /// jobs stored before it.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub partial_inputs: Vec<crate::direct::PlannedSha>,
     /// `coordinator --rollup`: the job's rows are only summed into the partial of
     /// `partial_out`, with this period (no base, no projection, no result). Absent: a
     /// merge, and the spec is what it was.
@@ -182,7 +188,13 @@ impl JobSpec {
     /// split only if its settings are these.
     pub fn input_spec(&self, i: usize) -> InputSpec {
         let input = self.inputs.get(i).map_or("", String::as_str);
-        self.input.spec(i, input, &self.base_commit)
+        let mut spec = self.input.spec(i, input, &self.base_commit);
+        spec.options.partial_sha256 = self
+            .partial_inputs
+            .iter()
+            .find(|p| p.input as usize == i)
+            .map(|p| p.description_sha256.clone());
+        spec
     }
 }
 
@@ -276,6 +288,7 @@ impl JobSpec {
         self.input
             .validate(self.inputs.len(), self.rollup.is_some(), name)?;
         crate::direct::check_direct(&self.direct_partials, self.inputs.len())?;
+        crate::direct::check_planned(&self.partial_inputs, self.inputs.len())?;
         crate::group::check_groups(&self.groups)?;
         if !self.input_ids.is_empty() && self.input_ids.len() != self.inputs.len() {
             return Err(format!(
@@ -408,8 +421,37 @@ mod tests {
             groups: Vec::new(),
             input_ids: Vec::new(),
             partial_out: None,
+            partial_inputs: Vec::new(),
             direct_partials: Vec::new(),
             rollup: None,
+        }
+    }
+
+    /// Each split of a planned partial carries its description's planned SHA-256; a
+    /// job naming one of no input, twice, or without a SHA-256 is refused.
+    #[test]
+    fn planned_partials_reach_their_splits_and_forged_ones_are_refused() {
+        let sha = "a".repeat(64);
+        let planned = |input, sha: &str| crate::direct::PlannedSha {
+            input,
+            description_sha256: sha.to_string(),
+        };
+        let mut s = spec();
+        s.partial_inputs = vec![planned(1, &sha)];
+        assert_eq!(s.validate(), Ok(()));
+        assert_eq!(
+            s.input_spec(1).options.partial_sha256.as_deref(),
+            Some(sha.as_str())
+        );
+        assert_eq!(s.input_spec(0).options.partial_sha256, None);
+        for bad in [
+            vec![planned(9, &sha)],
+            vec![planned(1, &sha), planned(1, &sha)],
+            vec![planned(1, "x")],
+        ] {
+            let mut s = spec();
+            s.partial_inputs = bad;
+            assert!(s.validate().is_err());
         }
     }
 

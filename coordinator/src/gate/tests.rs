@@ -319,6 +319,7 @@ fn spec() -> JobSpec {
         namespace: None,
         input_ids: Vec::new(),
         partial_out: None,
+        partial_inputs: Vec::new(),
         direct_partials: Vec::new(),
         rollup: None,
     }

@@ -165,6 +165,7 @@ mod tests {
             groups: Vec::new(),
             input_ids: Vec::new(),
             partial_out: None,
+            partial_inputs: Vec::new(),
             direct_partials: vec![DirectPartial {
                 input: 1,
                 description_sha256: "ab".repeat(32),

@@ -71,6 +71,7 @@ fn merge_tasks_are_published_largest_shard_first() {
         groups: Vec::new(),
         input_ids: Vec::new(),
         partial_out: None,
+        partial_inputs: Vec::new(),
         direct_partials: Vec::new(),
         rollup: None,
     };
@@ -124,6 +125,7 @@ fn a_rollup_partial_is_gated_on_its_shards_files_and_rows() {
         groups: Vec::new(),
         input_ids: Vec::new(),
         partial_out: Some("/p".into()),
+        partial_inputs: Vec::new(),
         direct_partials: Vec::new(),
         rollup: Some(RollupSpec {
             date_from: "2026-11-01".into(),

@@ -5,7 +5,7 @@
 use covmerge_partial::desc::DESCRIPTION;
 use covmerge_partial::Description;
 use covmerge_proto::date::Date;
-use covmerge_proto::direct::DirectPartial;
+use covmerge_proto::direct::{DirectPartial, PlannedSha};
 use covmerge_proto::input::InputFormat;
 use covmerge_proto::job::RollupSpec;
 use covmerge_proto::manifest::NamespaceTally;
@@ -148,6 +148,22 @@ pub(super) fn direct_partials(
                     },
                     others: d.other_namespaces.clone(),
                 },
+            })
+        })
+        .collect()
+}
+
+/// The SHA-256 of every partial input's `partial.json` as planned, in input order.
+pub(super) fn planned_shas(planned: &[Option<PlannedPartial>]) -> Vec<PlannedSha> {
+    planned
+        .iter()
+        .enumerate()
+        .filter_map(|(i, p)| {
+            let p = p.as_ref()?;
+            p.description.as_ref()?;
+            Some(PlannedSha {
+                input: i as u32,
+                description_sha256: p.sha256.clone(),
             })
         })
         .collect()

@@ -48,16 +48,37 @@ impl Format for PartialDir {
         dir.join(covmerge_partial::desc::DESCRIPTION).is_file()
     }
 
-    fn read(&self, input: &str, source: Source, _: &InputOptions) -> Result<Reading, ReadError> {
+    fn read(&self, input: &str, source: Source, opts: &InputOptions) -> Result<Reading, ReadError> {
         let refuse = |problem: String| ReadError::Input {
             input: input.to_string(),
             problem,
         };
+        // A split of a planned job: the description must be the one planned (a
+        // partial rewritten since was read with the planned period).
+        let planned = |sha: &str| -> Result<(), ReadError> {
+            match &opts.partial_sha256 {
+                Some(p) if p != sha => Err(refuse(format!(
+                    "its {} changed since the job was planned (SHA-256 {sha}, planned {p})",
+                    covmerge_partial::desc::DESCRIPTION
+                ))),
+                _ => Ok(()),
+            }
+        };
         let at = match source {
             Source::Dir(dir) => {
+                if opts.partial_sha256.is_some() {
+                    let desc = dir.join(covmerge_partial::desc::DESCRIPTION);
+                    let text = std::fs::read(&desc)
+                        .map_err(|e| refuse(format!("{}: {e}", desc.display())))?;
+                    planned(&super::partial_store::sha256_hex(&text))?;
+                }
                 PartialAt::Dir(Partial::open(&dir).map_err(|e| refuse(e.to_string()))?)
             }
-            Source::Store(rt) => PartialAt::open(input, &rt).map_err(refuse)?.0,
+            Source::Store(rt) => {
+                let (at, sha) = PartialAt::open(input, &rt).map_err(refuse)?;
+                planned(&sha)?;
+                at
+            }
             Source::Stream(_) => return Err(refuse(
                 "a partial input must be a local directory or a store prefix holding partial.json"
                     .into(),

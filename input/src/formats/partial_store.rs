@@ -331,6 +331,20 @@ mod tests {
         input: &str,
         rt: &tokio::runtime::Runtime,
     ) -> Result<Vec<(String, u32, u64, u64)>, String> {
+        rows_planned(input, rt, None)
+    }
+
+    /// [`rows`] as a split of a planned job reads them (`planned`: the SHA-256 of the
+    /// description as planned).
+    fn rows_planned(
+        input: &str,
+        rt: &tokio::runtime::Runtime,
+        planned: Option<&str>,
+    ) -> Result<Vec<(String, u32, u64, u64)>, String> {
+        let opts = InputOptions {
+            partial_sha256: planned.map(str::to_owned),
+            ..InputOptions::default()
+        };
         let opened = open(
             input,
             InputFormat::Auto,
@@ -339,10 +353,7 @@ mod tests {
         )
         .map_err(|e| e.to_string())?;
         assert_eq!(opened.format(), InputFormat::Partial);
-        let Reading::Rows(src) = opened
-            .read(&InputOptions::default())
-            .map_err(|e| e.to_string())?
-        else {
+        let Reading::Rows(src) = opened.read(&opts).map_err(|e| e.to_string())? else {
             panic!("not rows")
         };
         let mut out = Vec::new();
@@ -447,5 +458,29 @@ mod tests {
         std::fs::remove_file(dir.join(DESCRIPTION)).unwrap();
         let e = rows(&url, &rt).unwrap_err();
         assert!(e.contains("holds no partial"), "{e}");
+    }
+
+    /// A partial rewritten between a job's planning and the split that reads it was
+    /// read whole, its new rows under the planned period: a split now refuses a
+    /// description other than the planned one, local or in a store.
+    #[test]
+    fn a_split_read_a_partial_rewritten_since_the_job_was_planned() {
+        let rt = rt();
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("day");
+        build(&dir);
+        let sha = sha256_hex(&std::fs::read(dir.join(DESCRIPTION)).unwrap());
+        let url = format!("file://{}/", dir.display());
+        let local = dir.to_str().unwrap();
+        for input in [local, url.as_str()] {
+            let want = rows(input, &rt).unwrap();
+            assert_eq!(rows_planned(input, &rt, Some(&sha)).unwrap(), want);
+            let e = rows_planned(input, &rt, Some(&"0".repeat(64))).unwrap_err();
+            assert!(e.contains("changed since the job was planned"), "{e}");
+            assert!(
+                e.contains(input.trim_start_matches("file://").trim_end_matches('/')),
+                "{e}"
+            );
+        }
     }
 }

@@ -81,6 +81,7 @@ mod registry {
 
     fn rows_of(opened: Opened) -> Vec<(String, String, u32, u64, u64)> {
         let options = InputOptions {
+            partial_sha256: None,
             go_modules: vec![covmerge_proto::input::GoModule {
                 module: "example.com/m".into(),
                 dir: ".".into(),

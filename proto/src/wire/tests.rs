@@ -100,6 +100,7 @@ fn forged_tasks_are_invalid() {
     };
     let with_rules = |n| crate::input::InputSpec {
         options: crate::input::InputOptions {
+            partial_sha256: None,
             go_modules: vec![rule.clone(); n],
         },
         ..Default::default()

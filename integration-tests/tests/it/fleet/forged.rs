@@ -243,6 +243,7 @@ fn forged_split_task_cannot_read_files_outside_its_job() {
             max_bad_rows: 0,
             read: covmerge_proto::input::InputSpec {
                 options: covmerge_proto::input::InputOptions {
+                    partial_sha256: None,
                     go_modules: vec![covmerge_proto::input::GoModule {
                         module: "example.com/m".into(),
                         dir: "../../etc".into(),
