@@ -380,3 +380,57 @@ fn worker_with_refused_s3_credentials_does_not_fail_the_job() {
     );
     assert_no_job_queues_left(&vh);
 }
+
+/// A job whose `--source` no worker can open (a mistyped path) took the fleet
+/// down: every worker counted the failure against its own configuration and exited
+/// after `--max-config-failures`, and with fewer than three workers no task reached
+/// three refusers, so the coordinator waited forever. Now the job's source failing
+/// to open is not counted against a worker: the task is handed around until its
+/// hand-backs run out, the job fails naming the source and the workers, and both
+/// workers are still up and serve the next job.
+#[test]
+fn a_job_source_no_worker_can_open_no_longer_kills_the_fleet() {
+    let s = FleetCorpus::new(236).unlocked().build();
+    let vh = Vhost::new("badsrc");
+    let dir = s.dir();
+    let store = file_store(&dir.join("store"));
+    let mut workers: Vec<Proc> = (1..=2)
+        .map(|n| worker_on(&vh.url, dir, n, &store, &[], &[]))
+        .collect();
+    let missing = dir.join("no-such-source");
+    let bad_source = format!("dir:{}", missing.display());
+    let out = dir.join("out.gz");
+    let mut a = s.job_args_with(&bad_source, &s.inputs);
+    a.extend_from_slice(&["--amqp", &vh.url, "--store", &store]);
+    let out_s = out.display().to_string();
+    a.extend_from_slice(&["--out", &out_s]);
+    let started = Instant::now();
+    let o = covmerge_integration_tests::fleet::coordinator_run(&a, &[], Duration::from_secs(120));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success(), "{err}");
+    // Each failed task names the source and both workers that tried it.
+    assert!(
+        err.lines()
+            .any(|l| l.contains("no-such-source") && l.contains("2 worker(s) could not run it")),
+        "{err}"
+    );
+    for w in &mut workers {
+        assert!(
+            w.child.try_wait().unwrap().is_none(),
+            "{} exited:\n{}",
+            w.name,
+            w.log_text()
+        );
+        let log = w.log_text();
+        assert!(!log.contains("exiting so that it is replaced"), "{log}");
+    }
+    assert!(
+        started.elapsed() < Duration::from_secs(120),
+        "{:?}",
+        started.elapsed()
+    );
+    assert_no_job_queues_left(&vh);
+    // The same two workers run the job with its right source.
+    run_ok(&s.coord_args(&vh.url, &store, &out), &[]);
+    assert_eq!(gunzip(&out), s.want);
+}

@@ -28,7 +28,7 @@ use super::source_cache::SourceCache;
 use super::spill_writer::{SpillState, SpillWriter};
 use crate::merge::part::PartBytes;
 use crate::merge::{merge_shard_feeding, BlockSink, HeldBudget, ProjectionCache, ShardJob};
-use crate::source::{open_source_within, CachedSource, Source};
+use crate::source::Source;
 use crate::split::inputs::{split_inputs, ReadInput};
 use crate::split::{Emit, Flush, SplitError, SplitSettings, BAD_ROW_SAMPLES};
 use crate::thread::{run_on_thread, Cancel};
@@ -126,7 +126,7 @@ pub use covmerge_telemetry::Progress;
 pub struct Executor {
     pub(super) store: Store,
     pub(super) cfg: WorkerConfig,
-    sources: Mutex<SourceCache>,
+    pub(super) sources: Mutex<SourceCache>,
     /// Specs of the jobs seen lately, to check tasks against.
     specs: Mutex<HashMap<JobId, Arc<JobSpec>>>,
     pub(super) cache: ProjectionCache,
@@ -168,7 +168,7 @@ pub fn source_cost(spec: &str, shares: &Shares) -> usize {
 
 /// Returns freed heap pages to the system (glibc keeps them otherwise, and a worker's
 /// RSS would stay at its peak after its caches are dropped).
-fn trim_heap() {
+pub(super) fn trim_heap() {
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
     // SAFETY: malloc_trim only walks and releases the allocator's free memory.
     unsafe {
@@ -225,34 +225,6 @@ impl Executor {
             metrics().config_failures.set(0);
             info!("a task ran on this worker again: its configuration failures are cleared");
         }
-    }
-
-    pub(super) fn source(&self, spec: &str) -> Result<Arc<dyn Source>, TaskError> {
-        let spec = self.cfg.source.as_deref().unwrap_or(spec);
-        if let Some(s) = self.sources.lock().unwrap().get(spec) {
-            return Ok(s);
-        }
-        let inner = open_source_within(
-            spec,
-            self.cfg.shares.store_indexes,
-            self.cfg.shares.max_file,
-        )
-        .map_err(Failure::config)?;
-        let s: Arc<dyn Source> = Arc::new(CachedSource::new(inner, self.cfg.shares.source_cache));
-        let cost = source_cost(spec, &self.cfg.shares);
-        let evicted =
-            self.sources
-                .lock()
-                .unwrap()
-                .insert(spec, s.clone(), cost, self.cfg.shares.sources);
-        if evicted > 0 {
-            info!(
-                evicted,
-                "source cache full: closed the least recently used source(s)"
-            );
-            trim_heap();
-        }
-        Ok(s)
     }
 
     /// Gives back what the last tasks left cached (open sources, line maps, job

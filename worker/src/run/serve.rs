@@ -210,7 +210,8 @@ pub async fn run_worker(
         }
         let result = match result {
             Err(f) if f.kind == FailureKind::Config => {
-                match served.config_failure(f, &delivery.refused_by) {
+                let job_source = exec.job_source_failure(&f);
+                match served.config_failure(f, &delivery.refused_by, job_source) {
                     ConfigFailure::HandBack { failures, max, f } => {
                         served
                             .hand_back(delivery, failures, max, f, &mut shutdown)
@@ -277,8 +278,15 @@ async fn valid_task(delivery: Delivery) -> Option<(Delivery, Task)> {
 
 /// What becomes of a task that failed for this worker's configuration.
 enum ConfigFailure {
-    /// Handed back to another worker: this one's `failures`-th in a row, of `max`.
-    HandBack { failures: u32, max: u32, f: Failure },
+    /// Handed back to another worker: this one's `failures`-th in a row, of `max`
+    /// (`None`: the job's source failed to open, which is not counted against this
+    /// worker: it may be the job's mistake, and a fleet that exits over one mistyped
+    /// job leaves the job waiting for workers that no longer exist).
+    HandBack {
+        failures: Option<u32>,
+        max: u32,
+        f: Failure,
+    },
     /// Failed: several workers could not run it (the task's fault after all), or
     /// this worker has no limit of such failures.
     Fail(Failure),
@@ -391,16 +399,21 @@ impl<'a> Served<'a> {
     }
 
     /// Decides what becomes of the task, failed with `f` for this worker's
-    /// configuration (`refused_by`: the workers that could not run it before).
-    fn config_failure(&self, f: Failure, refused_by: &[String]) -> ConfigFailure {
+    /// configuration (`refused_by`: the workers that could not run it before), or
+    /// failed to open the job's source (`job_source`: handed back alike, not counted
+    /// toward this worker's exit).
+    fn config_failure(&self, f: Failure, refused_by: &[String], job_source: bool) -> ConfigFailure {
         let exec = self.exec;
         let Some(max) = exec.cfg.max_config_failures else {
             return ConfigFailure::Fail(f);
         };
         let refusers = distinct_refusers(refused_by, &exec.cfg.worker_id);
         if refusers.len() < REFUSING_WORKERS && refused_by.len() + 1 < MAX_HAND_BACKS {
-            let failures = exec.config_failures.fetch_add(1, Ordering::SeqCst) + 1;
-            metrics().config_failures.set(i64::from(failures));
+            let failures = (!job_source).then(|| {
+                let failures = exec.config_failures.fetch_add(1, Ordering::SeqCst) + 1;
+                metrics().config_failures.set(i64::from(failures));
+                failures
+            });
             metrics().task(self.kind, outcome::MISCONFIGURED);
             let f = Failure::new(
                 FailureKind::Config,
@@ -421,18 +434,26 @@ impl<'a> Served<'a> {
 
     /// Hands the task back to another worker after this one's `failures`-th
     /// configuration failure in a row, and takes no task for a while; past `max`
-    /// the worker exits.
+    /// the worker exits. `failures` is `None` for a job's source that failed to
+    /// open: the task goes back after the shortest pause, and nothing is counted.
     async fn hand_back(
         &self,
         delivery: Delivery,
-        failures: u32,
+        failures: Option<u32>,
         max: u32,
         f: Failure,
         shutdown: &mut watch::Receiver<bool>,
     ) -> Result<(), WorkerExit> {
         let (queue, exec) = (self.queue, self.exec);
-        let pause = config_backoff(failures);
-        warn!(job = %self.job, task = %self.task_ref, failures, max, ?pause, error = %f, "this worker cannot run the task (its configuration): handing it back to another worker, not taking tasks meanwhile");
+        let pause = config_backoff(failures.unwrap_or(1));
+        match failures {
+            Some(failures) => {
+                warn!(job = %self.job, task = %self.task_ref, failures, max, ?pause, error = %f, "this worker cannot run the task (its configuration): handing it back to another worker, not taking tasks meanwhile")
+            }
+            None => {
+                warn!(job = %self.job, task = %self.task_ref, ?pause, error = %f, "this worker cannot open the job's source: handing the task back to another worker (not counted as this worker's configuration failure), not taking tasks meanwhile")
+            }
+        }
         report(queue, &self.report_of(ReportStatus::Retrying(f.clone()))).await;
         // Settled first: pausing cancels the task consumer and may
         // close the delivery's channel, and an ack on a closed
@@ -446,7 +467,7 @@ impl<'a> Served<'a> {
         );
         // No task comes to this worker during the pause.
         queue.pause_tasks(pause).await;
-        if failures >= max {
+        if let Some(failures) = failures.filter(|&n| n >= max) {
             return Err(WorkerExit::Misconfigured {
                 failures,
                 last: f.message,
