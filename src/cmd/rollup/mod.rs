@@ -47,22 +47,9 @@ pub(crate) async fn run(r: RollupArgs) -> Result<()> {
         covmerge_coordinator::check_apart(&r.partial_out, &r.input)?;
     }
     let (partials, raw) = classify(&r).await?;
-    // The partials' bad rows count against --max-bad-rows as a merge counts them (and
-    // as the fleet's roll-up does): raw rows get what they leave.
+    // Raw rows get the bad rows the partials leave of --max-bad-rows.
     let mut r = r;
-    let mut bad = 0u64;
-    for p in &partials {
-        bad = bad.saturating_add(p.rows_bad);
-        if bad > r.max_bad_rows {
-            bail!(
-                "--input {}: {} bad rows counted in the partial (its rows_bad), {bad} with the inputs before it: more than --max-bad-rows {}",
-                p.input,
-                p.rows_bad,
-                r.max_bad_rows
-            );
-        }
-    }
-    r.max_bad_rows -= bad;
+    r.max_bad_rows -= partials_bad_rows(&partials, r.max_bad_rows)?;
     if !raw.is_empty() && sources.all.is_none() && sources.per.is_empty() {
         bail!(
             "--input {}: raw rows (not a partial: no partial.json) need --source to find each row's version",
@@ -206,6 +193,23 @@ fn group_partials(
 /// The position of `ns` among the namespaces written (names a scratch directory).
 fn outs_index(known: &[String], ns: &str) -> usize {
     known.iter().position(|k| k == ns).unwrap_or(0)
+}
+
+/// The partials' bad rows, which count against `--max-bad-rows` (`max`) as a merge
+/// counts them (and as the fleet's roll-up does); past it, refused naming the partial.
+fn partials_bad_rows(partials: &[PartialInput], max: u64) -> Result<u64> {
+    let mut bad = 0u64;
+    for p in partials {
+        bad = bad.saturating_add(p.rows_bad);
+        if bad > max {
+            bail!(
+                "--input {}: {} bad rows counted in the partial (its rows_bad), {bad} with the inputs before it: more than --max-bad-rows {max}",
+                p.input,
+                p.rows_bad
+            );
+        }
+    }
+    Ok(bad)
 }
 
 /// Sorts the inputs into partials (local directories holding `partial.json`, checked
