@@ -312,6 +312,10 @@ fn namespaces_that_cannot_name_a_directory_and_wrong_sources_are_refused() {
         );
     }
     let csv = shared_table(&c, &["upstream", "android", "next"]);
+    // A --namespace that cannot fill {namespace}: the local --partial-out is named as
+    // given (it was `<unparseable URL>`).
+    let err = run(&csv, &["--source", src, "--namespace", ".."], &template);
+    assert!(err.contains(&template) && err.contains("\"..\""), "{err}");
     // Several namespaces, no {namespace} and no --namespace: refused, as merge does.
     let err = run(&csv, &["--source", src], &format!("{dir}/plain"));
     assert!(

@@ -72,7 +72,7 @@ pub(crate) fn template(url: &str) -> Result<bool> {
     if rest.contains('{') || rest.contains('}') {
         bail!(
             "--partial-out {}: `{{` and `}}` may only make {PLACEHOLDER} (the one placeholder)",
-            covmerge_storage::redact_url(url)
+            covmerge_storage::shown_url(url)
         );
     }
     Ok(rest.len() != url.len())
@@ -83,7 +83,7 @@ pub(crate) fn fill(url: &str, ns: &str) -> Result<String> {
     if let Some(why) = unsafe_segment(ns.as_bytes()) {
         bail!(
             "namespace {ns:?} cannot fill {PLACEHOLDER} in --partial-out {}: {why}",
-            covmerge_storage::redact_url(url)
+            covmerge_storage::shown_url(url)
         );
     }
     Ok(url.replace(PLACEHOLDER, ns))
@@ -111,7 +111,7 @@ impl Sources {
                     if let Some((_, o)) = s.per.iter().find(|(n, _)| n == ns) {
                         bail!(
                             "--source {ns}={} and --source {f}: namespace {ns:?} is given two sources",
-                            covmerge_storage::redact_url(o)
+                            covmerge_storage::shown_url(o)
                         );
                     }
                     crate::job::check_source(src)?;
@@ -121,8 +121,8 @@ impl Sources {
                     if let Some(o) = &s.all {
                         bail!(
                             "--source {} and --source {}: one source serves every namespace; give the others as NS=SRC",
-                            covmerge_storage::redact_url(o),
-                            covmerge_storage::redact_url(f)
+                            covmerge_storage::shown_url(o),
+                            covmerge_storage::shown_url(f)
                         );
                     }
                     crate::job::check_source(f)?;
@@ -149,7 +149,7 @@ impl Sources {
             if !known.iter().any(|k| k == ns) {
                 bail!(
                     "--source {ns}={}: no row or partial of the inputs is of namespace {ns:?} (they hold {})",
-                    covmerge_storage::redact_url(src),
+                    covmerge_storage::shown_url(src),
                     if known.is_empty() {
                         "none".to_owned()
                     } else {
