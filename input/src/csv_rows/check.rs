@@ -42,7 +42,7 @@ pub(super) fn row_of<'a>(
     let hits = parse_count("hit_count", field(c.hits))?;
     Ok(Row {
         repo: field(c.repo),
-        commit: field(c.commit).trim_ascii(),
+        commit: field(c.commit),
         file,
         func: field(c.func),
         manager,

@@ -81,7 +81,7 @@ impl std::fmt::Display for RowProblem {
                 write!(f, "column `{column}`: {} is negative", Shown::quoted(value))
             }
             RowProblem::Overflow { column, value } => {
-                write!(f, "column `{column}`: {} overflows a 64-bit count", Shown::quoted(value))
+                write!(f, "column `{column}`: {} is past the largest count, 9223372036854775807 (Go's int64 on the dashboard)", Shown::quoted(value))
             }
             RowProblem::NotUtf8 { column, value } => write!(
                 f,

@@ -51,6 +51,79 @@ impl Header {
     pub fn cols(&self) -> Columns {
         self.cols
     }
+
+    /// When the first record of `text` (a bad row's text, up to the input's end) names
+    /// this header's columns again but is not the header byte for byte (another column
+    /// order, a byte order mark, spaces): the error that stops the input at `line`.
+    /// Skipping such a row as bad would read the rows after it by the first header's
+    /// positions.
+    pub fn header_again(&self, text: &[u8], line: u64) -> Option<InputError> {
+        // Most bad rows are not a header: those without a column's name on their first
+        // line are not parsed again.
+        let first = &text[..memchr::memchr(b'\n', text).unwrap_or(text.len())];
+        memchr::memmem::find(first, REQUIRED[1].as_bytes())?;
+        let mut rec = csv::ByteRecord::new();
+        let mut rdr = csv_reader(text);
+        match rdr.read_byte_record(&mut rec) {
+            // The csv reader drops a byte order mark at the start of what it reads.
+            Ok(true) if text.starts_with(b"\xef\xbb\xbf") && rec == self.record => {
+                Some(again(&self.name, line, true))
+            }
+            Ok(true) => header_again(&self.name, &self.record, &rec, line),
+            _ => None,
+        }
+    }
+}
+
+/// [`Header::header_again`] of a parsed record.
+fn header_again(
+    name: &str,
+    header: &csv::ByteRecord,
+    rec: &csv::ByteRecord,
+    line: u64,
+) -> Option<InputError> {
+    let names = |r: &csv::ByteRecord| {
+        let mut v: Vec<Vec<u8>> = r
+            .iter()
+            .enumerate()
+            .map(|(i, f)| column_name(i, f))
+            .collect();
+        v.sort_unstable();
+        v
+    };
+    if rec.len() != header.len() || rec == header || names(rec) != names(header) {
+        return None;
+    }
+    let same_order = (0..rec.len()).all(|i| column_name(i, &rec[i]) == column_name(i, &header[i]));
+    Some(again(name, line, same_order))
+}
+
+/// The error of a header found again at `line` (`same_order`: with the first one's
+/// column order, other bytes).
+fn again(name: &str, line: u64, same_order: bool) -> InputError {
+    let how = if same_order {
+        "with a byte order mark or spaces the first has not"
+    } else {
+        "with its columns in another order"
+    };
+    InputError::Read {
+        input: name.to_string(),
+        line,
+        problem: format!(
+            "the header again, {how}: the rows after it cannot be read by the first header's positions (an input holds one header; split it where the header repeats)"
+        ),
+    }
+}
+
+/// A header field as a column name: without a UTF-8 byte order mark before the first
+/// and without spaces around it.
+fn column_name(i: usize, f: &[u8]) -> Vec<u8> {
+    let f = if i == 0 {
+        f.strip_prefix(b"\xef\xbb\xbf").unwrap_or(f)
+    } else {
+        f
+    };
+    f.trim_ascii().to_vec()
 }
 
 fn csv_reader<R: Read>(input: R) -> csv::Reader<R> {
@@ -78,14 +151,7 @@ impl<R: Read> RowReader<R> {
         let fields: Vec<Vec<u8>> = header
             .iter()
             .enumerate()
-            .map(|(i, f)| {
-                let f = if i == 0 {
-                    f.strip_prefix(b"\xef\xbb\xbf").unwrap_or(f)
-                } else {
-                    f
-                };
-                f.trim_ascii().to_vec()
-            })
+            .map(|(i, f)| column_name(i, f))
             .collect();
         let find = |c: &'static str| {
             let mut at = fields

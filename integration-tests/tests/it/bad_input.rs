@@ -106,7 +106,10 @@ fn each_malformed_row_fails_the_job_naming_input_and_line() {
         ("r,c1,a.c,f,m,1,1.5\n", "not an integer"),
         ("r,c1,/etc/passwd,f,m,1,1\n", "file_path"),
         ("r,c1,a/../../b.c,f,m,1,1\n", "file_path"),
-        ("r,c1,a.c,f,m,1,18446744073709551616\n", "overflows"),
+        (
+            "r,c1,a.c,f,m,1,18446744073709551616\n",
+            "past the largest count",
+        ),
     ];
     for (row, what) in cases {
         let c = Case::new();

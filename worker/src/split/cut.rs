@@ -93,13 +93,14 @@ pub(crate) struct Pieces<'e, R> {
 }
 
 impl<'e, R: Read> Pieces<'e, R> {
-    /// A cutter over `input`, whose header ended at `offset`; `buf` holds what was read
-    /// past it (from the record start on line 2).
+    /// A cutter over `input`, whose header ended at byte `header.0` after `header.1`
+    /// lines; `buf` holds what was read past it (from the record start on the next
+    /// line).
     pub(crate) fn new(
         input: R,
         limits: Limits,
         buf: Vec<u8>,
-        offset: u64,
+        (offset, header_lines): (u64, u64),
         stop: &'e AtomicBool,
         spare: &'e Mutex<Vec<Vec<u8>>>,
         read_err: &'e dyn Fn(std::io::Error) -> InputError,
@@ -116,7 +117,7 @@ impl<'e, R: Read> Pieces<'e, R> {
             first_quote: None,
             last_quote: None,
             discarding: false,
-            next_line: 2,
+            next_line: header_lines + 1,
             offset,
             scanned_total: 0,
             peak: 0,

@@ -118,8 +118,12 @@ type Key = (Vec<u8>, Vec<u8>, Vec<u8>, Vec<u8>, u32);
 /// (hits, rows) per key.
 type Rows = BTreeMap<Key, (u64, u64)>;
 
-/// What the csv crate reads from the whole text in one reader.
-fn oracle(text: &[u8], max_row: usize) -> (u64, Vec<(u64, String)>, Rows) {
+/// Rows read, bad rows (line, problem) and the good rows summed.
+type CsvRead = (u64, Vec<(u64, String)>, Rows);
+
+/// What the csv crate reads from the whole text in one reader, or the line where it
+/// found the header again in another form (the input is refused).
+fn oracle(text: &[u8], max_row: usize) -> Result<CsvRead, u64> {
     let r = RowReader::new("t.csv", text).unwrap();
     let header = r.header().with_max_row(max_row);
     let hlen = memchr::memchr(b'\n', text).unwrap() + 1;
@@ -127,6 +131,7 @@ fn oracle(text: &[u8], max_row: usize) -> (u64, Vec<(u64, String)>, Rows) {
     let mut rows_in = 0;
     let mut bad = Vec::new();
     let mut good = BTreeMap::new();
+    let mut again = None;
     RowReader::from_header(&header, body, 2)
         .for_each(|pos, row| {
             rows_in += 1;
@@ -149,16 +154,28 @@ fn oracle(text: &[u8], max_row: usize) -> (u64, Vec<(u64, String)>, Rows) {
                     while upto < body.len() && matches!(body[upto], b'\n' | b'\r') {
                         upto += 1;
                     }
-                    bad.push((2 + count_newlines(&body[..upto]), p.to_string()));
+                    let line = 2 + count_newlines(&body[..upto]);
+                    if header.header_again(&body[upto..], line).is_some() {
+                        again = Some(line);
+                        return false;
+                    }
+                    bad.push((line, p.to_string()));
                 }
             }
             true
         })
         .unwrap();
-    (rows_in, bad, good)
+    match again {
+        Some(line) => Err(line),
+        None => Ok((rows_in, bad, good)),
+    }
 }
 
-fn split(text: &[u8], threads: usize, limits: Limits) -> (SplitOutcome, CutStats, Rows) {
+fn split(
+    text: &[u8],
+    threads: usize,
+    limits: Limits,
+) -> Result<(SplitOutcome, CutStats, Rows), SplitError> {
     let got = Mutex::new(BTreeMap::new());
     // Every chunk of a flush holds its own shard's files only, and the chunks
     // tile the object.
@@ -199,9 +216,8 @@ fn split(text: &[u8], threads: usize, limits: Limits) -> (SplitOutcome, CutStats
         super::Namespaces::Job(None),
         &emit,
         limits,
-    )
-    .unwrap();
-    (o, stats, got.into_inner().unwrap())
+    )?;
+    Ok((o, stats, got.into_inner().unwrap()))
 }
 
 #[test]
@@ -220,15 +236,33 @@ fn the_splitter_agrees_with_the_csv_crate_on_arbitrary_bytes() {
             discard_at: 4 * max_row,
         };
         let text = text(&mut rng, max_row);
-        let (rows_in, bad, good) = oracle(&text, max_row);
+        let want = oracle(&text, max_row);
         for threads in [1, 3] {
-            let (o, stats, got) = split(&text, threads, limits);
             let ctx = || {
                 format!(
                     "case {i} threads {threads}: {:?}",
                     text.escape_ascii().to_string()
                 )
             };
+            let ((rows_in, bad, good), (o, stats, got)) =
+                match (&want, split(&text, threads, limits)) {
+                    (Ok((r, b, g)), Ok(split)) => ((*r, b, g), split),
+                    (
+                        Err(line),
+                        Err(SplitError::Input(InputError::Read {
+                            line: l, problem, ..
+                        })),
+                    ) => {
+                        assert!(
+                            problem.starts_with("the header again"),
+                            "{problem}: {}",
+                            ctx()
+                        );
+                        assert_eq!(l, *line, "{}", ctx());
+                        continue;
+                    }
+                    (w, s) => panic!("csv {:?}, split {:?}: {}", w.as_ref().err(), s.err(), ctx()),
+                };
             assert_eq!(o.counts.rows_in, rows_in, "{}", ctx());
             assert_eq!(o.counts.rows_bad, bad.len() as u64, "{}", ctx());
             let want: Vec<_> = bad.iter().take(BAD_ROW_SAMPLES).cloned().collect();
@@ -238,7 +272,7 @@ fn the_splitter_agrees_with_the_csv_crate_on_arbitrary_bytes() {
                 .map(|b| (b.line, b.problem.clone()))
                 .collect();
             assert_eq!(have, want, "{}", ctx());
-            assert_eq!(got, good, "{}", ctx());
+            assert_eq!(&got, good, "{}", ctx());
             let hlen = memchr::memchr(b'\n', &text).unwrap() + 1;
             assert_eq!(
                 stats.scanned,
@@ -320,14 +354,14 @@ fn runs_of_equal_values_read_as_the_csv_crate_reads_them() {
             t.extend_from_slice([&b"\n"[..], b"\r\n", b"\r"][rng.below(3) as usize]);
         }
         let max_row = 1 << 10;
-        let (rows_in, bad, good) = oracle(&t, max_row);
+        let (rows_in, bad, good) = oracle(&t, max_row).unwrap();
         let limits = Limits {
             piece: 64 + rng.below(8192) as usize,
             max_row,
             discard_at: 4 * max_row,
         };
         for threads in [1, 2] {
-            let (o, _, got) = split(&t, threads, limits);
+            let (o, _, got) = split(&t, threads, limits).unwrap();
             let ctx = || {
                 format!(
                     "case {case} threads {threads}: {:?}",

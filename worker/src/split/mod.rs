@@ -372,6 +372,8 @@ pub(crate) fn split_input_with<R: Read>(
     };
     let read_err = |e: std::io::Error| InputError::from_read(name, e);
     let (mut buf, header_end) = read_header_line(name, &mut input, limits, &read_err)?;
+    // A quoted header field may hold newlines: the rows start on the line after them.
+    let header_lines = count_newlines(&buf[..header_end]).max(1);
     let header = RowReader::new(name, &buf[..header_end])?
         .header()
         .with_max_row(limits.max_row)
@@ -412,7 +414,7 @@ pub(crate) fn split_input_with<R: Read>(
         input,
         limits,
         buf,
-        header_end as u64,
+        (header_end as u64, header_lines),
         &shared.stop,
         &shared.spare,
         &read_err,
@@ -443,12 +445,12 @@ fn read_header_line(
     read_err: &impl Fn(std::io::Error) -> InputError,
 ) -> Result<(Vec<u8>, usize), SplitError> {
     let mut buf: Vec<u8> = Vec::with_capacity(limits.piece * 2);
-    let mut seen = 0;
+    let mut end = HeaderEnd::default();
     let header_end = loop {
-        if let Some(i) = memchr::memchr(b'\n', &buf[seen..]) {
-            break seen + i + 1;
+        if let Some(i) = end.scan(&buf) {
+            break i;
         }
-        seen = buf.len();
+        let seen = buf.len();
         if seen > limits.max_row {
             return Err(InputError::Read {
                 input: name.to_string(),
@@ -468,11 +470,18 @@ fn read_header_line(
     // cuts at newlines: a header ended by a bare `\r` took the rows after it up to
     // the first newline with it, and they were dropped unseen, uncounted. Only a
     // `\r\n` ending is a line end here.
-    let line = &buf[..header_end];
-    let body = line
-        .strip_suffix(b"\n")
-        .map_or(line, |l| l.strip_suffix(b"\r").unwrap_or(l));
-    if let Some(at) = memchr::memchr(b'\r', body) {
+    let body_end = header_end - usize::from(buf[..header_end].ends_with(b"\n"));
+    let body_end = body_end - usize::from(buf[..body_end].ends_with(b"\r"));
+    if body_end == 0 && header_end < buf.len() {
+        return Err(InputError::Read {
+            input: name.to_string(),
+            line: 1,
+            problem: "a blank line where the header row must be: the header is the first line"
+                .into(),
+        }
+        .into());
+    }
+    if let Some(at) = end.first_cr.filter(|&at| at < body_end) {
         return Err(InputError::Read {
             input: name.to_string(),
             line: 1,
@@ -484,6 +493,54 @@ fn read_header_line(
         .into());
     }
     Ok((buf, header_end))
+}
+
+/// Where the header row ends, found as the CSV reader reads it: a newline inside a
+/// quoted field is text (a header cut at the first physical newline had its second half
+/// merged as a row). Fed the growing buffer again and again, it scans each byte once.
+#[derive(Default)]
+struct HeaderEnd {
+    seen: usize,
+    quoted: bool,
+    /// Just after a `"` inside a quoted field: `""` is a quote, anything else closes.
+    quote_in_quoted: bool,
+    /// The first carriage return outside quotes.
+    first_cr: Option<usize>,
+}
+
+impl HeaderEnd {
+    /// The header's end (past its newline) in `buf`, if `buf` holds it.
+    fn scan(&mut self, buf: &[u8]) -> Option<usize> {
+        while self.seen < buf.len() {
+            let (i, b) = (self.seen, buf[self.seen]);
+            self.seen += 1;
+            if self.quote_in_quoted {
+                self.quote_in_quoted = false;
+                if b == b'"' {
+                    continue;
+                }
+                self.quoted = false;
+            } else if self.quoted {
+                self.quote_in_quoted = b == b'"';
+                continue;
+            }
+            match b {
+                b'\n' => return Some(i + 1),
+                b'\r' => {
+                    self.first_cr.get_or_insert(i);
+                }
+                b'"' if field_start(buf, i) => self.quoted = true,
+                _ => {}
+            }
+        }
+        None
+    }
+}
+
+/// Whether `buf[i]` starts a header field (after a separator, or the row's start with
+/// or without a byte order mark).
+fn field_start(buf: &[u8], i: usize) -> bool {
+    i == 0 || buf[i - 1] == b',' || (i == 3 && buf.starts_with(b"\xEF\xBB\xBF"))
 }
 
 /// `threads` parse threads fed by this thread, which cuts the pieces: their outcomes

@@ -86,13 +86,20 @@ pub(super) fn parse_thread(
         if sh.stop.load(Ordering::Relaxed) {
             break;
         }
-        // A bad row: counted, sampled with its line, and the split stops past the cap.
+        // A bad row: counted, sampled with its line, and the split stops past the cap
+        // (or at once, when it is the header again in another form).
+        let mut header_again = None;
         let mut bad = |pos: Pos, problem: RowProblem, outcome: &mut SplitOutcome| -> bool {
             outcome.counts.rows_bad += 1;
             // Recount from the piece: csv's own line count skips blank lines.
             // csv places a record after the previous terminator, before any
             // blank lines: step over them to the record itself.
             let (line, upto) = line_at(&bytes, first_line, pos);
+            if let Some(e) = sh.header.header_again(&bytes[upto..], line) {
+                sh.stop.store(true, Ordering::Relaxed);
+                header_again = Some(e);
+                return false;
+            }
             samples.push((
                 (line, offset + upto as u64),
                 BadRow {
@@ -128,6 +135,9 @@ pub(super) fn parse_thread(
             if let Some(e) = routing.as_mut().and_then(|r| r.failed.take()) {
                 return Err(e);
             }
+        }
+        if let Some(e) = header_again {
+            return Err(e.into());
         }
         sh.give_back(bytes);
         if b.held() > budget {
@@ -329,9 +339,10 @@ fn parse_unquoted<S, B>(
             strings.index[FUNC].prefetch(func_hash);
         }
         let (file, ok_file) = last[FILE].id(fields.get(c.file), |s| strings.id(FILE, s, n));
-        let (commit, ok_commit) = last[COMMIT].id(fields.get(c.commit), |s| {
-            strings.id(COMMIT, s.trim_ascii(), n)
-        });
+        // The commit is taken as written: ` V ` is not commit `V` (the row is lost,
+        // its commit holds no such file).
+        let (commit, ok_commit) =
+            last[COMMIT].id(fields.get(c.commit), |s| strings.id(COMMIT, s, n));
         let (manager, ok_manager) =
             last[MANAGER].id(fields.get(c.manager), |s| strings.id(MANAGER, s, n));
         let ok_repo = strings.repo_ok(fields.get(c.repo));
