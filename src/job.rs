@@ -73,12 +73,12 @@ pub(crate) fn partial_out_of(url: &str, namespace: Option<&str>, rollup: bool) -
         Some(ns) => names::fill(url, ns),
         None if rollup => bail!(
             "--partial-out {}: {} without --namespace: a roll-up job on the fleet writes the partial of one namespace; give --namespace NS, or run covmerge rollup (in one process) for one partial per namespace",
-            redact_url(url),
+            covmerge_storage::shown_url(url),
             names::PLACEHOLDER
         ),
         None => bail!(
             "--partial-out {}: {} needs --namespace (a merge writes the partial of one namespace; covmerge rollup writes one per namespace of its inputs)",
-            redact_url(url),
+            covmerge_storage::shown_url(url),
             names::PLACEHOLDER
         ),
     }
@@ -110,6 +110,29 @@ fn base_commit(a: &JobArgs) -> Result<String> {
 }
 
 /// The same parse `open_source` does, before any work.
+/// Before any work: the outputs named, apart from each other and from the source
+/// ([`covmerge_coordinator::check_outputs_apart`]).
+pub(crate) fn check_outputs(
+    source: Option<&str>,
+    out: Option<&str>,
+    manifest: Option<&std::path::Path>,
+    partial_out: Option<&str>,
+) -> Result<()> {
+    let manifest = manifest.map(|m| m.to_string_lossy());
+    let outputs: Vec<(&str, &str)> = [
+        ("--out", out),
+        ("--manifest", manifest.as_deref()),
+        ("--partial-out", partial_out),
+    ]
+    .into_iter()
+    .filter_map(|(f, d)| d.map(|d| (f, d)))
+    .collect();
+    let sources: Vec<&str> = source.into_iter().collect();
+    Ok(covmerge_coordinator::check_outputs_apart(
+        &sources, &outputs,
+    )?)
+}
+
 pub(crate) fn check_source(spec: &str) -> Result<()> {
     covmerge_source::SourceSpec::parse(spec)
         .map(|_| ())

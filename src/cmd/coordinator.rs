@@ -12,12 +12,18 @@ use tracing::info;
 
 use super::{print_rows, print_totals};
 use crate::cli::CoordinatorArgs;
-use crate::job::check_source;
+use crate::job::{check_outputs, check_source};
 
 pub(crate) async fn run(c: CoordinatorArgs) -> Result<()> {
     if let Some(s) = &c.job.source {
         check_source(s)?;
     }
+    check_outputs(
+        c.job.source.as_deref(),
+        c.out.as_deref(),
+        c.job.manifest.as_deref(),
+        c.job.partial_out.as_deref(),
+    )?;
     preflight_store(&c.fleet.store, &c.job.input)?;
     let job = c.job_id()?;
     let store = c.fleet.store()?;

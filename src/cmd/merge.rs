@@ -8,12 +8,18 @@ use covmerge_proto::output::totals_line;
 use super::{interrupted, say};
 use crate::cli::MergeArgs;
 use crate::embedded::Embedded;
-use crate::job::{check_base, check_source};
+use crate::job::{check_base, check_outputs, check_source};
 
 pub(crate) async fn run(m: MergeArgs) -> Result<()> {
     if let Some(s) = &m.job.source {
         check_source(s)?;
     }
+    check_outputs(
+        m.job.source.as_deref(),
+        m.out.as_deref(),
+        m.job.manifest.as_deref(),
+        m.job.partial_out.as_deref(),
+    )?;
     let spec = plan_job(&m.job.request(None, false)?).await?;
     check_base(&spec.source, &spec.base_commit, true).await?;
     preflight_outputs(&spec.inputs, m.out.as_deref(), m.job.manifest.as_deref())?;

@@ -123,7 +123,7 @@ impl Store {
     /// characters of names).
     pub fn open(url: &str) -> Result<Store, StoreError> {
         let bad = |reason: String| StoreError::Url {
-            url: redact_url(url),
+            url: location::shown(url),
             reason,
         };
         if url == "memory:" || url.starts_with("memory:/") {

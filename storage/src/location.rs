@@ -156,7 +156,7 @@ pub fn open_object(url: &str) -> Result<(Store, String), StoreError> {
         Some(i) if i + 1 < url.len() && !url[..i].ends_with('/') => (&url[..i], &url[i + 1..]),
         _ => {
             return Err(StoreError::Url {
-                url: redact_url(url),
+                url: shown(url),
                 reason: "expected a URL naming an object".into(),
             })
         }

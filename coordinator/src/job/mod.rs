@@ -3,6 +3,7 @@
 //! split's chunks), then the manifest, the result and the dashboard. Each phase's tasks
 //! are followed by a [`crate::tracker`].
 
+mod apart;
 mod begin;
 mod error;
 mod partial;
@@ -21,6 +22,7 @@ use covmerge_queue::Queue;
 use covmerge_storage::Store;
 use tracing::instrument;
 
+pub use apart::check_outputs_apart;
 pub use error::JobError;
 pub use partial::{check_apart, partial_store, preflight_partial_out, publish_local_partial};
 

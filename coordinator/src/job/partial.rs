@@ -227,7 +227,7 @@ pub fn check_apart(url: &str, inputs: &[String]) -> Result<(), JobError> {
 /// A location as a comparable prefix ending in `/`: `file://` and local paths by
 /// their real absolute path (the existing part canonicalized), store URLs without
 /// their query, and `…/partial.json` as its directory.
-fn location_key(location: &str) -> String {
+pub(super) fn location_key(location: &str) -> String {
     let l = location.strip_suffix("/partial.json").unwrap_or(location);
     let local = if let Some(p) = l.strip_prefix("file://") {
         Some(std::path::PathBuf::from(p))

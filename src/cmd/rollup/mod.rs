@@ -36,6 +36,8 @@ struct PartialInput {
 
 pub(crate) async fn run(r: RollupArgs) -> Result<()> {
     let templated = names::template(&r.partial_out)?;
+    let source: Vec<&str> = r.source.iter().map(String::as_str).collect();
+    covmerge_coordinator::check_outputs_apart(&source, &[("--partial-out", &r.partial_out)])?;
     let sources = Sources::parse(&r.source)?;
     if let (true, Some(ns)) = (templated, &r.namespace) {
         names::fill(&r.partial_out, ns)?;
@@ -396,14 +398,7 @@ fn period(date_to: &str, duration: i64) -> Result<(String, String)> {
     let to: covmerge_proto::date::Date = date_to
         .parse()
         .map_err(|e| anyhow::anyhow!("--date-to {date_to:?}: {e}"))?;
-    if duration < 0 {
-        bail!("--duration {duration}: a period of days, 0 or more");
-    }
-    let days = duration.max(1) - 1;
-    let (y, m, d) = covmerge_proto::date::civil_from_days(to.days() - days);
-    let from: covmerge_proto::date::Date = format!("{y:04}-{m:02}-{d:02}")
-        .parse()
-        .map_err(|e| anyhow::anyhow!("--duration {duration}: {e}"))?;
+    let from = to.period_start(duration).map_err(anyhow::Error::msg)?;
     Ok((from.to_string(), to.to_string()))
 }
 

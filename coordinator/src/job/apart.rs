@@ -1,0 +1,134 @@
+//! Before any work: the places a job writes are named, apart from each other and
+//! apart from the source it reads ([`check_outputs_apart`]).
+
+use super::partial::location_key;
+use super::JobError;
+
+/// Refuses, before any work, an output flag given an empty value, two outputs of
+/// which one is, holds or lies within the other (`--out X --partial-out X`: the
+/// partial's directory would be made where the result goes, or the result written
+/// into the partial), and an output that lies within a local source root or holds it
+/// (`dir:`, `git:`, `store:file://`: the merge would write over the texts it reads).
+/// `outputs` are (flag, value) pairs; standard output (`-`, `/dev/stdout`) is a
+/// stream, not a place. Locations are compared by their real paths (links resolved).
+pub fn check_outputs_apart(sources: &[&str], outputs: &[(&str, &str)]) -> Result<(), JobError> {
+    let fail = |m: String| Err(JobError::Preflight(m));
+    for (flag, dest) in outputs {
+        if dest.trim().is_empty() {
+            return fail(format!(
+                "{flag} is empty: give a path, a store URL{}",
+                if *flag == "--partial-out" {
+                    ""
+                } else {
+                    " or - for standard output"
+                }
+            ));
+        }
+    }
+    let places: Vec<(&str, &str, String)> = outputs
+        .iter()
+        .filter(|(_, d)| !matches!(*d, "-" | "/dev/stdout"))
+        .map(|(f, d)| (*f, *d, location_key(d)))
+        .collect();
+    for (i, (fa, a, ka)) in places.iter().enumerate() {
+        for (fb, b, kb) in &places[i + 1..] {
+            if ka.starts_with(kb.as_str()) || kb.starts_with(ka.as_str()) {
+                let how = if ka == kb { "is" } else { "overlaps" };
+                return fail(format!(
+                    "{fa} {} {how} {fb} {}: one would be written over or into the other; give each output its own place",
+                    covmerge_storage::shown_url(a),
+                    covmerge_storage::shown_url(b)
+                ));
+            }
+        }
+    }
+    for spec in sources {
+        let Some(root) = local_root(spec) else {
+            continue;
+        };
+        let kr = location_key(root);
+        for (flag, dest, key) in &places {
+            if key.starts_with(&kr) || kr.starts_with(key.as_str()) {
+                return fail(format!(
+                    "{flag} {} and the source {} overlap: the merge would write over or into the texts it reads; give an output outside the source",
+                    covmerge_storage::shown_url(dest),
+                    covmerge_storage::shown_url(spec)
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The local directory a source spec reads (`dir:ROOT`, `git:PATH`, `store:file://…`),
+/// `NS=SPEC` included; none for a store elsewhere.
+fn local_root(spec: &str) -> Option<&str> {
+    let spec = match spec.split_once('=') {
+        Some((ns, s)) if !ns.contains(':') => s,
+        _ => spec,
+    };
+    if let Some(r) = spec
+        .strip_prefix("dir:")
+        .or_else(|| spec.strip_prefix("git:"))
+    {
+        return Some(r);
+    }
+    spec.strip_prefix("store:")
+        .filter(|u| u.starts_with("file://"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn refused(sources: &[&str], outputs: &[(&str, &str)]) -> String {
+        match check_outputs_apart(sources, outputs) {
+            Err(e) => e.to_string(),
+            Ok(()) => String::new(),
+        }
+    }
+
+    #[test]
+    fn an_output_inside_a_dir_source_is_refused_also_through_a_link() {
+        let t = tempfile::tempdir().unwrap();
+        let src = t.path().join("src");
+        std::fs::create_dir_all(src.join("c1")).unwrap();
+        std::os::unix::fs::symlink(&src, t.path().join("link")).unwrap();
+        let spec = format!("dir:{}", src.display());
+        let inside = src.join("c1/a.c");
+        let via_link = t.path().join("link/c1/a.c");
+        let beside = t.path().join("out.jsonl");
+        for out in [&inside, &via_link] {
+            let e = refused(&[&spec], &[("--out", out.to_str().unwrap())]);
+            assert!(e.contains("--out") && e.contains("source"), "{e}");
+        }
+        let ns = format!("upstream={spec}");
+        let e = refused(&[&ns], &[("--manifest", inside.to_str().unwrap())]);
+        assert!(e.contains("--manifest"), "{e}");
+        assert_eq!(
+            refused(&[&spec], &[("--out", beside.to_str().unwrap())]),
+            ""
+        );
+    }
+
+    #[test]
+    fn clashing_outputs_are_refused_before_any_work() {
+        let t = tempfile::tempdir().unwrap();
+        let x = t.path().join("x");
+        let x = x.to_str().unwrap();
+        let inner = format!("{x}/result.jsonl");
+        for outs in [
+            vec![("--out", x), ("--partial-out", x)],
+            vec![("--manifest", x), ("--partial-out", x)],
+            vec![("--partial-out", x), ("--out", inner.as_str())],
+        ] {
+            let e = refused(&[], &outs);
+            assert!(e.contains(outs[0].0) && e.contains(outs[1].0), "{e}");
+        }
+        let e = refused(&[], &[("--out", "")]);
+        assert!(e.contains("--out is empty"), "{e}");
+        assert_eq!(refused(&[], &[("--out", "-"), ("--manifest", "-")]), "");
+        let y = format!("{x}y");
+        assert_eq!(refused(&[], &[("--out", x), ("--partial-out", &y)]), "");
+    }
+}
