@@ -32,6 +32,10 @@ pub const DEFAULT_WORKER_BUDGET: u64 = 384 << 20;
 /// The smallest budget accepted: below it the fixed costs of one task (a chunk, a
 /// block of the spill format, buffers of the readers) do not fit.
 pub const MIN_BUDGET: u64 = 16 << 20;
+/// The largest budget accepted, 1 PiB: far beyond any machine, and small enough that
+/// the plan's shares and the sizes derived from them never overflow (a budget near
+/// 2^64 made the plan's arithmetic panic).
+pub const MAX_BUDGET: u64 = 1 << 50;
 
 /// A byte budget shared by the reservations taken from it. Cheap to share (`Arc`).
 #[derive(Debug)]
@@ -291,6 +295,12 @@ pub fn parse_budget(s: &str) -> Result<u64, String> {
             format_bytes(MIN_BUDGET)
         ));
     }
+    if n > MAX_BUDGET {
+        return Err(format!(
+            "{s:?} is above the largest memory budget, {}",
+            format_bytes(MAX_BUDGET)
+        ));
+    }
     Ok(n)
 }
 
@@ -358,6 +368,16 @@ mod tests {
         assert!(parse_budget("lots")
             .unwrap_err()
             .contains("not a byte size"));
+    }
+
+    #[test]
+    fn a_budget_near_the_largest_integer_is_refused_not_a_panic() {
+        let e = parse_budget("15000000000000000000").unwrap_err();
+        assert!(e.contains("above the largest memory budget"), "{e}");
+        assert_eq!(parse_budget("1024TiB"), Ok(MAX_BUDGET));
+        // The largest budget accepted is planned without overflow.
+        let s = super::plan::Shares::of(MAX_BUDGET as usize, 64).unwrap();
+        assert!(s.source_cache < s.sources && s.per_loop > 0);
     }
 
     #[test]

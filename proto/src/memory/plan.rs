@@ -132,7 +132,7 @@ impl Shares {
             sources,
             // A source's caches are within the sources' share: a few sources open at
             // once (three `dir:` ones at the default budget, two `store:` ones, one `git:`).
-            source_cache: sources * 4 / 15,
+            source_cache: sources / 15 * 4,
             store_indexes: sources / 4,
             projection_cache,
             diffs,
