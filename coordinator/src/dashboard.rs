@@ -215,6 +215,26 @@ async fn read_capped(mut r: reqwest::Response) -> Result<Vec<u8>, ReadError> {
     Ok(b)
 }
 
+/// A reply's body as logs and errors show it: the key removed wherever the dashboard
+/// echoed it (whole, or a start of it cut off at the end), at most 200 characters,
+/// quoted with control characters escaped (a reply cannot forge log lines).
+fn shown_reply(body: &[u8], key: &str) -> String {
+    let mut text = String::from_utf8_lossy(body).into_owned();
+    if !key.is_empty() {
+        text = text.replace(key, "<redacted>");
+        // A reply cut at the cap may end inside the key.
+        if let Some(n) = (4..key.len().min(text.len()) + 1)
+            .rev()
+            .find(|&n| key.is_char_boundary(n) && text.ends_with(&key[..n]))
+        {
+            text.truncate(text.len() - n);
+            text.push_str("<redacted>");
+        }
+    }
+    let cut: String = text.trim().chars().take(200).collect();
+    format!("{cut:?}")
+}
+
 /// One dashboard call, attempted as often as its retries allow.
 struct OneCall<'a> {
     dashboard: &'a Dashboard,
@@ -240,10 +260,10 @@ impl OneCall<'_> {
         }
         if !s.is_success() {
             let body = match read_capped(r).await {
-                Ok(b) | Err(ReadError::TooLong(b)) => String::from_utf8_lossy(&b).into_owned(),
-                Err(ReadError::Http(_)) => String::new(),
+                Ok(b) | Err(ReadError::TooLong(b)) => b,
+                Err(ReadError::Http(_)) => Vec::new(),
             };
-            let body: String = body.trim().chars().take(200).collect();
+            let body = shown_reply(&body, &self.dashboard.key);
             let msg = format!("{method} at {url}: HTTP {s}: {body}");
             return Err(CallError {
                 msg,
@@ -267,8 +287,8 @@ impl OneCall<'_> {
         })?;
         serde_json::from_slice::<R>(&b).map_err(|e| CallError {
             msg: format!(
-                "{method} at {url}: unexpected reply {:?}: {e}",
-                String::from_utf8_lossy(&b[..b.len().min(200)])
+                "{method} at {url}: unexpected reply {}: {e}",
+                shown_reply(&b, &self.dashboard.key)
             ),
             retryable: false,
         })
@@ -346,5 +366,29 @@ impl CallError {
             msg,
             retryable: true,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::shown_reply;
+
+    #[test]
+    fn a_reply_that_echoes_the_key_does_not_leak_it() {
+        let key = "s3cr3t-dashboard-key-0123456789";
+        let body = format!("bad request: key={key} client=ci\n");
+        let shown = shown_reply(body.as_bytes(), key);
+        assert!(
+            !shown.contains(key) && shown.contains("<redacted>"),
+            "{shown}"
+        );
+        // Cut at the cap inside the key: the start of the key is not shown either.
+        let cut = format!("denied for {}", &key[..12]);
+        let shown = shown_reply(cut.as_bytes(), key);
+        assert!(!shown.contains(&key[..12]), "{shown}");
+        // A forged log line stays inside the quotes, and the text is capped.
+        let shown = shown_reply(b"x\nERROR fake line", key);
+        assert!(!shown.contains('\n') && shown.contains("\\n"), "{shown}");
+        assert!(shown_reply(&[b'a'; 5000], key).len() < 210);
     }
 }
