@@ -160,7 +160,7 @@ impl Read for Decoded {
                 return e;
             }
             let problem = if gzip && e.kind() == io::ErrorKind::UnexpectedEof {
-                "truncated gzip stream (it ends inside a member)".to_string()
+                "truncated gzip stream (it ends inside a member, or bytes after the last member are not a gzip member)".to_string()
             } else if gzip && e.kind() == io::ErrorKind::InvalidInput {
                 format!("corrupt gzip data ({e})")
             } else {

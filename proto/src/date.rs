@@ -96,6 +96,30 @@ impl Date {
     }
 }
 
+impl Date {
+    /// The first day of a period of `duration` days ending on `self` (0 and 1: one
+    /// day), refused when negative or when it would start before 0001-01-01.
+    pub fn period_start(self, duration: i64) -> Result<Date, String> {
+        if duration < 0 {
+            return Err(format!(
+                "--duration {duration}: a period of days, 0 or more"
+            ));
+        }
+        let first = self.days() - (duration.max(1) - 1);
+        if first < days_from_civil(1, 1, 1) {
+            return Err(format!(
+                "--duration {duration}: the period ending on {self} would start before 0001-01-01"
+            ));
+        }
+        let (y, m, d) = civil_from_days(first);
+        Ok(Date {
+            year: y as u16,
+            month: m as u8,
+            day: d as u8,
+        })
+    }
+}
+
 impl std::str::FromStr for Date {
     type Err = DateError;
 
@@ -160,6 +184,20 @@ pub fn today_utc() -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_period_starting_before_year_one_was_called_a_malformed_date() {
+        let to: Date = "2024-04-08".parse().unwrap();
+        assert_eq!(to.period_start(0).unwrap(), to);
+        assert_eq!(to.period_start(30).unwrap().to_string(), "2024-03-10");
+        for d in [4_294_967_296, i64::MAX] {
+            let e = to.period_start(d).unwrap_err();
+            assert!(e.contains("before 0001-01-01"), "{e}");
+        }
+        assert!(to.period_start(-1).unwrap_err().contains("0 or more"));
+        let first: Date = "0001-01-01".parse().unwrap();
+        assert_eq!(first.period_start(1).unwrap(), first);
+    }
 
     #[test]
     fn days_from_civil_inverts_civil_from_days() {

@@ -34,12 +34,16 @@ impl JobId {
             && s.len() <= 64
             && s.bytes()
                 .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_' || b == b'.');
-        if ok && s != "." && s != ".." {
-            Ok(JobId(s.to_string()))
-        } else {
+        if !ok {
             Err(format!(
                 "job id {s:?} must be 1-64 characters of [A-Za-z0-9._-]"
             ))
+        } else if s == "." || s == ".." {
+            Err(format!(
+                "job id {s:?} names a directory step (the job's objects would be written outside its own prefix): give a name"
+            ))
+        } else {
+            Ok(JobId(s.to_string()))
         }
     }
 

@@ -86,8 +86,17 @@ pub(super) fn as_prefixes(inputs: &[String], format: InputFormat) -> Vec<String>
         .iter()
         .map(|i| {
             let plain = is_store_url(i) && !i.ends_with('/') && !i.ends_with('*');
-            if format == InputFormat::Partial && plain && !i.ends_with(&format!("/{DESCRIPTION}")) {
+            let description = i == DESCRIPTION || i.ends_with(&format!("/{DESCRIPTION}"));
+            let may_be_partial = matches!(format, InputFormat::Auto | InputFormat::Partial);
+            if format == InputFormat::Partial && plain && !description {
                 format!("{i}/")
+            } else if description && may_be_partial && !is_store_url(i) {
+                // A local partial named by its description is its directory: read
+                // as a CSV it was a bad input, and beside its directory, twice.
+                match std::path::Path::new(i).parent() {
+                    Some(d) if !d.as_os_str().is_empty() => d.display().to_string(),
+                    _ => ".".to_owned(),
+                }
             } else {
                 i.clone()
             }
@@ -224,16 +233,8 @@ pub(super) fn rollup_of(
         days.push((day("date_from", &d.date_from)?, day("date_to", &d.date_to)?));
     }
     if planned.iter().any(Option::is_none) || days.is_empty() {
-        if req.duration < 0 {
-            return Err(JobError::Plan(format!(
-                "--duration {}: a period of days, 0 or more",
-                req.duration
-            )));
-        }
         let to = day("--date-to", date_to)?;
-        let (y, m, d) =
-            covmerge_proto::date::civil_from_days(to.days() - (req.duration.max(1) - 1));
-        let from = day("--duration", &format!("{y:04}-{m:02}-{d:02}"))?;
+        let from = to.period_start(req.duration).map_err(JobError::Plan)?;
         days.push((from, to));
     }
     let from = days.iter().map(|d| d.0).min().expect("a period");

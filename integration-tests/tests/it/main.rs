@@ -1,5 +1,7 @@
 //! covmerge's end-to-end tests, one binary (ripgrep's layout).
 
+/// Shapes found by attack: each test named after what broke.
+mod attack;
 /// Bad input rules of contract §6.
 mod bad_input;
 /// `diff` across base commits: lcov's categories on a generated git history.

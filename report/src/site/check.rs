@@ -53,7 +53,7 @@ pub fn check_out(a: &Options) -> Result<()> {
         if let Some(root) = root.and_then(|r| absolute(&r).ok()) {
             if root.starts_with(&out_abs) || out_abs.starts_with(&root) {
                 anyhow::bail!(
-                    "--out {shown} and the source {spec} overlap ({} and {}): the site would                      be written into the source texts it reads, or over them; give a                      directory outside the source",
+                    "--out {shown} and the source {spec} overlap ({} and {}): the site would be written into the source texts it reads, or over them; give a directory outside the source",
                     out_abs.display(),
                     root.display()
                 );
@@ -81,7 +81,7 @@ pub fn check_out(a: &Options) -> Result<()> {
                 .with_context(|| format!("--out {shown}: reading {}", p.display()))?;
             if m.file_type().is_symlink() {
                 anyhow::bail!(
-                    "--out {shown} holds a symlink, {}: the site would be written through                      it, outside {shown}; remove it or give another directory",
+                    "--out {shown} holds a symlink, {}: the site would be written through it, outside {shown}; remove it or give another directory",
                     p.display()
                 );
             }

@@ -1,0 +1,220 @@
+//! Shapes a hostile tester found that the earlier rounds did not name: each test is
+//! named after what broke (a wrong result published with exit 0, a panic, an output
+//! written over what the job reads, a refusal that came after the work).
+
+use covmerge_integration_tests::{canon, covmerge, manifest};
+use serde_json::json;
+
+use crate::bad_input::{Case, HDR};
+
+/// `merge` of `input` on `c`'s source with only the outputs in `extra`.
+fn merge_to(c: &Case, input: &std::path::Path, extra: &[&str]) -> (bool, String) {
+    let src = format!("dir:{}", c.path("src").display());
+    let mut args = vec!["merge", "--quiet", "--source", &src, "--base-repo", "r"];
+    args.extend(["--base-commit", "c1"]);
+    args.extend_from_slice(extra);
+    args.extend(["--input", input.to_str().unwrap()]);
+    let o = covmerge(&args);
+    (
+        o.status.success(),
+        String::from_utf8_lossy(&o.stderr).into_owned(),
+    )
+}
+
+/// The seven required columns without the header's newline.
+fn columns() -> &'static str {
+    HDR.trim_end()
+}
+
+#[test]
+fn a_quoted_header_field_holding_a_newline_was_merged_as_a_row() {
+    let c = Case::new();
+    // The header's eighth column is named "note\nr,c1,a.c,f,m,1,5,z": no row.
+    let text = format!(
+        "{},\"note\nr,c1,a.c,f,m,1,5,z\"\nr,c1,a.c,f,m,2,7,q\nr,c1,a.c,f,m,3,1,\"x\"\n",
+        columns()
+    );
+    let input = c.write("in.csv", &text);
+    let (ok, err) = c.merge(&[&input], &[]);
+    assert!(ok, "{err}");
+    let got = canon(&c.path("out.jsonl.gz"));
+    assert_eq!(
+        got["files"]["a.c"]["managers"]["*"],
+        json!({"2": 7, "3": 1})
+    );
+    assert_eq!(manifest(&c.path("manifest.json"))["totals"]["rows_in"], 2);
+    // The rows' line numbers count the header's two lines: the bad row is line 4.
+    let bad = c.write(
+        "bad.csv",
+        &format!(
+            "{},\"a\nb\"\nr,c1,a.c,f,m,1,1,x\nr,c1,a.c,f,m,x,1,x\n",
+            columns()
+        ),
+    );
+    std::fs::remove_file(c.path("out.jsonl.gz")).unwrap();
+    let (ok, err) = c.merge(&[&bad], &[]);
+    assert!(!ok && err.contains("bad.csv:4:"), "{err}");
+}
+
+#[test]
+fn a_commit_with_spaces_around_it_was_taken_for_the_commit() {
+    let c = Case::new();
+    let input = c.write(
+        "in.csv",
+        &format!("{HDR}r, c1 ,a.c,f,m,1,5\nr,c1,a.c,f,m,2,7\n"),
+    );
+    let (ok, err) = c.merge(&[&input], &[]);
+    assert!(ok, "{err}");
+    let got = canon(&c.path("out.jsonl.gz"));
+    assert_eq!(got["files"]["a.c"]["managers"]["*"], json!({"2": 7}));
+}
+
+#[test]
+fn a_header_repeated_in_another_column_order_was_read_by_the_first_ones_positions() {
+    let c = Case::new();
+    let reordered = "hit_count,sl,manager,func_name,file_path,kernel_commit,kernel_repo";
+    let text = format!("{HDR}r,c1,a.c,f,m,1,5\n{reordered}\n7,2,m,f,a.c,c1,r\n");
+    let input = c.write("in.csv", &text);
+    for extra in [&[][..], &["--max-bad-rows", "10"][..]] {
+        let (ok, err) = c.merge(&[&input], extra);
+        assert!(
+            !ok,
+            "{extra:?}: a reordered header was skipped as a bad row"
+        );
+        assert!(
+            err.contains("in.csv:3:") && err.contains("the header again"),
+            "{extra:?}: {err}"
+        );
+        c.no_result();
+    }
+    // With a byte order mark, in the same order: refused too, not read as a row.
+    let bom = c.write(
+        "bom.csv",
+        &format!("{HDR}r,c1,a.c,f,m,1,5\n\u{feff}{HDR}r,c1,a.c,f,m,2,1\n"),
+    );
+    let (ok, err) = c.merge(&[&bom], &["--max-bad-rows", "10"]);
+    assert!(!ok && err.contains("the header again"), "{err}");
+    // The same header byte for byte is skipped, as before.
+    let same = c.write(
+        "same.csv",
+        &format!("{HDR}r,c1,a.c,f,m,1,5\n{HDR}r,c1,a.c,f,m,2,1\n"),
+    );
+    let (ok, err) = c.merge(&[&same], &[]);
+    assert!(ok, "{err}");
+}
+
+#[test]
+fn a_blank_line_before_the_header_was_called_an_empty_input() {
+    let c = Case::new();
+    let input = c.write("in.csv", &format!("\n{HDR}r,c1,a.c,f,m,1,5\n"));
+    let (ok, err) = c.merge(&[&input], &[]);
+    assert!(
+        !ok && err.contains("in.csv") && err.contains("blank line"),
+        "{err}"
+    );
+    c.no_result();
+}
+
+#[test]
+fn an_output_inside_the_dir_source_overwrote_a_source_file() {
+    let c = Case::new();
+    let input = c.write("in.csv", &format!("{HDR}r,c1,a.c,f,m,1,5\n"));
+    let src_file = c.path("src/c1/a.c");
+    let before = std::fs::read(&src_file).unwrap();
+    std::os::unix::fs::symlink(c.path("src"), c.path("link")).unwrap();
+    let via_link = c.path("link/c1/a.c");
+    for out in [&src_file, &via_link] {
+        for flag in ["--out", "--manifest", "--partial-out"] {
+            let other = c.path("elsewhere.jsonl.gz");
+            let mut extra = vec![flag, out.to_str().unwrap()];
+            if flag != "--out" {
+                extra.extend(["--out", other.to_str().unwrap()]);
+            }
+            let (ok, err) = merge_to(&c, &input, &extra);
+            assert!(!ok, "{flag} {} accepted", out.display());
+            assert!(err.contains(flag) && err.contains("source"), "{err}");
+            assert_eq!(std::fs::read(&src_file).unwrap(), before);
+        }
+    }
+}
+
+#[test]
+fn clashing_outputs_were_refused_after_the_merge() {
+    let c = Case::new();
+    let input = c.write("in.csv", &format!("{HDR}r,c1,a.c,f,m,1,5\n"));
+    let x = c.path("x");
+    let x = x.to_str().unwrap();
+    for (a, b) in [("--out", "--partial-out"), ("--manifest", "--partial-out")] {
+        let out = c.path("out.jsonl.gz");
+        let mut extra = vec![a, x, b, x];
+        if a != "--out" {
+            extra.extend(["--out", out.to_str().unwrap()]);
+        }
+        let (ok, err) = merge_to(&c, &input, &extra);
+        assert!(!ok && err.contains(a) && err.contains(b), "{err}");
+        assert!(!c.path("x").exists(), "{a} {b}: something was written at x");
+        assert!(!out.exists(), "{a} {b}: a result was published");
+    }
+    let (ok, err) = merge_to(&c, &input, &["--out", ""]);
+    assert!(!ok && err.contains("--out is empty"), "{err}");
+}
+
+#[test]
+fn a_memory_budget_near_two_to_the_64_panicked() {
+    let c = Case::new();
+    let input = c.write("in.csv", &format!("{HDR}r,c1,a.c,f,m,1,5\n"));
+    let o = covmerge(&[
+        "merge",
+        "--source",
+        &format!("dir:{}", c.path("src").display()),
+        "--base-repo",
+        "r",
+        "--base-commit",
+        "c1",
+        "--out",
+        c.path("o.jsonl.gz").to_str().unwrap(),
+        "--memory-budget",
+        "15000000000000000000",
+        "--input",
+        input.to_str().unwrap(),
+    ]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(err.contains("largest memory budget"), "{err}");
+}
+
+#[test]
+fn a_partial_named_by_its_description_was_read_as_csv() {
+    let c = Case::new();
+    let input = c.write(
+        "in.csv",
+        &format!("{HDR}r,c1,a.c,f,m,1,5\nr,c1,a.c,f,m,2,7\n"),
+    );
+    let (p, out1, out2) = (c.path("p"), c.path("o1.jsonl.gz"), c.path("o2.jsonl.gz"));
+    let (ok, err) = merge_to(
+        &c,
+        &input,
+        &[
+            "--out",
+            out1.to_str().unwrap(),
+            "--partial-out",
+            p.to_str().unwrap(),
+        ],
+    );
+    assert!(ok, "{err}");
+    let described = p.join("partial.json");
+    let (ok, err) = merge_to(&c, &described, &["--out", out2.to_str().unwrap()]);
+    assert!(ok, "{err}");
+    assert_eq!(canon(&out1)["files"], canon(&out2)["files"]);
+    let (ok, err) = merge_to(
+        &c,
+        &described,
+        &[
+            "--out",
+            out2.to_str().unwrap(),
+            "--input",
+            p.to_str().unwrap(),
+        ],
+    );
+    assert!(!ok && err.contains("same file"), "{err}");
+}
