@@ -14,15 +14,15 @@ pub(crate) async fn run(m: MergeArgs) -> Result<()> {
     if let Some(s) = &m.job.source {
         check_source(s)?;
     }
+    let spec = plan_job(&m.job.request(None, false)?).await?;
+    check_base(&spec.source, &spec.base_commit, true).await?;
+    preflight_outputs(&spec.inputs, m.out.as_deref(), m.job.manifest.as_deref())?;
     check_outputs(
         m.job.source.as_deref(),
         m.out.as_deref(),
         m.job.manifest.as_deref(),
         m.job.partial_out.as_deref(),
     )?;
-    let spec = plan_job(&m.job.request(None, false)?).await?;
-    check_base(&spec.source, &spec.base_commit, true).await?;
-    preflight_outputs(&spec.inputs, m.out.as_deref(), m.job.manifest.as_deref())?;
     if let Some(p) = &spec.partial_out {
         let inputs: Vec<String> = m.job.input.iter().chain(&spec.inputs).cloned().collect();
         covmerge_coordinator::preflight_partial_out(p, &inputs).await?;

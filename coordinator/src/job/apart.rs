@@ -27,7 +27,7 @@ pub fn check_outputs_apart(sources: &[&str], outputs: &[(&str, &str)]) -> Result
     }
     let places: Vec<(&str, &str, String)> = outputs
         .iter()
-        .filter(|(_, d)| !matches!(*d, "-" | "/dev/stdout"))
+        .filter(|(_, d)| !is_stream(d))
         .map(|(f, d)| (*f, *d, location_key(d)))
         .collect();
     for (i, (fa, a, ka)) in places.iter().enumerate() {
@@ -58,6 +58,21 @@ pub fn check_outputs_apart(sources: &[&str], outputs: &[(&str, &str)]) -> Result
         }
     }
     Ok(())
+}
+
+/// Standard output, or a local device or FIFO (`/dev/null`): written to as a stream,
+/// not a place where files are made.
+fn is_stream(dest: &str) -> bool {
+    use std::os::unix::fs::FileTypeExt;
+    if matches!(dest, "-" | "/dev/stdout") {
+        return true;
+    }
+    let path = dest.strip_prefix("file://").unwrap_or(dest);
+    !covmerge_storage::is_store_url(path)
+        && std::fs::metadata(path).is_ok_and(|m| {
+            let t = m.file_type();
+            t.is_char_device() || t.is_fifo() || t.is_block_device() || t.is_socket()
+        })
 }
 
 /// The local directory a source spec reads (`dir:ROOT`, `git:PATH`, `store:file://…`),
@@ -128,6 +143,8 @@ mod tests {
         let e = refused(&[], &[("--out", "")]);
         assert!(e.contains("--out is empty"), "{e}");
         assert_eq!(refused(&[], &[("--out", "-"), ("--manifest", "-")]), "");
+        let null = [("--out", "/dev/null"), ("--manifest", "/dev/null")];
+        assert_eq!(refused(&["dir:/dev"], &null), "");
         let y = format!("{x}y");
         assert_eq!(refused(&[], &[("--out", x), ("--partial-out", &y)]), "");
     }
