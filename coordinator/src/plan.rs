@@ -206,8 +206,8 @@ pub async fn plan_job(req: &JobRequest) -> Result<JobSpec, JobError> {
     // `covmerge rollup` does, and their period with its raw rows'.
     let (namespace, rollup) = match req.rollup {
         true => {
-            let (ns, r) = partials::rollup_of(&planned, req, &date_to)?;
-            (ns, Some(r))
+            let r = partials::rollup_of(&planned, &inputs, req, &date_to)?;
+            (r.namespace.clone(), Some(r))
         }
         false => (req.namespace.clone(), None),
     };
@@ -216,13 +216,13 @@ pub async fn plan_job(req: &JobRequest) -> Result<JobSpec, JobError> {
         false => default_shards(&sizes),
     });
     // With `--partial-out` too: a merge task's partial is fed by the blocks its merge
-    // reads, its direct partials' included.
-    // A roll-up of partials alone reads them all directly, and no source.
-    let only_partials = req.rollup && partials::partials_only(&planned);
+    // reads, its direct partials' included. A roll-up reads every partial of its
+    // namespace directly, whatever its shard count (each row keeps the partial's own
+    // version): its splits read only raw rows, and one of partials alone no source.
     if req.rollup && req.source.is_empty() {
         partials::refuse_raw_without_source(&planned, &inputs)?;
     }
-    let direct = partials::direct_partials(&planned, shards, namespace.as_deref(), only_partials);
+    let direct = partials::direct_partials(&planned, shards, namespace.as_deref(), req.rollup);
     let splits = partials::alone(group_splits(&sizes), &direct, inputs.len());
     check_settings(req, &date_to)?;
     let input = JobInputs {
@@ -260,7 +260,9 @@ pub async fn plan_job(req: &JobRequest) -> Result<JobSpec, JobError> {
         input,
         splits,
         groups: req.groups.clone(),
-        namespace,
+        // `--namespace` as given: the split tasks read the raw rows of a roll-up as a
+        // merge's, and refuse a `namespace` column without it.
+        namespace: req.namespace.clone(),
         input_ids,
         partial_out: req.partial_out.as_deref().map(absolute_location),
         direct_partials: direct,

@@ -82,6 +82,11 @@ pub struct RollupSpec {
     pub date_from: String,
     /// The period's last day, `YYYY-MM-DD`.
     pub date_to: String,
+    /// The partial's namespace: `--namespace`, else the one its partials name (absent:
+    /// none). [`JobSpec::namespace`] stays `--namespace` as given: the raw rows are
+    /// read as a merge of them reads them, a `namespace` column refused without it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub namespace: Option<String>,
 }
 
 impl RollupSpec {
@@ -112,7 +117,29 @@ impl RollupSpec {
         if spec.partial_out.is_none() {
             return Err("a roll-up job writes a partial: partial_out is missing".into());
         }
+        if let Some(ns) = &self.namespace {
+            if ns.is_empty()
+                || ns.len() > crate::limits::MAX_NAME_BYTES
+                || ns.chars().any(char::is_control)
+            {
+                return Err(format!(
+                    "rollup.namespace must be 1-{} bytes without control characters",
+                    crate::limits::MAX_NAME_BYTES
+                ));
+            }
+        }
         Ok(())
+    }
+}
+
+impl JobSpec {
+    /// The namespace of the job's partial (`--partial-out`): a roll-up's own, else
+    /// `--namespace` (`None`: none).
+    pub fn partial_namespace(&self) -> Option<&str> {
+        match &self.rollup {
+            Some(r) => r.namespace.as_deref(),
+            None => self.namespace.as_deref(),
+        }
     }
 }
 
@@ -487,6 +514,7 @@ mod tests {
             rollup: Some(RollupSpec {
                 date_from: "2024-04-06".into(),
                 date_to: "2024-04-08".into(),
+                namespace: None,
             }),
             ..spec()
         };

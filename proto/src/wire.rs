@@ -30,7 +30,11 @@ use crate::{Attempt, Counts, JobId, ShardId, SplitId, TaskRef};
 /// 11: a roll-up task of partials alone may name no source and direct partials of
 ///    any shard count (each read by the shards of it that map to the task's); a
 ///    worker of version 10 would refuse the one and read the others as its shard.
-pub const PROTOCOL_VERSION: u16 = 11;
+/// 12: a roll-up task of raw rows and partials reads every partial of the job's
+///    namespace directly, whatever its shard count, and rolls the partial files of
+///    its raw rows up with theirs (each partial row keeps the partial's version); a
+///    worker of version 11 would look those rows' versions up in the source again.
+pub const PROTOCOL_VERSION: u16 = 12;
 
 /// Largest message a receiver decodes. A merge task lists its spill chunks; 16 MiB is
 /// ~100k chunk keys, far beyond any real job.

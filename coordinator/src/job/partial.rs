@@ -156,7 +156,7 @@ pub(super) fn describe(
     let d = Description {
         format: FORMAT.to_owned(),
         format_version: FORMAT_VERSION,
-        namespace: spec.namespace.clone().unwrap_or_default(),
+        namespace: spec.partial_namespace().unwrap_or_default().to_owned(),
         date_from: from.to_string(),
         date_to: to.to_string(),
         counts,

@@ -130,6 +130,7 @@ fn a_rollup_partial_is_gated_on_its_shards_files_and_rows() {
         rollup: Some(RollupSpec {
             date_from: "2026-11-01".into(),
             date_to: "2026-11-30".into(),
+            namespace: None,
         }),
     };
     assert_eq!(spec.validate(), Ok(()));

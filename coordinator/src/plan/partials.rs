@@ -125,8 +125,9 @@ pub(super) async fn store_description(
 
 /// The partials of `planned` (by input) that the merge tasks read directly: those of
 /// `shards` shards whose namespace the job takes (another is left to its split,
-/// which refuses it naming both); in a roll-up of partials alone (`any_count`),
-/// those of any shard count, each task reading the shards of them that map to its own.
+/// which refuses it naming both); in a roll-up (`any_count`), those of any shard
+/// count, each task reading the shards of them that map to its own: no split reads
+/// a partial of a roll-up, whose rows keep their partials' versions (contract §10).
 pub(super) fn direct_partials(
     planned: &[Option<PlannedPartial>],
     shards: u32,
@@ -178,14 +179,6 @@ pub(super) fn planned_shas(planned: &[Option<PlannedPartial>]) -> Vec<PlannedSha
         .collect()
 }
 
-/// Whether every input of `planned` is a partial whose description parsed: a
-/// roll-up of them needs no source (contract §10).
-pub(super) fn partials_only(planned: &[Option<PlannedPartial>]) -> bool {
-    planned
-        .iter()
-        .all(|p| p.as_ref().is_some_and(|p| p.description.is_some()))
-}
-
 /// A roll-up job without `--source` (`source` empty): refused before any work
 /// unless every input is a partial, naming the first that is not.
 pub(super) fn refuse_raw_without_source(
@@ -210,16 +203,19 @@ pub(super) fn refuse_raw_without_source(
 /// and period: from the first day to the last of its partials' periods and, with raw
 /// rows among its inputs (`planned` `None`), of the `--duration` days ending at
 /// `date_to`, as `covmerge rollup` makes them. A partial whose description does not
-/// parse counts for nothing here: its split refuses it.
+/// parse counts for nothing here: its split refuses it. Partials of two namespaces,
+/// or one not of `--namespace`, are refused as `covmerge rollup` refuses them.
 pub(super) fn rollup_of(
     planned: &[Option<PlannedPartial>],
+    inputs: &[String],
     req: &crate::JobRequest,
     date_to: &str,
-) -> Result<(Option<String>, RollupSpec), JobError> {
+) -> Result<RollupSpec, JobError> {
     let descriptions = planned
         .iter()
         .flatten()
         .filter_map(|p| p.description.as_ref());
+    refuse_two_namespaces(planned, inputs, req.namespace.as_deref())?;
     let namespace = req.namespace.clone().or_else(|| {
         let mut named = descriptions.clone().map(|d| &d.namespace);
         named.find(|ns| !ns.is_empty()).cloned()
@@ -239,11 +235,42 @@ pub(super) fn rollup_of(
     }
     let from = days.iter().map(|d| d.0).min().expect("a period");
     let to = days.iter().map(|d| d.1).max().expect("a period");
-    let period = RollupSpec {
+    Ok(RollupSpec {
         date_from: from.to_string(),
         date_to: to.to_string(),
-    };
-    Ok((namespace, period))
+        namespace,
+    })
+}
+
+/// Refuses a partial not of `--namespace` (`namespace`), or without it partials of
+/// two namespaces, naming the inputs: a partial holds one namespace.
+fn refuse_two_namespaces(
+    planned: &[Option<PlannedPartial>],
+    inputs: &[String],
+    namespace: Option<&str>,
+) -> Result<(), JobError> {
+    let mut first: Option<(&str, &str)> = None;
+    for (p, i) in planned.iter().zip(inputs) {
+        let Some(d) = p.as_ref().and_then(|p| p.description.as_ref()) else {
+            continue;
+        };
+        let ns = d.namespace.as_str();
+        match (namespace, first) {
+            (Some(want), _) if ns != want => {
+                return Err(JobError::Plan(format!(
+                    "input {i}: a partial of namespace {ns:?}, not --namespace {want:?}"
+                )))
+            }
+            (None, Some((a, a_input))) if ns != a => {
+                return Err(JobError::Plan(format!(
+                    "partials of two namespaces: {a:?} ({a_input}) and {ns:?} ({i}); a partial holds one namespace: give --namespace, or roll each namespace up apart"
+                )))
+            }
+            (_, None) => first = Some((ns, i)),
+            _ => {}
+        }
+    }
+    Ok(())
 }
 
 /// A roll-up's default shard count, as `covmerge rollup`'s: the largest of its

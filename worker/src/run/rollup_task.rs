@@ -1,9 +1,11 @@
 //! A roll-up's merge task (`coordinator --rollup`, contract §10): the shard's spill
-//! chunks and its shard of the partials read directly, as a merge task reads them,
-//! only summed into the shard's four partial files (no base, no projection, no part),
-//! stored under the job's prefix, then the task's marker. Idempotent as a merge task:
-//! another attempt rewrites the same files and the same marker. A job of partials
-//! alone is summed without its source (`rollup_partials`).
+//! chunks (the raw rows: each row's version found in the source, as a merge's partial
+//! finds it) summed into the shard's four partial files (no base, no projection, no
+//! part); with partials among the inputs, those files, as a partial of one shard, are
+//! rolled up with the shards of every partial that map to this one, whose rows keep
+//! their partials' versions (`rollup_partials`). Stored under the job's prefix, then
+//! the task's marker. Idempotent as a merge task: another attempt rewrites the same
+//! files and the same marker. A job of partials alone is summed without its source.
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -11,16 +13,17 @@ use std::sync::Arc;
 use bytes::Bytes;
 use covmerge_proto::memory::TaskShare;
 use covmerge_proto::wire::{self, Failure, MergeOutcome, MergeTask};
+use covmerge_proto::JobSpec;
 use tracing::{info, instrument};
 
 use super::budget::reserve_task;
 use super::cancel::CancelSource;
-use super::direct_partial::DirectChunks;
 use super::executor::Executor;
 use super::failure::{store_failure, TaskError};
 use super::keys;
 use super::partial_task::{shard_dir, WrittenPartial};
 use super::prefetch::Prefetch;
+use super::rollup_partials::RawShard;
 use crate::partial::{partial_shard, PartialShardSpec};
 use crate::thread::run_on_thread;
 
@@ -39,34 +42,49 @@ impl Executor {
         let spec = self.job_spec(&t.job, false).await?;
         if spec.direct_partials.len() == spec.inputs.len() {
             // Partials only: summed as `covmerge rollup` sums them, no source.
-            let written = self.rollup_partials(t, spec.shards).await?;
+            let written = self.rollup_partials(t, spec.shards, None).await?;
             return self.store_rollup_shard(t, written).await;
         }
-        // Each row's version is found in the source, as a merge's partial finds it.
+        let raw = self.raw_rows_shard(t, spec.shards).await?;
+        if t.partials.is_empty() {
+            return self.store_rollup_shard(t, raw).await;
+        }
+        // The partials' rows keep their own versions (the source need not hold the
+        // commits they were built on): rolled up with the raw rows' shard.
+        let raw = RawShard {
+            written: raw,
+            namespace: spec.partial_namespace().unwrap_or_default().to_owned(),
+            period: period_of(&spec),
+        };
+        let written = self.rollup_partials(t, spec.shards, Some(raw)).await?;
+        self.store_rollup_shard(t, written).await
+    }
+
+    /// Writes the shard's partial files of its spill chunks alone (the raw rows), each
+    /// row's version found in the source, as a merge's partial finds it.
+    async fn raw_rows_shard(
+        self: &Arc<Self>,
+        t: &MergeTask,
+        shards: u32,
+    ) -> Result<WrittenPartial, TaskError> {
         let source = self.source(&t.source)?;
         source.forget_absent();
-        let (shards, namespace) = (spec.shards, spec.namespace.clone());
         let this = self.clone();
         let t2 = t.clone();
         let rt = tokio::runtime::Handle::current();
         let name = format!("merge {}", t.shard);
         let share = reserve_task(&self.pool, name.clone(), self.cfg.shares.per_loop);
-        let written = run_on_thread(&name, move |cancel| -> Result<_, TaskError> {
+        run_on_thread(&name, move |cancel| -> Result<_, TaskError> {
             let t0 = std::time::Instant::now();
             // No merge tables: the builder has most of the tables' share.
             let use_of = TaskShare::of(share.size());
-            let budget = use_of.split.max(64 << 10);
-            let groups = Arc::new(Vec::new());
-            let direct =
-                DirectChunks::read(&t2, shards, namespace.as_deref(), groups, budget, &rt)?;
             let chunks = Prefetch::start(
                 &rt,
                 this.store.clone(),
                 t2.chunks.clone(),
                 use_of.prefetch,
                 cancel.clone(),
-            )
-            .chain(direct.iter());
+            );
             let (scratch, dir) = shard_dir()?;
             let spec = PartialShardSpec {
                 shard: t2.shard.0,
@@ -86,13 +104,12 @@ impl Executor {
                 lines = shard.files.lines.rows,
                 paths = shard.files.paths.rows,
                 ms = t0.elapsed().as_millis() as u64,
-                "shard's partial written"
+                "shard's partial of the raw rows written"
             );
             Ok(WrittenPartial { dir, shard })
         })
         .await
-        .map_err(Failure::transient)??;
-        self.store_rollup_shard(t, written).await
+        .map_err(Failure::transient)?
     }
 
     /// Stores the shard's partial files, then the task's marker.
@@ -118,4 +135,12 @@ impl Executor {
         info!(bytes = outcome.bytes, "shard's partial stored");
         Ok(outcome)
     }
+}
+
+/// A roll-up job's period (`date_from`, `date_to`).
+fn period_of(spec: &JobSpec) -> (String, String) {
+    spec.rollup
+        .as_ref()
+        .map(|r| (r.date_from.clone(), r.date_to.clone()))
+        .unwrap_or_default()
 }

@@ -428,3 +428,159 @@ fn fleet_rollup_refuses_a_base_a_result_and_no_partial() {
     let err = String::from_utf8_lossy(&covmerge(&a).stderr).into_owned();
     assert!(err.contains("--base-repo"), "{err}");
 }
+
+/// Day partials made on commits that the roll-up's `--source` does not hold (last
+/// month's partials were built on commits a later source need not keep), rolled up on
+/// the fleet with raw rows: each partial's rows keep the partial's own versions, as
+/// the embedded roll-up's do, and none is counted without version for want of its
+/// commit in the source. One partial is of the job's shard count, one of another.
+#[test]
+fn fleet_rollup_of_raw_rows_and_partials_takes_the_partials_versions_not_the_source() {
+    let _fleet = fleet::lock();
+    // Two corpora of other seeds: other commits (and other texts of the same paths).
+    let old = corpus(113);
+    let c = corpus(127);
+    let mut days = Vec::new();
+    for (i, (day, shards)) in [("2024-04-06", "2"), ("2024-04-07", "3")]
+        .into_iter()
+        .enumerate()
+    {
+        let dir = c.path(&format!("day-{day}"));
+        let flags = [
+            "--source",
+            &old.source,
+            "--shards",
+            shards,
+            "--date-to",
+            day,
+        ];
+        embedded_rollup(&[&old.inputs[i]], &dir, &flags);
+        days.push(dir);
+    }
+    let mut inputs: Vec<&str> = days.iter().map(|d| d.to_str().unwrap()).collect();
+    inputs.extend(c.inputs.iter().map(String::as_str));
+    let flags = ["--source", &c.source, "--shards", "3", "--date-to", DATE];
+    let want = c.path("embedded");
+    embedded_rollup(&inputs, &want, &flags);
+    // The raw rows alone, with the same source: what they count without version.
+    let raw = c.path("raw-alone");
+    let raw_inputs: Vec<&str> = c.inputs.iter().map(String::as_str).collect();
+    embedded_rollup(&raw_inputs, &raw, &flags);
+    let counts = |d: &Path| {
+        let p = covmerge_partial::Partial::open(d).unwrap();
+        p.description().counts.clone()
+    };
+    let (w, r) = (counts(&want), counts(&raw));
+    let (d0, d1) = (counts(&days[0]), counts(&days[1]));
+    assert_eq!(w.rows_in, r.rows_in + d0.rows_in + d1.rows_in);
+    assert_eq!(
+        w.rows_without_version,
+        r.rows_without_version + d0.rows_without_version + d1.rows_without_version,
+        "the embedded roll-up counts no partial's row without version"
+    );
+
+    let got = c.path("fleet");
+    let manifest_path = c.path("manifest.json");
+    let store_dir = c.path("store");
+    let store = file_store(&store_dir);
+    let mut a = flags.to_vec();
+    a.extend_from_slice(&["--partial-out", got.to_str().unwrap()]);
+    a.extend_from_slice(&["--manifest", manifest_path.to_str().unwrap()]);
+    a.push("--input");
+    a.extend_from_slice(&inputs);
+    let out = fleet_rollup(&c, &store, &a, false);
+    assert!(
+        out.contains("2024-04-06..2024-04-08") && out.contains("in 3 shards"),
+        "{out}"
+    );
+    // The counts first (a row looked up in the source would be without version).
+    assert_eq!(counts(&got), w, "the fleet's counts");
+    same_bytes(&got, &want);
+    let m: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&manifest_path).unwrap()).unwrap();
+    assert_eq!(m["status"], "complete", "{m}");
+    assert_eq!(m["partial"]["rows_in"], w.rows_in, "{m}");
+    // Both partials are read by the shard tasks directly, whatever their shard
+    // count; the splits read the raw rows only.
+    let spec: serde_json::Value = serde_json::from_slice(
+        &std::fs::read(store_dir.join(format!("jobs/{}/job.json", job_id(&out)))).unwrap(),
+    )
+    .unwrap();
+    let direct: Vec<u64> = spec["direct_partials"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| d["input"].as_u64().unwrap())
+        .collect();
+    assert_eq!(direct, [0, 1], "{spec}");
+}
+
+/// Raw rows with a `namespace` column and no `--namespace`, rolled up with a partial
+/// of one namespace: refused, naming the input and `--namespace`, by the fleet as by
+/// `covmerge rollup`, not read as rows of the partial's namespace.
+#[test]
+fn fleet_rollup_of_a_shared_table_without_namespace_is_refused_as_embedded() {
+    let _fleet = fleet::lock();
+    let c = corpus(131);
+    let day = c.path("day");
+    let flags = [
+        "--source",
+        &c.source,
+        "--shards",
+        "2",
+        "--date-to",
+        "2024-04-07",
+    ];
+    embedded_rollup(
+        &[&c.inputs[0]],
+        &day,
+        &[&flags[..], &["--namespace", "upstream"]].concat(),
+    );
+    // Input 1's rows with a `namespace` column, every row of `upstream`.
+    let raw = std::fs::read(&c.inputs[1]).unwrap();
+    let raw = match raw.starts_with(&[0x1f, 0x8b]) {
+        true => covmerge_integration_tests::gunzip_bytes(&raw),
+        false => raw,
+    };
+    let text = String::from_utf8(raw).unwrap();
+    let mut lines = text.lines();
+    let header = lines.next().unwrap().to_owned();
+    let mut shared = format!("namespace,{header}\n");
+    for l in lines {
+        if l == header {
+            continue;
+        }
+        shared += &format!("upstream,{l}\n");
+    }
+    let table = c.path("shared.csv");
+    std::fs::write(&table, shared).unwrap();
+    let table = table.to_str().unwrap();
+    let inputs = [day.to_str().unwrap(), table];
+    let flags = ["--source", &c.source, "--shards", "2", "--date-to", DATE];
+
+    let mut a = vec!["rollup", "--partial-out"];
+    let embedded = c.path("embedded");
+    a.push(embedded.to_str().unwrap());
+    a.extend_from_slice(&flags);
+    a.push("--input");
+    a.extend_from_slice(&inputs);
+    let o = covmerge(&a);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success(), "covmerge rollup accepted it");
+    assert!(err.contains(table) && err.contains("--namespace"), "{err}");
+
+    let got = c.path("fleet");
+    let store = file_store(&c.path("store"));
+    let amqp = fleet::amqp();
+    let mut a = vec!["--rollup", "--amqp", &amqp, "--store", &store];
+    a.extend_from_slice(&flags);
+    a.extend_from_slice(&["--partial-out", got.to_str().unwrap(), "--input"]);
+    a.extend_from_slice(&inputs);
+    let coord = fleet::coordinator_spawn(&a);
+    let _w = worker(c.dir(), 44, &store, &[], &[]);
+    let o = coord.join().unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success(), "the fleet accepted it");
+    assert!(err.contains(table) && err.contains("--namespace"), "{err}");
+    assert!(!got.join("partial.json").exists());
+}
