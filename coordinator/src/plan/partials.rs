@@ -333,6 +333,41 @@ mod tests {
     }
 
     #[test]
+    fn a_rollup_refuses_partials_of_two_namespaces_naming_them() {
+        let of = |ns: &str| {
+            let d = Description {
+                format: covmerge_partial::desc::FORMAT.into(),
+                format_version: covmerge_partial::FORMAT_VERSION,
+                namespace: ns.into(),
+                date_from: "2024-04-01".into(),
+                date_to: "2024-04-01".into(),
+                counts: Default::default(),
+                other_namespaces: Default::default(),
+                shard_count: 0,
+                shards: Vec::new(),
+            };
+            Some(PlannedPartial {
+                description: Some(d),
+                sha256: "0".repeat(64),
+            })
+        };
+        let inputs = ["a/", "raw.csv", "b/"].map(String::from);
+        let planned = [of("upstream"), None, of("android")];
+        let err = refuse_two_namespaces(&planned, &inputs, None).unwrap_err();
+        let err = err.to_string();
+        assert!(
+            err.contains("two namespaces") && err.contains("b/"),
+            "{err}"
+        );
+        let err = refuse_two_namespaces(&planned, &inputs, Some("upstream")).unwrap_err();
+        let err = err.to_string();
+        assert!(err.contains("b/") && err.contains("--namespace"), "{err}");
+        let one = [of("upstream"), None, of("upstream")];
+        assert!(refuse_two_namespaces(&one, &inputs, None).is_ok());
+        assert!(refuse_two_namespaces(&one, &inputs, Some("upstream")).is_ok());
+    }
+
+    #[test]
     fn a_direct_partial_is_alone_in_its_split_group() {
         let d = |input| DirectPartial {
             input,
