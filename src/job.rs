@@ -109,14 +109,15 @@ fn base_commit(a: &JobArgs) -> Result<String> {
     Ok(c)
 }
 
-/// The same parse `open_source` does, before any work.
 /// Before any work: the outputs named, apart from each other and from the source
-/// ([`covmerge_coordinator::check_outputs_apart`]).
+/// ([`covmerge_coordinator::check_outputs_apart`]); `partial_out` with `{namespace}`
+/// filled, `store` a fleet's `--store`.
 pub(crate) fn check_outputs(
     source: Option<&str>,
     out: Option<&str>,
     manifest: Option<&std::path::Path>,
     partial_out: Option<&str>,
+    store: Option<&str>,
 ) -> Result<()> {
     let manifest = manifest.map(|m| m.to_string_lossy());
     let outputs: Vec<(&str, &str)> = [
@@ -128,11 +129,13 @@ pub(crate) fn check_outputs(
     .filter_map(|(f, d)| d.map(|d| (f, d)))
     .collect();
     let sources: Vec<&str> = source.into_iter().collect();
+    let stores: Vec<(&str, &str)> = store.map(|s| ("--store", s)).into_iter().collect();
     Ok(covmerge_coordinator::check_outputs_apart(
-        &sources, &outputs,
+        &sources, &outputs, &stores,
     )?)
 }
 
+/// The same parse `open_source` does, before any work.
 pub(crate) fn check_source(spec: &str) -> Result<()> {
     covmerge_source::SourceSpec::parse(spec)
         .map(|_| ())

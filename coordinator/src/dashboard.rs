@@ -153,6 +153,14 @@ impl Dashboard {
     /// names it (`bucket/name.upload`, maybe with `gs://`).
     pub async fn create_upload_url(&self) -> Result<String, String> {
         let u: String = self.call("create_upload_url", None).await?;
+        // The URL is logged and written in the manifest: one naming the key is refused
+        // (unshown).
+        if without_key(&u, &self.key) != u {
+            return Err(format!(
+                "create_upload_url at {}/api: the reply names the dashboard key; refused without showing it",
+                self.shown
+            ));
+        }
         check_upload(&u).map_err(|e| format!("create_upload_url at {}/api: {e}", self.shown))?;
         if u.trim()
             .trim_start_matches("gs://")
@@ -216,23 +224,56 @@ async fn read_capped(mut r: reqwest::Response) -> Result<Vec<u8>, ReadError> {
 }
 
 /// A reply's body as logs and errors show it: the key removed wherever the dashboard
-/// echoed it (whole, or a start of it cut off at the end), at most 200 characters,
-/// quoted with control characters escaped (a reply cannot forge log lines).
+/// echoed it ([`without_key`]), at most 200 characters, quoted with control
+/// characters escaped (a reply cannot forge log lines).
 fn shown_reply(body: &[u8], key: &str) -> String {
-    let mut text = String::from_utf8_lossy(body).into_owned();
-    if !key.is_empty() {
-        text = text.replace(key, "<redacted>");
-        // A reply cut at the cap may end inside the key.
-        if let Some(n) = (4..key.len().min(text.len()) + 1)
-            .rev()
-            .find(|&n| key.is_char_boundary(n) && text.ends_with(&key[..n]))
-        {
-            text.truncate(text.len() - n);
-            text.push_str("<redacted>");
+    // The cut is made before the key is looked for, on a char boundary, and wider than
+    // what is shown: a key cut at its end is still found (6 characters of it suffice).
+    let text: String = String::from_utf8_lossy(&body[..body.len().min(4096)])
+        .chars()
+        .take(1024)
+        .collect();
+    let cut: String = without_key(&text, key).trim().chars().take(200).collect();
+    format!("{cut:?}")
+}
+
+/// `text` with every run of 6 or more characters that appears in `key` (any case:
+/// a host name is shown lowercased) replaced by `<redacted>`: the whole key, a part of
+/// it after an escape (`\u0053` then the rest), or its start at a cut.
+pub(crate) fn without_key(text: &str, key: &str) -> String {
+    if key.is_empty() {
+        return text.to_owned();
+    }
+    let (t, k) = (text.to_ascii_lowercase(), key.to_ascii_lowercase());
+    let (t, k) = (t.as_bytes(), k.as_bytes());
+    let least = k.len().min(6);
+    let mut hide = vec![false; t.len()];
+    for i in 0..t.len() {
+        for j in 0..k.len() {
+            let n = t[i..]
+                .iter()
+                .zip(&k[j..])
+                .take_while(|(a, b)| a == b)
+                .count();
+            if n >= least {
+                hide[i..i + n].iter_mut().for_each(|h| *h = true);
+            }
         }
     }
-    let cut: String = text.trim().chars().take(200).collect();
-    format!("{cut:?}")
+    let mut out = String::with_capacity(text.len());
+    let mut hiding = false;
+    for (at, c) in text.char_indices() {
+        if hide[at] {
+            if !hiding {
+                out.push_str("<redacted>");
+            }
+            hiding = true;
+        } else {
+            hiding = false;
+            out.push(c);
+        }
+    }
+    out
 }
 
 /// One dashboard call, attempted as often as its retries allow.
@@ -386,6 +427,13 @@ mod tests {
         let cut = format!("denied for {}", &key[..12]);
         let shown = shown_reply(cut.as_bytes(), key);
         assert!(!shown.contains(&key[..12]), "{shown}");
+        // Escaped in JSON, or lowercased in a host name: still not shown.
+        let escaped = format!("{{\"key\":\"\\u0073{}\"}}", &key[1..]);
+        assert!(!shown_reply(escaped.as_bytes(), key).contains(&key[1..]));
+        let host = format!("http://{}/x.upload", key.to_ascii_uppercase());
+        assert!(!shown_reply(host.as_bytes(), key)
+            .to_ascii_lowercase()
+            .contains(&key[2..]));
         // A forged log line stays inside the quotes, and the text is capped.
         let shown = shown_reply(b"x\nERROR fake line", key);
         assert!(!shown.contains('\n') && shown.contains("\\n"), "{shown}");

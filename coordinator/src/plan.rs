@@ -356,8 +356,14 @@ async fn measure_input(
 /// Checks the job's settings (after its inputs): `--date-to`, `--shards`,
 /// `--namespace`, `--go-module` and `--group`.
 fn check_settings(req: &JobRequest, date_to: &str) -> Result<(), JobError> {
-    if let Err(e) = date_to.parse::<covmerge_proto::date::Date>() {
-        return Err(JobError::Plan(format!("--date-to {date_to:?}: {e}")));
+    let to = match date_to.parse::<covmerge_proto::date::Date>() {
+        Ok(to) => to,
+        Err(e) => return Err(JobError::Plan(format!("--date-to {date_to:?}: {e}"))),
+    };
+    // A merge's partial covers the --duration days ending at --date-to: refused here
+    // rather than by its gate after the whole merge.
+    if req.partial_out.is_some() && !req.rollup {
+        to.period_start(req.duration).map_err(JobError::Plan)?;
     }
     if req.shards == Some(0) {
         return Err(JobError::Plan("--shards must be at least 1".into()));

@@ -105,12 +105,12 @@ impl Date {
                 "--duration {duration}: a period of days, 0 or more"
             ));
         }
-        let first = self.days() - (duration.max(1) - 1);
-        if first < days_from_civil(1, 1, 1) {
+        let first = self.days().checked_sub(duration.max(1) - 1);
+        let Some(first) = first.filter(|&f| f >= days_from_civil(1, 1, 1)) else {
             return Err(format!(
                 "--duration {duration}: the period ending on {self} would start before 0001-01-01"
             ));
-        }
+        };
         let (y, m, d) = civil_from_days(first);
         Ok(Date {
             year: y as u16,
@@ -197,6 +197,9 @@ mod tests {
         assert!(to.period_start(-1).unwrap_err().contains("0 or more"));
         let first: Date = "0001-01-01".parse().unwrap();
         assert_eq!(first.period_start(1).unwrap(), first);
+        // Before 1970 the subtraction overflowed (a panic in a debug build).
+        let old: Date = "1969-12-29".parse().unwrap();
+        assert!(old.period_start(i64::MAX).is_err());
     }
 
     #[test]

@@ -238,7 +238,7 @@ pub struct ParseBytesError {
 
 /// Reads a byte size: a number (a decimal fraction allowed when a unit follows) and
 /// an optional unit, case-insensitive, spaces allowed between. `K`, `Ki`, `KiB`
-/// (and `M`, `G`, `T` alike) are powers of 1024; `KB`, `MB`, `GB`, `TB` powers of
+/// (and `M`, `G`, `T`, `P` alike) are powers of 1024; `KB`, `MB`, `GB`, `TB`, `PB` powers of
 /// 1000; `B` or none, bytes.
 pub fn parse_bytes(s: &str) -> Result<u64, ParseBytesError> {
     let err = |reason| ParseBytesError {
@@ -259,10 +259,12 @@ pub fn parse_bytes(s: &str) -> Result<u64, ParseBytesError> {
         "m" | "mi" | "mib" => 1 << 20,
         "g" | "gi" | "gib" => 1 << 30,
         "t" | "ti" | "tib" => 1 << 40,
+        "p" | "pi" | "pib" => 1 << 50,
         "kb" => 1_000,
         "mb" => 1_000_000,
         "gb" => 1_000_000_000,
         "tb" => 1_000_000_000_000,
+        "pb" => 1_000_000_000_000_000,
         _ => return Err(err("unknown unit")),
     };
     let (whole, frac) = num.split_once('.').unwrap_or((num, ""));
@@ -375,6 +377,8 @@ mod tests {
         let e = parse_budget("15000000000000000000").unwrap_err();
         assert!(e.contains("above the largest memory budget"), "{e}");
         assert_eq!(parse_budget("1024TiB"), Ok(MAX_BUDGET));
+        assert_eq!(parse_budget("1PiB"), Ok(MAX_BUDGET));
+        assert!(parse_budget("2PiB").unwrap_err().contains("largest"));
         // The largest budget accepted is planned without overflow.
         let s = super::plan::Shares::of(MAX_BUDGET as usize, 64).unwrap();
         assert!(s.source_cache < s.sources && s.per_loop > 0);

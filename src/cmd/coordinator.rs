@@ -18,11 +18,22 @@ pub(crate) async fn run(c: CoordinatorArgs) -> Result<()> {
     if let Some(s) = &c.job.source {
         check_source(s)?;
     }
+    // `{namespace}` filled: the template itself names no location (opening it made a
+    // directory named `{namespace}`).
+    let partial_out = match &c.job.partial_out {
+        Some(p) => Some(crate::job::partial_out_of(
+            p,
+            c.job.namespace.as_deref(),
+            c.rollup,
+        )?),
+        None => None,
+    };
     check_outputs(
         c.job.source.as_deref(),
         c.out.as_deref(),
         c.job.manifest.as_deref(),
-        c.job.partial_out.as_deref(),
+        partial_out.as_deref(),
+        Some(&c.fleet.store),
     )?;
     preflight_store(&c.fleet.store, &c.job.input)?;
     let job = c.job_id()?;
@@ -33,10 +44,7 @@ pub(crate) async fn run(c: CoordinatorArgs) -> Result<()> {
         c.out.as_deref(),
         c.job.manifest.as_deref(),
     )?;
-    if let Some(p) = &c.job.partial_out {
-        // `{namespace}` filled: the template itself names no location (opening it made
-        // a directory named `{namespace}`).
-        let p = &crate::job::partial_out_of(p, c.job.namespace.as_deref(), c.rollup)?;
+    if let Some(p) = &partial_out {
         // The inputs as given (a listed prefix) and as planned (its objects, or a
         // resumed job's).
         let inputs: Vec<String> = c

@@ -17,11 +17,21 @@ pub(crate) async fn run(m: MergeArgs) -> Result<()> {
     let spec = plan_job(&m.job.request(None, false)?).await?;
     check_base(&spec.source, &spec.base_commit, true).await?;
     preflight_outputs(&spec.inputs, m.out.as_deref(), m.job.manifest.as_deref())?;
+    // As given, `{namespace}` filled (the spec's is made absolute: `-` is a stream).
+    let partial_out = match &m.job.partial_out {
+        Some(p) => Some(crate::job::partial_out_of(
+            p,
+            m.job.namespace.as_deref(),
+            false,
+        )?),
+        None => None,
+    };
     check_outputs(
         m.job.source.as_deref(),
         m.out.as_deref(),
         m.job.manifest.as_deref(),
-        m.job.partial_out.as_deref(),
+        partial_out.as_deref(),
+        None,
     )?;
     if let Some(p) = &spec.partial_out {
         let inputs: Vec<String> = m.job.input.iter().chain(&spec.inputs).cloned().collect();

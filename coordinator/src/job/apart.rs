@@ -9,19 +9,28 @@ use super::JobError;
 /// partial's directory would be made where the result goes, or the result written
 /// into the partial), and an output that lies within a local source root or holds it
 /// (`dir:`, `git:`, `store:file://`: the merge would write over the texts it reads).
-/// `outputs` are (flag, value) pairs; standard output (`-`, `/dev/stdout`) is a
-/// stream, not a place. Locations are compared by their real paths (links resolved).
-pub fn check_outputs_apart(sources: &[&str], outputs: &[(&str, &str)]) -> Result<(), JobError> {
+/// `outputs` are (flag, value) pairs, `{namespace}` filled; standard output (`-`,
+/// `/dev/stdout`) and devices are streams, not places. `stores` (a fleet's `--store`)
+/// are checked against the source only (a result may go under the store). Locations
+/// are compared by their real paths (links resolved, dangling ones too).
+pub fn check_outputs_apart(
+    sources: &[&str],
+    outputs: &[(&str, &str)],
+    stores: &[(&str, &str)],
+) -> Result<(), JobError> {
     let fail = |m: String| Err(JobError::Preflight(m));
     for (flag, dest) in outputs {
         if dest.trim().is_empty() {
+            let stream = if *flag == "--partial-out" {
+                ""
+            } else {
+                " or - for standard output"
+            };
+            return fail(format!("{flag} is empty: give a path, a store URL{stream}"));
+        }
+        if *flag == "--partial-out" && is_stream(dest) {
             return fail(format!(
-                "{flag} is empty: give a path, a store URL{}",
-                if *flag == "--partial-out" {
-                    ""
-                } else {
-                    " or - for standard output"
-                }
+                "--partial-out {dest}: a partial is a directory or a store prefix of files, not a stream"
             ));
         }
     }
@@ -42,12 +51,14 @@ pub fn check_outputs_apart(sources: &[&str], outputs: &[(&str, &str)]) -> Result
             }
         }
     }
+    let stores = stores.iter().map(|(f, d)| (*f, *d, location_key(d)));
+    let everything: Vec<(&str, &str, String)> = places.into_iter().chain(stores).collect();
     for spec in sources {
         let Some(root) = local_root(spec) else {
             continue;
         };
         let kr = location_key(root);
-        for (flag, dest, key) in &places {
+        for (flag, dest, key) in &everything {
             if key.starts_with(&kr) || kr.starts_with(key.as_str()) {
                 return fail(format!(
                     "{flag} {} and the source {} overlap: the merge would write over or into the texts it reads; give an output outside the source",
@@ -97,7 +108,7 @@ mod tests {
     use super::*;
 
     fn refused(sources: &[&str], outputs: &[(&str, &str)]) -> String {
-        match check_outputs_apart(sources, outputs) {
+        match check_outputs_apart(sources, outputs, &[]) {
             Err(e) => e.to_string(),
             Ok(()) => String::new(),
         }

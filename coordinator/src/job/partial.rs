@@ -49,14 +49,9 @@ fn period(spec: &JobSpec) -> Result<(Date, Date), Refused> {
         .date_to
         .parse()
         .map_err(|e| refuse("the job", format!("date_to {:?}: {e}", spec.header.date_to)))?;
-    let days = spec.header.duration.max(1) - 1;
-    let (y, m, d) = covmerge_proto::date::civil_from_days(to.days() - days);
-    let from = format!("{y:04}-{m:02}-{d:02}").parse().map_err(|e| {
-        refuse(
-            "the job",
-            format!("--duration {}: {e}", spec.header.duration),
-        )
-    })?;
+    let from = to
+        .period_start(spec.header.duration)
+        .map_err(|e| refuse("the job", e))?;
     Ok((from, to))
 }
 
@@ -176,7 +171,18 @@ pub fn partial_store(url: &str) -> Result<Store, JobError> {
     } else {
         let abs = std::path::absolute(url)
             .map_err(|e| JobError::Preflight(format!("--partial-out {url}: {e}")))?;
-        format!("file://{}", abs.display())
+        // `..` read as the shell reads it (the store refuses it in a name).
+        let mut clean = std::path::PathBuf::new();
+        for c in abs.components() {
+            match c {
+                std::path::Component::ParentDir => {
+                    clean.pop();
+                }
+                std::path::Component::CurDir => {}
+                c => clean.push(c),
+            }
+        }
+        format!("file://{}", clean.display())
     };
     Ok(Store::open(&url)?)
 }
@@ -229,21 +235,47 @@ pub fn check_apart(url: &str, inputs: &[String]) -> Result<(), JobError> {
 /// their query, and `…/partial.json` as its directory.
 pub(super) fn location_key(location: &str) -> String {
     let l = location.strip_suffix("/partial.json").unwrap_or(location);
-    let local = if let Some(p) = l.strip_prefix("file://") {
-        Some(std::path::PathBuf::from(p))
-    } else if covmerge_storage::is_store_url(l) {
-        None
-    } else {
-        std::path::absolute(l).ok()
-    };
+    // `file://localhost/…` and percent-escapes read as the store reads them.
+    let local = covmerge_storage::local::local_path(l).and_then(|p| std::path::absolute(p).ok());
     let mut key = match local {
-        Some(p) => format!("file://{}", real_path(&p).display()),
-        None => l.split('?').next().unwrap_or(l).to_owned(),
+        Some(p) => format!("file://{}", real_path(&resolve_links(p)).display()),
+        None => store_key(l),
     };
     if !key.ends_with('/') {
         key.push('/');
     }
     key
+}
+
+/// A store URL as a comparable prefix: without its query, `s3a://` as `s3://`, and
+/// no empty path segments (`s3://b//p` is `s3://b/p`).
+fn store_key(url: &str) -> String {
+    let url = url.split('?').next().unwrap_or(url);
+    let (scheme, rest) = url.split_once("://").unwrap_or(("", url));
+    let scheme = if scheme == "s3a" { "s3" } else { scheme };
+    let rest: Vec<&str> = rest.split('/').filter(|s| !s.is_empty()).collect();
+    format!("{scheme}://{}", rest.join("/"))
+}
+
+/// `p` with a symlink at its end followed, even one whose target does not exist yet
+/// (writing to a dangling link creates its target).
+fn resolve_links(mut p: std::path::PathBuf) -> std::path::PathBuf {
+    for _ in 0..40 {
+        let Ok(m) = std::fs::symlink_metadata(&p) else {
+            break;
+        };
+        if !m.file_type().is_symlink() {
+            break;
+        }
+        let Ok(target) = std::fs::read_link(&p) else {
+            break;
+        };
+        p = match p.parent() {
+            Some(parent) if target.is_relative() => parent.join(target),
+            _ => target,
+        };
+    }
+    p
 }
 
 /// `p` with its longest existing ancestor canonicalized (links resolved), the rest

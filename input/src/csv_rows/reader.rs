@@ -53,56 +53,49 @@ impl Header {
     }
 
     /// When the first record of `text` (a bad row's text, up to the input's end) names
-    /// this header's columns again but is not the header byte for byte (another column
-    /// order, a byte order mark, spaces): the error that stops the input at `line`.
+    /// every required column in as many fields as the header but is not the header byte
+    /// for byte (another column order, other columns, a byte order mark, spaces): the
+    /// error that stops the input at `line`.
     /// Skipping such a row as bad would read the rows after it by the first header's
     /// positions.
     pub fn header_again(&self, text: &[u8], line: u64) -> Option<InputError> {
-        // Most bad rows are not a header: those without a column's name on their first
-        // line are not parsed again.
-        let first = &text[..memchr::memchr(b'\n', text).unwrap_or(text.len())];
-        memchr::memmem::find(first, REQUIRED[1].as_bytes())?;
         let mut rec = csv::ByteRecord::new();
-        let mut rdr = csv_reader(text);
-        match rdr.read_byte_record(&mut rec) {
-            // The csv reader drops a byte order mark at the start of what it reads.
-            Ok(true) if text.starts_with(b"\xef\xbb\xbf") && rec == self.record => {
-                Some(again(&self.name, line, true))
-            }
-            Ok(true) => header_again(&self.name, &self.record, &rec, line),
-            _ => None,
+        let mut rdr = csv::ReaderBuilder::new()
+            .has_headers(false)
+            .flexible(true)
+            .buffer_capacity(4096)
+            .from_reader(text);
+        // With another field count it is a bad row whatever it names: the rows after
+        // it, of the header's count, are read by the header's positions.
+        if !matches!(rdr.read_byte_record(&mut rec), Ok(true)) || rec.len() != self.record.len() {
+            return None;
         }
-    }
-}
-
-/// [`Header::header_again`] of a parsed record.
-fn header_again(
-    name: &str,
-    header: &csv::ByteRecord,
-    rec: &csv::ByteRecord,
-    line: u64,
-) -> Option<InputError> {
-    let names = |r: &csv::ByteRecord| {
-        let mut v: Vec<Vec<u8>> = r
+        // The csv reader drops a byte order mark at the start of what it reads.
+        let bom = text.starts_with(b"\xef\xbb\xbf");
+        if rec == self.record && !bom {
+            return None;
+        }
+        // A record naming every required column (whatever its other columns) is a
+        // header, not a row.
+        let names: Vec<Vec<u8>> = rec
             .iter()
             .enumerate()
             .map(|(i, f)| column_name(i, f))
             .collect();
-        v.sort_unstable();
-        v
-    };
-    if rec.len() != header.len() || rec == header || names(rec) != names(header) {
-        return None;
+        let at = |c: &str| names.iter().position(|n| n == c.as_bytes());
+        let found: Option<Vec<usize>> = REQUIRED.iter().map(|c| at(c)).collect();
+        let c = self.cols;
+        let first = [c.repo, c.commit, c.file, c.func, c.manager, c.sl, c.hits];
+        let same_order = found? == first;
+        Some(again(&self.name, line, same_order))
     }
-    let same_order = (0..rec.len()).all(|i| column_name(i, &rec[i]) == column_name(i, &header[i]));
-    Some(again(name, line, same_order))
 }
 
 /// The error of a header found again at `line` (`same_order`: with the first one's
 /// column order, other bytes).
 fn again(name: &str, line: u64, same_order: bool) -> InputError {
     let how = if same_order {
-        "with a byte order mark or spaces the first has not"
+        "in another form (other columns, a byte order mark or spaces the first has not)"
     } else {
         "with its columns in another order"
     };

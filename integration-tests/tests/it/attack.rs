@@ -218,3 +218,128 @@ fn a_partial_named_by_its_description_was_read_as_csv() {
     );
     assert!(!ok && err.contains("same file"), "{err}");
 }
+
+#[test]
+fn an_output_given_as_file_localhost_or_a_dangling_link_wrote_into_the_source() {
+    let c = Case::new();
+    let input = c.write("in.csv", &format!("{HDR}r,c1,a.c,f,m,1,5\n"));
+    let src_file = c.path("src/c1/a.c");
+    let before = std::fs::read(&src_file).unwrap();
+    let localhost = format!("file://localhost{}", src_file.display());
+    std::os::unix::fs::symlink(c.path("src/c1/new.c"), c.path("dangling")).unwrap();
+    let dangling = c.path("dangling");
+    for out in [localhost.as_str(), dangling.to_str().unwrap()] {
+        let (ok, err) = merge_to(&c, &input, &["--out", out]);
+        assert!(!ok && err.contains("source"), "{out}: {err}");
+    }
+    assert_eq!(std::fs::read(&src_file).unwrap(), before);
+    assert!(!c.path("src/c1/new.c").exists(), "written through the link");
+}
+
+#[test]
+fn a_namespace_template_was_checked_before_it_was_filled() {
+    let c = Case::new();
+    let input = c.write("in.csv", &format!("{HDR}r,c1,a.c,f,m,1,5\n"));
+    let y = c.path("y");
+    std::fs::create_dir_all(y.join("upstream")).unwrap();
+    let out = y.join("upstream/o.jsonl");
+    let template = format!("{}/{{namespace}}", y.display());
+    let (ok, err) = merge_to(
+        &c,
+        &input,
+        &[
+            "--out",
+            out.to_str().unwrap(),
+            "--partial-out",
+            &template,
+            "--namespace",
+            "upstream",
+        ],
+    );
+    assert!(
+        !ok && err.contains("--partial-out") && err.contains("--out"),
+        "{err}"
+    );
+    assert!(!out.exists(), "the result was published before the refusal");
+    // Filled, the template lands in the source: refused too.
+    let into_source = format!("{}/{{namespace}}/p", c.path("src").display());
+    let (ok, err) = merge_to(
+        &c,
+        &input,
+        &[
+            "--partial-out",
+            &into_source,
+            "--namespace",
+            "c1",
+            "--out",
+            "-",
+        ],
+    );
+    assert!(!ok && err.contains("source"), "{err}");
+    assert!(!c.path("src/c1/p").exists());
+}
+
+#[test]
+fn a_duration_past_the_calendar_panicked_or_failed_after_the_merge() {
+    let c = Case::new();
+    let input = c.write("in.csv", &format!("{HDR}r,c1,a.c,f,m,1,5\n"));
+    let p = c.path("p");
+    for (to, days) in [("1969-12-29", "9223372036854775807"), ("0001-01-05", "6")] {
+        let out = c.path("o.jsonl");
+        let (ok, err) = merge_to(
+            &c,
+            &input,
+            &[
+                "--out",
+                out.to_str().unwrap(),
+                "--partial-out",
+                p.to_str().unwrap(),
+                "--date-to",
+                to,
+                "--duration",
+                days,
+            ],
+        );
+        assert!(
+            !ok && err.contains("before 0001-01-01"),
+            "{to} {days}: {err}"
+        );
+        assert!(
+            !p.exists() && !out.exists(),
+            "{to} {days}: written before the refusal"
+        );
+    }
+}
+
+#[test]
+fn a_header_again_with_other_extra_columns_or_a_quoted_newline_was_read_as_rows() {
+    let c = Case::new();
+    let cases = [
+        format!(
+            "{},extra\nr,c1,a.c,f,m,1,3,x\nkernel_repo,kernel_commit,file_path,manager,func_name,sl,hit_count,other\nr,c1,a.c,m2,g,2,5,y\n",
+            columns()
+        ),
+        format!(
+            "\"ex\ntra\",{}\nx,r,c1,a.c,f,m,1,3\n\"ex\ntra\",kernel_repo,kernel_commit,file_path,manager,func_name,sl,hit_count\nx,r,c1,a.c,m2,g,2,5\n",
+            columns()
+        ),
+    ];
+    for text in cases {
+        let input = c.write("h.csv", &text);
+        let (ok, err) = c.merge(&[&input], &["--max-bad-rows", "1"]);
+        assert!(!ok && err.contains("the header again"), "{text:?}: {err}");
+    }
+}
+
+#[test]
+fn a_partial_out_of_dash_or_through_dot_dot_was_misread() {
+    let c = Case::new();
+    let input = c.write("in.csv", &format!("{HDR}r,c1,a.c,f,m,1,5\n"));
+    let (ok, err) = merge_to(&c, &input, &["--out", "/dev/null", "--partial-out", "-"]);
+    assert!(!ok && err.contains("not a stream"), "{err}");
+    std::fs::create_dir_all(c.path("w")).unwrap();
+    let up = format!("{}/w/../pp", c.dir_path().display());
+    let (ok, err) = merge_to(&c, &input, &["--out", "/dev/null", "--partial-out", &up]);
+    assert!(ok, "{err}");
+    assert!(c.path("pp/partial.json").exists());
+}

@@ -36,8 +36,15 @@ struct PartialInput {
 
 pub(crate) async fn run(r: RollupArgs) -> Result<()> {
     let templated = names::template(&r.partial_out)?;
-    let source: Vec<&str> = r.source.iter().map(String::as_str).collect();
-    covmerge_coordinator::check_outputs_apart(&source, &[("--partial-out", &r.partial_out)])?;
+    // `{namespace}` filled where it is known; routed by namespace, each partial's
+    // location is checked once the namespaces are (before any is written).
+    if !templated || r.namespace.is_some() {
+        let url = match &r.namespace {
+            Some(ns) if templated => names::fill(&r.partial_out, ns)?,
+            _ => r.partial_out.clone(),
+        };
+        apart(&r, &url)?;
+    }
     let sources = Sources::parse(&r.source)?;
     if let (true, Some(ns)) = (templated, &r.namespace) {
         names::fill(&r.partial_out, ns)?;
@@ -103,6 +110,7 @@ pub(crate) async fn run(r: RollupArgs) -> Result<()> {
             r.partial_out.clone()
         };
         check_not_an_input(&url, &partials)?;
+        apart(&r, &url)?;
         covmerge_coordinator::preflight_partial_out(&url, &r.input).await?;
         outs.push(url);
     }
@@ -390,6 +398,14 @@ async fn read_raw(
     })
     .await
     .context("reading the raw rows")?
+}
+
+/// Before any partial is written: `url` (a `--partial-out`, filled) apart from the
+/// sources.
+fn apart(r: &RollupArgs, url: &str) -> Result<()> {
+    let sources: Vec<&str> = r.source.iter().map(String::as_str).collect();
+    covmerge_coordinator::check_outputs_apart(&sources, &[("--partial-out", url)], &[])?;
+    Ok(())
 }
 
 /// The period of `--duration` days ending at `date_to` (one day at least), as a

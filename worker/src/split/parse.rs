@@ -89,12 +89,16 @@ pub(super) fn parse_thread(
         // A bad row: counted, sampled with its line, and the split stops past the cap
         // (or at once, when it is the header again in another form).
         let mut header_again = None;
+        // Bad rows come in order: each one's line is counted on from the last one's
+        // (counted from the piece's start each time, many bad rows took quadratic time).
+        let mut counted = (0, first_line);
         let mut bad = |pos: Pos, problem: RowProblem, outcome: &mut SplitOutcome| -> bool {
             outcome.counts.rows_bad += 1;
             // Recount from the piece: csv's own line count skips blank lines.
             // csv places a record after the previous terminator, before any
             // blank lines: step over them to the record itself.
-            let (line, upto) = line_at(&bytes, first_line, pos);
+            let (line, upto) = line_from(&bytes, first_line, counted, pos);
+            counted = (upto, line);
             if let Some(e) = sh.header.header_again(&bytes[upto..], line) {
                 sh.stop.store(true, Ordering::Relaxed);
                 header_again = Some(e);
@@ -162,6 +166,21 @@ fn line_at(bytes: &[u8], first_line: u64, pos: Pos) -> (u64, usize) {
         upto += 1;
     }
     (first_line + count_newlines(&bytes[..upto]), upto)
+}
+
+/// [`line_at`], counted on from `from` (a byte offset of the piece and its line) when
+/// the record starts after it, else from the piece's first line.
+fn line_from(bytes: &[u8], first_line: u64, from: (usize, u64), pos: Pos) -> (u64, usize) {
+    let mut upto = (pos.byte as usize).min(bytes.len());
+    while upto < bytes.len() && matches!(bytes[upto], b'\n' | b'\r') {
+        upto += 1;
+    }
+    let (start, line) = if from.0 <= upto {
+        from
+    } else {
+        (0, first_line)
+    };
+    (line + count_newlines(&bytes[start..upto]), upto)
 }
 
 /// A thread's routing of rows by namespace: the router's view, the `namespace`
