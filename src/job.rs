@@ -129,7 +129,10 @@ pub(crate) fn check_outputs(
     .filter_map(|(f, d)| d.map(|d| (f, d)))
     .collect();
     let sources: Vec<&str> = source.into_iter().collect();
-    let stores: Vec<(&str, &str)> = store.map(|s| ("--store", s)).into_iter().collect();
+    // A fleet's store is written under its `jobs/` prefix only (a `store:` source may
+    // be a snapshot beside it).
+    let jobs = store.map(|s| format!("{}/jobs", s.trim_end_matches('/')));
+    let stores: Vec<(&str, &str)> = jobs.iter().map(|j| ("--store", j.as_str())).collect();
     Ok(covmerge_coordinator::check_outputs_apart(
         &sources, &outputs, &stores,
     )?)

@@ -155,7 +155,7 @@ impl Dashboard {
         let u: String = self.call("create_upload_url", None).await?;
         // The URL is logged and written in the manifest: one naming the key is refused
         // (unshown).
-        if without_key(&u, &self.key) != u {
+        if names_key(&u, &self.key) {
             return Err(format!(
                 "create_upload_url at {}/api: the reply names the dashboard key; refused without showing it",
                 self.shown
@@ -233,21 +233,67 @@ fn shown_reply(body: &[u8], key: &str) -> String {
         .chars()
         .take(1024)
         .collect();
-    let cut: String = without_key(&text, key).trim().chars().take(200).collect();
+    let cut: String = without_key(&unescape_u(&text), key)
+        .trim()
+        .chars()
+        .take(200)
+        .collect();
     format!("{cut:?}")
 }
 
-/// `text` with every run of 6 or more characters that appears in `key` (any case:
-/// a host name is shown lowercased) replaced by `<redacted>`: the whole key, a part of
-/// it after an escape (`\u0053` then the rest), or its start at a cut.
+/// `text` with JSON's `\uXXXX` escapes decoded (a reply may escape what it echoes).
+fn unescape_u(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(at) = rest.find("\\u") {
+        out.push_str(&rest[..at]);
+        let hex = rest.get(at + 2..at + 6);
+        match hex
+            .and_then(|h| u32::from_str_radix(h, 16).ok())
+            .and_then(char::from_u32)
+        {
+            Some(c) => {
+                out.push(c);
+                rest = &rest[at + 6..];
+            }
+            None => {
+                out.push_str("\\u");
+                rest = &rest[at + 2..];
+            }
+        }
+    }
+    out.push_str(rest);
+    out
+}
+
+/// Whether `text` names the whole key (any case, JSON escapes decoded).
+fn names_key(text: &str, key: &str) -> bool {
+    !key.is_empty()
+        && unescape_u(text)
+            .to_ascii_lowercase()
+            .contains(&key.to_ascii_lowercase())
+}
+
+/// `text` with every run of characters that appears in `key` (any case: a host name is
+/// shown lowercased) and is at least half of it (8 characters at least) replaced by
+/// `<redacted>`: the whole key, or most of it after a character told apart; and the
+/// start of the key (4 characters or more) where the text ends, cut inside it.
 pub(crate) fn without_key(text: &str, key: &str) -> String {
     if key.is_empty() {
         return text.to_owned();
     }
     let (t, k) = (text.to_ascii_lowercase(), key.to_ascii_lowercase());
     let (t, k) = (t.as_bytes(), k.as_bytes());
-    let least = k.len().min(6);
+    let least = (k.len() / 2).max(8).min(k.len());
     let mut hide = vec![false; t.len()];
+    // A text cut inside the key ends with its start: hidden from 4 characters on.
+    if let Some(n) = (4..k.len().min(t.len()) + 1)
+        .rev()
+        .find(|&n| t.ends_with(&k[..n]))
+    {
+        let len = t.len();
+        hide[len - n..].iter_mut().for_each(|h| *h = true);
+    }
     for i in 0..t.len() {
         for j in 0..k.len() {
             let n = t[i..]
@@ -383,7 +429,7 @@ impl OneCall<'_> {
             .and_then(|l| r.url().join(l).ok())
             .and_then(|u| u.host_str().map(str::to_string));
         let to = match host {
-            Some(h) => format!("redirects to host {h}"),
+            Some(h) => format!("redirects to host {}", without_key(&h, &self.dashboard.key)),
             None => "redirects without a usable location".to_string(),
         };
         CallError {
@@ -430,6 +476,20 @@ mod tests {
         // Escaped in JSON, or lowercased in a host name: still not shown.
         let escaped = format!("{{\"key\":\"\\u0073{}\"}}", &key[1..]);
         assert!(!shown_reply(escaped.as_bytes(), key).contains(&key[1..]));
+        let all: String = key
+            .chars()
+            .map(|c| format!("\\u{:04x}", c as u32))
+            .collect();
+        assert!(!shown_reply(all.as_bytes(), key).contains(&key[4..]));
+        // A word the key shares with a bucket name is no echo of the key.
+        assert!(!super::names_key(
+            "gs://syzbot-coverage/x.upload",
+            "syzbot-dashkey-Q1"
+        ));
+        assert!(super::names_key(
+            "gs://b/SYZBOT-DASHKEY-q1.upload",
+            "syzbot-dashkey-Q1"
+        ));
         let host = format!("http://{}/x.upload", key.to_ascii_uppercase());
         assert!(!shown_reply(host.as_bytes(), key)
             .to_ascii_lowercase()

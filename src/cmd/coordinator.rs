@@ -18,6 +18,7 @@ pub(crate) async fn run(c: CoordinatorArgs) -> Result<()> {
     if let Some(s) = &c.job.source {
         check_source(s)?;
     }
+    preflight_store(&c.fleet.store, &c.job.input)?;
     // `{namespace}` filled: the template itself names no location (opening it made a
     // directory named `{namespace}`).
     let partial_out = match &c.job.partial_out {
@@ -35,7 +36,6 @@ pub(crate) async fn run(c: CoordinatorArgs) -> Result<()> {
         partial_out.as_deref(),
         Some(&c.fleet.store),
     )?;
-    preflight_store(&c.fleet.store, &c.job.input)?;
     let job = c.job_id()?;
     let store = c.fleet.store()?;
     let start = c.start(job).await?;

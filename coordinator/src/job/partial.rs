@@ -171,18 +171,9 @@ pub fn partial_store(url: &str) -> Result<Store, JobError> {
     } else {
         let abs = std::path::absolute(url)
             .map_err(|e| JobError::Preflight(format!("--partial-out {url}: {e}")))?;
-        // `..` read as the shell reads it (the store refuses it in a name).
-        let mut clean = std::path::PathBuf::new();
-        for c in abs.components() {
-            match c {
-                std::path::Component::ParentDir => {
-                    clean.pop();
-                }
-                std::path::Component::CurDir => {}
-                c => clean.push(c),
-            }
-        }
-        format!("file://{}", clean.display())
+        // Where the placement checks found it ([`location_key`]): links followed,
+        // `..` read as the kernel reads it (the store refuses it in a name).
+        format!("file://{}", real_path(&resolve_links(abs)).display())
     };
     Ok(Store::open(&url)?)
 }
@@ -280,22 +271,33 @@ fn resolve_links(mut p: std::path::PathBuf) -> std::path::PathBuf {
 
 /// `p` with its longest existing ancestor canonicalized (links resolved), the rest
 /// appended as given.
-fn real_path(p: &std::path::Path) -> std::path::PathBuf {
-    let mut rest = Vec::new();
+pub(super) fn real_path(p: &std::path::Path) -> std::path::PathBuf {
+    use std::path::Component;
+    let mut rest: Vec<std::ffi::OsString> = Vec::new();
     let mut at = p.to_path_buf();
     loop {
-        if let Ok(c) = at.canonicalize() {
-            return rest
-                .iter()
-                .rev()
-                .fold(c, |c, r: &std::ffi::OsString| c.join(r));
-        }
-        match (at.file_name().map(|n| n.to_owned()), at.parent()) {
-            (Some(n), Some(parent)) => {
-                rest.push(n);
-                at = parent.to_path_buf();
+        if let Ok(mut c) = at.canonicalize() {
+            // The rest is made as `create_dir_all` makes it: a `..` after a directory
+            // just made is that directory's parent.
+            for r in rest.iter().rev() {
+                if r == ".." {
+                    c.pop();
+                } else {
+                    c.push(r);
+                }
             }
+            return c;
+        }
+        let last = at.components().next_back();
+        match last {
+            Some(c @ (Component::Normal(_) | Component::ParentDir)) => {
+                rest.push(c.as_os_str().to_owned())
+            }
+            Some(Component::CurDir) => {}
             _ => return p.to_path_buf(),
+        }
+        if !at.pop() {
+            return p.to_path_buf();
         }
     }
 }

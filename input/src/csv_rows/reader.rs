@@ -29,9 +29,33 @@ pub struct Header {
     pub(super) cols: Columns,
     pub(super) max_row: usize,
     pub(super) groups: Groups,
+    /// The input starts with a UTF-8 byte order mark: the header found again byte for
+    /// byte starts with one too.
+    pub(super) bom: bool,
 }
 
 impl Header {
+    /// The same header of an input that starts with a byte order mark (`bom`).
+    pub fn with_bom(mut self, bom: bool) -> Self {
+        self.bom = bom;
+        self
+    }
+    /// The header as it reads again byte for byte, later in the input (the byte order
+    /// mark included, which the csv reader drops only at the start).
+    pub(super) fn repeated(&self) -> csv::ByteRecord {
+        if !self.bom {
+            return self.record.clone();
+        }
+        let mut r = csv::ByteRecord::new();
+        for (i, f) in self.record.iter().enumerate() {
+            if i == 0 {
+                r.push_field(&[b"\xef\xbb\xbf", f].concat());
+            } else {
+                r.push_field(f);
+            }
+        }
+        r
+    }
     /// The same header in a job with these `--group`s: a row whose manager is a
     /// group's NAME is a bad row (contract §6).
     pub fn with_groups(mut self, groups: Groups) -> Self {
@@ -72,7 +96,7 @@ impl Header {
         }
         // The csv reader drops a byte order mark at the start of what it reads.
         let bom = text.starts_with(b"\xef\xbb\xbf");
-        if rec == self.record && !bom {
+        if rec == self.record && bom == self.bom {
             return None;
         }
         // A record naming every required column (whatever its other columns) is a
@@ -82,7 +106,11 @@ impl Header {
             .enumerate()
             .map(|(i, f)| column_name(i, f))
             .collect();
-        let at = |c: &str| names.iter().position(|n| n == c.as_bytes());
+        let at = |c: &str| {
+            names
+                .iter()
+                .position(|n| n.eq_ignore_ascii_case(c.as_bytes()))
+        };
         let found: Option<Vec<usize>> = REQUIRED.iter().map(|c| at(c)).collect();
         let c = self.cols;
         let first = [c.repo, c.commit, c.file, c.func, c.manager, c.sl, c.hits];
@@ -203,6 +231,7 @@ impl<R: Read> RowReader<R> {
             cols: self.cols,
             max_row: self.max_row,
             groups: self.groups.clone(),
+            bom: false,
         }
     }
 
@@ -211,7 +240,7 @@ impl<R: Read> RowReader<R> {
         RowReader {
             name: h.name.clone(),
             rdr: csv_reader(input),
-            header: h.record.clone(),
+            header: h.repeated(),
             cols: h.cols,
             rec: csv::ByteRecord::new(),
             line_offset: first_line.saturating_sub(1),

@@ -131,7 +131,7 @@ fn walk_any<'p>(
                                        // The header as a record of this piece would read: a record of `want` fields is
                                        // a repeated header iff its text is this (a header field holding a delimiter
                                        // would make the text's field count differ).
-    let header_text = h.record.iter().collect::<Vec<_>>().join(&b","[..]);
+    let header_text = h.repeated().iter().collect::<Vec<_>>().join(&b","[..]);
     // Commas of the records not yet ended (at most `need` of them kept: a record
     // with more is bad, and only their number is kept, in `over`), then the chunk's.
     let mut commas = vec![0usize; need + chunk + 64];

@@ -343,3 +343,52 @@ fn a_partial_out_of_dash_or_through_dot_dot_was_misread() {
     assert!(ok, "{err}");
     assert!(c.path("pp/partial.json").exists());
 }
+
+#[test]
+fn a_dot_dot_in_the_partial_out_escaped_the_placement_checks() {
+    let c = Case::new();
+    let input = c.write("in.csv", &format!("{HDR}r,c1,a.c,f,m,1,5\n"));
+    std::fs::create_dir_all(c.path("pp")).unwrap();
+    let via_missing = format!("{}/nx/../pp", c.dir_path().display());
+    let manifest = c.path("pp/partial.json");
+    let (ok, err) = merge_to(
+        &c,
+        &input,
+        &[
+            "--out",
+            "/dev/null",
+            "--manifest",
+            manifest.to_str().unwrap(),
+            "--partial-out",
+            &via_missing,
+        ],
+    );
+    assert!(!ok && err.contains("--manifest"), "{err}");
+    let into_source = format!("{}/nx/../src/p", c.dir_path().display());
+    let (ok, err) = merge_to(
+        &c,
+        &input,
+        &["--out", "/dev/null", "--partial-out", &into_source],
+    );
+    assert!(!ok && err.contains("source"), "{err}");
+    assert!(!c.path("src/p").exists());
+}
+
+#[test]
+fn two_inputs_with_a_byte_order_mark_joined_were_refused() {
+    let c = Case::new();
+    let one = format!("\u{feff}{HDR}r,c1,a.c,f,m,1,5\n");
+    let input = c.write("joined.csv", &format!("{one}{one}"));
+    let (ok, err) = c.merge(&[&input], &[]);
+    assert!(ok, "{err}");
+    let got = canon(&c.path("out.jsonl.gz"));
+    assert_eq!(got["files"]["a.c"]["managers"]["*"], json!({"1": 10}));
+    // A header found again in other letter case is the header again.
+    let text = format!(
+        "{HDR}r,c1,a.c,f,m,1,5\nKernel_Repo,Kernel_Commit,file_path,func_name,manager,hit_count,sl\nr,c1,a.c,f,m,9,2\n"
+    );
+    let input = c.write("case.csv", &text);
+    std::fs::remove_file(c.path("out.jsonl.gz")).unwrap();
+    let (ok, err) = c.merge(&[&input], &["--max-bad-rows", "1"]);
+    assert!(!ok && err.contains("the header again"), "{err}");
+}

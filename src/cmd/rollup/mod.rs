@@ -43,7 +43,7 @@ pub(crate) async fn run(r: RollupArgs) -> Result<()> {
             Some(ns) if templated => names::fill(&r.partial_out, ns)?,
             _ => r.partial_out.clone(),
         };
-        apart(&r, &url)?;
+        apart(&r, &[url.as_str()])?;
     }
     let sources = Sources::parse(&r.source)?;
     if let (true, Some(ns)) = (templated, &r.namespace) {
@@ -110,9 +110,11 @@ pub(crate) async fn run(r: RollupArgs) -> Result<()> {
             r.partial_out.clone()
         };
         check_not_an_input(&url, &partials)?;
-        apart(&r, &url)?;
-        covmerge_coordinator::preflight_partial_out(&url, &r.input).await?;
         outs.push(url);
+    }
+    apart(&r, &outs.iter().map(String::as_str).collect::<Vec<_>>())?;
+    for url in &outs {
+        covmerge_coordinator::preflight_partial_out(url, &r.input).await?;
     }
     // The roll-up's open row groups (one per input file read at once) are held within
     // the budget; past it, inputs are rolled up in levels.
@@ -400,11 +402,13 @@ async fn read_raw(
     .context("reading the raw rows")?
 }
 
-/// Before any partial is written: `url` (a `--partial-out`, filled) apart from the
-/// sources.
-fn apart(r: &RollupArgs, url: &str) -> Result<()> {
+/// Before any partial is written: `urls` (`--partial-out`, filled for each namespace)
+/// apart from the sources and from each other (two namespaces' partials in one place,
+/// through a link, would leave one of them).
+fn apart(r: &RollupArgs, urls: &[&str]) -> Result<()> {
     let sources: Vec<&str> = r.source.iter().map(String::as_str).collect();
-    covmerge_coordinator::check_outputs_apart(&sources, &[("--partial-out", url)], &[])?;
+    let outs: Vec<(&str, &str)> = urls.iter().map(|u| ("--partial-out", *u)).collect();
+    covmerge_coordinator::check_outputs_apart(&sources, &outs, &[])?;
     Ok(())
 }
 

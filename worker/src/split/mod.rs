@@ -376,6 +376,7 @@ pub(crate) fn split_input_with<R: Read>(
     let header_lines = count_newlines(&buf[..header_end]).max(1);
     let header = RowReader::new(name, &buf[..header_end])?
         .header()
+        .with_bom(buf.starts_with(b"\xef\xbb\xbf"))
         .with_max_row(limits.max_row)
         .with_groups(settings.groups.clone());
     if let (None, Some(_)) = (header.cols().namespace, route) {
