@@ -57,7 +57,7 @@ pub fn check_outputs_apart(
         let Some(root) = local_root(spec) else {
             continue;
         };
-        let kr = location_key(root);
+        let kr = location_key(&root);
         for (flag, dest, key) in &everything {
             if key.starts_with(&kr) || kr.starts_with(key.as_str()) {
                 return fail(format!(
@@ -86,21 +86,27 @@ fn is_stream(dest: &str) -> bool {
         })
 }
 
-/// The local directory a source spec reads (`dir:ROOT`, `git:PATH`, `store:file://…`),
+/// The local directory a source spec reads (`dir:ROOT`, `store:file://…`, and of a
+/// `git:PATH` its `.git` directory, or PATH when bare: the work tree is never read),
 /// `NS=SPEC` included; none for a store elsewhere.
-fn local_root(spec: &str) -> Option<&str> {
+fn local_root(spec: &str) -> Option<String> {
     let spec = match spec.split_once('=') {
         Some((ns, s)) if !ns.contains(':') => s,
         _ => spec,
     };
-    if let Some(r) = spec
-        .strip_prefix("dir:")
-        .or_else(|| spec.strip_prefix("git:"))
-    {
-        return Some(r);
+    if let Some(r) = spec.strip_prefix("dir:") {
+        return Some(r.to_owned());
+    }
+    if let Some(r) = spec.strip_prefix("git:") {
+        let dot_git = std::path::Path::new(r).join(".git");
+        return Some(match dot_git.exists() {
+            true => dot_git.display().to_string(),
+            false => r.to_owned(),
+        });
     }
     spec.strip_prefix("store:")
         .filter(|u| u.starts_with("file://"))
+        .map(str::to_owned)
 }
 
 #[cfg(test)]
@@ -128,6 +134,17 @@ mod tests {
             let e = refused(&[&spec], &[("--out", out.to_str().unwrap())]);
             assert!(e.contains("--out") && e.contains("source"), "{e}");
         }
+        // A git: source is read from its .git: an output in the work tree is apart.
+        let repo = t.path().join("repo");
+        std::fs::create_dir_all(repo.join(".git")).unwrap();
+        let git = format!("git:{}", repo.display());
+        let in_tree = repo.join("cov.jsonl");
+        assert_eq!(
+            refused(&[&git], &[("--out", in_tree.to_str().unwrap())]),
+            ""
+        );
+        let in_git = repo.join(".git/cov.jsonl");
+        assert!(refused(&[&git], &[("--out", in_git.to_str().unwrap())]).contains("source"));
         let ns = format!("upstream={spec}");
         let e = refused(&[&ns], &[("--manifest", inside.to_str().unwrap())]);
         assert!(e.contains("--manifest"), "{e}");
