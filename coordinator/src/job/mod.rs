@@ -24,7 +24,9 @@ use tracing::instrument;
 
 pub use apart::check_outputs_apart;
 pub use error::JobError;
-pub use partial::{check_apart, partial_store, preflight_partial_out, publish_local_partial};
+pub use partial::{
+    check_apart, missing_dirs, partial_store, preflight_partial_out, publish_local_partial,
+};
 
 use crate::finish;
 use crate::lease::Lease;

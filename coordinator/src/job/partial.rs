@@ -183,8 +183,36 @@ pub fn partial_store(url: &str) -> Result<Store, JobError> {
 /// `inputs`, holds one or lies within one ([`check_apart`]).
 pub async fn preflight_partial_out(url: &str, inputs: &[String]) -> Result<(), JobError> {
     check_apart(url, inputs)?;
-    let dest = partial_store(url)?;
-    check_dest(&dest, url).await.map(|_| ())
+    // Opening a local location makes its directories: a refused one leaves none.
+    let made = missing_dirs(url);
+    let checked = match partial_store(url) {
+        Ok(dest) => check_dest(&dest, url).await.map(|_| ()),
+        Err(e) => Err(e),
+    };
+    if checked.is_err() {
+        for d in &made {
+            let _ = std::fs::remove_dir(d);
+        }
+    }
+    checked
+}
+
+/// The directories of a local `url` that do not exist yet, deepest first.
+pub fn missing_dirs(url: &str) -> Vec<std::path::PathBuf> {
+    let Some(p) = covmerge_storage::local::local_path(url) else {
+        return Vec::new();
+    };
+    let Ok(mut at) = std::path::absolute(p) else {
+        return Vec::new();
+    };
+    let mut missing = Vec::new();
+    while std::fs::symlink_metadata(&at).is_err() {
+        missing.push(at.clone());
+        if !at.pop() {
+            break;
+        }
+    }
+    missing
 }
 
 /// Refuses a `--partial-out` that is an input (a partial rolled up into itself was

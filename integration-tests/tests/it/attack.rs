@@ -392,3 +392,37 @@ fn two_inputs_with_a_byte_order_mark_joined_were_refused() {
     let (ok, err) = c.merge(&[&input], &["--max-bad-rows", "1"]);
     assert!(!ok && err.contains("the header again"), "{err}");
 }
+
+#[test]
+fn a_refused_rollup_left_the_directories_it_made() {
+    let c = Case::new();
+    let text = format!(
+        "{},namespace\nr,c1,a.c,f,m,1,5,aa\nr,c1,a.c,f,m,2,5,bb\n",
+        columns()
+    );
+    let input = c.write("ns.csv", &text);
+    std::fs::create_dir_all(c.path("out/bb")).unwrap();
+    std::fs::write(c.path("out/bb/other.txt"), "not a partial").unwrap();
+    let src = format!("dir:{}", c.path("src").display());
+    let template = format!("{}/out/{{namespace}}", c.dir_path().display());
+    let o = covmerge(&[
+        "rollup",
+        "--input",
+        input.to_str().unwrap(),
+        "--source",
+        &src,
+        "--date-to",
+        "2026-01-01",
+        "--partial-out",
+        &template,
+    ]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        !o.status.success() && err.contains("not a partial"),
+        "{err}"
+    );
+    assert!(
+        !c.path("out/aa").exists(),
+        "an empty directory was left for aa"
+    );
+}

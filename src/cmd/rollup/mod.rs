@@ -113,8 +113,19 @@ pub(crate) async fn run(r: RollupArgs) -> Result<()> {
         outs.push(url);
     }
     apart(&r, &outs.iter().map(String::as_str).collect::<Vec<_>>())?;
+    // A later namespace's refusal leaves no directory made for an earlier one.
+    let mut made: Vec<PathBuf> = outs
+        .iter()
+        .flat_map(|u| covmerge_coordinator::missing_dirs(u))
+        .collect();
+    made.sort_by_key(|d| std::cmp::Reverse(d.components().count()));
     for url in &outs {
-        covmerge_coordinator::preflight_partial_out(url, &r.input).await?;
+        if let Err(e) = covmerge_coordinator::preflight_partial_out(url, &r.input).await {
+            for d in &made {
+                let _ = std::fs::remove_dir(d);
+            }
+            return Err(e.into());
+        }
     }
     // The roll-up's open row groups (one per input file read at once) are held within
     // the budget; past it, inputs are rolled up in levels.
