@@ -426,3 +426,45 @@ fn a_refused_rollup_left_the_directories_it_made() {
         "an empty directory was left for aa"
     );
 }
+
+#[test]
+fn rollups_bad_row_refusal_named_what_the_partials_left_of_the_flag() {
+    let c = Case::new();
+    let two_bad = format!("{HDR}r,c1,a.c,f,m,1,5\nr,c1,a.c,f,m,x,1\nr,c1,a.c,f,m,y,1\n");
+    let day = c.write("day.csv", &two_bad);
+    let p = c.path("p");
+    let (ok, err) = merge_to(
+        &c,
+        &day,
+        &[
+            "--out",
+            "/dev/null",
+            "--partial-out",
+            p.to_str().unwrap(),
+            "--max-bad-rows",
+            "5",
+        ],
+    );
+    assert!(ok, "{err}");
+    let raw = c.write("raw.csv", &two_bad);
+    let src = format!("dir:{}", c.path("src").display());
+    let q = c.path("q");
+    let o = covmerge(&[
+        "rollup",
+        "--input",
+        p.to_str().unwrap(),
+        raw.to_str().unwrap(),
+        "--source",
+        &src,
+        "--max-bad-rows",
+        "3",
+        "--partial-out",
+        q.to_str().unwrap(),
+    ]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success(), "{err}");
+    assert!(
+        err.contains("--max-bad-rows 3") && err.contains("2 of them counted in the partial inputs"),
+        "{err}"
+    );
+}

@@ -58,7 +58,8 @@ pub(crate) async fn run(r: RollupArgs) -> Result<()> {
     let (partials, raw) = classify(&r).await?;
     // Raw rows get the bad rows the partials leave of --max-bad-rows.
     let mut r = r;
-    r.max_bad_rows -= partials_bad_rows(&partials, r.max_bad_rows)?;
+    let partials_bad = partials_bad_rows(&partials, r.max_bad_rows)?;
+    r.max_bad_rows -= partials_bad;
     if !raw.is_empty() && sources.all.is_none() && sources.per.is_empty() {
         bail!(
             "--input {}: raw rows (not a partial: no partial.json) need --source to find each row's version",
@@ -90,7 +91,8 @@ pub(crate) async fn run(r: RollupArgs) -> Result<()> {
                 .unwrap_or(1)
         });
         shards = Some(n);
-        built = read_raw(&r, &spec, n, routed, &single, &sources, work.path()).await?;
+        let bad = (partials_bad, routed);
+        built = read_raw(&r, &spec, n, bad, &single, &sources, work.path()).await?;
         for (ns, _, _) in &built {
             by_ns.entry(ns.clone()).or_default();
         }
@@ -353,7 +355,7 @@ async fn read_raw(
     r: &RollupArgs,
     spec: &JobSpec,
     n: u32,
-    routed: bool,
+    (partials_bad, routed): (u64, bool),
     single: &str,
     sources: &Sources,
     work: &std::path::Path,
@@ -362,6 +364,7 @@ async fn read_raw(
     let settings = RawSettings {
         shards: n,
         max_bad_rows: r.max_bad_rows,
+        partials_bad,
         budget: r.memory_budget.unwrap_or(DEFAULT_BUDGET) as usize,
         threads: std::thread::available_parallelism().map_or(2, |c| c.get()),
         date_from: from,

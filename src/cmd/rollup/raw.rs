@@ -30,8 +30,11 @@ use covmerge_worker::stages::{
 pub(crate) struct RawSettings {
     /// Shards of the partials.
     pub(crate) shards: u32,
-    /// Bad rows skipped and counted before the roll-up fails.
+    /// Bad rows skipped and counted before the roll-up fails (what the partial inputs'
+    /// bad rows leave of --max-bad-rows).
     pub(crate) max_bad_rows: u64,
+    /// The partial inputs' bad rows, taken from --max-bad-rows.
+    pub(crate) partials_bad: u64,
     /// Bytes the roll-up may hold.
     pub(crate) budget: usize,
     /// Threads reading and building.
@@ -134,9 +137,13 @@ pub(crate) fn read(
                 .iter()
                 .map(|b| format!("{} line {}: {}", b.input, b.line, b.problem))
                 .collect();
+            let partials = match s.partials_bad {
+                0 => String::new(),
+                n => format!(", {n} of them counted in the partial inputs"),
+            };
             bail!(
-                "more than --max-bad-rows {} bad rows: {}",
-                s.max_bad_rows,
+                "more than --max-bad-rows {} bad rows{partials}: {}",
+                s.max_bad_rows + s.partials_bad,
                 named.join("; ")
             );
         }
