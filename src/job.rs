@@ -118,6 +118,7 @@ pub(crate) fn check_outputs(
     manifest: Option<&std::path::Path>,
     partial_out: Option<&str>,
     store: Option<&str>,
+    inputs: &[String],
 ) -> Result<()> {
     let manifest = manifest.map(|m| m.to_string_lossy());
     let outputs: Vec<(&str, &str)> = [
@@ -129,6 +130,12 @@ pub(crate) fn check_outputs(
     .filter_map(|(f, d)| d.map(|d| (f, d)))
     .collect();
     let sources: Vec<&str> = source.into_iter().collect();
+    // A result or manifest under a listed input prefix is read by the next run.
+    for (flag, dest) in outputs.iter().filter(|(f, _)| *f != "--partial-out") {
+        if !matches!(*dest, "-" | "/dev/stdout" | "/dev/null") {
+            covmerge_coordinator::check_apart_as(flag, dest, inputs)?;
+        }
+    }
     // A fleet's store is written under its `jobs/` prefix only (a `store:` source may
     // be a snapshot beside it).
     let jobs = store.map(|s| format!("{}/jobs", s.trim_end_matches('/')));

@@ -35,6 +35,7 @@ pub(crate) async fn run(c: CoordinatorArgs) -> Result<()> {
         c.job.manifest.as_deref(),
         partial_out.as_deref(),
         Some(&c.fleet.store),
+        &c.job.input,
     )?;
     let job = c.job_id()?;
     let store = c.fleet.store()?;

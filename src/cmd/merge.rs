@@ -32,6 +32,7 @@ pub(crate) async fn run(m: MergeArgs) -> Result<()> {
         m.job.manifest.as_deref(),
         partial_out.as_deref(),
         None,
+        &m.job.input,
     )?;
     if let Some(p) = &spec.partial_out {
         let inputs: Vec<String> = m.job.input.iter().chain(&spec.inputs).cloned().collect();

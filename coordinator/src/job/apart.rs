@@ -54,17 +54,16 @@ pub fn check_outputs_apart(
     let stores = stores.iter().map(|(f, d)| (*f, *d, location_key(d)));
     let everything: Vec<(&str, &str, String)> = places.into_iter().chain(stores).collect();
     for spec in sources {
-        let Some(root) = local_root(spec) else {
-            continue;
-        };
-        let kr = location_key(&root);
-        for (flag, dest, key) in &everything {
-            if key.starts_with(&kr) || kr.starts_with(key.as_str()) {
-                return fail(format!(
+        for root in local_roots(spec) {
+            let kr = location_key(&root);
+            for (flag, dest, key) in &everything {
+                if key.starts_with(&kr) || kr.starts_with(key.as_str()) {
+                    return fail(format!(
                     "{flag} {} and the source {} overlap: the merge would write over or into the texts it reads; give an output outside the source",
                     covmerge_storage::shown_url(dest),
                     covmerge_storage::shown_url(spec)
                 ));
+                }
             }
         }
     }
@@ -86,27 +85,58 @@ fn is_stream(dest: &str) -> bool {
         })
 }
 
-/// The local directory a source spec reads (`dir:ROOT`, `store:file://…`, and of a
-/// `git:PATH` its `.git` directory, or PATH when bare: the work tree is never read),
-/// `NS=SPEC` included; none for a store elsewhere.
-fn local_root(spec: &str) -> Option<String> {
+/// The local directories a source spec reads, `NS=SPEC` included; none for a store
+/// elsewhere. `dir:ROOT`: the root and, where a commit's directory is a link, where
+/// it leads (a layout of links to checkouts). `git:PATH`: its git directory, followed
+/// from a linked worktree's `.git` file, and the common directory it names (the work
+/// tree is never read), or PATH when bare. `store:file://…`: its directory.
+fn local_roots(spec: &str) -> Vec<String> {
     let spec = match spec.split_once('=') {
         Some((ns, s)) if !ns.contains(':') => s,
         _ => spec,
     };
     if let Some(r) = spec.strip_prefix("dir:") {
-        return Some(r.to_owned());
+        let mut roots = vec![r.to_owned()];
+        if let Ok(entries) = std::fs::read_dir(r) {
+            for e in entries.flatten() {
+                if e.file_type().is_ok_and(|t| t.is_symlink()) {
+                    if let Ok(real) = std::fs::canonicalize(e.path()) {
+                        roots.push(real.display().to_string());
+                    }
+                }
+            }
+        }
+        return roots;
     }
     if let Some(r) = spec.strip_prefix("git:") {
-        let dot_git = std::path::Path::new(r).join(".git");
-        return Some(match dot_git.exists() {
-            true => dot_git.display().to_string(),
-            false => r.to_owned(),
-        });
+        return git_dirs(std::path::Path::new(r));
     }
     spec.strip_prefix("store:")
         .filter(|u| u.starts_with("file://"))
         .map(str::to_owned)
+        .into_iter()
+        .collect()
+}
+
+/// The directories git reads for the repository at `path`.
+fn git_dirs(path: &std::path::Path) -> Vec<String> {
+    let dot_git = path.join(".git");
+    let git_dir = if dot_git.is_dir() {
+        dot_git
+    } else if let Ok(text) = std::fs::read_to_string(&dot_git) {
+        // A linked worktree: `gitdir: DIR`.
+        match text.trim().strip_prefix("gitdir:") {
+            Some(d) => path.join(d.trim()),
+            None => dot_git,
+        }
+    } else {
+        return vec![path.display().to_string()];
+    };
+    let mut dirs = vec![git_dir.display().to_string()];
+    if let Ok(common) = std::fs::read_to_string(git_dir.join("commondir")) {
+        dirs.push(git_dir.join(common.trim()).display().to_string());
+    }
+    dirs
 }
 
 #[cfg(test)]

@@ -25,7 +25,8 @@ use tracing::instrument;
 pub use apart::check_outputs_apart;
 pub use error::JobError;
 pub use partial::{
-    check_apart, missing_dirs, partial_store, preflight_partial_out, publish_local_partial,
+    check_apart, check_apart_as, missing_dirs, partial_store, preflight_partial_out,
+    publish_local_partial,
 };
 
 use crate::finish;

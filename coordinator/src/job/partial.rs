@@ -222,12 +222,20 @@ pub fn missing_dirs(url: &str) -> Vec<std::path::PathBuf> {
 /// real path (links resolved), `…/partial.json` as its directory, a listed prefix
 /// ending in `*` by its text.
 pub fn check_apart(url: &str, inputs: &[String]) -> Result<(), JobError> {
+    check_apart_as("--partial-out", url, inputs)
+}
+
+/// [`check_apart`] of the output `flag` (`--out`, `--manifest`: a result written
+/// under a listed prefix was read as an input by the next run of the same job).
+pub fn check_apart_as(flag: &str, url: &str, inputs: &[String]) -> Result<(), JobError> {
     let out = location_key(url);
     for i in inputs {
         let glob = i.ends_with('*');
-        let key = location_key(i.trim_end_matches('*'));
-        // A listed prefix's text is a prefix of its objects' names, not a directory.
-        let key = if glob {
+        let text = i.trim_end_matches('*');
+        let key = location_key(text);
+        // A listed prefix's text is a prefix of its objects' names, not a directory
+        // (`dir/*` lists `dir/`, `dir/x*` names starting `dir/x`).
+        let key = if glob && !text.ends_with('/') {
             key.trim_end_matches('/').to_owned()
         } else {
             key
@@ -240,7 +248,7 @@ pub fn check_apart(url: &str, inputs: &[String]) -> Result<(), JobError> {
                 "overlaps --input"
             };
             return Err(JobError::Preflight(format!(
-                "--partial-out {} {how} {}: the partial would be written where an input is read (or be listed as one); give a location apart from the inputs",
+                "{flag} {} {how} {}: the output would be written where an input is read (or be listed as one); give a location apart from the inputs",
                 covmerge_storage::shown_url(url),
                 covmerge_storage::shown_url(i)
             )));

@@ -468,3 +468,139 @@ fn rollups_bad_row_refusal_named_what_the_partials_left_of_the_flag() {
         "{err}"
     );
 }
+
+#[test]
+fn an_output_reached_the_source_through_a_linked_commit_dir_or_worktree() {
+    let c = Case::new();
+    let input = c.write("in.csv", &format!("{HDR}r,c1,a.c,f,m,1,5\n"));
+    // dir: a commit's directory is a link to a checkout elsewhere.
+    std::fs::create_dir_all(c.path("real_c1")).unwrap();
+    std::fs::write(c.path("real_c1/a.c"), "int a;\n").unwrap();
+    std::fs::create_dir_all(c.path("linked")).unwrap();
+    std::os::unix::fs::symlink(c.path("real_c1"), c.path("linked/c1")).unwrap();
+    let src = format!("dir:{}", c.path("linked").display());
+    let over = c.path("real_c1/a.c");
+    let o = covmerge(&[
+        "merge",
+        "--quiet",
+        "--source",
+        &src,
+        "--base-repo",
+        "r",
+        "--base-commit",
+        "c1",
+        "--out",
+        "/dev/null",
+        "--manifest",
+        over.to_str().unwrap(),
+        "--input",
+        input.to_str().unwrap(),
+    ]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success() && err.contains("overlap"), "{err}");
+    assert_eq!(std::fs::read_to_string(&over).unwrap(), "int a;\n");
+    // git: a linked worktree's objects live in the main repository's .git.
+    let git = |dir: &std::path::Path, args: &[&str]| {
+        let o = std::process::Command::new("git")
+            .current_dir(dir)
+            .args(args)
+            .env("GIT_CONFIG_GLOBAL", "/dev/null")
+            .output()
+            .unwrap();
+        assert!(
+            o.status.success(),
+            "git {args:?}: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+    };
+    let main = c.path("repo");
+    std::fs::create_dir_all(&main).unwrap();
+    git(&main, &["init", "-q"]);
+    std::fs::write(main.join("a.c"), "int a;\n").unwrap();
+    git(&main, &["add", "a.c"]);
+    git(
+        &main,
+        &[
+            "-c",
+            "user.name=t",
+            "-c",
+            "user.email=t@t",
+            "commit",
+            "-qm",
+            "c",
+        ],
+    );
+    git(&main, &["worktree", "add", "-q", "../wt2"]);
+    let src = format!("git:{}", c.path("wt2").display());
+    let head = std::process::Command::new("git")
+        .current_dir(&main)
+        .args(["rev-parse", "HEAD"])
+        .output()
+        .unwrap();
+    let head = String::from_utf8(head.stdout).unwrap().trim().to_owned();
+    let into_objects = main.join(".git/objects/pwn.gz");
+    let o = covmerge(&[
+        "merge",
+        "--quiet",
+        "--source",
+        &src,
+        "--base-repo",
+        "r",
+        "--base-commit",
+        &head,
+        "--out",
+        into_objects.to_str().unwrap(),
+        "--input",
+        input.to_str().unwrap(),
+    ]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success() && err.contains("overlap"), "{err}");
+    assert!(!into_objects.exists());
+}
+
+#[test]
+fn a_result_under_a_listed_input_prefix_was_read_by_the_next_run() {
+    let c = Case::new();
+    std::fs::create_dir_all(c.path("gl")).unwrap();
+    c.write("gl/a.csv", &format!("{HDR}r,c1,a.c,f,m,1,5\n"));
+    let glob = format!("file://{}/gl/*", c.dir_path().display());
+    let out = c.path("gl/o.jsonl.gz");
+    let src = format!("dir:{}", c.path("src").display());
+    let o = covmerge(&[
+        "merge",
+        "--quiet",
+        "--source",
+        &src,
+        "--base-repo",
+        "r",
+        "--base-commit",
+        "c1",
+        "--out",
+        out.to_str().unwrap(),
+        "--input",
+        &glob,
+    ]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        !o.status.success() && err.contains("--out") && err.contains("--input"),
+        "{err}"
+    );
+    assert!(!out.exists());
+    // Beside the listed directory: accepted.
+    let beside = c.path("gl.jsonl.gz");
+    let o = covmerge(&[
+        "merge",
+        "--quiet",
+        "--source",
+        &src,
+        "--base-repo",
+        "r",
+        "--base-commit",
+        "c1",
+        "--out",
+        beside.to_str().unwrap(),
+        "--input",
+        &glob,
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+}
