@@ -139,11 +139,14 @@ fn broker_outage_of_70s_no_longer_kills_the_job() {
     // A budget shorter than the outage: a clear exit, the job resumable.
     let store_dir = s.path("store-2");
     let store = file_store(&store_dir);
+    // One task at a time: after the first shard's marker the next takes a second, so
+    // the cut always comes first (two shards at once could both report before it, and
+    // the job then finished: a flake on a busy machine).
     let w = worker(
         s.dir(),
         101,
         &store,
-        &[],
+        &["--concurrency", "1"],
         &[("COVMERGE_FAULT_SLEEP", "merge:1000")],
     );
     let out = s.path("out-2.gz");
