@@ -132,7 +132,7 @@ pub(crate) fn check_outputs(
     let sources: Vec<&str> = source.into_iter().collect();
     // A result or manifest under a listed input prefix is read by the next run.
     for (flag, dest) in outputs.iter().filter(|(f, _)| *f != "--partial-out") {
-        if !matches!(*dest, "-" | "/dev/stdout" | "/dev/null") {
+        if !covmerge_coordinator::is_stream(dest) {
             covmerge_coordinator::check_apart_as(flag, dest, inputs)?;
         }
     }

@@ -32,7 +32,7 @@ pub mod status;
 mod tracker;
 
 pub use job::{
-    check_apart, check_apart_as, check_outputs_apart, missing_dirs, partial_store,
+    check_apart, check_apart_as, check_outputs_apart, is_stream, missing_dirs, partial_store,
     preflight_partial_out, publish_local_partial, run_job, JobError, JobOptions, JobOutcome,
     ResumeCheck, Start,
 };

@@ -70,11 +70,11 @@ pub fn check_outputs_apart(
     Ok(())
 }
 
-/// Standard output, or a local device or FIFO (`/dev/null`): written to as a stream,
-/// not a place where files are made.
-fn is_stream(dest: &str) -> bool {
+/// A descriptor (`-`, `/dev/stdout`, `/dev/fd/N`), or a local device or FIFO
+/// (`/dev/null`): written to as a stream, not a place where files are made.
+pub fn is_stream(dest: &str) -> bool {
     use std::os::unix::fs::FileTypeExt;
-    if matches!(dest, "-" | "/dev/stdout") {
+    if covmerge_storage::local::stream_fd(std::path::Path::new(dest)).is_some() {
         return true;
     }
     let path = dest.strip_prefix("file://").unwrap_or(dest);

@@ -22,7 +22,7 @@ use covmerge_queue::Queue;
 use covmerge_storage::Store;
 use tracing::instrument;
 
-pub use apart::check_outputs_apart;
+pub use apart::{check_outputs_apart, is_stream};
 pub use error::JobError;
 pub use partial::{
     check_apart, check_apart_as, missing_dirs, partial_store, preflight_partial_out,

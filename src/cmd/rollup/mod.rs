@@ -46,9 +46,6 @@ pub(crate) async fn run(r: RollupArgs) -> Result<()> {
         apart(&r, &[url.as_str()])?;
     }
     let sources = Sources::parse(&r.source)?;
-    if let (true, Some(ns)) = (templated, &r.namespace) {
-        names::fill(&r.partial_out, ns)?;
-    }
     // Rows routed by namespace: `{namespace}` names where each one's partial goes.
     let routed = templated && r.namespace.is_none();
     if !templated {
@@ -102,33 +99,7 @@ pub(crate) async fn run(r: RollupArgs) -> Result<()> {
     }
     let known: Vec<String> = by_ns.keys().cloned().collect();
     sources.check_known(&known)?;
-    // Where each namespace's partial goes: checked (and the locations preflighted)
-    // before any is written.
-    let mut outs = Vec::with_capacity(by_ns.len());
-    for ns in by_ns.keys() {
-        let url = if templated {
-            names::fill(&r.partial_out, ns)?
-        } else {
-            r.partial_out.clone()
-        };
-        check_not_an_input(&url, &partials)?;
-        outs.push(url);
-    }
-    apart(&r, &outs.iter().map(String::as_str).collect::<Vec<_>>())?;
-    // A later namespace's refusal leaves no directory made for an earlier one.
-    let mut made: Vec<PathBuf> = outs
-        .iter()
-        .flat_map(|u| covmerge_coordinator::missing_dirs(u))
-        .collect();
-    made.sort_by_key(|d| std::cmp::Reverse(d.components().count()));
-    for url in &outs {
-        if let Err(e) = covmerge_coordinator::preflight_partial_out(url, &r.input).await {
-            for d in &made {
-                let _ = std::fs::remove_dir(d);
-            }
-            return Err(e.into());
-        }
-    }
+    let outs = places(&r, templated, &known, &partials).await?;
     // The roll-up's open row groups (one per input file read at once) are held within
     // the budget; past it, inputs are rolled up in levels.
     let budget = r.memory_budget.unwrap_or(DEFAULT_BUDGET) as usize;
@@ -414,6 +385,43 @@ async fn read_raw(
     })
     .await
     .context("reading the raw rows")?
+}
+
+/// Where each of the `known` namespaces' partial goes (`--partial-out`, filled when
+/// `templated`): checked apart from the inputs, the sources and each other, then
+/// preflighted, before any is written. A later namespace's refusal leaves no
+/// directory made for an earlier one.
+async fn places(
+    r: &RollupArgs,
+    templated: bool,
+    known: &[String],
+    partials: &[PartialInput],
+) -> Result<Vec<String>> {
+    let mut outs = Vec::with_capacity(known.len());
+    for ns in known {
+        let url = if templated {
+            names::fill(&r.partial_out, ns)?
+        } else {
+            r.partial_out.clone()
+        };
+        check_not_an_input(&url, partials)?;
+        outs.push(url);
+    }
+    apart(r, &outs.iter().map(String::as_str).collect::<Vec<_>>())?;
+    let mut made: Vec<PathBuf> = outs
+        .iter()
+        .flat_map(|u| covmerge_coordinator::missing_dirs(u))
+        .collect();
+    made.sort_by_key(|d| std::cmp::Reverse(d.components().count()));
+    for url in &outs {
+        if let Err(e) = covmerge_coordinator::preflight_partial_out(url, &r.input).await {
+            for d in &made {
+                let _ = std::fs::remove_dir(d);
+            }
+            return Err(e.into());
+        }
+    }
+    Ok(outs)
 }
 
 /// Before any partial is written: `urls` (`--partial-out`, filled for each namespace)
