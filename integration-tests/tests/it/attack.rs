@@ -7,18 +7,25 @@ use serde_json::json;
 
 use crate::bad_input::{Case, HDR};
 
-/// `merge` of `input` on `c`'s source with only the outputs in `extra`.
-fn merge_to(c: &Case, input: &std::path::Path, extra: &[&str]) -> (bool, String) {
-    let src = format!("dir:{}", c.path("src").display());
-    let mut args = vec!["merge", "--quiet", "--source", &src, "--base-repo", "r"];
-    args.extend(["--base-commit", "c1"]);
-    args.extend_from_slice(extra);
-    args.extend(["--input", input.to_str().unwrap()]);
+/// `merge` on `src` at base commit `commit` with `rest` (outputs and inputs): whether
+/// it succeeded, and its standard error.
+fn merge_on(src: &str, commit: &str, rest: &[&str]) -> (bool, String) {
+    let mut args = vec!["merge", "--quiet", "--source", src, "--base-repo", "r"];
+    args.extend(["--base-commit", commit]);
+    args.extend_from_slice(rest);
     let o = covmerge(&args);
     (
         o.status.success(),
         String::from_utf8_lossy(&o.stderr).into_owned(),
     )
+}
+
+/// `merge` of `input` on `c`'s source with only the outputs in `extra`.
+fn merge_to(c: &Case, input: &std::path::Path, extra: &[&str]) -> (bool, String) {
+    let src = format!("dir:{}", c.path("src").display());
+    let mut rest = extra.to_vec();
+    rest.extend(["--input", input.to_str().unwrap()]);
+    merge_on(&src, "c1", &rest)
 }
 
 /// The seven required columns without the header's newline.
@@ -480,24 +487,19 @@ fn an_output_reached_the_source_through_a_linked_commit_dir_or_worktree() {
     std::os::unix::fs::symlink(c.path("real_c1"), c.path("linked/c1")).unwrap();
     let src = format!("dir:{}", c.path("linked").display());
     let over = c.path("real_c1/a.c");
-    let o = covmerge(&[
-        "merge",
-        "--quiet",
-        "--source",
+    let (ok, err) = merge_on(
         &src,
-        "--base-repo",
-        "r",
-        "--base-commit",
         "c1",
-        "--out",
-        "/dev/null",
-        "--manifest",
-        over.to_str().unwrap(),
-        "--input",
-        input.to_str().unwrap(),
-    ]);
-    let err = String::from_utf8_lossy(&o.stderr);
-    assert!(!o.status.success() && err.contains("overlap"), "{err}");
+        &[
+            "--out",
+            "/dev/null",
+            "--manifest",
+            over.to_str().unwrap(),
+            "--input",
+            input.to_str().unwrap(),
+        ],
+    );
+    assert!(!ok && err.contains("overlap"), "{err}");
     assert_eq!(std::fs::read_to_string(&over).unwrap(), "int a;\n");
     // git: a linked worktree's objects live in the main repository's .git.
     let git = |dir: &std::path::Path, args: &[&str]| {
@@ -539,22 +541,17 @@ fn an_output_reached_the_source_through_a_linked_commit_dir_or_worktree() {
         .unwrap();
     let head = String::from_utf8(head.stdout).unwrap().trim().to_owned();
     let into_objects = main.join(".git/objects/pwn.gz");
-    let o = covmerge(&[
-        "merge",
-        "--quiet",
-        "--source",
+    let (ok, err) = merge_on(
         &src,
-        "--base-repo",
-        "r",
-        "--base-commit",
         &head,
-        "--out",
-        into_objects.to_str().unwrap(),
-        "--input",
-        input.to_str().unwrap(),
-    ]);
-    let err = String::from_utf8_lossy(&o.stderr);
-    assert!(!o.status.success() && err.contains("overlap"), "{err}");
+        &[
+            "--out",
+            into_objects.to_str().unwrap(),
+            "--input",
+            input.to_str().unwrap(),
+        ],
+    );
+    assert!(!ok && err.contains("overlap"), "{err}");
     assert!(!into_objects.exists());
 }
 
@@ -566,41 +563,22 @@ fn a_result_under_a_listed_input_prefix_was_read_by_the_next_run() {
     let glob = format!("file://{}/gl/*", c.dir_path().display());
     let out = c.path("gl/o.jsonl.gz");
     let src = format!("dir:{}", c.path("src").display());
-    let o = covmerge(&[
-        "merge",
-        "--quiet",
-        "--source",
+    let (ok, err) = merge_on(
         &src,
-        "--base-repo",
-        "r",
-        "--base-commit",
         "c1",
-        "--out",
-        out.to_str().unwrap(),
-        "--input",
-        &glob,
-    ]);
-    let err = String::from_utf8_lossy(&o.stderr);
+        &["--out", out.to_str().unwrap(), "--input", &glob],
+    );
     assert!(
-        !o.status.success() && err.contains("--out") && err.contains("--input"),
+        !ok && err.contains("--out") && err.contains("--input"),
         "{err}"
     );
     assert!(!out.exists());
     // Beside the listed directory: accepted.
     let beside = c.path("gl.jsonl.gz");
-    let o = covmerge(&[
-        "merge",
-        "--quiet",
-        "--source",
+    let (ok, err) = merge_on(
         &src,
-        "--base-repo",
-        "r",
-        "--base-commit",
         "c1",
-        "--out",
-        beside.to_str().unwrap(),
-        "--input",
-        &glob,
-    ]);
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        &["--out", beside.to_str().unwrap(), "--input", &glob],
+    );
+    assert!(ok, "{err}");
 }
