@@ -30,6 +30,7 @@ use covmerge_proto::{
 
 mod cut;
 mod parse;
+mod recent;
 use parse::parse_thread;
 pub(crate) mod inputs;
 pub(crate) mod route;

@@ -9,6 +9,7 @@ use std::sync::atomic::Ordering;
 use covmerge_proto::{manifest::NamespaceTally, wire::SplitOutcome};
 
 use super::cut::Piece;
+use super::recent::{Group, Recent};
 use super::route::ThreadRoute;
 use super::{
     count_newlines, flush_tables, keep_first_samples, Emit, Sample, Shared, SplitError,
@@ -313,7 +314,10 @@ fn parse_unquoted<S, B>(
     // run of rows of one (session, file) pays for a column once. Values of this
     // piece only, so no copy is made, and ids stay valid (tables are flushed
     // between pieces).
-    let mut last = [Last::NONE; 4];
+    let mut last_func = Last::NONE;
+    // The recent rows' (file, commit, manager) and their ids: one probe a row where
+    // an export interleaves a few (session, file) streams.
+    let mut recent = Recent::new();
     for_each_unquoted_record(&sh.header, bytes, first_line, |pos, rec| {
         let fields = match rec {
             Ok(f) => f,
@@ -351,27 +355,38 @@ fn parse_unquoted<S, B>(
         // The function name's entry is loaded while the other columns are
         // looked up: its index is the one read at random, out of cache.
         let func_name = fields.get(c.func);
-        let same_func = last[FUNC].is(func_name);
+        let same_func = last_func.is(func_name);
         let mut func_hash = 0;
         if !same_func {
             func_hash = crate::spill::hash_bytes(func_name);
             strings.index[FUNC].prefetch(func_hash);
         }
-        let (file, ok_file) = last[FILE].id(fields.get(c.file), |s| strings.id(FILE, s, n));
         // The commit is taken as written: ` V ` is not commit `V` (the row is lost,
         // its commit holds no such file).
-        let (commit, ok_commit) =
-            last[COMMIT].id(fields.get(c.commit), |s| strings.id(COMMIT, s, n));
-        let (manager, ok_manager) =
-            last[MANAGER].id(fields.get(c.manager), |s| strings.id(MANAGER, s, n));
-        let ok_repo = strings.repo_ok(fields.get(c.repo));
+        let (f, co, m, r) = (
+            fields.get(c.file),
+            fields.get(c.commit),
+            fields.get(c.manager),
+            fields.get(c.repo),
+        );
+        let Group {
+            file: (file, ok_file),
+            commit: (commit, ok_commit),
+            manager: (manager, ok_manager),
+            repo_ok: ok_repo,
+        } = recent.get([f, co, m, r], || Group {
+            file: strings.id(FILE, f, n),
+            commit: strings.id(COMMIT, co, n),
+            manager: strings.id(MANAGER, m, n),
+            repo_ok: strings.repo_ok(r),
+        });
         let sl = parse_count_fast(fields.get(c.sl));
         let hits = parse_count_fast(fields.get(c.hits));
         let (func, ok_func) = if same_func {
-            (last[FUNC].id, last[FUNC].ok)
+            (last_func.id, last_func.ok)
         } else {
             let got = strings.id_hashed(FUNC, func_name, func_hash, n);
-            last[FUNC] = Last {
+            last_func = Last {
                 value: func_name,
                 id: got.0,
                 ok: got.1,
@@ -425,16 +440,5 @@ impl<'a> Last<'a> {
     #[inline(always)]
     fn is(&self, s: &[u8]) -> bool {
         self.id != u32::MAX && crate::spill::same_bytes(s, self.value)
-    }
-
-    /// The id and check of `s`: the previous row's when it is the same value, else
-    /// `lookup`'s, kept for the next row.
-    #[inline(always)]
-    fn id(&mut self, s: &'a [u8], lookup: impl FnOnce(&[u8]) -> (u32, bool)) -> (u32, bool) {
-        if !self.is(s) {
-            let (id, ok) = lookup(s);
-            *self = Last { value: s, id, ok };
-        }
-        (self.id, self.ok)
     }
 }
