@@ -16,22 +16,34 @@ const MIN_GROW: usize = 1024;
 const FEW: usize = 4;
 
 /// Slots of each table of recent keys at most (a power of two); fewer for a small
-/// limit (a 128th of it), none below 64 KiB.
+/// limit (one slot for 512 bytes of it), none below 64 KiB.
 const RECENT: usize = 1 << 13;
 
+/// A slot of a table of recent keys: a key and the index of its last entry. The key
+/// is kept beside the index so that a key seen once (most of them) is told apart
+/// without reading its entry, a random place of a large vector.
+#[derive(Clone, Copy)]
+struct RecentSlot {
+    key: (u32, u32, u32),
+    at: u32,
+}
+
 /// No entry.
-const NONE: u32 = u32::MAX;
+const NONE: RecentSlot = RecentSlot {
+    key: (0, 0, 0),
+    at: u32::MAX,
+};
 
 /// The entries, several of a key until [`Entries::compact`] sums them.
 #[derive(Default)]
 pub(crate) struct Entries {
     pub(crate) lines: Vec<LineAcc>,
     pub(crate) funcs: Vec<FuncAcc>,
-    /// By a hash of a key: the index of its last entry (or [`NONE`]). Rows of one
-    /// key come close together (one (file, commit)'s managers, or one version's
-    /// commits): their sums go to one entry.
-    recent_lines: Vec<u32>,
-    recent_funcs: Vec<u32>,
+    /// By a hash of a key: the key and the index of its last entry (or [`NONE`]).
+    /// Rows of one key come close together (one (file, commit)'s managers, or one
+    /// version's commits): their sums go to one entry.
+    recent_lines: Vec<RecentSlot>,
+    recent_funcs: Vec<RecentSlot>,
     /// log2 of the tables' slots (0: no tables).
     bits: u32,
 }
@@ -39,7 +51,7 @@ pub(crate) struct Entries {
 impl Entries {
     /// Entries of a builder of `limit` bytes.
     pub(crate) fn new(limit: usize) -> Self {
-        let slots = (limit / 128).min(RECENT);
+        let slots = (limit / 512).min(RECENT);
         let bits = if limit < 64 << 10 {
             0
         } else {
@@ -68,15 +80,25 @@ impl Entries {
         if self.recent_lines.is_empty() {
             self.recent_lines = vec![NONE; 1 << self.bits];
         }
-        let s = self.slot((e.pv, e.manager, e.line));
-        if let Some(held) = self.lines.get_mut(self.recent_lines[s] as usize) {
-            if (held.pv, held.manager, held.line) == (e.pv, e.manager, e.line) {
+        let key = (e.pv, e.manager, e.line);
+        let s = self.slot(key);
+        let r = self.recent_lines[s];
+        if r.key == key {
+            // The entry's own key checked too (a hit: a recent entry, in cache).
+            if let Some(held) = self
+                .lines
+                .get_mut(r.at as usize)
+                .filter(|h| (h.pv, h.manager, h.line) == key)
+            {
                 held.hits = held.hits.saturating_add(e.hits);
                 held.rows = held.rows.saturating_add(e.rows);
                 return;
             }
         }
-        self.recent_lines[s] = self.lines.len() as u32;
+        self.recent_lines[s] = RecentSlot {
+            key,
+            at: self.lines.len() as u32,
+        };
         self.lines.push(e);
     }
 
@@ -89,14 +111,23 @@ impl Entries {
         if self.recent_funcs.is_empty() {
             self.recent_funcs = vec![NONE; 1 << self.bits];
         }
-        let s = self.slot((e.pv, e.line, e.func));
-        if let Some(held) = self.funcs.get_mut(self.recent_funcs[s] as usize) {
-            if (held.pv, held.line, held.func) == (e.pv, e.line, e.func) {
+        let key = (e.pv, e.line, e.func);
+        let s = self.slot(key);
+        let r = self.recent_funcs[s];
+        if r.key == key {
+            if let Some(held) = self
+                .funcs
+                .get_mut(r.at as usize)
+                .filter(|h| (h.pv, h.line, h.func) == key)
+            {
                 held.rows = held.rows.saturating_add(e.rows);
                 return;
             }
         }
-        self.recent_funcs[s] = self.funcs.len() as u32;
+        self.recent_funcs[s] = RecentSlot {
+            key,
+            at: self.funcs.len() as u32,
+        };
         self.funcs.push(e);
     }
 
@@ -109,7 +140,8 @@ impl Entries {
     pub(crate) fn bytes(&self) -> usize {
         LINE_BYTES * self.lines.capacity()
             + FUNC_BYTES * self.funcs.capacity()
-            + 4 * (self.recent_lines.len() + self.recent_funcs.len())
+            + std::mem::size_of::<RecentSlot>()
+                * (self.recent_lines.len() + self.recent_funcs.len())
     }
 
     /// Bytes of the entries themselves.
