@@ -128,6 +128,11 @@ pub(crate) struct StatusArgs {
     /// Print JSON instead of text.
     #[arg(long)]
     pub json: bool,
+    /// Seconds a store read keeps retrying transient errors (storage unreachable,
+    /// throttled, 5xx) before status gives up (a question asked by hand: shorter
+    /// than a fleet's 300).
+    #[arg(long, env = "COVMERGE_STORE_OUTAGE_BUDGET", default_value_t = 30)]
+    pub store_outage_budget: u64,
 }
 
 #[derive(Args, Debug)]

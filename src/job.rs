@@ -53,6 +53,7 @@ impl JobArgs {
         let Some(url) = &self.dashboard else {
             return Ok(None);
         };
+        check_dashboard_url(url)?;
         let client = self
             .dashboard_client
             .as_deref()
@@ -173,4 +174,38 @@ pub(crate) async fn check_base(spec: &str, commit: &str, strict: bool) -> Result
     })
     .await
     .context("checking the base commit")?
+}
+
+/// Checks a `--dashboard` URL: `http://` or `https://` with a host (a call to anything
+/// else failed with the HTTP client's bare "builder error"). Checked here, not by the
+/// argument parser, whose refusal would echo the value, credentials included.
+pub(crate) fn check_dashboard_url(s: &str) -> anyhow::Result<()> {
+    let shown = if s.contains("://") {
+        covmerge_storage::redact_url(s)
+    } else {
+        // No URL, so no credentials in URL form; `USER:PASS@HOST` is masked too.
+        s.rsplit_once('@')
+            .map_or_else(|| s.to_string(), |(_, host)| format!("***@{host}"))
+    };
+    let (scheme, rest) = s.split_once("://").ok_or_else(|| {
+        anyhow::anyhow!(
+            "--dashboard {shown:?} is not a URL: give http://HOST[:PORT] or https://..."
+        )
+    })?;
+    if !matches!(scheme, "http" | "https") {
+        anyhow::bail!(
+            "--dashboard {shown:?}: the dashboard is called over http:// or https://, not {scheme}://"
+        );
+    }
+    let host = rest.split(['/', '?', '#']).next().unwrap_or("");
+    let host = host.rsplit_once('@').map_or(host, |(_, h)| h);
+    if host.is_empty() || host.starts_with(':') {
+        anyhow::bail!("--dashboard {shown:?} names no host");
+    }
+    if rest.contains(['?', '#']) {
+        anyhow::bail!(
+            "--dashboard {shown:?}: a dashboard URL has no query or fragment (the calls go to URL/api)"
+        );
+    }
+    Ok(())
 }

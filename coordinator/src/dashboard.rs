@@ -60,18 +60,59 @@ pub fn upload_object_url(upload: &str) -> String {
     format!("gs://{}", upload.trim().trim_start_matches("gs://"))
 }
 
-/// Refuses an upload location that is not a GCS object: one with a scheme other than
-/// `gs://` (`http://host/b/x.upload` was taken for the bucket `http:` and
-/// reported as "not found in gs://http//...").
+/// Refuses an upload location that is not a GCS object as the dashboard names them,
+/// `<bucket>/<name>.upload` (maybe with `gs://`): one with a scheme other than `gs://`
+/// (`http://host/b/x.upload` was taken for the bucket `http:` and reported as "not found
+/// in gs://http//..."), a bucket name GCS does not allow, credentials, a query, an empty
+/// or `..` segment, or a name without `.upload`. The same check covers what
+/// `create_upload_url` answers and what `notify --upload` is given.
 pub fn check_upload(upload: &str) -> Result<(), String> {
     let u = upload.trim();
-    match u.split_once("://") {
-        Some(("gs", _)) | None => Ok(()),
-        Some((scheme, _)) => Err(format!(
-            "upload location {:?}: unsupported scheme {scheme}:// (the dashboard's uploads are Google Cloud Storage objects: gs://BUCKET/NAME or BUCKET/NAME)",
-            covmerge_storage::redact_url(u)
-        )),
+    // A URL is shown without credentials; so is a bare `USER:PASS@BUCKET/NAME`.
+    let shown = if u.contains("://") {
+        covmerge_storage::redact_url(u)
+    } else {
+        match u.split_once('@') {
+            Some((_, after)) => format!("***@{after}"),
+            None => u.to_string(),
+        }
+    };
+    let bad = |why: &str| {
+        Err(format!(
+            "upload location {shown:?}: {why} (the dashboard's uploads are Google Cloud Storage objects: gs://BUCKET/NAME.upload or BUCKET/NAME.upload)"
+        ))
+    };
+    let rest = match u.split_once("://") {
+        Some(("gs", rest)) => rest,
+        None => u,
+        Some((scheme, _)) => return bad(&format!("unsupported scheme {scheme}://")),
+    };
+    let Some((bucket, name)) = rest.split_once('/') else {
+        return bad("names no object (no `/` after the bucket)");
+    };
+    if !(3..=222).contains(&bucket.len())
+        || !bucket
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b"-_.".contains(&b))
+    {
+        return bad("not a GCS bucket name (3 to 222 of a-z, 0-9, `-`, `_`, `.`)");
     }
+    if let Some(c) = name
+        .chars()
+        .find(|c| c.is_control() || c.is_whitespace() || "?#\\".contains(*c))
+    {
+        return bad(&format!("its object name holds {c:?}"));
+    }
+    if name
+        .split('/')
+        .any(|seg| seg.is_empty() || seg == "." || seg == "..")
+    {
+        return bad("its object name has an empty, `.` or `..` segment");
+    }
+    if !name.ends_with(".upload") || name.len() == ".upload".len() {
+        return bad("its object name does not end in `.upload`");
+    }
+    Ok(())
 }
 
 impl Dashboard {
@@ -162,16 +203,6 @@ impl Dashboard {
             ));
         }
         check_upload(&u).map_err(|e| format!("create_upload_url at {}/api: {e}", self.shown))?;
-        if u.trim()
-            .trim_start_matches("gs://")
-            .split_once('/')
-            .is_none()
-        {
-            return Err(format!(
-                "create_upload_url at {}/api: {u:?} names no GCS object",
-                self.shown
-            ));
-        }
         Ok(u)
     }
 

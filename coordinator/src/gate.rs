@@ -21,8 +21,15 @@ use covmerge_proto::group::{Glob, Group};
 use covmerge_proto::shard_hash::shard_of;
 use covmerge_proto::{JobSpec, Manifest, ShardId};
 use flate2::read::MultiGzDecoder;
+
+mod tally;
+mod whole;
 use rustc_hash::{FxHashMap, FxHashSet};
 use sha2::{Digest, Sha256};
+#[cfg(test)]
+use tally::hex_of;
+use tally::{tally_end, Shared, Tally};
+pub use whole::check_whole;
 
 /// An invariant of a published result (contract §4 and §7).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -151,31 +158,6 @@ pub struct PartCheck<'a> {
     pub base_lines: Option<&'a [(String, u32)]>,
 }
 
-/// Counts and hashes the bytes read through it.
-struct Tally<R> {
-    inner: R,
-    sha: Sha256,
-    bytes: u64,
-}
-
-impl<R: Read> Read for Tally<R> {
-    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
-        let n = self.inner.read(buf)?;
-        self.sha.update(&buf[..n]);
-        self.bytes += n as u64;
-        Ok(n)
-    }
-}
-
-/// A reader that hands its tally back when the part is read.
-struct Shared<R>(std::sync::Arc<std::sync::Mutex<Tally<R>>>);
-
-impl<R: Read> Read for Shared<R> {
-    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
-        self.0.lock().expect("tally").read(buf)
-    }
-}
-
 /// Reads the part `data` (its gzip bytes as stored) through the strict reader and
 /// checks every file in it; returns what the final check needs.
 pub fn check_part<R: Read + Send + 'static>(
@@ -190,11 +172,24 @@ pub fn check_part<R: Read + Send + 'static>(
     }));
     let gz = MultiGzDecoder::new(Shared(tally.clone()));
     let name = format!("part {} ({})", part.shard.0, part.key);
-    let mut reader = ResultReader::part(
+    let reader = ResultReader::part(
         &name,
         Box::new(BufReader::with_capacity(1 << 16, gz)),
         budget,
     );
+    let mut sum = check_files(reader, part, &name)?;
+    // The decoder is dropped with the reader: the tally is ours alone again.
+    (sum.bytes, sum.sha256) = tally_end(tally, name)?;
+    Ok(sum)
+}
+
+/// Checks every file `reader` reads (as the part `part` says, named `name` in
+/// refusals): the part's summary but its bytes and hash.
+fn check_files(
+    mut reader: ResultReader,
+    part: PartCheck<'_>,
+    name: &str,
+) -> Result<PartSummary, Refused> {
     let mut sum = PartSummary {
         shard: part.shard.0,
         ..PartSummary::default()
@@ -202,7 +197,7 @@ pub fn check_part<R: Read + Send + 'static>(
     let seed = fingerprint_seed();
     let mut matcher = Matcher::new(part.groups);
     // Per reported file: its base line count and whether the part has it.
-    let mut reported = reported_files(part.base_lines, &name)?;
+    let mut reported = reported_files(part.base_lines, name)?;
     loop {
         let mut state: Option<FileCheck<'_>> = None;
         let mut failed_at = 0u64;
@@ -236,7 +231,7 @@ pub fn check_part<R: Read + Send + 'static>(
         let f = match r {
             Ok(Some(f)) => f,
             Ok(None) => break,
-            Err(e) => return Err(stream_refusal(e, &name, failed_at)),
+            Err(e) => return Err(stream_refusal(e, name, failed_at)),
         };
         let place = format!("{name}, line {}, file {}", f.line, f.path);
         let st = state.ok_or_else(|| refuse(Invariant::OneStar, place.clone(), "no record"))?;
@@ -256,8 +251,6 @@ pub fn check_part<R: Read + Send + 'static>(
             ));
         }
     }
-    // The decoder is dropped with the reader: the tally is ours alone again.
-    (sum.bytes, sum.sha256) = tally_end(tally, name)?;
     Ok(sum)
 }
 
@@ -307,35 +300,6 @@ fn stream_refusal(
             refuse(i, place, d)
         }
     }
-}
-
-/// The bytes of the part read and their SHA-256, once its reader is dropped;
-/// refuses bytes past the last gzip member (not part of the result the reader
-/// saw).
-fn tally_end<R: Read>(
-    tally: std::sync::Arc<std::sync::Mutex<Tally<R>>>,
-    name: String,
-) -> Result<(u64, String), Refused> {
-    let t = std::sync::Arc::try_unwrap(tally)
-        .ok()
-        .expect("the reader is dropped")
-        .into_inner()
-        .expect("tally");
-    let mut rest = Vec::new();
-    let mut inner = t.inner;
-    let extra = inner.read_to_end(&mut rest).unwrap_or(0);
-    if extra > 0 {
-        return Err(refuse(
-            Invariant::Readable,
-            name,
-            format!("{extra} byte(s) after the last gzip member"),
-        ));
-    }
-    Ok((t.bytes, hex_of(&t.sha.finalize())))
-}
-
-fn hex_of(b: &[u8]) -> String {
-    b.iter().map(|x| format!("{x:02x}")).collect()
 }
 
 /// The prime of the fingerprints that compare a group's hits with its managers'.

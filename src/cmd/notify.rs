@@ -14,7 +14,10 @@ use crate::job::dashboard_key;
 pub(crate) async fn run(n: NotifyArgs) -> Result<()> {
     use covmerge_coordinator::dashboard::upload_object_url;
     use covmerge_storage::{is_store_url, open_object};
+    crate::job::check_dashboard_url(&n.dashboard)?;
     let d = Dashboard::new(&n.dashboard, &n.dashboard_client, dashboard_key()?);
+    // The manifest a `--job` result must belong to.
+    let mut manifest = None;
     let (upload, result) = if let Some(u) = n.upload {
         (Some(u), None)
     } else if let Some(r) = n.result {
@@ -28,12 +31,16 @@ pub(crate) async fn run(n: NotifyArgs) -> Result<()> {
         if m.status != covmerge_proto::manifest::JobStatus::Complete {
             bail!("job {job} is {}: it has no result to send", m.status);
         }
-        match m.dashboard_upload {
+        match m.dashboard_upload.clone() {
             Some(u) => (Some(u), None),
-            None => (
-                None,
-                Some(format!("{store}/{}", covmerge_proto::layout::result(&job))),
-            ),
+            None => {
+                let r = format!("{store}/{}", covmerge_proto::layout::result(&job));
+                manifest = Some((
+                    format!("{store}/{}", covmerge_proto::layout::manifest(&job)),
+                    m,
+                ));
+                (None, Some(r))
+            }
         }
     } else {
         bail!("notify needs --upload, --result or --job");
@@ -44,6 +51,7 @@ pub(crate) async fn run(n: NotifyArgs) -> Result<()> {
             u
         }
         (None, Some(src)) => {
+            check_sendable(&src, manifest).await?;
             let (s, sk) = if is_store_url(&src) {
                 open_object(&src)?
             } else {
@@ -70,4 +78,32 @@ pub(crate) async fn run(n: NotifyArgs) -> Result<()> {
         .map_err(|e| anyhow::anyhow!("{e}\nthe result stays at {}", upload_object_url(&upload)))?;
     print_rows(Some(rows));
     Ok(())
+}
+
+/// Refuses a result the dashboard must not be given: unless its bytes as stored read as
+/// a result that passes the publish gate's checks of a part (a header line, then each
+/// file's records: one `*` record, lines ascending, counts as the arrays say, ...;
+/// contract §6), and, for a job's result, unless they are exactly the result its
+/// manifest describes (`manifest`: where it was read, and it).
+async fn check_sendable(
+    src: &str,
+    manifest: Option<(String, covmerge_proto::Manifest)>,
+) -> Result<()> {
+    let rt = tokio::runtime::Handle::current();
+    let src = src.to_string();
+    tokio::task::spawn_blocking(move || -> Result<()> {
+        let groups = match &manifest {
+            Some((spec, m)) => {
+                covmerge_report::groups::check_belongs(spec, m, &src, &rt)?;
+                m.groups.clone()
+            }
+            None => Vec::new(),
+        };
+        let raw = covmerge_input::open_raw(&src, &rt).map_err(|e| anyhow::anyhow!("{e}"))?;
+        let sum = covmerge_coordinator::gate::check_whole(&src, raw, &groups)
+            .map_err(|e| anyhow::anyhow!("result {src} is not sent to the dashboard: {e}"))?;
+        info!(result = %src, files = sum.files, records = sum.records, "result checked for the dashboard");
+        Ok(())
+    })
+    .await?
 }

@@ -25,6 +25,11 @@ pub(crate) async fn report(a: ReportArgs) -> Result<()> {
 pub(crate) async fn diff(a: DiffArgs) -> Result<()> {
     let opts = DiffOptions::from(a);
     compare::check_out(&opts)?;
+    // The JSON lines must not go over the texts the source reads.
+    if let (Some(src), Some(out)) = (&opts.source, &opts.out) {
+        let out = out.to_string_lossy();
+        covmerge_coordinator::check_outputs_apart(&[src.as_str()], &[("--out", &out)], &[])?;
+    }
     let rt = tokio::runtime::Handle::current();
     let compared = tokio::task::spawn_blocking(move || compare::compare(&opts, &rt))
         .await

@@ -29,7 +29,12 @@ fn a_manager_named_twice_is_refused_among_many() {
         "{e}"
     );
     // The same manager in another file is no repeat.
-    let ok = reader(&[mcr("m1", "a.c", &[1], &[1]), mcr("m1", "b.c", &[1], &[1])]);
+    let ok = reader(&[
+        mcr("*", "a.c", &[1], &[1]),
+        mcr("m1", "a.c", &[1], &[1]),
+        mcr("*", "b.c", &[1], &[1]),
+        mcr("m1", "b.c", &[1], &[1]),
+    ]);
     let mut ok = ok;
     assert!(ok.next_file().unwrap().is_some() && ok.next_file().unwrap().is_some());
 }
@@ -141,7 +146,7 @@ fn a_nil_slice_written_as_null_was_refused() {
     // Go's encoder writes a slice that was never made as `null`.
     let text = format!(
         "{HEAD}\n{}\n{}\n",
-        r#"{"MCR":{"Manager":"m","FilePath":"a.c","FileData":{"Instrumented":0,"Covered":0,"LinesInstrumented":null,"HitCounts":null}},"FL":null}"#,
+        r#"{"MCR":{"Manager":"*","FilePath":"a.c","FileData":{"Instrumented":0,"Covered":0,"LinesInstrumented":null,"HitCounts":null}},"FL":null}"#,
         r#"{"MCR":null,"FL":{"FilePath":"a.c","FuncName":"f","Lines":null}}"#
     );
     let mut r =
@@ -149,4 +154,28 @@ fn a_nil_slice_written_as_null_was_refused() {
     let file = r.next_file().unwrap().expect("the file a.c");
     assert!(r.next_file().unwrap().is_none());
     drop(file);
+}
+
+#[test]
+fn a_file_without_its_star_record_or_with_hits_past_int64_is_refused() {
+    let e = reader(&[mcr("m", "a.c", &[1], &[1])])
+        .next_file()
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("file \"a.c\" has no MCR record of manager \"*\""),
+        "{e}"
+    );
+    let big = i64::MAX as u64 + 1;
+    let e = reader(&[mcr("*", "a.c", &[1, 2], &[1, big])])
+        .next_file()
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("line 2 has 9223372036854775808 hits, past int64"),
+        "{e}"
+    );
+    // int64's largest is a count.
+    let ok = reader(&[mcr("*", "a.c", &[1], &[i64::MAX as u64])]).next_file();
+    assert!(ok.unwrap().is_some());
 }

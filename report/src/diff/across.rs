@@ -221,6 +221,21 @@ impl Bases {
         } else {
             (None, None)
         };
+        // A line past the end of its base text is not a line of that base: the result
+        // is not one of it (a merge never writes one, contract §6).
+        for (side, commit, lh, v) in [
+            ("OLD", &self.old_commit, old, &ov),
+            ("NEW", &self.new_commit, new, &nv),
+        ] {
+            if let (Some(lh), Some(v)) = (lh, v) {
+                let n = v.lines().count();
+                if let Some(&last) = lh.lines.last().filter(|&&l| l as usize > n) {
+                    anyhow::bail!(
+                        "{side}: {path}: line {last} is past the end of its text at {commit} ({n} lines): the result is not one of that base"
+                    );
+                }
+            }
+        }
         let unknown =
             !canonical || (old.is_some() && ov.is_none()) || (new.is_some() && nv.is_none());
         if canonical {

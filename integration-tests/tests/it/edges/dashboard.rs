@@ -7,13 +7,13 @@ use super::*;
 /// connection.
 pub(super) struct Http {
     /// `http://127.0.0.1:PORT`.
-    url: String,
+    pub(super) url: String,
     port: u16,
     hits: Arc<AtomicUsize>,
 }
 
 impl Http {
-    fn start(answer: impl Fn(&mut TcpStream) + Send + Sync + 'static) -> Http {
+    pub(super) fn start(answer: impl Fn(&mut TcpStream) + Send + Sync + 'static) -> Http {
         let l = TcpListener::bind("127.0.0.1:0").unwrap();
         let port = l.local_addr().unwrap().port();
         let hits = Arc::new(AtomicUsize::new(0));
@@ -53,7 +53,7 @@ impl Http {
         }
     }
 
-    fn hits(&self) -> usize {
+    pub(super) fn hits(&self) -> usize {
         self.hits.load(Ordering::SeqCst)
     }
 }

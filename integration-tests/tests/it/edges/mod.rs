@@ -18,6 +18,7 @@ use crate::fleet::{file_store, LONG};
 mod dashboard;
 mod logs;
 mod messages;
+mod notify;
 mod store;
 
 #[allow(unused_imports)]
