@@ -176,33 +176,37 @@ pub(crate) async fn check_base(spec: &str, commit: &str, strict: bool) -> Result
     .context("checking the base commit")?
 }
 
-/// Checks a `--dashboard` URL: `http://` or `https://` with a host (a call to anything
-/// else failed with the HTTP client's bare "builder error"). Checked here, not by the
-/// argument parser, whose refusal would echo the value, credentials included.
+/// Checks a `--dashboard` URL: `http://` or `https://` with a host, a valid port and no
+/// query or fragment, as the HTTP client will parse it (anything else failed with its
+/// bare "builder error", after the merge). Checked here, not by the argument parser,
+/// whose refusal would echo the value, credentials included.
 pub(crate) fn check_dashboard_url(s: &str) -> anyhow::Result<()> {
     let shown = if s.contains("://") {
         covmerge_storage::redact_url(s)
     } else {
-        // No URL, so no credentials in URL form; `USER:PASS@HOST` is masked too.
-        s.rsplit_once('@')
-            .map_or_else(|| s.to_string(), |(_, host)| format!("***@{host}"))
+        // No URL: what follows a last `@` and precedes a query is shown.
+        let (user, host) = s.rsplit_once('@').map_or(("", s), |(_, h)| ("***@", h));
+        let (host, query) = match host.find(['?', '#']) {
+            Some(q) => (&host[..q], "?***"),
+            None => (host, ""),
+        };
+        format!("{user}{host}{query}")
     };
-    let (scheme, rest) = s.split_once("://").ok_or_else(|| {
+    let u = url::Url::parse(s).map_err(|e| {
         anyhow::anyhow!(
-            "--dashboard {shown:?} is not a URL: give http://HOST[:PORT] or https://..."
+            "--dashboard {shown:?} is not a URL ({e}): give http://HOST[:PORT] or https://..."
         )
     })?;
-    if !matches!(scheme, "http" | "https") {
+    if !matches!(u.scheme(), "http" | "https") {
         anyhow::bail!(
-            "--dashboard {shown:?}: the dashboard is called over http:// or https://, not {scheme}://"
+            "--dashboard {shown:?}: the dashboard is called over http:// or https://, not {}://",
+            u.scheme()
         );
     }
-    let host = rest.split(['/', '?', '#']).next().unwrap_or("");
-    let host = host.rsplit_once('@').map_or(host, |(_, h)| h);
-    if host.is_empty() || host.starts_with(':') {
+    if u.host_str().is_none_or(str::is_empty) {
         anyhow::bail!("--dashboard {shown:?} names no host");
     }
-    if rest.contains(['?', '#']) {
+    if u.query().is_some() || u.fragment().is_some() {
         anyhow::bail!(
             "--dashboard {shown:?}: a dashboard URL has no query or fragment (the calls go to URL/api)"
         );

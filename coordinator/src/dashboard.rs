@@ -72,7 +72,7 @@ pub fn check_upload(upload: &str) -> Result<(), String> {
     let shown = if u.contains("://") {
         covmerge_storage::redact_url(u)
     } else {
-        match u.split_once('@') {
+        match u.rsplit_once('@') {
             Some((_, after)) => format!("***@{after}"),
             None => u.to_string(),
         }
@@ -83,19 +83,21 @@ pub fn check_upload(upload: &str) -> Result<(), String> {
         ))
     };
     let rest = match u.split_once("://") {
-        Some(("gs", rest)) => rest,
+        Some((scheme, rest)) if scheme.eq_ignore_ascii_case("gs") => rest,
         None => u,
         Some((scheme, _)) => return bad(&format!("unsupported scheme {scheme}://")),
     };
     let Some((bucket, name)) = rest.split_once('/') else {
         return bad("names no object (no `/` after the bucket)");
     };
-    if !(3..=222).contains(&bucket.len())
-        || !bucket
-            .bytes()
-            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b"-_.".contains(&b))
-    {
-        return bad("not a GCS bucket name (3 to 222 of a-z, 0-9, `-`, `_`, `.`)");
+    if let Err(why) = gcs_bucket_name(bucket) {
+        return bad(&format!("not a GCS bucket name ({why})"));
+    }
+    if name.len() > 1024 {
+        return bad(&format!(
+            "its object name is {} bytes (GCS allows 1,024)",
+            name.len()
+        ));
     }
     if let Some(c) = name
         .chars()
@@ -115,12 +117,46 @@ pub fn check_upload(upload: &str) -> Result<(), String> {
     Ok(())
 }
 
+/// Whether `b` is a bucket name GCS allows: 3 to 63 characters (222 with dots, each
+/// dot-separated part at most 63) of a-z, 0-9, `-`, `_`, `.`, beginning and ending with
+/// a letter or digit, no `..`, not an IP address, not beginning with `goog` and not
+/// holding `google`.
+fn gcs_bucket_name(b: &str) -> Result<(), &'static str> {
+    let max = if b.contains('.') { 222 } else { 63 };
+    if !(3..=max).contains(&b.len()) {
+        return Err("3 to 63 characters, 222 with dots");
+    }
+    if !b
+        .bytes()
+        .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || b"-_.".contains(&c))
+    {
+        return Err("only a-z, 0-9, `-`, `_` and `.`");
+    }
+    let alnum = |c: Option<u8>| c.is_some_and(|c| c.is_ascii_lowercase() || c.is_ascii_digit());
+    if !alnum(b.bytes().next()) || !alnum(b.bytes().last()) {
+        return Err("a letter or digit first and last");
+    }
+    if b.split('.').any(|p| p.is_empty() || p.len() > 63) {
+        return Err("an empty part between dots, or one over 63 characters");
+    }
+    if b.parse::<std::net::Ipv4Addr>().is_ok() {
+        return Err("an IP address");
+    }
+    if b.starts_with("goog") || b.contains("google") {
+        return Err("`goog` first or `google` in it");
+    }
+    Ok(())
+}
+
 impl Dashboard {
     /// The dashboard at `url`, called as `client` with `key` (from `COVMERGE_DASHBOARD_KEY`), with the default retries.
     pub fn new(url: &str, client: &str, key: String) -> Self {
         let url = url.trim_end_matches('/').to_string();
         Dashboard {
-            shown: covmerge_storage::redact_url(&url),
+            // Without the `/` the URL parser adds after a bare host (`//api` in messages).
+            shown: covmerge_storage::redact_url(&url)
+                .trim_end_matches('/')
+                .to_string(),
             url,
             client: client.to_string(),
             key,

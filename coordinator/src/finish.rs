@@ -315,6 +315,7 @@ async fn check_stored_part(
             shards: spec2.shards,
             groups: &spec2.groups,
             base_lines: Some(&base_lines),
+            groups_unknown: false,
         };
         gate::check_part(part, ChannelReader::new(rx), gate::PART_BUDGET)
     })

@@ -43,6 +43,9 @@ pub struct Header {
     /// `TotalRows`: data rows read.
     #[serde(default)]
     pub total_rows: i64,
+    /// `Time`: when the result was made (RFC 3339), where the header has it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub time: Option<String>,
 }
 
 /// One manager's lines of one file (`*` is the overall record).

@@ -81,10 +81,11 @@ pub(crate) async fn run(n: NotifyArgs) -> Result<()> {
 }
 
 /// Refuses a result the dashboard must not be given: unless its bytes as stored read as
-/// a result that passes the publish gate's checks of a part (a header line, then each
-/// file's records: one `*` record, lines ascending, counts as the arrays say, ...;
-/// contract §6), and, for a job's result, unless they are exactly the result its
-/// manifest describes (`manifest`: where it was read, and it).
+/// a result that passes the publish gate's checks of a part (a header line in its
+/// fields' domains, then each file's records: one `*` record, lines ascending, counts
+/// as the arrays say, ...; contract §6), and, for a job's result, unless they are
+/// exactly the result its manifest describes (`manifest`: where it was read, and it;
+/// its groups are then known). The result is named without credentials.
 async fn check_sendable(
     src: &str,
     manifest: Option<(String, covmerge_proto::Manifest)>,
@@ -92,18 +93,71 @@ async fn check_sendable(
     let rt = tokio::runtime::Handle::current();
     let src = src.to_string();
     tokio::task::spawn_blocking(move || -> Result<()> {
-        let groups = match &manifest {
-            Some((spec, m)) => {
-                covmerge_report::groups::check_belongs(spec, m, &src, &rt)?;
-                m.groups.clone()
-            }
-            None => Vec::new(),
+        // A URL without its credentials, query or fragment (a token can ride in one).
+        let shown = if src.contains("://") || src.contains(['@', '?', '#']) {
+            covmerge_storage::redact_url(&src)
+        } else {
+            src.clone()
         };
-        let raw = covmerge_input::open_raw(&src, &rt).map_err(|e| anyhow::anyhow!("{e}"))?;
-        let sum = covmerge_coordinator::gate::check_whole(&src, raw, &groups)
-            .map_err(|e| anyhow::anyhow!("result {src} is not sent to the dashboard: {e}"))?;
-        info!(result = %src, files = sum.files, records = sum.records, "result checked for the dashboard");
+        // What may hold a secret, as a message may quote it: the whole location, its
+        // query or fragment, its user info.
+        let mut secrets = vec![(src.clone(), shown.clone())];
+        if let Some(q) = src.find(['?', '#']) {
+            secrets.push((src[q..].to_string(), String::new()));
+        }
+        if let Some((_, rest)) = src.split_once("://") {
+            let authority = rest.split(['/', '?', '#']).next().unwrap_or("");
+            if let Some((user, _)) = authority.rsplit_once('@') {
+                secrets.push((format!("{user}@"), "***@".to_string()));
+            }
+        }
+        let hide = |e: String| {
+            secrets
+                .iter()
+                .filter(|(s, _)| !s.is_empty())
+                .fold(e, |e, (s, with)| e.replace(s.as_str(), with))
+        };
+        if let Some((spec, m)) = &manifest {
+            covmerge_report::groups::check_belongs(spec, m, &src, &rt)
+                .map_err(|e| anyhow::anyhow!(hide(format!("{e:#}"))))?;
+        }
+        let raw = covmerge_input::open_raw(&src, &rt)
+            .map_err(|e| anyhow::anyhow!("result {shown}: {}", hide(e.to_string())))?;
+        // A failed read is the store's or the disk's, not the result's.
+        let failed = std::sync::Arc::new(std::sync::Mutex::new(None));
+        let raw = Watched {
+            inner: raw,
+            failed: failed.clone(),
+        };
+        let groups = manifest.as_ref().map(|(_, m)| &m.groups[..]);
+        let checked = covmerge_coordinator::gate::check_whole(&shown, raw, groups);
+        if let Some(e) = failed.lock().expect("read error").take() {
+            bail!("result {shown}: reading it failed: {}", hide(e));
+        }
+        let sum = checked.map_err(|e| {
+            anyhow::anyhow!("result {shown} is not sent to the dashboard: {}", hide(e.to_string()))
+        })?;
+        info!(result = %shown, files = sum.files, records = sum.records, "result checked for the dashboard");
         Ok(())
     })
     .await?
+}
+
+/// A reader that keeps its first error (other than an interruption).
+struct Watched<R> {
+    inner: R,
+    failed: std::sync::Arc<std::sync::Mutex<Option<String>>>,
+}
+
+impl<R: std::io::Read> std::io::Read for Watched<R> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        self.inner.read(buf).inspect_err(|e| {
+            if e.kind() != std::io::ErrorKind::Interrupted {
+                self.failed
+                    .lock()
+                    .expect("read error")
+                    .get_or_insert_with(|| e.to_string());
+            }
+        })
+    }
 }

@@ -50,6 +50,7 @@ fn check_with(
         shards,
         groups: &g,
         base_lines,
+        groups_unknown: false,
     };
     check_part(part, std::io::Cursor::new(gz(records)), PART_BUDGET)
 }

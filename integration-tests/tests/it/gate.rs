@@ -235,6 +235,7 @@ fn gate_of_result(out: &Path, groups: &[Group]) -> (u64, u64, u64) {
         shards: 1,
         groups,
         base_lines: None,
+        groups_unknown: false,
     };
     let s = check_part(
         part,

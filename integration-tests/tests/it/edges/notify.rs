@@ -60,6 +60,11 @@ pub(super) fn notify_sent_any_file_to_the_dashboard_unchecked() {
         .map(|l| format!("{l}\n"))
         .collect();
     let wrong_count = text.replacen("\"Instrumented\":", "\"Instrumented\":9", 1);
+    // A header the dashboard cannot decode, or with counts below zero.
+    let head = |from: &str, to: &str| {
+        assert!(header.contains(from), "{header}");
+        gzip(format!("{}\n{records}", header.replacen(from, to, 1)).as_bytes())
+    };
     let cases: Vec<(&str, Vec<u8>)> = vec![
         ("text", b"not a result\n".to_vec()),
         ("empty", Vec::new()),
@@ -71,6 +76,20 @@ pub(super) fn notify_sent_any_file_to_the_dashboard_unchecked() {
             gzip(format!("{header}\n{no_star}").as_bytes()),
         ),
         ("no header", gzip(records.as_bytes())),
+        (
+            "DateTo not a date",
+            head("\"DateTo\":\"2024-04-08\"", "\"DateTo\":\"yesterday\""),
+        ),
+        ("Time not a time", head("\"Time\":\"", "\"Time\":\"x")),
+        ("Duration negative", head("\"Duration\":", "\"Duration\":-")),
+        (
+            "TotalRows negative",
+            head("\"TotalRows\":", "\"TotalRows\":-"),
+        ),
+        (
+            "Repo empty",
+            head("\"Repo\":\"git://example/linux\"", "\"Repo\":\"\""),
+        ),
     ];
     let dash = Http::start(json_reply("\"bkt/x.upload\"".into()));
     for (what, data) in cases {
@@ -152,6 +171,12 @@ pub(super) fn notify_upload_location_was_not_checked() {
         ("user:hunter2@bkt/x.upload", "not a GCS bucket name"),
         ("gs://bkt/x.json", "does not end in `.upload`"),
         ("gs://Bkt/x.upload", "not a GCS bucket name"),
+        ("user:p@ss@bkt/x.upload", "not a GCS bucket name"),
+        ("a..b/x.upload", "an empty part between dots"),
+        ("192.168.1.1/x.upload", "an IP address"),
+        ("googbucket/x.upload", "`goog` first"),
+        ("my.google.bkt/x.upload", "`google` in it"),
+        ("-bkt/x.upload", "a letter or digit first and last"),
     ] {
         let (code, _, err) = run_in(
             tmp.path(),
@@ -161,16 +186,33 @@ pub(super) fn notify_upload_location_was_not_checked() {
                 &dash.url,
                 "--dashboard-client",
                 "ci",
-                "--upload",
-                upload,
+                &format!("--upload={upload}"),
             ],
             &[("COVMERGE_DASHBOARD_KEY", KEY)],
         );
         assert_eq!(code, Some(1), "{upload}: {err}");
         assert!(err.contains(why), "{upload}: {err}");
         assert!(!err.contains("hunter2"), "{upload}: {err}");
+        assert!(!err.contains("p@ss"), "{upload}: {err}");
         assert_eq!(dash.hits(), 0, "{upload}: the dashboard was called");
     }
+    let long = format!("bkt/{}.upload", "n".repeat(1100));
+    let (code, _, err) = run_in(
+        tmp.path(),
+        &[
+            "notify",
+            "--dashboard",
+            &dash.url,
+            "--dashboard-client",
+            "ci",
+            "--upload",
+            &long,
+        ],
+        &[("COVMERGE_DASHBOARD_KEY", KEY)],
+    );
+    assert_eq!(code, Some(1), "{err}");
+    assert!(err.contains("GCS allows 1,024"), "{err}");
+    assert_eq!(dash.hits(), 0, "the dashboard was called");
 }
 
 /// A `--dashboard` that is not an http(s) URL with a host failed with the HTTP
@@ -182,8 +224,12 @@ pub(super) fn dashboard_url_failed_with_builder_error() {
     for (url, why) in [
         ("ftp://host/x", "over http:// or https://, not ftp://"),
         ("nonsense", "is not a URL"),
-        ("http://user:hunter2@:80/", "names no host"),
+        ("http://user:hunter2@:80/", "empty host"),
         ("http://host/?key=1", "no query or fragment"),
+        ("http://127.0.0.1:99999", "is not a URL"),
+        ("http://ho st/", "is not a URL"),
+        ("u:hunter2@host?key=hunter2", "over http:// or https://"),
+        ("hunter2@host?key=hunter2", "is not a URL"),
     ] {
         let (code, _, err) = run_in(
             tmp.path(),
@@ -340,4 +386,108 @@ pub(super) fn status_waited_300s_on_an_unreachable_store() {
     let (_, out, _) = run_in(tmp.path(), &["status", "--help"], &[]);
     assert!(out.contains("--store-outage-budget"), "{out}");
     assert!(out.contains("[default: 30]"), "{out}");
+}
+
+/// `notify --result` of a `merge --group` result was refused ("* has 257 hits, its
+/// managers sum to 303": the group's record taken for a manager's): without the
+/// manifest the groups are not known, and the managers' records may sum to more than
+/// `*`, not less. A `--result` naming credentials or a token showed them.
+#[test]
+pub(super) fn notify_refused_a_group_result_and_showed_the_results_credentials() {
+    let tmp = tempfile::tempdir().unwrap();
+    let d = fixture("semantics");
+    let src = format!("dir:{}", d.join("sources").display());
+    let out = tmp.path().join("grouped.jsonl.gz");
+    let (code, _, err) = run_in(
+        tmp.path(),
+        &[
+            "merge",
+            "--quiet",
+            "--source",
+            &src,
+            "--base-repo",
+            "git://example/linux",
+            "--base-commit",
+            "base",
+            "--date-to",
+            "2024-04-08",
+            "--group",
+            "all=*",
+            "--input",
+            d.join("input-a.csv").to_str().unwrap(),
+            "--out",
+            out.to_str().unwrap(),
+        ],
+        &[],
+    );
+    assert_eq!(code, Some(0), "{err}");
+    // create_upload_url answers a number: the call fails, but it was made, so the
+    // result passed the checks.
+    let dash = Http::start(json_reply("7".into()));
+    let (code, _, err) = run_in(
+        tmp.path(),
+        &[
+            "notify",
+            "--dashboard",
+            &dash.url,
+            "--dashboard-client",
+            "ci",
+            "--result",
+            out.to_str().unwrap(),
+        ],
+        &[("COVMERGE_DASHBOARD_KEY", KEY)],
+    );
+    assert_eq!(code, Some(1), "{err}");
+    assert!(!err.contains("is not sent to the dashboard"), "{err}");
+    assert!(dash.hits() >= 1, "the dashboard was not called: {err}");
+    // A manager's record summing to less than `*` is still refused.
+    let text = String::from_utf8(gunzip(&out)).unwrap();
+    let star_first = text.find("\"Manager\":\"*\"").unwrap();
+    let hits = text[star_first..].find("\"HitCounts\":[").unwrap() + star_first + 13;
+    let bumped = format!("{}9{}", &text[..hits], &text[hits..]);
+    let bad = tmp.path().join("bumped.jsonl.gz");
+    std::fs::write(&bad, gzip(bumped.as_bytes())).unwrap();
+    let before = dash.hits();
+    let (code, _, err) = run_in(
+        tmp.path(),
+        &[
+            "notify",
+            "--dashboard",
+            &dash.url,
+            "--dashboard-client",
+            "ci",
+            "--result",
+            bad.to_str().unwrap(),
+        ],
+        &[("COVMERGE_DASHBOARD_KEY", KEY)],
+    );
+    assert_eq!(code, Some(1), "{err}");
+    assert!(err.contains("is not sent to the dashboard"), "{err}");
+    assert_eq!(dash.hits(), before, "the dashboard was called");
+    for r in [
+        "s3://AKIAX:S3SECRET@bkt/x.jsonl.gz",
+        "gs://bkt/x.jsonl.gz?access_token=TOKSECRET",
+        "gs://bkt/x.jsonl.gz#TOKSECRET",
+    ] {
+        let (code, _, err) = run_in(
+            tmp.path(),
+            &[
+                "notify",
+                "--dashboard",
+                &dash.url,
+                "--dashboard-client",
+                "ci",
+                "--result",
+                r,
+            ],
+            &[("COVMERGE_DASHBOARD_KEY", KEY)],
+        );
+        assert_eq!(code, Some(1), "{r}: {err}");
+        assert!(!err.contains("SECRET"), "{r}: {err}");
+        assert!(
+            !err.contains("publish gate"),
+            "{r}: a read failure is not the result's: {err}"
+        );
+    }
+    assert_eq!(dash.hits(), before, "the dashboard was called");
 }
