@@ -72,7 +72,7 @@ impl GitSource {
     pub fn open(path: &str) -> Result<Self, SourceError> {
         let shared = gix::ThreadSafeRepository::open(path).map_err(|e| SourceError::Spec {
             spec: format!("git:{path}"),
-            reason: e.to_string(),
+            reason: open_failure(path, &e),
         })?;
         Ok(GitSource {
             path: path.to_string(),
@@ -353,6 +353,24 @@ impl Source for GitSource {
         Ok(r?.is_some())
     }
 
+    fn named_instead(&self, id: &[u8]) -> Option<String> {
+        let id = ObjectId::from_hex(git_commit(id)?.as_bytes()).ok()?;
+        let repo = self.shared.to_thread_local();
+        let obj = repo.try_find_object(id).ok()??;
+        Some(match obj.kind {
+            gix::object::Kind::Tag => match obj.peel_to_commit() {
+                Ok(c) => format!(
+                    "it is an annotated tag of commit {}: give that commit (`git rev-parse TAG^{{commit}}`)",
+                    c.id
+                ),
+                Err(_) => "it is a tag of no commit".to_string(),
+            },
+            gix::object::Kind::Tree => "it is a tree, not a commit".to_string(),
+            gix::object::Kind::Blob => "it is a blob (a file's text), not a commit".to_string(),
+            gix::object::Kind::Commit => return None,
+        })
+    }
+
     fn tree_id(&self, commit: &[u8]) -> Result<Option<String>, SourceError> {
         let Some(commit) = git_commit(commit) else {
             return Ok(None);
@@ -412,6 +430,29 @@ pub fn all_paths(
         }
     }
     Ok(out)
+}
+
+/// Why a repository did not open: the error and its causes, and what a SHA-256
+/// repository (which the git reader does not read) can do instead.
+fn open_failure(path: &str, e: &(dyn std::error::Error + 'static)) -> String {
+    let mut why = e.to_string();
+    let mut cause = e.source();
+    while let Some(c) = cause {
+        why.push_str(": ");
+        why.push_str(&c.to_string());
+        cause = c.source();
+    }
+    let config = [".git/config", "config"]
+        .iter()
+        .find_map(|f| std::fs::read_to_string(std::path::Path::new(path).join(f)).ok())
+        .unwrap_or_default()
+        .to_ascii_lowercase();
+    if config.contains("objectformat") && config.contains("sha256") {
+        why.push_str(
+            " (a SHA-256 repository, extensions.objectFormat = sha256: the git: source reads SHA-1 repositories only; give a dir: source of its commits' files, `git archive` of each)",
+        );
+    }
+    why
 }
 
 #[cfg(test)]

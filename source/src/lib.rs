@@ -89,12 +89,14 @@ pub enum SourceError {
         message: String,
     },
     /// The base commit is not in the source: nothing can be projected onto it.
-    #[error("source {source_name} does not hold the base commit {commit:?} (a full commit id the source has, e.g. `git rev-parse` of it)")]
+    #[error("source {source_name} does not hold the base commit {commit:?} ({hint})")]
     NoCommit {
         /// The source, as displayed (its spec).
         source_name: String,
         /// The commit as given.
         commit: String,
+        /// What to give instead: what the id names when it is not a commit.
+        hint: String,
     },
     /// A source spec that names no source (unknown scheme, a repository that does not open).
     #[error("invalid source spec {spec:?}: {reason}")]
@@ -164,6 +166,13 @@ pub trait Source: Send + Sync {
     /// bases' ids: a worker whose own `--source` lacks some files of the base would
     /// count them as deleted, alone, for its shards.
     fn tree_id(&self, commit: &[u8]) -> Result<Option<String>, SourceError>;
+
+    /// What `id` names in the source when it is not a commit the source holds (an
+    /// annotated tag, a tree, a blob), for a refusal to say; `None` when the source
+    /// cannot tell.
+    fn named_instead(&self, _id: &[u8]) -> Option<String> {
+        None
+    }
 }
 
 /// Fails unless `source` (named `name` in the error) holds the base commit `commit`.
@@ -174,6 +183,9 @@ pub fn require_commit(source: &dyn Source, name: &str, commit: &str) -> Result<(
         Err(SourceError::NoCommit {
             source_name: name.to_string(),
             commit: commit.to_string(),
+            hint: source.named_instead(commit.as_bytes()).unwrap_or_else(|| {
+                "a full commit id the source has, e.g. `git rev-parse` of it".to_string()
+            }),
         })
     }
 }

@@ -627,6 +627,7 @@ impl Executor {
                 crate::source::SourceError::NoCommit {
                     source_name: name.clone(),
                     commit: base.clone(),
+                    hint: "a full commit id the source has, e.g. `git rev-parse` of it".into(),
                 }
             })?;
             info!(source = %covmerge_storage::redact_url(&name), %id, ms = t0.elapsed().as_millis() as u64, "the base as this worker's source holds it");

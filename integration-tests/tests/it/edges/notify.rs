@@ -1,5 +1,5 @@
-//! What `notify` hands the dashboard, and the places `diff` and `status` read and
-//! write: a fifth hostile-tester round.
+//! What `notify` hands the dashboard, the places `diff` and `status` read and write,
+//! and how a `git:` source refuses what it cannot read: hostile-tester rounds.
 
 use super::*;
 
@@ -490,4 +490,92 @@ pub(super) fn notify_refused_a_group_result_and_showed_the_results_credentials()
         );
     }
     assert_eq!(dash.hits(), before, "the dashboard was called");
+}
+
+fn git(dir: &Path, args: &[&str]) -> String {
+    let out = Command::new("git")
+        .args([
+            "-c",
+            "user.name=t",
+            "-c",
+            "user.email=t@t",
+            "-c",
+            "init.defaultBranch=main",
+        ])
+        .args(args)
+        .current_dir(dir)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "git {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap().trim().to_string()
+}
+
+/// An annotated tag's id as `--base-commit` was refused as "does not hold the base
+/// commit (a full commit id ..., e.g. git rev-parse of it)", which gives back that
+/// very id; a SHA-256 repository as "invalid source spec: Repository configuration
+/// could not be loaded". Each refusal now says what the id or the repository is.
+#[test]
+pub(super) fn git_source_refusals_named_the_wrong_cause() {
+    let tmp = tempfile::tempdir().unwrap();
+    let repo = tmp.path().join("r");
+    std::fs::create_dir_all(&repo).unwrap();
+    git(&repo, &["init", "-q"]);
+    std::fs::write(repo.join("f.c"), "a\nb\n").unwrap();
+    git(&repo, &["add", "f.c"]);
+    git(&repo, &["commit", "-q", "-m", "x"]);
+    let commit = git(&repo, &["rev-parse", "HEAD"]);
+    git(&repo, &["tag", "-a", "-m", "ann", "v1"]);
+    let tag = git(&repo, &["rev-parse", "v1"]);
+    assert_ne!(tag, commit);
+    let csv = tmp.path().join("in.csv");
+    std::fs::write(
+        &csv,
+        format!("kernel_repo,kernel_commit,file_path,func_name,manager,sl,hit_count\ngit://k,{commit},f.c,f,m,2,5\n"),
+    )
+    .unwrap();
+    let out = tmp.path().join("out.jsonl.gz");
+    let merge = |source: &str, base: &str| {
+        run_in(
+            tmp.path(),
+            &[
+                "merge",
+                "--source",
+                source,
+                "--base-repo",
+                "git://k",
+                "--base-commit",
+                base,
+                "--input",
+                csv.to_str().unwrap(),
+                "--out",
+                out.to_str().unwrap(),
+            ],
+            &[],
+        )
+    };
+    let src = format!("git:{}", repo.display());
+    let (code, _, err) = merge(&src, &tag);
+    assert_eq!(code, Some(1), "{err}");
+    assert!(
+        err.contains(&format!("it is an annotated tag of commit {commit}")),
+        "{err}"
+    );
+    let (code, _, err) = merge(&src, &commit);
+    assert_eq!(code, Some(0), "{err}");
+    // A SHA-256 repository (where this git makes one).
+    let s256 = tmp.path().join("s256");
+    std::fs::create_dir_all(&s256).unwrap();
+    let made = Command::new("git")
+        .args(["init", "-q", "--object-format=sha256"])
+        .current_dir(&s256)
+        .status()
+        .unwrap();
+    assert!(made.success(), "git init --object-format=sha256");
+    let (code, _, err) = merge(&format!("git:{}", s256.display()), &commit);
+    assert_eq!(code, Some(1), "{err}");
+    assert!(err.contains("a SHA-256 repository"), "{err}");
 }
