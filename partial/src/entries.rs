@@ -2,6 +2,7 @@
 //! entry per key while a small table of recent keys finds it), summed per key by
 //! sorting when their vector is full, their memory counted by capacity.
 
+use crate::bucket::{buckets_of, pack, sort_by_bucket};
 use crate::sorted::{FuncAcc, LineAcc};
 
 /// Bytes of a `lines` and of a `funcs` entry.
@@ -163,12 +164,13 @@ impl Entries {
     pub(crate) fn compact(&mut self) {
         // Only a full vector: the other has room still.
         if self.lines.len() == self.lines.capacity() {
-            self.lines
-                .sort_unstable_by_key(|e| (e.pv, e.manager, e.line));
+            let n = buckets_of(&self.lines, |e| e.pv);
+            sort_by_bucket(&mut self.lines, n, |e| e.pv, |e| pack(e.manager, e.line));
             dedup_lines(&mut self.lines);
         }
         if self.funcs.len() == self.funcs.capacity() {
-            self.funcs.sort_unstable_by_key(|e| (e.pv, e.line, e.func));
+            let n = buckets_of(&self.funcs, |e| e.pv);
+            sort_by_bucket(&mut self.funcs, n, |e| e.pv, |e| pack(e.line, e.func));
             dedup_funcs(&mut self.funcs);
         }
         self.lines.shrink_to(self.lines.len() + FEW);

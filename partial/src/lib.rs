@@ -15,6 +15,7 @@
 
 use std::path::{Path, PathBuf};
 
+mod bucket;
 mod build;
 /// `partial.json`, the description beside the shard files.
 pub mod desc;
