@@ -726,11 +726,79 @@ pub fn check_result(
             ));
         }
     }
+    accounted(manifest, &spec.header.namespace)?;
     if t.rows_merged > 0 && t.instrumented == 0 {
         return Err(refuse(
             Invariant::NotEmpty,
             "the result",
             format!("{} row(s) merged but no line instrumented", t.rows_merged),
+        ));
+    }
+    Ok(())
+}
+
+/// Every row read accounted for once (contract §7): `rows_in` = merged + bad + without
+/// line + lost + in deleted files, none of them a saturated count; and the other
+/// namespaces' list adds up to their rows, each listed name with rows, none the job's
+/// own namespace, none longer than a listed name may be.
+fn accounted(manifest: &Manifest, namespace: &str) -> Result<(), Refused> {
+    const SATURATED: u64 = 1 << 63;
+    let t = &manifest.totals;
+    let place = "the manifest's totals";
+    let parts = [
+        t.rows_merged,
+        t.rows_bad,
+        t.rows_without_line,
+        t.rows_lost,
+        t.rows_deleted,
+    ];
+    let sum: u128 = parts.iter().map(|&n| u128::from(n)).sum();
+    // Counts saturate at 2^64 - 1 (contract §10: a partial's sums of sums), and
+    // `rows_in` then leaves out the rows outside the prefix: past 2^63 only `rows_in`
+    // being as large is checked. Below it every row is accounted for exactly.
+    let saturated = parts.iter().any(|&n| n >= SATURATED);
+    let adds_up = match saturated {
+        true => t.rows_in >= SATURATED,
+        false => sum == u128::from(t.rows_in),
+    };
+    if !adds_up {
+        return Err(refuse(
+            Invariant::Totals,
+            place,
+            format!(
+                "rows_in is {} but merged {} + bad {} + without line {} + lost {} + deleted {} make {sum}",
+                t.rows_in, t.rows_merged, t.rows_bad, t.rows_without_line, t.rows_lost, t.rows_deleted
+            ),
+        ));
+    }
+    let o = &manifest.other_namespaces;
+    let listed_total: u128 =
+        o.listed.values().map(|&n| u128::from(n)).sum::<u128>() + u128::from(o.unlisted_rows);
+    if listed_total != u128::from(t.rows_other_namespaces) {
+        return Err(refuse(
+            Invariant::Totals,
+            place,
+            format!(
+                "rows_other_namespaces is {} but other_namespaces counts {listed_total}",
+                t.rows_other_namespaces
+            ),
+        ));
+    }
+    let ours = covmerge_proto::manifest::OtherNamespaces::shown_name(namespace.as_bytes());
+    for (name, &n) in &o.listed {
+        let why = if n == 0 {
+            "listed with no rows"
+        } else if *name == ours {
+            "the job's own namespace, listed as another"
+        } else if name.len() > covmerge_proto::manifest::MAX_LISTED_NAMESPACE_BYTES {
+            "longer than a listed name may be"
+        } else {
+            continue;
+        };
+        return Err(refuse(
+            Invariant::Totals,
+            "the manifest's other_namespaces",
+            format!("namespace {name:?} is {why}"),
         ));
     }
     Ok(())

@@ -87,13 +87,17 @@ pub struct OtherNamespaces {
 impl OtherNamespaces {
     /// Counts `rows` rows of namespace `name`.
     pub fn add_rows(&mut self, name: &[u8], rows: u64) {
-        // A name that is not UTF-8, or holds a backslash, is shown with its bytes
-        // escaped: the raw bytes `\xff` and the text `\xff` stay two namespaces.
-        let shown = match std::str::from_utf8(name) {
+        self.add_shown(Self::shown_name(name), rows);
+    }
+
+    /// How namespace `name` is listed. A name that is not UTF-8, or holds a
+    /// backslash, is shown with its bytes escaped: the raw bytes `\xff` and the text
+    /// `\xff` stay two namespaces.
+    pub fn shown_name(name: &[u8]) -> std::borrow::Cow<'_, str> {
+        match std::str::from_utf8(name) {
             Ok(s) if !s.contains('\\') => std::borrow::Cow::Borrowed(s),
             _ => std::borrow::Cow::Owned(name.escape_ascii().to_string()),
-        };
-        self.add_shown(shown, rows);
+        }
     }
 
     /// Counts `rows` rows of a namespace as it is shown.

@@ -338,6 +338,7 @@ fn manifest(s: &PartSummary) -> Manifest {
     m.totals.instrumented = s.instrumented;
     m.totals.covered = s.covered;
     m.totals.rows_merged = 4;
+    m.totals.rows_in = 4;
     m.shards.push(ShardEntry {
         index: s.shard,
         records: s.records,
@@ -383,6 +384,46 @@ fn totals_or_parts_differing_from_the_manifest_are_refused() {
     let empty = check(&[mcr("*", "b.c", &[], &[])], 1).unwrap();
     let e = check_result(&spec(), &h, &manifest(&empty), &[empty]).unwrap_err();
     assert_eq!(e.invariant, Invariant::NotEmpty, "{e}");
+}
+
+/// Every row read accounted for once: a `rows_in` the counts do not make (a partial's
+/// description read directly said 5 over 2 rows), a count saturated while `rows_in` is
+/// small (a forged `paths` table), and other namespaces no merge could count.
+#[test]
+fn counts_that_do_not_account_for_every_row_are_refused() {
+    let s = check(&good(), 1).unwrap();
+    let h = header("upstream", "c1", 3, "2024-04-08", 9);
+    let refused = |m: &Manifest, want: &str| {
+        let e = check_result(&spec(), &h, m, std::slice::from_ref(&s)).unwrap_err();
+        assert_eq!(e.invariant, Invariant::Totals, "{e}");
+        assert!(e.to_string().contains(want), "{e}");
+    };
+    let mut m = manifest(&s);
+    m.totals.rows_in = 5;
+    refused(&m, "rows_in is 5 but merged 4");
+    let mut m = manifest(&s);
+    m.totals.rows_lost = u64::MAX;
+    m.totals.rows_in = 80;
+    refused(&m, "rows_in is 80");
+    // Saturated sums of sums: rows_in as large passes, less what the prefix left out.
+    let mut m = manifest(&s);
+    m.totals.rows_merged = u64::MAX;
+    m.totals.rows_in = u64::MAX - 500;
+    check_result(&spec(), &h, &m, std::slice::from_ref(&s)).unwrap();
+    let mut m = manifest(&s);
+    m.totals.rows_other_namespaces = 3;
+    m.other_namespaces.listed.insert("a".into(), 2);
+    refused(&m, "other_namespaces counts 2");
+    for (name, rows, why) in [
+        ("a", 0, "listed with no rows"),
+        ("upstream", 3, "the job's own namespace"),
+        (&*"z".repeat(300), 3, "longer than a listed name"),
+    ] {
+        let mut m = manifest(&s);
+        m.totals.rows_other_namespaces = rows;
+        m.other_namespaces.listed.insert(name.into(), rows);
+        refused(&m, why);
+    }
 }
 
 #[test]
