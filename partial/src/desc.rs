@@ -156,6 +156,37 @@ impl Description {
                 return Err(format!("shard {i} is listed with index {}", s.index));
             }
         }
+        let ns = &self.namespace;
+        if ns.len() > covmerge_proto::limits::MAX_NAME_BYTES || ns.chars().any(char::is_control) {
+            return Err(format!(
+                "namespace {ns:?} is not one a merge takes (at most {} bytes, no control characters)",
+                covmerge_proto::limits::MAX_NAME_BYTES
+            ));
+        }
+        let ours = covmerge_proto::manifest::OtherNamespaces::shown_name(ns.as_bytes());
+        for (name, &n) in &self.other_namespaces.listed {
+            if n == 0 {
+                return Err(format!("other namespace {name:?} is listed with no rows"));
+            }
+            if *name == ours {
+                return Err(format!(
+                    "the partial's own namespace {name:?} is listed as another"
+                ));
+            }
+            if name.len() > covmerge_proto::manifest::MAX_LISTED_NAMESPACE_BYTES {
+                return Err(format!(
+                    "other namespace {name:?} is longer than a listed name may be ({} bytes)",
+                    covmerge_proto::manifest::MAX_LISTED_NAMESPACE_BYTES
+                ));
+            }
+        }
+        if self.other_namespaces.listed.len() > covmerge_proto::manifest::MAX_LISTED_NAMESPACES {
+            return Err(format!(
+                "{} other namespaces listed, at most {} are",
+                self.other_namespaces.listed.len(),
+                covmerge_proto::manifest::MAX_LISTED_NAMESPACES
+            ));
+        }
         if self.other_namespaces.total() != self.counts.rows_other_namespaces {
             return Err(format!(
                 "rows_other_namespaces {} but other_namespaces lists {}",

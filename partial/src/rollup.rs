@@ -102,6 +102,15 @@ fn merge_table<T: Table>(
     merge_table_into(inputs, entry, target, n, to, rows_of)
 }
 
+/// A `paths` row's rows without line, rows without version and their hits.
+fn path_sums(r: &PathRow) -> [u64; 3] {
+    [
+        r.rows_without_line,
+        r.rows_without_version,
+        r.hits_without_version,
+    ]
+}
+
 /// Where [`merge_table_into`] writes: the file of shard `index` in `out`, each row
 /// written shown to `seen` (if any) first.
 pub(crate) struct WriteTo<'a, T> {
@@ -245,18 +254,47 @@ fn rollup_into(parts: &[Partial], out: &Path, n: u32) -> Result<Description, Par
     d.date_from = from.expect("an input").to_string();
     d.date_to = to.expect("an input").to_string();
     let mut rows_of = vec![0u64; parts.len()];
+    // The `paths` sums the output's tables hold: the inputs' descriptions must say
+    // the same (a description that does not would be copied into the output's).
+    let mut held = [0u64; 3];
     for j in 0..n {
+        let mut seen = |r: &PathRow| {
+            for (a, b) in held.iter_mut().zip(path_sums(r)) {
+                *a = a.saturating_add(b);
+            }
+        };
+        let to = WriteTo {
+            out,
+            index: j,
+            seen: Some(&mut seen),
+        };
         d.shards.push(ShardFiles {
             index: j,
             lines: merge_table::<LineRow>(parts, |s| &s.lines, j, n, out, &mut rows_of)?,
             funcs: merge_table::<FuncRow>(parts, |s| &s.funcs, j, n, out, &mut rows_of)?,
             versions: merge_table::<VersionRow>(parts, |s| &s.versions, j, n, out, &mut rows_of)?,
-            paths: merge_table::<PathRow>(parts, |s| &s.paths, j, n, out, &mut rows_of)?,
+            paths: merge_table_into::<PathRow>(parts, |s| &s.paths, j, n, to, &mut rows_of)?,
         });
     }
     for (p, rows) in parts.iter().zip(rows_of) {
         let pd = p.description();
         check_rows_in(p.dir(), pd, rows.saturating_add(pd.counts.rows_bad))?;
+    }
+    let c = &d.counts;
+    let said = [
+        c.rows_without_line,
+        c.rows_without_version,
+        c.hits_without_version,
+    ];
+    if said != held {
+        let names: Vec<String> = parts
+            .iter()
+            .map(|p| p.dir().join(crate::desc::DESCRIPTION).display().to_string())
+            .collect();
+        return Err(PartialError::Invalid(format!(
+            "the inputs' descriptions ({}) say rows_without_line, rows_without_version and hits_without_version are {said:?}, but their paths tables hold {held:?}",
+            names.join(", ")
+        )));
     }
     d.write(out)?;
     Ok(d)

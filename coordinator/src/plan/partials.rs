@@ -179,6 +179,30 @@ pub(super) fn planned_shas(planned: &[Option<PlannedPartial>]) -> Vec<PlannedSha
         .collect()
 }
 
+/// Two partial inputs with the same `partial.json` (the same bytes: the same shard
+/// files, by their SHA-256s) are the same partial, whatever their names (a directory of
+/// links to another's files, a copy): its rows would be counted twice. Refused, naming
+/// both.
+pub(super) fn refuse_same_description(
+    planned: &[Option<PlannedPartial>],
+    inputs: &[String],
+) -> Result<(), JobError> {
+    let mut seen: std::collections::HashMap<&str, usize> = std::collections::HashMap::new();
+    for (i, p) in planned.iter().enumerate() {
+        let Some(p) = p.as_ref().filter(|p| p.description.is_some()) else {
+            continue;
+        };
+        if let Some(&first) = seen.get(p.sha256.as_str()) {
+            return Err(JobError::Plan(format!(
+                "input {} is the same partial as input {} (the same partial.json, SHA-256 {}): its rows would be counted twice",
+                inputs[i], inputs[first], p.sha256
+            )));
+        }
+        seen.insert(&p.sha256, i);
+    }
+    Ok(())
+}
+
 /// A roll-up job without `--source` (`source` empty): refused before any work
 /// unless every input is a partial, naming the first that is not.
 pub(super) fn refuse_raw_without_source(

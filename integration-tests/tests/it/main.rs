@@ -45,6 +45,8 @@ mod partial_input;
 mod partial_out;
 /// Partials' edges found by attack: an output overlapping an input, bad rows in a roll-up.
 mod partial_refusals;
+/// Partials whose description says one thing and whose files or names another.
+mod partial_tampered;
 /// Results independent of shards and workers; agreement with the test crate's oracle.
 mod property;
 /// `covmerge report` and `covmerge diff`, checked in headless Chromium.

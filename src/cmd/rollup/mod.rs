@@ -32,6 +32,9 @@ struct PartialInput {
     shards: u32,
     /// The description's `rows_bad`.
     rows_bad: u64,
+    /// The description as written: two inputs with the same one are the same partial
+    /// (a directory of links to another's files, a copy).
+    description: Vec<u8>,
 }
 
 pub(crate) async fn run(r: RollupArgs) -> Result<()> {
@@ -230,6 +233,13 @@ async fn classify(r: &RollupArgs) -> Result<(Vec<PartialInput>, Vec<String>)> {
         }
         let p = Partial::open(&dir).with_context(|| format!("--input {i}"))?;
         let d = p.description();
+        let description = d.to_json();
+        if let Some(first) = partials.iter().find(|p| p.description == description) {
+            bail!(
+                "--input {i} is the same partial as --input {} (the same partial.json, naming the same shard files): its rows would be counted twice",
+                first.input
+            );
+        }
         if let Some(ns) = &r.namespace {
             if &d.namespace != ns {
                 bail!(
@@ -245,6 +255,7 @@ async fn classify(r: &RollupArgs) -> Result<(Vec<PartialInput>, Vec<String>)> {
             rows_bad: d.counts.rows_bad,
             dir,
             real,
+            description,
         });
     }
     Ok((partials, raw))
