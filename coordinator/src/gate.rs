@@ -738,11 +738,10 @@ pub fn check_result(
 }
 
 /// Every row read accounted for once (contract §7): `rows_in` = merged + bad + without
-/// line + lost + in deleted files, none of them a saturated count; and the other
+/// line + lost + in deleted files, unless the rows read saturated; and the other
 /// namespaces' list adds up to their rows, each listed name with rows, none the job's
 /// own namespace, none longer than a listed name may be.
 fn accounted(manifest: &Manifest, namespace: &str) -> Result<(), Refused> {
-    const SATURATED: u64 = 1 << 63;
     let t = &manifest.totals;
     let place = "the manifest's totals";
     let parts = [
@@ -754,13 +753,11 @@ fn accounted(manifest: &Manifest, namespace: &str) -> Result<(), Refused> {
     ];
     let sum: u128 = parts.iter().map(|&n| u128::from(n)).sum();
     // Counts saturate at 2^64 - 1 (contract §10: a partial's sums of sums), and
-    // `rows_in` then leaves out the rows outside the prefix: past 2^63 only `rows_in`
-    // being as large is checked. Below it every row is accounted for exactly.
-    let saturated = parts.iter().any(|&n| n >= SATURATED);
-    let adds_up = match saturated {
-        true => t.rows_in >= SATURATED,
-        false => sum == u128::from(t.rows_in),
-    };
+    // `rows_in` is then that less the rows outside the prefix: a job whose rows read
+    // saturated cannot be checked row for row. Any other is, exactly (a count saturated
+    // while the rows read are not is a forged one).
+    let saturated = t.rows_in.saturating_add(t.rows_outside_prefix) == u64::MAX;
+    let adds_up = saturated || sum == u128::from(t.rows_in);
     if !adds_up {
         return Err(refuse(
             Invariant::Totals,
@@ -772,9 +769,9 @@ fn accounted(manifest: &Manifest, namespace: &str) -> Result<(), Refused> {
         ));
     }
     let o = &manifest.other_namespaces;
-    let listed_total: u128 =
-        o.listed.values().map(|&n| u128::from(n)).sum::<u128>() + u128::from(o.unlisted_rows);
-    if listed_total != u128::from(t.rows_other_namespaces) {
+    // Saturating, as the counts are.
+    let listed_total = o.total();
+    if listed_total != t.rows_other_namespaces {
         return Err(refuse(
             Invariant::Totals,
             place,

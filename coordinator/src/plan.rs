@@ -201,7 +201,7 @@ pub async fn plan_job(req: &JobRequest) -> Result<JobSpec, JobError> {
     };
     refuse_repeated_inputs(&inputs)?;
     let (sizes, input_ids, planned) = measure_inputs(req, &inputs).await?;
-    partials::refuse_same_description(&planned, &inputs)?;
+    partials::refuse_shared_files(&planned, &inputs)?;
     let date_to = req.date_to.clone().unwrap_or_else(today_utc);
     // A roll-up takes the namespace and the shard count of its partials, as
     // `covmerge rollup` does, and their period with its raw rows'.

@@ -155,6 +155,27 @@ impl Partial {
         &self.dir
     }
 
+    /// The files of the partial in `dir` described by `d` (`partial.json` and every
+    /// shard file there), each with its file system identity (device, inode): two
+    /// partials sharing one are one partial's files seen through links, whose rows
+    /// would be counted twice. A copy has files of its own.
+    pub fn file_identities(dir: &Path, d: &Description) -> Vec<((u64, u64), PathBuf)> {
+        use std::os::unix::fs::MetadataExt;
+        let names = d
+            .shards
+            .iter()
+            .flat_map(|s| [&s.lines, &s.funcs, &s.versions, &s.paths])
+            .map(|e| e.name.as_str())
+            .chain([desc::DESCRIPTION]);
+        names
+            .filter_map(|n| {
+                let path = dir.join(n);
+                let m = std::fs::metadata(&path).ok()?;
+                Some(((m.dev(), m.ino()), path))
+            })
+            .collect()
+    }
+
     fn rows<T: Table>(
         &self,
         shard: u32,

@@ -405,10 +405,23 @@ fn counts_that_do_not_account_for_every_row_are_refused() {
     m.totals.rows_lost = u64::MAX;
     m.totals.rows_in = 80;
     refused(&m, "rows_in is 80");
-    // Saturated sums of sums: rows_in as large passes, less what the prefix left out.
+    // Past 2^63 and not saturated: still exact.
+    let mut m = manifest(&s);
+    m.totals.rows_merged = 1 << 63;
+    m.totals.rows_in = (1 << 63) + 12345;
+    refused(&m, "make 9223372036854775808");
+    // Saturated sums of sums: the rows read (rows_in and the rows outside the prefix)
+    // saturated, the counts cannot be checked row for row.
     let mut m = manifest(&s);
     m.totals.rows_merged = u64::MAX;
-    m.totals.rows_in = u64::MAX - 500;
+    m.totals.rows_in = u64::MAX - (1 << 62);
+    m.totals.rows_outside_prefix = 1 << 62;
+    check_result(&spec(), &h, &m, std::slice::from_ref(&s)).unwrap();
+    // Other namespaces' rows saturated too: their list's sum saturates the same way.
+    let mut m = manifest(&s);
+    m.totals.rows_other_namespaces = u64::MAX;
+    m.other_namespaces.listed.insert("y".into(), 1 << 63);
+    m.other_namespaces.listed.insert("z".into(), 1 << 63);
     check_result(&spec(), &h, &m, std::slice::from_ref(&s)).unwrap();
     let mut m = manifest(&s);
     m.totals.rows_other_namespaces = 3;

@@ -179,26 +179,42 @@ pub(super) fn planned_shas(planned: &[Option<PlannedPartial>]) -> Vec<PlannedSha
         .collect()
 }
 
-/// Two partial inputs with the same `partial.json` (the same bytes: the same shard
-/// files, by their SHA-256s) are the same partial, whatever their names (a directory of
-/// links to another's files, a copy): its rows would be counted twice. Refused, naming
-/// both.
-pub(super) fn refuse_same_description(
+/// Two local partial inputs sharing a file (`partial.json` or a shard file: a
+/// directory of links to another's files) are one partial, whose rows would be counted
+/// twice: refused, naming both. A copy has files of its own, as a copied CSV file
+/// does, and is read as an input of its own.
+pub(super) fn refuse_shared_files(
     planned: &[Option<PlannedPartial>],
     inputs: &[String],
 ) -> Result<(), JobError> {
-    let mut seen: std::collections::HashMap<&str, usize> = std::collections::HashMap::new();
+    let mut seen: std::collections::HashMap<(u64, u64), usize> = std::collections::HashMap::new();
     for (i, p) in planned.iter().enumerate() {
-        let Some(p) = p.as_ref().filter(|p| p.description.is_some()) else {
+        let Some(d) = p.as_ref().and_then(|p| p.description.as_ref()) else {
             continue;
         };
-        if let Some(&first) = seen.get(p.sha256.as_str()) {
-            return Err(JobError::Plan(format!(
-                "input {} is the same partial as input {} (the same partial.json, SHA-256 {}): its rows would be counted twice",
-                inputs[i], inputs[first], p.sha256
-            )));
+        let Some(path) = covmerge_storage::local::local_path(&inputs[i]) else {
+            continue;
+        };
+        let dir = match path.file_name() {
+            Some(n) if n == covmerge_partial::desc::DESCRIPTION => path
+                .parent()
+                .map(std::path::Path::to_path_buf)
+                .unwrap_or_default(),
+            _ => path,
+        };
+        for (id, file) in covmerge_partial::Partial::file_identities(&dir, d) {
+            if let Some(&first) = seen.get(&id) {
+                if first != i {
+                    return Err(JobError::Plan(format!(
+                        "input {} is the same partial as input {}: {} is a link to one of its files, so its rows would be counted twice",
+                        inputs[i],
+                        inputs[first],
+                        file.display()
+                    )));
+                }
+            }
+            seen.insert(id, i);
         }
-        seen.insert(&p.sha256, i);
     }
     Ok(())
 }

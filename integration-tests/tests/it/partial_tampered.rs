@@ -192,3 +192,59 @@ fn other_namespaces_no_merge_could_count_are_refused() {
         );
     }
 }
+
+/// A copy of a partial has files of its own: two inputs, as two copies of a CSV file
+/// are (two fleets' identical exports of one day), not the same partial twice. An
+/// earlier rule compared the descriptions' bytes and refused them.
+#[test]
+fn a_copy_of_a_partial_is_an_input_of_its_own_as_a_copied_csv_is() {
+    let d = tempfile::tempdir().unwrap();
+    let src = setup(d.path(), "r,c0,f.c,fn,m1,1,5\n");
+    let p = partial(d.path(), &src);
+    let c = d.path().join("C");
+    std::fs::create_dir(&c).unwrap();
+    for e in std::fs::read_dir(&p).unwrap() {
+        let e = e.unwrap().path();
+        std::fs::copy(&e, c.join(e.file_name().unwrap())).unwrap();
+    }
+    let csv = d.path().join("rows.csv");
+    let copy = d.path().join("rows-copy.csv");
+    std::fs::copy(&csv, &copy).unwrap();
+    let manifest = |name: &str, inputs: &[&Path]| -> serde_json::Value {
+        let m = d.path().join(name);
+        let mut args = vec![
+            "merge",
+            "--quiet",
+            "--source",
+            &src,
+            "--base-repo",
+            "r",
+            "--base-commit",
+            "c0",
+            "--shards",
+            "1",
+            "--out",
+        ];
+        let out = d.path().join(format!("{name}.gz"));
+        args.push(out.to_str().unwrap());
+        args.extend(["--manifest", m.to_str().unwrap(), "--input"]);
+        args.extend(inputs.iter().map(|p| p.to_str().unwrap()));
+        let (ok, err) = run(&args);
+        assert!(ok, "{name}: {err}");
+        serde_json::from_slice(&std::fs::read(&m).unwrap()).unwrap()
+    };
+    let partials = manifest("partials.json", &[&p, &c]);
+    let raw = manifest("raw.json", &[&csv, &copy]);
+    assert_eq!(partials["totals"], raw["totals"]);
+    assert_eq!(raw["totals"]["rows_in"], 2);
+    let r = d.path().join("R");
+    let (ok, err) = run(&[
+        "rollup",
+        "--partial-out",
+        r.to_str().unwrap(),
+        "--input",
+        p.to_str().unwrap(),
+        c.to_str().unwrap(),
+    ]);
+    assert!(ok, "{err}");
+}

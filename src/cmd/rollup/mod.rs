@@ -32,9 +32,9 @@ struct PartialInput {
     shards: u32,
     /// The description's `rows_bad`.
     rows_bad: u64,
-    /// The description as written: two inputs with the same one are the same partial
-    /// (a directory of links to another's files, a copy).
-    description: Vec<u8>,
+    /// Its files' identities: two inputs sharing one are the same partial's files
+    /// (a directory of links to another's).
+    files: Vec<((u64, u64), PathBuf)>,
 }
 
 pub(crate) async fn run(r: RollupArgs) -> Result<()> {
@@ -233,12 +233,18 @@ async fn classify(r: &RollupArgs) -> Result<(Vec<PartialInput>, Vec<String>)> {
         }
         let p = Partial::open(&dir).with_context(|| format!("--input {i}"))?;
         let d = p.description();
-        let description = d.to_json();
-        if let Some(first) = partials.iter().find(|p| p.description == description) {
-            bail!(
-                "--input {i} is the same partial as --input {} (the same partial.json, naming the same shard files): its rows would be counted twice",
-                first.input
-            );
+        let files = Partial::file_identities(&dir, d);
+        for (id, path) in &files {
+            if let Some((first, _)) = partials
+                .iter()
+                .find_map(|p| p.files.iter().find(|f| f.0 == *id).map(|_| (p, ())))
+            {
+                bail!(
+                    "--input {i} is the same partial as --input {}: {} is a link to one of its files, so its rows would be counted twice",
+                    first.input,
+                    path.display()
+                );
+            }
         }
         if let Some(ns) = &r.namespace {
             if &d.namespace != ns {
@@ -255,7 +261,7 @@ async fn classify(r: &RollupArgs) -> Result<(Vec<PartialInput>, Vec<String>)> {
             rows_bad: d.counts.rows_bad,
             dir,
             real,
-            description,
+            files,
         });
     }
     Ok((partials, raw))
