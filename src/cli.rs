@@ -99,7 +99,9 @@ pub(crate) struct RollupArgs {
     /// Memory the roll-up may hold, e.g. 256MiB, 1GiB (at least 16MiB; default
     /// 256MiB): of raw rows, past it spill chunks and sorted runs go to $TMPDIR; of
     /// partials, one row group (up to 6 MiB) is held per input file open at once, and
-    /// past the budget the inputs are rolled up in levels through $TMPDIR.
+    /// past the budget the inputs are rolled up in levels through $TMPDIR (an input
+    /// that alone opens more files than the budget holds, say 3 shards into 1 at
+    /// 16MiB, is refused naming --shards and --memory-budget).
     #[arg(long, value_name = "BYTES", value_parser = covmerge_proto::memory::parse_budget)]
     pub memory_budget: Option<u64>,
     /// What the raw inputs hold, for every one (`auto`: found from each one).
