@@ -22,6 +22,7 @@ use covmerge_proto::shard_hash::shard_of;
 use covmerge_proto::{JobSpec, Manifest, ShardId};
 use flate2::read::MultiGzDecoder;
 
+mod accounted;
 mod tally;
 mod whole;
 use rustc_hash::{FxHashMap, FxHashSet};
@@ -726,76 +727,12 @@ pub fn check_result(
             ));
         }
     }
-    accounted(manifest, &spec.header.namespace)?;
+    accounted::accounted(manifest, &spec.header.namespace)?;
     if t.rows_merged > 0 && t.instrumented == 0 {
         return Err(refuse(
             Invariant::NotEmpty,
             "the result",
             format!("{} row(s) merged but no line instrumented", t.rows_merged),
-        ));
-    }
-    Ok(())
-}
-
-/// Every row read accounted for once (contract §7): `rows_in` = merged + bad + without
-/// line + lost + in deleted files, unless the rows read saturated; and the other
-/// namespaces' list adds up to their rows, each listed name with rows, none the job's
-/// own namespace, none longer than a listed name may be.
-fn accounted(manifest: &Manifest, namespace: &str) -> Result<(), Refused> {
-    let t = &manifest.totals;
-    let place = "the manifest's totals";
-    let parts = [
-        t.rows_merged,
-        t.rows_bad,
-        t.rows_without_line,
-        t.rows_lost,
-        t.rows_deleted,
-    ];
-    let sum: u128 = parts.iter().map(|&n| u128::from(n)).sum();
-    // Counts saturate at 2^64 - 1 (contract §10: a partial's sums of sums), and
-    // `rows_in` is then that less the rows outside the prefix: a job whose rows read
-    // saturated cannot be checked row for row. Any other is, exactly (a count saturated
-    // while the rows read are not is a forged one).
-    let saturated = t.rows_in.saturating_add(t.rows_outside_prefix) == u64::MAX;
-    let adds_up = saturated || sum == u128::from(t.rows_in);
-    if !adds_up {
-        return Err(refuse(
-            Invariant::Totals,
-            place,
-            format!(
-                "rows_in is {} but merged {} + bad {} + without line {} + lost {} + deleted {} make {sum}",
-                t.rows_in, t.rows_merged, t.rows_bad, t.rows_without_line, t.rows_lost, t.rows_deleted
-            ),
-        ));
-    }
-    let o = &manifest.other_namespaces;
-    // Saturating, as the counts are.
-    let listed_total = o.total();
-    if listed_total != t.rows_other_namespaces {
-        return Err(refuse(
-            Invariant::Totals,
-            place,
-            format!(
-                "rows_other_namespaces is {} but other_namespaces counts {listed_total}",
-                t.rows_other_namespaces
-            ),
-        ));
-    }
-    let ours = covmerge_proto::manifest::OtherNamespaces::shown_name(namespace.as_bytes());
-    for (name, &n) in &o.listed {
-        let why = if n == 0 {
-            "listed with no rows"
-        } else if *name == ours {
-            "the job's own namespace, listed as another"
-        } else if name.len() > covmerge_proto::manifest::MAX_LISTED_NAMESPACE_BYTES {
-            "longer than a listed name may be"
-        } else {
-            continue;
-        };
-        return Err(refuse(
-            Invariant::Totals,
-            "the manifest's other_namespaces",
-            format!("namespace {name:?} is {why}"),
         ));
     }
     Ok(())

@@ -60,7 +60,11 @@ fn edit_description(p: &Path, edit: impl FnOnce(&mut serde_json::Value)) {
 
 /// `merge --shards 1` of `inputs` onto `c0`, into `dir/out.gz`.
 fn merge(dir: &Path, src: &str, inputs: &[&Path]) -> (bool, String) {
-    let out = dir.join("out.gz");
+    merge_to(&dir.join("out.gz"), None, src, inputs)
+}
+
+/// `merge --shards 1` of `inputs` onto `c0`, into `out` (and its manifest).
+fn merge_to(out: &Path, manifest: Option<&Path>, src: &str, inputs: &[&Path]) -> (bool, String) {
     let mut args = vec![
         "merge",
         "--quiet",
@@ -74,8 +78,11 @@ fn merge(dir: &Path, src: &str, inputs: &[&Path]) -> (bool, String) {
         "1",
         "--out",
         out.to_str().unwrap(),
-        "--input",
     ];
+    if let Some(m) = manifest {
+        args.extend(["--manifest", m.to_str().unwrap()]);
+    }
+    args.push("--input");
     args.extend(inputs.iter().map(|p| p.to_str().unwrap()));
     run(&args)
 }
@@ -212,24 +219,8 @@ fn a_copy_of_a_partial_is_an_input_of_its_own_as_a_copied_csv_is() {
     std::fs::copy(&csv, &copy).unwrap();
     let manifest = |name: &str, inputs: &[&Path]| -> serde_json::Value {
         let m = d.path().join(name);
-        let mut args = vec![
-            "merge",
-            "--quiet",
-            "--source",
-            &src,
-            "--base-repo",
-            "r",
-            "--base-commit",
-            "c0",
-            "--shards",
-            "1",
-            "--out",
-        ];
         let out = d.path().join(format!("{name}.gz"));
-        args.push(out.to_str().unwrap());
-        args.extend(["--manifest", m.to_str().unwrap(), "--input"]);
-        args.extend(inputs.iter().map(|p| p.to_str().unwrap()));
-        let (ok, err) = run(&args);
+        let (ok, err) = merge_to(&out, Some(&m), &src, inputs);
         assert!(ok, "{name}: {err}");
         serde_json::from_slice(&std::fs::read(&m).unwrap()).unwrap()
     };

@@ -235,10 +235,7 @@ async fn classify(r: &RollupArgs) -> Result<(Vec<PartialInput>, Vec<String>)> {
         let d = p.description();
         let files = Partial::file_identities(&dir, d);
         for (id, path) in &files {
-            if let Some((first, _)) = partials
-                .iter()
-                .find_map(|p| p.files.iter().find(|f| f.0 == *id).map(|_| (p, ())))
-            {
+            if let Some(first) = partials.iter().find(|p| p.files.iter().any(|f| f.0 == *id)) {
                 bail!(
                     "--input {i} is the same partial as --input {}: {} is a link to one of its files, so its rows would be counted twice",
                     first.input,

@@ -382,17 +382,9 @@ fn parse_unquoted<S, B>(
         });
         let sl = parse_count_fast(fields.get(c.sl));
         let hits = parse_count_fast(fields.get(c.hits));
-        let (func, ok_func) = if same_func {
-            (last_func.id, last_func.ok)
-        } else {
-            let got = strings.id_hashed(FUNC, func_name, func_hash, n);
-            last_func = Last {
-                value: func_name,
-                id: got.0,
-                ok: got.1,
-            };
-            got
-        };
+        let (func, ok_func) = last_func.or_lookup(same_func, func_name, || {
+            strings.id_hashed(FUNC, func_name, func_hash, n)
+        });
         let (sl, hits) = match (sl, hits) {
             (Some(sl), Some(hits)) if ok_file && ok_commit && ok_func && ok_manager && ok_repo => {
                 (sl.min(u32::MAX as u64) as u32, hits)
@@ -440,5 +432,21 @@ impl<'a> Last<'a> {
     #[inline(always)]
     fn is(&self, s: &[u8]) -> bool {
         self.id != u32::MAX && crate::spill::same_bytes(s, self.value)
+    }
+
+    /// The previous row's id and check when `same` (its value is `value`, as
+    /// [`Last::is`] told), else `lookup`'s, remembered for `value`.
+    #[inline(always)]
+    fn or_lookup(
+        &mut self,
+        same: bool,
+        value: &'a [u8],
+        lookup: impl FnOnce() -> (u32, bool),
+    ) -> (u32, bool) {
+        if !same {
+            let (id, ok) = lookup();
+            *self = Last { value, id, ok };
+        }
+        (self.id, self.ok)
     }
 }
