@@ -19,6 +19,7 @@ mod bucket;
 mod build;
 /// `partial.json`, the description beside the shard files.
 pub mod desc;
+mod dict;
 mod entries;
 mod fan_in;
 mod file;

@@ -4,14 +4,12 @@
 use std::path::Path;
 
 use bytes::Bytes;
-use parquet::data_type::ByteArray;
 use parquet::file::writer::SerializedRowGroupWriter;
 
 use crate::desc::{FileEntry, ShardFiles};
+use crate::dict::write_strings;
 use crate::file::{group_full, Hashing, TableFile};
-use crate::table::{
-    write_byte_arrays, write_u32, write_u64, FuncRow, LineRow, PathRow, Table, VersionRow,
-};
+use crate::table::{write_u32, write_u64, FuncRow, LineRow, PathRow, Table, VersionRow};
 use crate::PartialError;
 
 /// A (path, version) of a builder's sums, by ids, and the commit kept for it.
@@ -100,8 +98,8 @@ fn write_table<T: Table, E>(
 }
 
 impl Sorted {
-    fn name(&self, i: u32) -> ByteArray {
-        ByteArray::from(self.names[i as usize].clone())
+    fn bytes(&self, i: u32) -> &[u8] {
+        &self.names[i as usize]
     }
 
     fn len(&self, i: u32) -> usize {
@@ -148,9 +146,21 @@ impl Sorted {
             |e| shard(self.versions[e.pv as usize]),
             |e| place_bytes(e.pv) + self.len(self.ranked(e.manager)),
             |rows, rg| {
-                write_byte_arrays(rg, rows.iter().map(|e| self.name(self.at(e.pv).path)))?;
-                write_byte_arrays(rg, rows.iter().map(|e| self.name(self.at(e.pv).version)))?;
-                write_byte_arrays(rg, rows.iter().map(|e| self.name(self.ranked(e.manager))))?;
+                write_strings::<LineRow, _>(
+                    rg,
+                    0,
+                    rows.iter().map(|e| self.bytes(self.at(e.pv).path)),
+                )?;
+                write_strings::<LineRow, _>(
+                    rg,
+                    1,
+                    rows.iter().map(|e| self.bytes(self.at(e.pv).version)),
+                )?;
+                write_strings::<LineRow, _>(
+                    rg,
+                    2,
+                    rows.iter().map(|e| self.bytes(self.ranked(e.manager))),
+                )?;
                 write_u32(rg, rows.iter().map(|e| e.line))?;
                 write_u64(rg, rows.iter().map(|e| e.hits))?;
                 write_u64(rg, rows.iter().map(|e| e.rows))
@@ -164,10 +174,22 @@ impl Sorted {
             |e| shard(self.versions[e.pv as usize]),
             |e| place_bytes(e.pv) + self.len(self.ranked(e.func)),
             |rows, rg| {
-                write_byte_arrays(rg, rows.iter().map(|e| self.name(self.at(e.pv).path)))?;
-                write_byte_arrays(rg, rows.iter().map(|e| self.name(self.at(e.pv).version)))?;
+                write_strings::<FuncRow, _>(
+                    rg,
+                    0,
+                    rows.iter().map(|e| self.bytes(self.at(e.pv).path)),
+                )?;
+                write_strings::<FuncRow, _>(
+                    rg,
+                    1,
+                    rows.iter().map(|e| self.bytes(self.at(e.pv).version)),
+                )?;
                 write_u32(rg, rows.iter().map(|e| e.line))?;
-                write_byte_arrays(rg, rows.iter().map(|e| self.name(self.ranked(e.func))))?;
+                write_strings::<FuncRow, _>(
+                    rg,
+                    3,
+                    rows.iter().map(|e| self.bytes(self.ranked(e.func))),
+                )?;
                 write_u64(rg, rows.iter().map(|e| e.rows))
             },
         )?;
@@ -179,9 +201,21 @@ impl Sorted {
             |&pv| shard(pv),
             |&pv| pv_bytes(pv) + self.len(self.pv(pv).commit),
             |rows, rg| {
-                write_byte_arrays(rg, rows.iter().map(|&pv| self.name(self.pv(pv).path)))?;
-                write_byte_arrays(rg, rows.iter().map(|&pv| self.name(self.pv(pv).version)))?;
-                write_byte_arrays(rg, rows.iter().map(|&pv| self.name(self.pv(pv).commit)))
+                write_strings::<VersionRow, _>(
+                    rg,
+                    0,
+                    rows.iter().map(|&pv| self.bytes(self.pv(pv).path)),
+                )?;
+                write_strings::<VersionRow, _>(
+                    rg,
+                    1,
+                    rows.iter().map(|&pv| self.bytes(self.pv(pv).version)),
+                )?;
+                write_strings::<VersionRow, _>(
+                    rg,
+                    2,
+                    rows.iter().map(|&pv| self.bytes(self.pv(pv).commit)),
+                )
             },
         )?;
         let paths = write_table::<PathRow, _>(
@@ -192,7 +226,7 @@ impl Sorted {
             |e| e.0 .0,
             |e| self.len(e.1 .0),
             |rows, rg| {
-                write_byte_arrays(rg, rows.iter().map(|e| self.name(e.1 .0)))?;
+                write_strings::<PathRow, _>(rg, 0, rows.iter().map(|e| self.bytes(e.1 .0)))?;
                 write_u64(rg, rows.iter().map(|e| e.1 .1 .0))?;
                 write_u64(rg, rows.iter().map(|e| e.1 .1 .1))?;
                 write_u64(rg, rows.iter().map(|e| e.1 .1 .2))

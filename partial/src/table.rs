@@ -12,6 +12,8 @@ use parquet::file::reader::RowGroupReader;
 use parquet::file::writer::SerializedRowGroupWriter;
 use parquet::schema::types::Type;
 
+use crate::dict::write_strings;
+
 /// A row group holds at most this many rows...
 pub(crate) const ROW_GROUP_ROWS: usize = 8192;
 /// ...and at most about this many bytes of strings (cut at the row that passes it), so
@@ -162,29 +164,6 @@ pub(crate) fn schema<T: Table>() -> Type {
     parquet::schema::parser::parse_message_type(T::SCHEMA).expect("the schemas are valid")
 }
 
-fn write_strings<'a, W: std::io::Write + Send>(
-    rg: &mut SerializedRowGroupWriter<'_, W>,
-    values: impl Iterator<Item = &'a str>,
-) -> parquet::errors::Result<()> {
-    let v: Vec<ByteArray> = values
-        .map(|s| ByteArray::from(s.as_bytes().to_vec()))
-        .collect();
-    let mut col = rg.next_column()?.expect("a column per schema field");
-    col.typed::<ByteArrayType>().write_batch(&v, None, None)?;
-    col.close()
-}
-
-/// Writes the next column of `rg` from `values`.
-pub(crate) fn write_byte_arrays<W: std::io::Write + Send>(
-    rg: &mut SerializedRowGroupWriter<'_, W>,
-    values: impl Iterator<Item = ByteArray>,
-) -> parquet::errors::Result<()> {
-    let v: Vec<ByteArray> = values.collect();
-    let mut col = rg.next_column()?.expect("a column per schema field");
-    col.typed::<ByteArrayType>().write_batch(&v, None, None)?;
-    col.close()
-}
-
 /// Writes the next column of `rg` from `values`.
 pub(crate) fn write_u32<W: std::io::Write + Send>(
     rg: &mut SerializedRowGroupWriter<'_, W>,
@@ -311,9 +290,9 @@ impl Table for LineRow {
         rows: &[Self],
         rg: &mut SerializedRowGroupWriter<'_, W>,
     ) -> parquet::errors::Result<()> {
-        write_strings(rg, rows.iter().map(|r| r.path.as_str()))?;
-        write_strings(rg, rows.iter().map(|r| r.version.as_str()))?;
-        write_strings(rg, rows.iter().map(|r| r.manager.as_str()))?;
+        write_strings::<Self, W>(rg, 0, rows.iter().map(|r| r.path.as_bytes()))?;
+        write_strings::<Self, W>(rg, 1, rows.iter().map(|r| r.version.as_bytes()))?;
+        write_strings::<Self, W>(rg, 2, rows.iter().map(|r| r.manager.as_bytes()))?;
         write_u32(rg, rows.iter().map(|r| r.line))?;
         write_u64(rg, rows.iter().map(|r| r.hits))?;
         write_u64(rg, rows.iter().map(|r| r.rows))
@@ -394,10 +373,10 @@ impl Table for FuncRow {
         rows: &[Self],
         rg: &mut SerializedRowGroupWriter<'_, W>,
     ) -> parquet::errors::Result<()> {
-        write_strings(rg, rows.iter().map(|r| r.path.as_str()))?;
-        write_strings(rg, rows.iter().map(|r| r.version.as_str()))?;
+        write_strings::<Self, W>(rg, 0, rows.iter().map(|r| r.path.as_bytes()))?;
+        write_strings::<Self, W>(rg, 1, rows.iter().map(|r| r.version.as_bytes()))?;
         write_u32(rg, rows.iter().map(|r| r.line))?;
-        write_strings(rg, rows.iter().map(|r| r.func_name.as_str()))?;
+        write_strings::<Self, W>(rg, 3, rows.iter().map(|r| r.func_name.as_bytes()))?;
         write_u64(rg, rows.iter().map(|r| r.rows))
     }
     fn read_group(rg: &dyn RowGroupReader, n: usize) -> Result<Vec<Self>, String> {
@@ -463,9 +442,9 @@ impl Table for VersionRow {
         rows: &[Self],
         rg: &mut SerializedRowGroupWriter<'_, W>,
     ) -> parquet::errors::Result<()> {
-        write_strings(rg, rows.iter().map(|r| r.path.as_str()))?;
-        write_strings(rg, rows.iter().map(|r| r.version.as_str()))?;
-        write_strings(rg, rows.iter().map(|r| r.commit.as_str()))
+        write_strings::<Self, W>(rg, 0, rows.iter().map(|r| r.path.as_bytes()))?;
+        write_strings::<Self, W>(rg, 1, rows.iter().map(|r| r.version.as_bytes()))?;
+        write_strings::<Self, W>(rg, 2, rows.iter().map(|r| r.commit.as_bytes()))
     }
     fn read_group(rg: &dyn RowGroupReader, n: usize) -> Result<Vec<Self>, String> {
         let path = read_strings(rg, 0, n)?;
@@ -529,7 +508,7 @@ impl Table for PathRow {
         rows: &[Self],
         rg: &mut SerializedRowGroupWriter<'_, W>,
     ) -> parquet::errors::Result<()> {
-        write_strings(rg, rows.iter().map(|r| r.path.as_str()))?;
+        write_strings::<Self, W>(rg, 0, rows.iter().map(|r| r.path.as_bytes()))?;
         write_u64(rg, rows.iter().map(|r| r.rows_without_line))?;
         write_u64(rg, rows.iter().map(|r| r.rows_without_version))?;
         write_u64(rg, rows.iter().map(|r| r.hits_without_version))
