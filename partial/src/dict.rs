@@ -175,13 +175,17 @@ impl<'a> Dictionary<'a> {
     }
 
     /// Min and max over the dictionary, each cut to [`STATISTICS_BYTES`] at a character
-    /// boundary (the max then raised past every string it begins), no nulls.
+    /// boundary (the max then raised past every string it begins), no nulls; none
+    /// where the max cannot be cut.
     fn statistics(&self) -> Statistics {
+        let none = || Statistics::ByteArray(ValueStatistics::new(None, None, None, Some(0), false));
         let (Some(min), Some(max)) = (self.values.iter().min(), self.values.iter().max()) else {
-            return Statistics::ByteArray(ValueStatistics::new(None, None, None, Some(0), false));
+            return none();
         };
         let (min, min_exact) = truncate_min(min);
-        let (max, max_exact) = truncate_max(max);
+        let Some((max, max_exact)) = truncate_max(max) else {
+            return none();
+        };
         Statistics::ByteArray(
             ValueStatistics::new(
                 Some(ByteArray::from(min.to_vec())),
@@ -222,21 +226,25 @@ fn truncate_min(v: &[u8]) -> (&[u8], bool) {
     (&v[..end], false)
 }
 
-/// A string at least `v` and above every string `v`'s first [`STATISTICS_BYTES`]
-/// begin: that prefix with its last raisable ASCII byte raised by one and cut there, or
-/// `v` itself where no byte can be raised.
-fn truncate_max(v: &[u8]) -> (Vec<u8>, bool) {
+/// A string at least `v` and above every string beginning with `v`'s first
+/// [`STATISTICS_BYTES`] (cut at a character): that prefix with its last character that
+/// has a successor raised to it and cut there, as `parquet`'s writer cuts a max. `None`
+/// where there is none (a prefix of U+10FFFF only, or bytes that are not UTF-8): no
+/// statistics then.
+fn truncate_max(v: &[u8]) -> Option<(Vec<u8>, bool)> {
     if v.len() <= STATISTICS_BYTES {
-        return (v.to_vec(), true);
+        return Some((v.to_vec(), true));
     }
-    match v[..STATISTICS_BYTES].iter().rposition(|&b| b < 0x7f) {
-        Some(at) => {
-            let mut out = v[..=at].to_vec();
-            out[at] += 1;
-            (out, false)
-        }
-        None => (v.to_vec(), true),
-    }
+    let prefix = std::str::from_utf8(truncate_min(v).0).ok()?;
+    prefix.char_indices().rev().find_map(|(at, c)| {
+        let next = match c {
+            '\u{d7ff}' => Some('\u{e000}'),
+            c => char::from_u32(u32::from(c) + 1),
+        }?;
+        let mut out = prefix.as_bytes()[..at].to_vec();
+        out.extend_from_slice(next.encode_utf8(&mut [0; 4]).as_bytes());
+        Some((out, false))
+    })
 }
 
 /// Appends the RLE / bit-packed hybrid encoding of `runs` ((value, count)) at `width`

@@ -96,7 +96,19 @@ fn statistics_bound_every_value_also_past_64_bytes_and_in_multibyte_text() {
     let long_ascii = "z".repeat(63) + "~~~~~";
     let long_multi = "é".repeat(40);
     let all_top = "\u{7f}".repeat(70);
-    let paths = ["a".repeat(100), long_ascii, long_multi, all_top, "b".into()];
+    let cjk = "\u{4e2d}".repeat(30);
+    let surrogate_gap = "\u{d7ff}".repeat(30);
+    let mixed = "a".repeat(62) + &"\u{10ffff}".repeat(3);
+    let paths = [
+        "a".repeat(100),
+        long_ascii,
+        long_multi,
+        all_top,
+        cjk,
+        surrogate_gap,
+        mixed,
+        "b".into(),
+    ];
     for p in &paths {
         let rows = vec![
             row(p, &"0".repeat(40), "m", 1),
@@ -105,7 +117,14 @@ fn statistics_bound_every_value_also_past_64_bytes_and_in_multibyte_text() {
         let (back, stats) = round_trip(&rows);
         assert_eq!(back, rows);
         let (min, max) = bytes_of(&stats[0]);
-        assert!(min.len() <= 64 || max.len() > 64, "{p:?}");
+        assert!(
+            min.len() <= 64 && max.len() <= 65,
+            "{p:?}: cut to 64 bytes or so"
+        );
+        assert!(
+            std::str::from_utf8(max).is_ok(),
+            "the max of {p:?} is UTF-8"
+        );
         assert!(
             std::str::from_utf8(min).is_ok(),
             "the min of {p:?} is cut at a character"
@@ -165,4 +184,25 @@ fn hybrid_runs_cut_where_the_format_says() {
     assert_eq!(out[3], 15 << 1, "then an RLE run of the 15 twos left");
     assert_eq!(out[4], 2);
     assert_eq!(out.len(), 5);
+}
+
+#[test]
+fn a_max_that_cannot_be_cut_gives_no_statistics_rather_than_the_whole_value() {
+    let top = "\u{10ffff}".repeat(20);
+    assert_eq!(truncate_max(top.as_bytes()), None);
+    let rows = vec![row(&top, &"0".repeat(40), "m", 1)];
+    let dir = tempfile::tempdir().unwrap();
+    let mut f = TableFile::<LineRow>::create(dir.path(), 0).unwrap();
+    f.group(rows.len(), |rg| LineRow::write_group(&rows, rg))
+        .unwrap();
+    let entry = f.finish().unwrap();
+    let reader =
+        SerializedFileReader::new(File::open(dir.path().join(&entry.name)).unwrap()).unwrap();
+    let rg = reader.get_row_group(0).unwrap();
+    let stats = rg.metadata().column(0).statistics();
+    assert!(
+        stats.is_none_or(|s| s.min_bytes_opt().is_none()),
+        "{stats:?}"
+    );
+    assert_eq!(LineRow::read_group(rg.as_ref(), 1).unwrap(), rows);
 }
