@@ -18,7 +18,7 @@ use covmerge_proto::manifest::OtherNamespaces;
 use covmerge_proto::shard_hash::shard_of;
 use rustc_hash::FxHashMap as HashMap;
 
-use crate::bucket::{pack, sort_by_bucket};
+use crate::bucket::sort_by_bucket;
 use crate::desc::{Description, PartialCounts, ShardFiles, FORMAT, FORMAT_VERSION};
 use crate::entries::{dedup_funcs, dedup_lines, Entries};
 use crate::rollup::{clear_out, prepare_out, rollup, rollup_shard};
@@ -680,14 +680,14 @@ impl Builder {
             e.manager = rank[e.manager as usize];
         }
         let places = pvs.len();
-        sort_by_bucket(&mut lines, places, |e| e.pv, |e| pack(e.manager, e.line));
+        sort_by_bucket(&mut lines, places, |e| e.pv, |e| (e.manager, e.line));
         dedup_lines(&mut lines);
         let mut funcs = std::mem::take(&mut self.entries.funcs);
         for e in &mut funcs {
             e.pv = pv_pos[e.pv as usize];
             e.func = rank[e.func as usize];
         }
-        sort_by_bucket(&mut funcs, places, |e| e.pv, |e| pack(e.line, e.func));
+        sort_by_bucket(&mut funcs, places, |e| e.pv, |e| (e.line, e.func));
         dedup_funcs(&mut funcs);
         let mut paths: Vec<_> = std::mem::take(&mut self.paths)
             .into_iter()

@@ -2,7 +2,7 @@
 //! entry per key while a small table of recent keys finds it), summed per key by
 //! sorting when their vector is full, their memory counted by capacity.
 
-use crate::bucket::{buckets_of, pack, sort_by_bucket};
+use crate::bucket::{buckets_of, sort_by_bucket};
 use crate::sorted::{FuncAcc, LineAcc};
 
 /// Bytes of a `lines` and of a `funcs` entry.
@@ -165,12 +165,12 @@ impl Entries {
         // Only a full vector: the other has room still.
         if self.lines.len() == self.lines.capacity() {
             let n = buckets_of(&self.lines, |e| e.pv);
-            sort_by_bucket(&mut self.lines, n, |e| e.pv, |e| pack(e.manager, e.line));
+            sort_by_bucket(&mut self.lines, n, |e| e.pv, |e| (e.manager, e.line));
             dedup_lines(&mut self.lines);
         }
         if self.funcs.len() == self.funcs.capacity() {
             let n = buckets_of(&self.funcs, |e| e.pv);
-            sort_by_bucket(&mut self.funcs, n, |e| e.pv, |e| pack(e.line, e.func));
+            sort_by_bucket(&mut self.funcs, n, |e| e.pv, |e| (e.line, e.func));
             dedup_funcs(&mut self.funcs);
         }
         self.lines.shrink_to(self.lines.len() + FEW);
