@@ -205,3 +205,63 @@ fn a_local_eloop_was_retried_as_an_outage() {
     };
     assert!(e.is_transient(), "{e}");
 }
+
+/// Between two local stores a copy is a link: the same file under both names (no byte
+/// read or written), replacing what the destination held, nothing left beside it;
+/// names the file system might spell otherwise, and other stores, are copied.
+#[tokio::test]
+async fn a_copy_between_local_stores_links_the_file_and_replaces_the_old_one() {
+    use std::os::unix::fs::MetadataExt;
+    let (a, b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let src = Store::open(&format!("file://{}", a.path().display()))
+        .unwrap()
+        .scoped("jobs/j1");
+    let dest = Store::open(&format!("file://{}", b.path().display())).unwrap();
+    src.put("partial/lines-00000.parquet", Bytes::from_static(b"new"))
+        .await
+        .unwrap();
+    dest.put("lines-00000.parquet", Bytes::from_static(b"old, longer"))
+        .await
+        .unwrap();
+    let n = dest
+        .copy_from("lines-00000.parquet", &src, "partial/lines-00000.parquet")
+        .await
+        .unwrap();
+    assert_eq!(n, 3);
+    assert_eq!(&dest.get("lines-00000.parquet").await.unwrap()[..], b"new");
+    let from = a.path().join("jobs/j1/partial/lines-00000.parquet");
+    let to = b.path().join("lines-00000.parquet");
+    assert_eq!(
+        std::fs::metadata(&from).unwrap().ino(),
+        std::fs::metadata(&to).unwrap().ino(),
+        "linked, not copied"
+    );
+    let names: Vec<_> = std::fs::read_dir(b.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    assert_eq!(names, vec!["lines-00000.parquet"], "no temporary name left");
+    // The source deleted, the copy stays.
+    src.delete("partial/lines-00000.parquet").await.unwrap();
+    assert_eq!(&dest.get("lines-00000.parquet").await.unwrap()[..], b"new");
+
+    // A name that is not plain, or a store that is not local: copied.
+    src.put("p q", Bytes::from_static(b"spaced")).await.unwrap();
+    dest.copy_from("r s", &src, "p q").await.unwrap();
+    assert_eq!(&dest.get("r s").await.unwrap()[..], b"spaced");
+    assert_ne!(
+        std::fs::metadata(a.path().join("jobs/j1/p q"))
+            .unwrap()
+            .ino(),
+        std::fs::metadata(b.path().join("r s")).unwrap().ino()
+    );
+    let mem = Store::open("memory:").unwrap();
+    mem.copy_from("x", &src, "p q").await.unwrap();
+    assert_eq!(&mem.get("x").await.unwrap()[..], b"spaced");
+    // Onto itself: the file stays, whole.
+    dest.copy_from("r s", &dest, "r s").await.unwrap();
+    dest.copy_from("lines-00000.parquet", &dest, "lines-00000.parquet")
+        .await
+        .unwrap();
+    assert_eq!(&dest.get("lines-00000.parquet").await.unwrap()[..], b"new");
+}
