@@ -161,23 +161,9 @@ impl Store {
     }
 
     /// Copies `src_key` of `src` to `key` here, streamed, with the same atomicity as
-    /// [`Store::concat`].
+    /// [`Store::concat`]. Between two local stores on one file system the file is
+    /// linked instead (see [`Store::link_local`]): no byte read or written.
     pub async fn copy_from(
-        &self,
-        key: &str,
-        src: &Store,
-        src_key: &str,
-    ) -> Result<u64, StoreError> {
-        self.concat(key, Bytes::new(), src, &[src_key.to_string()])
-            .await
-    }
-
-    /// [`Store::copy_from`], but between two local stores on one file system the file
-    /// is linked instead (see [`link_local`]): no byte read or written, and the two
-    /// names then share one file. For a source only covmerge writes, never in place (a
-    /// job's store, a roll-up's temporary directory): not a user's file, which a tool
-    /// might later rewrite in place.
-    pub async fn link_or_copy_from(
         &self,
         key: &str,
         src: &Store,
@@ -196,44 +182,28 @@ impl Store {
             .await
     }
 
-    /// Puts the local file `file` as `key` by linking it (see [`Store::copy_from`]), when
-    /// this store is a local directory on its file system and `key` a plain name;
-    /// whether it did (if not, the caller puts it). The file must not change after.
-    pub async fn link_file(&self, key: &str, file: &std::path::Path) -> bool {
-        let Some(to) = self.local_file(key) else {
-            return false;
-        };
-        let from = file.to_owned();
-        tokio::task::spawn_blocking(move || link_local(&from, &to))
-            .await
-            .ok()
-            .flatten()
-            .is_some()
-    }
-
-    /// The file of `key` in a local store, when `key` is a plain name (letters, digits,
-    /// `.`, `_`, `-`, `/`: named the same by object_store's local store and by the file
-    /// system).
-    fn local_file(&self, key: &str) -> Option<std::path::PathBuf> {
-        let dir = self.local_dir.as_ref()?;
-        let name = crate::location::join_key(&self.prefix, key);
-        let plain = !name.is_empty()
-            && name.split('/').all(|c| !matches!(c, "" | "." | ".."))
-            && name
-                .bytes()
-                .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-' | b'/'));
-        (plain && self.path(key).is_ok()).then(|| dir.join(name))
-    }
-
-    /// The files of `src_key` in `src` and of `key` here, when both are local files
-    /// of plain names (see [`Store::local_file`]).
+    /// The files of `src_key` in `src` and of `key` here, when both stores are local
+    /// directories and both names plain (letters, digits, `.`, `_`, `-`, `/`: named
+    /// the same by object_store's local store and by the file system).
     fn local_pair(
         &self,
         key: &str,
         src: &Store,
         src_key: &str,
     ) -> Option<(std::path::PathBuf, std::path::PathBuf)> {
-        Some((src.local_file(src_key)?, self.local_file(key)?))
+        let plain = |k: &str| {
+            !k.is_empty()
+                && k.split('/').all(|c| !matches!(c, "" | "." | ".."))
+                && k.bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-' | b'/'))
+        };
+        let (dir, src_dir) = (self.local_dir.as_ref()?, src.local_dir.as_ref()?);
+        let to = crate::location::join_key(&self.prefix, key);
+        let from = crate::location::join_key(&src.prefix, src_key);
+        if !plain(&to) || !plain(&from) || self.path(key).is_err() || src.path(src_key).is_err() {
+            return None;
+        }
+        Some((src_dir.join(from), dir.join(to)))
     }
 }
 

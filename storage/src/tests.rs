@@ -206,10 +206,9 @@ fn a_local_eloop_was_retried_as_an_outage() {
     assert!(e.is_transient(), "{e}");
 }
 
-/// Between two local stores a link-or-copy is a link: the same file under both names
-/// (no byte read or written), replacing what the destination held, nothing left beside
-/// it; names the file system might spell otherwise, and other stores, are copied. A
-/// plain copy stays a copy.
+/// Between two local stores a copy is a link: the same file under both names (no byte
+/// read or written), replacing what the destination held, nothing left beside it;
+/// names the file system might spell otherwise, and other stores, are copied.
 #[tokio::test]
 async fn a_copy_between_local_stores_links_the_file_and_replaces_the_old_one() {
     use std::os::unix::fs::MetadataExt;
@@ -224,11 +223,8 @@ async fn a_copy_between_local_stores_links_the_file_and_replaces_the_old_one() {
     dest.put("lines-00000.parquet", Bytes::from_static(b"old, longer"))
         .await
         .unwrap();
-    dest.copy_from("plain-copy", &src, "partial/lines-00000.parquet")
-        .await
-        .unwrap();
     let n = dest
-        .link_or_copy_from("lines-00000.parquet", &src, "partial/lines-00000.parquet")
+        .copy_from("lines-00000.parquet", &src, "partial/lines-00000.parquet")
         .await
         .unwrap();
     assert_eq!(n, 3);
@@ -244,27 +240,14 @@ async fn a_copy_between_local_stores_links_the_file_and_replaces_the_old_one() {
         .unwrap()
         .map(|e| e.unwrap().file_name().into_string().unwrap())
         .collect();
-    assert_eq!(
-        std::fs::metadata(b.path().join("plain-copy"))
-            .unwrap()
-            .nlink(),
-        1,
-        "copy_from copies"
-    );
-    let mut names = names;
-    names.sort();
-    assert_eq!(
-        names,
-        vec!["lines-00000.parquet", "plain-copy"],
-        "no temporary name left"
-    );
+    assert_eq!(names, vec!["lines-00000.parquet"], "no temporary name left");
     // The source deleted, the copy stays.
     src.delete("partial/lines-00000.parquet").await.unwrap();
     assert_eq!(&dest.get("lines-00000.parquet").await.unwrap()[..], b"new");
 
     // A name that is not plain, or a store that is not local: copied.
     src.put("p q", Bytes::from_static(b"spaced")).await.unwrap();
-    dest.link_or_copy_from("r s", &src, "p q").await.unwrap();
+    dest.copy_from("r s", &src, "p q").await.unwrap();
     assert_eq!(&dest.get("r s").await.unwrap()[..], b"spaced");
     assert_ne!(
         std::fs::metadata(a.path().join("jobs/j1/p q"))
@@ -273,42 +256,12 @@ async fn a_copy_between_local_stores_links_the_file_and_replaces_the_old_one() {
         std::fs::metadata(b.path().join("r s")).unwrap().ino()
     );
     let mem = Store::open("memory:").unwrap();
-    mem.link_or_copy_from("x", &src, "p q").await.unwrap();
+    mem.copy_from("x", &src, "p q").await.unwrap();
     assert_eq!(&mem.get("x").await.unwrap()[..], b"spaced");
     // Onto itself: the file stays, whole.
-    dest.link_or_copy_from("r s", &dest, "r s").await.unwrap();
-    dest.link_or_copy_from("lines-00000.parquet", &dest, "lines-00000.parquet")
+    dest.copy_from("r s", &dest, "r s").await.unwrap();
+    dest.copy_from("lines-00000.parquet", &dest, "lines-00000.parquet")
         .await
         .unwrap();
     assert_eq!(&dest.get("lines-00000.parquet").await.unwrap()[..], b"new");
-}
-
-/// A local file put by a link: the same file, a plain name only, a local store only.
-#[tokio::test]
-async fn a_local_file_is_linked_into_a_local_store_only() {
-    use std::os::unix::fs::MetadataExt;
-    let (a, b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
-    let file = a.path().join("lines-00000.parquet");
-    std::fs::write(&file, b"rows").unwrap();
-    let store = Store::open(&format!("file://{}", b.path().display()))
-        .unwrap()
-        .scoped("jobs/j");
-    assert!(store.link_file("partial/lines-00000.parquet", &file).await);
-    let stored = b.path().join("jobs/j/partial/lines-00000.parquet");
-    assert_eq!(
-        std::fs::metadata(&stored).unwrap().ino(),
-        std::fs::metadata(&file).unwrap().ino()
-    );
-    assert_eq!(
-        &store.get("partial/lines-00000.parquet").await.unwrap()[..],
-        b"rows"
-    );
-    assert!(!store.link_file("partial/odd name", &file).await);
-    assert!(!store.link_file("../escape", &file).await);
-    assert!(!store.link_file("x", &a.path().join("missing")).await);
-    assert!(
-        !store.link_file("x", a.path()).await,
-        "a directory is not linked"
-    );
-    assert!(!Store::open("memory:").unwrap().link_file("x", &file).await);
 }

@@ -405,7 +405,7 @@ async fn copy_partial(
     let dest = &dest;
     futures::stream::iter(&keys)
         .map(|(key, e)| async move {
-            dest.link_or_copy_from(&e.name, store, key).await?;
+            dest.copy_from(&e.name, store, key).await?;
             Ok::<(), JobError>(())
         })
         .buffered(FILES_AT_ONCE)

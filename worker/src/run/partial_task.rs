@@ -97,10 +97,7 @@ impl Executor {
             let file = std::fs::File::open(&path)
                 .map_err(|err| Failure::transient(format!("{}: {err}", path.display())))?;
             let key = keys::partial_file(&t.job, &e.name);
-            // A local store on the scratch's file system takes the file itself.
-            if self.store.link_file(&key, &path).await {
-                Ok(())
-            } else if e.bytes <= 8 << 20 {
+            if e.bytes <= 8 << 20 {
                 let bytes = std::fs::read(&path)
                     .map_err(|err| Failure::transient(format!("{}: {err}", path.display())))?;
                 self.store.put(&key, Bytes::from(bytes)).await
