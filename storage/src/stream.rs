@@ -161,68 +161,14 @@ impl Store {
     }
 
     /// Copies `src_key` of `src` to `key` here, streamed, with the same atomicity as
-    /// [`Store::concat`]. Between two local stores on one file system the file is
-    /// linked instead (see [`Store::link_local`]): no byte read or written.
+    /// [`Store::concat`].
     pub async fn copy_from(
         &self,
         key: &str,
         src: &Store,
         src_key: &str,
     ) -> Result<u64, StoreError> {
-        if let Some((from, to)) = self.local_pair(key, src, src_key) {
-            let linked = tokio::task::spawn_blocking(move || link_local(&from, &to))
-                .await
-                .ok()
-                .flatten();
-            if let Some(n) = linked {
-                return Ok(n);
-            }
-        }
         self.concat(key, Bytes::new(), src, &[src_key.to_string()])
             .await
     }
-
-    /// The files of `src_key` in `src` and of `key` here, when both stores are local
-    /// directories and both names plain (letters, digits, `.`, `_`, `-`, `/`: named
-    /// the same by object_store's local store and by the file system).
-    fn local_pair(
-        &self,
-        key: &str,
-        src: &Store,
-        src_key: &str,
-    ) -> Option<(std::path::PathBuf, std::path::PathBuf)> {
-        let plain = |k: &str| {
-            !k.is_empty()
-                && k.split('/').all(|c| !matches!(c, "" | "." | ".."))
-                && k.bytes()
-                    .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-' | b'/'))
-        };
-        let (dir, src_dir) = (self.local_dir.as_ref()?, src.local_dir.as_ref()?);
-        let to = crate::location::join_key(&self.prefix, key);
-        let from = crate::location::join_key(&src.prefix, src_key);
-        if !plain(&to) || !plain(&from) || self.path(key).is_err() || src.path(src_key).is_err() {
-            return None;
-        }
-        Some((src_dir.join(from), dir.join(to)))
-    }
-}
-
-/// Links the regular file `from` as `to` (made under a temporary name beside it, then
-/// renamed over `to`: it appears whole or not at all, as an upload's does); its size,
-/// or `None` where it cannot be linked (another file system, a file system without
-/// links, `from` not a regular file), nothing left behind.
-fn link_local(from: &std::path::Path, to: &std::path::Path) -> Option<u64> {
-    let meta = std::fs::symlink_metadata(from).ok()?;
-    if !meta.is_file() {
-        return None;
-    }
-    let parent = to.parent()?;
-    std::fs::create_dir_all(parent).ok()?;
-    let tmp = parent.join(format!(".covmerge-{}.link", uuid::Uuid::new_v4().simple()));
-    std::fs::hard_link(from, &tmp).ok()?;
-    let renamed = std::fs::rename(&tmp, to);
-    // A rename onto a link of the same file leaves both names: the temporary one goes.
-    let _ = std::fs::remove_file(&tmp);
-    renamed.ok()?;
-    Some(meta.len())
 }
