@@ -354,7 +354,8 @@ async fn check_dest(dest: &Store, url: &str) -> Result<Vec<String>, JobError> {
 
 /// Copies the shard files of the job's partial `d` to `url`, each checked against its
 /// size and SHA-256 as it is read, then writes `partial.json`. A partial that was
-/// there is replaced: its description goes first, its files not overwritten last.
+/// there is replaced: its description goes once the new files all check (a refusal
+/// leaves it whole), before any file is overwritten; its files not overwritten last.
 pub(super) async fn write_partial(
     spec: &JobSpec,
     d: &Description,
@@ -386,11 +387,9 @@ async fn copy_partial(
     let store = src;
     let dest = partial_store(url)?;
     let held = check_dest(&dest, url).await?;
-    if !held.is_empty() {
-        dest.delete(DESCRIPTION).await?;
-    }
     // Every file is checked before any is copied, then they are copied; each of the
-    // two several files at once (small objects: latency, not bytes).
+    // two several files at once (small objects: latency, not bytes). A partial that
+    // was there loses its description only once the new one's files all check.
     let files: Vec<&FileEntry> = d
         .shards
         .iter()
@@ -402,6 +401,9 @@ async fn copy_partial(
         .buffered(FILES_AT_ONCE)
         .try_collect::<Vec<()>>()
         .await?;
+    if !held.is_empty() {
+        dest.delete(DESCRIPTION).await?;
+    }
     let dest = &dest;
     futures::stream::iter(&keys)
         .map(|(key, e)| async move {

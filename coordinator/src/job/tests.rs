@@ -177,3 +177,52 @@ fn a_rollup_partial_is_gated_on_its_shards_files_and_rows() {
     let e = super::partial::describe(&spec, &manifest, false, &[shard(0, 9)]).unwrap_err();
     assert!(e.to_string().contains("1 of 2 shards"), "{e}");
 }
+
+/// Replacing a partial by one whose files do not check against their description left
+/// the old partial without its `partial.json` (deleted before the check), while the
+/// refusal said nothing was published.
+#[tokio::test]
+async fn a_partial_replaced_by_one_whose_files_failed_their_check_lost_its_description() {
+    use sha2::{Digest, Sha256};
+    let (src, dest) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let old = br#"{"the old partial's description":1}"#;
+    std::fs::write(dest.path().join("partial.json"), old).unwrap();
+    std::fs::write(dest.path().join("lines-00000.parquet"), b"old rows").unwrap();
+    let entry = |table: &str, good: bool| {
+        let name = format!("{table}-00000.parquet");
+        let body = format!("{table} rows");
+        std::fs::write(src.path().join(&name), &body).unwrap();
+        let sha = hex::encode(Sha256::digest(if good {
+            body.as_bytes()
+        } else {
+            b"other"
+        }));
+        serde_json::json!({"name": name, "rows": 1, "bytes": body.len(), "sha256": sha})
+    };
+    let d: covmerge_partial::desc::Description = serde_json::from_value(serde_json::json!({
+        "format": "covmerge-partial", "format_version": 1, "namespace": "",
+        "date_from": "2026-12-06", "date_to": "2026-12-06",
+        "counts": {"rows_in": 4, "rows_bad": 0, "rows_without_line": 0,
+            "rows_without_version": 0, "hits_without_version": 0,
+            "rows_other_namespaces": 0, "namespace_column": false},
+        "other_namespaces": {"listed": {}, "unlisted_rows": 0},
+        "shard_count": 1,
+        "shards": [{"index": 0, "lines": entry("lines", true), "funcs": entry("funcs", true),
+            "versions": entry("versions", false), "paths": entry("paths", true)}],
+    }))
+    .unwrap();
+    let url = format!("file://{}", dest.path().display());
+    let err = super::publish_local_partial(src.path(), &d, &url)
+        .await
+        .unwrap_err();
+    assert!(err.to_string().contains("versions-00000.parquet"), "{err}");
+    assert_eq!(
+        std::fs::read(dest.path().join("partial.json")).unwrap(),
+        old,
+        "the old partial keeps its description"
+    );
+    assert_eq!(
+        std::fs::read(dest.path().join("lines-00000.parquet")).unwrap(),
+        b"old rows"
+    );
+}
