@@ -349,6 +349,14 @@ async fn check_dest(dest: &Store, url: &str) -> Result<Vec<String>, JobError> {
             held.iter().take(3).cloned().collect::<Vec<_>>().join(", ")
         )));
     }
+    // A partial's files are side by side: a name with a `/` is a directory, where a
+    // shard file may be due (its upload would fail only after minutes of retries).
+    if let Some(k) = held.iter().find(|k| k.contains('/')) {
+        return Err(JobError::Preflight(format!(
+            "--partial-out {}: holds {k:?}, in a directory: a partial has none; give an empty or new location",
+            covmerge_storage::shown_url(url),
+        )));
+    }
     Ok(held)
 }
 

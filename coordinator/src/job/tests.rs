@@ -226,3 +226,33 @@ async fn a_partial_replaced_by_one_whose_files_failed_their_check_lost_its_descr
         b"old rows"
     );
 }
+
+/// A directory where a shard file was due failed the upload after ~5 minutes of
+/// retries with "Upload aborted", leaving staging files: refused before any work now.
+#[tokio::test]
+async fn a_partial_out_holding_a_directory_failed_after_minutes_of_retries() {
+    let (src, dest) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    std::fs::write(dest.path().join("partial.json"), b"{}").unwrap();
+    std::fs::create_dir(dest.path().join("lines-00000.parquet")).unwrap();
+    std::fs::write(dest.path().join("lines-00000.parquet/inner"), b"x").unwrap();
+    let d: covmerge_partial::desc::Description = serde_json::from_value(serde_json::json!({
+        "format": "covmerge-partial", "format_version": 1, "namespace": "",
+        "date_from": "2026-12-06", "date_to": "2026-12-06",
+        "counts": {"rows_in": 0, "rows_bad": 0, "rows_without_line": 0,
+            "rows_without_version": 0, "hits_without_version": 0,
+            "rows_other_namespaces": 0, "namespace_column": false},
+        "other_namespaces": {"listed": {}, "unlisted_rows": 0},
+        "shard_count": 0, "shards": [],
+    }))
+    .unwrap();
+    let url = format!("file://{}", dest.path().display());
+    let err = super::publish_local_partial(src.path(), &d, &url)
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("lines-00000.parquet/inner") && err.contains("directory"),
+        "{err}"
+    );
+    assert!(dest.path().join("partial.json").exists());
+}
