@@ -357,6 +357,85 @@ fn an_interrupted_merge_left_its_spills_behind() {
     }
 }
 
+/// A merge interrupted while its shards' partial files were being stored left each
+/// shard's `covmerge-partial-shard-*` directory in `$TMPDIR`.
+#[test]
+fn an_interrupted_partial_out_left_its_shard_directories_behind() {
+    let c = Case::new();
+    let mut text = String::from(HDR);
+    for i in 0..2000 {
+        text.push_str(&format!(
+            "r,c1,a{}.c,f,m{},{},{}\n",
+            i % 5,
+            i % 7,
+            i % 3 + 1,
+            i
+        ));
+    }
+    let input = c.write("in.csv", &text);
+    for f in 0..5 {
+        c.write(&format!("src/c1/a{f}.c"), "l1\nl2\nl3\n");
+    }
+    let tmp = c.path("tmp");
+    std::fs::create_dir(&tmp).unwrap();
+    let log = c.path("stderr.log");
+    let src = format!("dir:{}", c.path("src").display());
+    let out = c.path("out.jsonl.gz");
+    let partial = c.path("partial");
+    let mut child = Command::new(bin())
+        .args(merge_args(
+            &src,
+            "c1",
+            out.to_str().unwrap(),
+            &[
+                "--input",
+                input.to_str().unwrap(),
+                "--partial-out",
+                partial.to_str().unwrap(),
+            ],
+        ))
+        .env("TMPDIR", &tmp)
+        .env("RUST_LOG", "warn")
+        .env("COVMERGE_FAULT_SLEEP", "partial:60000")
+        .stderr(std::fs::File::create(&log).unwrap())
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap();
+    assert!(
+        wait_for(&log, "fault point reached", Duration::from_secs(60)),
+        "the merge never stored a shard's partial: {}",
+        std::fs::read_to_string(&log).unwrap()
+    );
+    let shard_dirs = || {
+        std::fs::read_dir(&tmp)
+            .unwrap()
+            .filter(|e| {
+                let name = e.as_ref().unwrap().file_name();
+                name.to_string_lossy()
+                    .starts_with("covmerge-partial-shard-")
+            })
+            .count()
+    };
+    assert!(shard_dirs() > 0, "no shard directory to clean up");
+    // SAFETY: signalling our own child.
+    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    let t0 = Instant::now();
+    let status = loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            break s;
+        }
+        assert!(
+            t0.elapsed() < Duration::from_secs(30),
+            "no exit after the signal"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert_eq!(status.code(), Some(130));
+    let left: Vec<_> = std::fs::read_dir(&tmp).unwrap().collect();
+    assert!(left.is_empty(), "left in TMPDIR: {left:?}");
+    assert!(!partial.join("partial.json").exists());
+}
+
 #[test]
 fn a_failed_manifest_write_hid_that_the_result_was_published() {
     let c = Case::new();

@@ -22,12 +22,26 @@ use crate::source::Source;
 
 /// A shard's partial files, written in a temporary directory (removed when dropped).
 pub(super) struct WrittenPartial {
-    pub(super) dir: tempfile::TempDir,
+    pub(super) dir: ShardDir,
     pub(super) shard: ShardPartial,
 }
 
+/// A temporary directory for a shard's partial files: removed when dropped, and by the
+/// interrupt handler if the process is stopped first (Ctrl-C left them in `$TMPDIR`).
+pub(super) struct ShardDir {
+    // Declared first: unregistered before the directory goes.
+    _interrupt: covmerge_storage::local::Registered,
+    dir: tempfile::TempDir,
+}
+
+impl ShardDir {
+    pub(super) fn path(&self) -> &std::path::Path {
+        self.dir.path()
+    }
+}
+
 /// `$TMPDIR` and a new temporary directory in it for a shard's partial files.
-pub(super) fn shard_dir() -> Result<(std::path::PathBuf, tempfile::TempDir), TaskError> {
+pub(super) fn shard_dir() -> Result<(std::path::PathBuf, ShardDir), TaskError> {
     let scratch = std::env::temp_dir();
     let dir = tempfile::Builder::new()
         .prefix("covmerge-partial-shard-")
@@ -38,6 +52,10 @@ pub(super) fn shard_dir() -> Result<(std::path::PathBuf, tempfile::TempDir), Tas
                 scratch.display()
             ))
         })?;
+    let dir = ShardDir {
+        _interrupt: covmerge_storage::local::on_interrupt(dir.path()),
+        dir,
+    };
     Ok((scratch, dir))
 }
 
