@@ -61,14 +61,10 @@ pub(crate) fn write_strings<'a, T: Table, W: Write + Send>(
 ) -> Result<()> {
     let mut dict = Dictionary::default();
     let mut runs: Vec<(u32, u32)> = Vec::new();
-    let mut last: Option<&[u8]> = None;
     for v in values {
-        match (last, runs.last_mut()) {
-            (Some(l), Some(run)) if same(l, v) => run.1 += 1,
-            _ => {
-                runs.push((dict.index(v), 1));
-                last = Some(v);
-            }
+        match runs.last_mut() {
+            Some(run) if same(dict.values[run.0 as usize], v) => run.1 += 1,
+            _ => runs.push((dict.index(v), 1)),
         }
     }
     let (bytes, close) = dict.chunk(columns::<T>().column(i), &runs)?;
