@@ -178,6 +178,22 @@ fn a_rollup_partial_is_gated_on_its_shards_files_and_rows() {
     assert!(e.to_string().contains("1 of 2 shards"), "{e}");
 }
 
+/// A one-day partial's description of `rows_in` rows and the shards `shards` (a JSON
+/// list of each shard's files).
+fn description(rows_in: u64, shards: serde_json::Value) -> covmerge_partial::desc::Description {
+    let shard_count = shards.as_array().map_or(0, Vec::len);
+    serde_json::from_value(serde_json::json!({
+        "format": "covmerge-partial", "format_version": 1, "namespace": "",
+        "date_from": "2026-12-06", "date_to": "2026-12-06",
+        "counts": {"rows_in": rows_in, "rows_bad": 0, "rows_without_line": 0,
+            "rows_without_version": 0, "hits_without_version": 0,
+            "rows_other_namespaces": 0, "namespace_column": false},
+        "other_namespaces": {"listed": {}, "unlisted_rows": 0},
+        "shard_count": shard_count, "shards": shards,
+    }))
+    .unwrap()
+}
+
 /// Replacing a partial by one whose files do not check against their description left
 /// the old partial without its `partial.json` (deleted before the check), while the
 /// refusal said nothing was published.
@@ -199,18 +215,12 @@ async fn a_partial_replaced_by_one_whose_files_failed_their_check_lost_its_descr
         }));
         serde_json::json!({"name": name, "rows": 1, "bytes": body.len(), "sha256": sha})
     };
-    let d: covmerge_partial::desc::Description = serde_json::from_value(serde_json::json!({
-        "format": "covmerge-partial", "format_version": 1, "namespace": "",
-        "date_from": "2026-12-06", "date_to": "2026-12-06",
-        "counts": {"rows_in": 4, "rows_bad": 0, "rows_without_line": 0,
-            "rows_without_version": 0, "hits_without_version": 0,
-            "rows_other_namespaces": 0, "namespace_column": false},
-        "other_namespaces": {"listed": {}, "unlisted_rows": 0},
-        "shard_count": 1,
-        "shards": [{"index": 0, "lines": entry("lines", true), "funcs": entry("funcs", true),
-            "versions": entry("versions", false), "paths": entry("paths", true)}],
-    }))
-    .unwrap();
+    let d = description(
+        4,
+        serde_json::json!([{"index": 0, "lines": entry("lines", true),
+            "funcs": entry("funcs", true), "versions": entry("versions", false),
+            "paths": entry("paths", true)}]),
+    );
     let url = format!("file://{}", dest.path().display());
     let err = super::publish_local_partial(src.path(), &d, &url)
         .await
@@ -235,16 +245,7 @@ async fn a_partial_out_holding_a_directory_failed_after_minutes_of_retries() {
     std::fs::write(dest.path().join("partial.json"), b"{}").unwrap();
     std::fs::create_dir(dest.path().join("lines-00000.parquet")).unwrap();
     std::fs::write(dest.path().join("lines-00000.parquet/inner"), b"x").unwrap();
-    let d: covmerge_partial::desc::Description = serde_json::from_value(serde_json::json!({
-        "format": "covmerge-partial", "format_version": 1, "namespace": "",
-        "date_from": "2026-12-06", "date_to": "2026-12-06",
-        "counts": {"rows_in": 0, "rows_bad": 0, "rows_without_line": 0,
-            "rows_without_version": 0, "hits_without_version": 0,
-            "rows_other_namespaces": 0, "namespace_column": false},
-        "other_namespaces": {"listed": {}, "unlisted_rows": 0},
-        "shard_count": 0, "shards": [],
-    }))
-    .unwrap();
+    let d = description(0, serde_json::json!([]));
     let url = format!("file://{}", dest.path().display());
     let err = super::publish_local_partial(src.path(), &d, &url)
         .await

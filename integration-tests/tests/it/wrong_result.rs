@@ -292,6 +292,41 @@ fn wait_for(path: &Path, needle: &str, limit: Duration) -> bool {
     false
 }
 
+/// A merge of case `c` (with `args`) whose stderr goes to `stderr.log` and whose
+/// `$TMPDIR` is `tmp` (made here), held a minute at fault point `point`.
+fn paused_merge(c: &Case, args: &[&str], point: &str) -> std::process::Child {
+    let tmp = c.path("tmp");
+    std::fs::create_dir(&tmp).unwrap();
+    let src = format!("dir:{}", c.path("src").display());
+    let out = c.path("out.jsonl.gz");
+    Command::new(bin())
+        .args(merge_args(&src, "c1", out.to_str().unwrap(), args))
+        .env("TMPDIR", &tmp)
+        .env("RUST_LOG", "warn")
+        .env("COVMERGE_FAULT_SLEEP", format!("{point}:60000"))
+        .stderr(std::fs::File::create(c.path("stderr.log")).unwrap())
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap()
+}
+
+/// Sends `sig` to `child` and waits (30 s at most) for it to exit.
+fn signal_and_wait(mut child: std::process::Child, sig: i32) -> std::process::ExitStatus {
+    // SAFETY: signalling our own child.
+    unsafe { libc::kill(child.id() as i32, sig) };
+    let t0 = Instant::now();
+    loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            return s;
+        }
+        assert!(
+            t0.elapsed() < Duration::from_secs(30),
+            "no exit after the signal"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
 #[test]
 fn an_interrupted_merge_left_its_spills_behind() {
     for (sig, code) in [
@@ -305,25 +340,8 @@ fn an_interrupted_merge_left_its_spills_behind() {
             text.push_str(&format!("r,c1,a.c,f,m{},{},{}\n", i % 7, i % 3 + 1, i));
         }
         let input = c.write("in.csv", &text);
-        let tmp = c.path("tmp");
-        std::fs::create_dir(&tmp).unwrap();
-        let log = c.path("stderr.log");
-        let src = format!("dir:{}", c.path("src").display());
-        let out = c.path("out.jsonl.gz");
-        let mut child = Command::new(bin())
-            .args(merge_args(
-                &src,
-                "c1",
-                out.to_str().unwrap(),
-                &["--input", input.to_str().unwrap()],
-            ))
-            .env("TMPDIR", &tmp)
-            .env("RUST_LOG", "warn")
-            .env("COVMERGE_FAULT_SLEEP", "merge:60000")
-            .stderr(std::fs::File::create(&log).unwrap())
-            .stdout(Stdio::null())
-            .spawn()
-            .unwrap();
+        let (tmp, log) = (c.path("tmp"), c.path("stderr.log"));
+        let child = paused_merge(&c, &["--input", input.to_str().unwrap()], "merge");
         assert!(
             wait_for(&log, "fault point reached", Duration::from_secs(60)),
             "the merge never reached its shards"
@@ -332,19 +350,7 @@ fn an_interrupted_merge_left_its_spills_behind() {
             std::fs::read_dir(&tmp).unwrap().count() > 0,
             "no spill directory to clean up"
         );
-        // SAFETY: signalling our own child.
-        unsafe { libc::kill(child.id() as i32, sig) };
-        let t0 = Instant::now();
-        let status = loop {
-            if let Some(s) = child.try_wait().unwrap() {
-                break s;
-            }
-            assert!(
-                t0.elapsed() < Duration::from_secs(30),
-                "no exit after the signal"
-            );
-            std::thread::sleep(Duration::from_millis(50));
-        };
+        let status = signal_and_wait(child, sig);
         assert_eq!(
             status.code(),
             Some(code),
@@ -376,31 +382,14 @@ fn an_interrupted_partial_out_left_its_shard_directories_behind() {
     for f in 0..5 {
         c.write(&format!("src/c1/a{f}.c"), "l1\nl2\nl3\n");
     }
-    let tmp = c.path("tmp");
-    std::fs::create_dir(&tmp).unwrap();
-    let log = c.path("stderr.log");
-    let src = format!("dir:{}", c.path("src").display());
-    let out = c.path("out.jsonl.gz");
-    let partial = c.path("partial");
-    let mut child = Command::new(bin())
-        .args(merge_args(
-            &src,
-            "c1",
-            out.to_str().unwrap(),
-            &[
-                "--input",
-                input.to_str().unwrap(),
-                "--partial-out",
-                partial.to_str().unwrap(),
-            ],
-        ))
-        .env("TMPDIR", &tmp)
-        .env("RUST_LOG", "warn")
-        .env("COVMERGE_FAULT_SLEEP", "partial:60000")
-        .stderr(std::fs::File::create(&log).unwrap())
-        .stdout(Stdio::null())
-        .spawn()
-        .unwrap();
+    let (tmp, log, partial) = (c.path("tmp"), c.path("stderr.log"), c.path("partial"));
+    let args = [
+        "--input",
+        input.to_str().unwrap(),
+        "--partial-out",
+        partial.to_str().unwrap(),
+    ];
+    let child = paused_merge(&c, &args, "partial");
     assert!(
         wait_for(&log, "fault point reached", Duration::from_secs(60)),
         "the merge never stored a shard's partial: {}",
@@ -417,19 +406,7 @@ fn an_interrupted_partial_out_left_its_shard_directories_behind() {
             .count()
     };
     assert!(shard_dirs() > 0, "no shard directory to clean up");
-    // SAFETY: signalling our own child.
-    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
-    let t0 = Instant::now();
-    let status = loop {
-        if let Some(s) = child.try_wait().unwrap() {
-            break s;
-        }
-        assert!(
-            t0.elapsed() < Duration::from_secs(30),
-            "no exit after the signal"
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    };
+    let status = signal_and_wait(child, libc::SIGINT);
     assert_eq!(status.code(), Some(130));
     let left: Vec<_> = std::fs::read_dir(&tmp).unwrap().collect();
     assert!(left.is_empty(), "left in TMPDIR: {left:?}");

@@ -6,16 +6,21 @@ use parquet::file::statistics::Statistics;
 use super::*;
 use crate::file::TableFile;
 
-/// Writes `rows` as one `lines` file of one row group and reads it back with
-/// `parquet`'s reader: the rows, and each string column's chunk statistics.
-fn round_trip(rows: &[LineRow]) -> (Vec<LineRow>, Vec<Statistics>) {
+/// `rows` written as one `lines` file of one row group, opened with `parquet`'s reader
+/// (the file stays open once its directory is gone).
+fn written(rows: &[LineRow]) -> SerializedFileReader<File> {
     let dir = tempfile::tempdir().unwrap();
     let mut f = TableFile::<LineRow>::create(dir.path(), 0).unwrap();
     f.group(rows.len(), |rg| LineRow::write_group(rows, rg))
         .unwrap();
     let entry = f.finish().unwrap();
-    let file = File::open(dir.path().join(&entry.name)).unwrap();
-    let reader = SerializedFileReader::new(file).unwrap();
+    SerializedFileReader::new(File::open(dir.path().join(&entry.name)).unwrap()).unwrap()
+}
+
+/// Writes `rows` as one `lines` file of one row group and reads it back: the rows, and
+/// each string column's chunk statistics.
+fn round_trip(rows: &[LineRow]) -> (Vec<LineRow>, Vec<Statistics>) {
+    let reader = written(rows);
     let rg = reader.get_row_group(0).unwrap();
     let stats = (0..3)
         .map(|i| rg.metadata().column(i).statistics().unwrap().clone())
@@ -77,13 +82,7 @@ fn a_value_repeated_in_separate_runs_is_one_dictionary_entry() {
             )
         })
         .collect();
-    let dir = tempfile::tempdir().unwrap();
-    let mut f = TableFile::<LineRow>::create(dir.path(), 0).unwrap();
-    f.group(rows.len(), |rg| LineRow::write_group(&rows, rg))
-        .unwrap();
-    let entry = f.finish().unwrap();
-    let reader =
-        SerializedFileReader::new(File::open(dir.path().join(&entry.name)).unwrap()).unwrap();
+    let reader = written(&rows);
     let rg = reader.get_row_group(0).unwrap();
     let mut pages = rg.get_column_page_reader(2).unwrap();
     let dict = pages.get_next_page().unwrap().unwrap();
@@ -191,13 +190,7 @@ fn a_max_that_cannot_be_cut_gives_no_statistics_rather_than_the_whole_value() {
     let top = "\u{10ffff}".repeat(20);
     assert_eq!(truncate_max(top.as_bytes()), None);
     let rows = vec![row(&top, &"0".repeat(40), "m", 1)];
-    let dir = tempfile::tempdir().unwrap();
-    let mut f = TableFile::<LineRow>::create(dir.path(), 0).unwrap();
-    f.group(rows.len(), |rg| LineRow::write_group(&rows, rg))
-        .unwrap();
-    let entry = f.finish().unwrap();
-    let reader =
-        SerializedFileReader::new(File::open(dir.path().join(&entry.name)).unwrap()).unwrap();
+    let reader = written(&rows);
     let rg = reader.get_row_group(0).unwrap();
     let stats = rg.metadata().column(0).statistics();
     assert!(
