@@ -73,7 +73,7 @@ impl Store {
                     return Err(src.io("get", p, e));
                 }
             };
-            let mut s = r.into_stream();
+            let mut s = crate::get::chunks(r);
             loop {
                 match s.try_next().await {
                     Ok(Some(b)) => {

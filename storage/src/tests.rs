@@ -1,5 +1,6 @@
 use super::*;
 use crate::error::refused;
+use futures::TryStreamExt;
 
 #[test]
 fn refusals_are_4xx_but_timeouts_conflicts_and_throttling() {
@@ -46,6 +47,44 @@ async fn put_get_list_concat_on_memory_and_file() {
         assert_eq!(n, 8);
         assert_eq!(&store.get("out").await.unwrap()[..], b"Hzeroone");
     }
+}
+
+/// A local file streams in chunks of up to 1 MiB: every byte, in order, for sizes
+/// around a chunk's; the copy of a multi-chunk object is the object. A file cut short
+/// under its reader is an error: `object_store`'s own stream then gave empty chunks
+/// for ever (a reader checking a partial's files never ended).
+#[tokio::test]
+async fn a_local_file_cut_under_its_reader_streamed_empty_chunks_forever() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(&format!("file://{}", dir.path().display())).unwrap();
+    for len in [
+        0usize,
+        1,
+        (1 << 20) - 1,
+        1 << 20,
+        (1 << 20) + 1,
+        (3 << 20) + 7,
+    ] {
+        let data: Vec<u8> = (0..len as u32).map(|i| (i % 253) as u8).collect();
+        store.put("f", Bytes::from(data.clone())).await.unwrap();
+        let (size, s) = store.get_stream_sized("f").await.unwrap();
+        let chunks: Vec<Bytes> = s.try_collect().await.unwrap();
+        assert_eq!(size, len as u64);
+        assert!(chunks.iter().all(|c| c.len() <= 1 << 20 && !c.is_empty()));
+        assert_eq!(chunks.concat(), data, "{len} bytes");
+        store.copy_from("g", &store, "f").await.unwrap();
+        assert_eq!(&store.get("g").await.unwrap()[..], &data[..]);
+    }
+    let (_, mut s) = store.get_stream_sized("f").await.unwrap();
+    let first = s.try_next().await.unwrap().unwrap();
+    assert_eq!(first.len(), 1 << 20);
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(dir.path().join("f"))
+        .unwrap()
+        .set_len(1 << 20)
+        .unwrap();
+    assert!(s.try_next().await.is_err(), "a cut file read as whole");
 }
 
 /// A large part is uploaded from its temporary file in chunks, the same bytes as a
