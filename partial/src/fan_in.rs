@@ -21,28 +21,91 @@ fn gcd(a: u32, b: u32) -> u32 {
 }
 
 /// What one open input file may hold decoded: a row group of at most 8,192 rows and
-/// about 4 MiB of strings, with its columns' buffers.
+/// about 4 MiB of strings, with its columns' buffers, and a parsed footer of up to
+/// [`FOOTER_IN_FILE_BYTES`]; a longer footer comes on top ([`FOOTER_FACTOR`]).
 pub const OPEN_FILE_BYTES: usize = 6 << 20;
+
+/// The footer [`OPEN_FILE_BYTES`] counts in: ~80 row groups' (the footers covmerge
+/// writes for up to ~650,000 rows a file), ~320 KiB parsed.
+pub(crate) const FOOTER_IN_FILE_BYTES: usize = 64 << 10;
+
+/// Bytes a parsed Parquet footer holds in memory per byte of it, at most: its bytes
+/// read, then each column chunk's metadata decoded (measured by the test
+/// `footer_memory`: a `lines`-shaped file of 20,000 one-row groups, a 15.8 MB footer,
+/// held 3.6 times its length parsed, 4.6 times at the peak). A partial written by
+/// covmerge has row groups of 8,192 rows, so its footer is small; a file of another
+/// writer's many tiny row groups is not.
+pub const FOOTER_FACTOR: usize = 5;
 
 /// The files of one input open at once when its `m` shards are rolled into `n`.
 fn open_files(m: u32, n: u32) -> usize {
     (m / gcd(m, n)) as usize
 }
 
+/// What one open file of `p` may hold: a row group ([`OPEN_FILE_BYTES`]) and the
+/// parsed footer of the longest of its files of `shards`.
+pub(crate) fn file_bytes(p: &Partial, shards: &[u32]) -> Result<usize, PartialError> {
+    let footer = usize::try_from(p.largest_footer(shards)?).unwrap_or(usize::MAX);
+    let over = footer.saturating_sub(FOOTER_IN_FILE_BYTES);
+    Ok(OPEN_FILE_BYTES.saturating_add(over.saturating_mul(FOOTER_FACTOR)))
+}
+
+/// Cuts items of `costs` (in order) into consecutive groups whose costs add up to
+/// `capacity` at most, each of `min` items at least (a group of `min` items may go
+/// over: two are needed for a level of roll-ups to shrink).
+pub(crate) fn groups(costs: &[usize], capacity: usize, min: usize) -> Vec<std::ops::Range<usize>> {
+    let mut out = Vec::new();
+    let (mut start, mut held) = (0, 0usize);
+    for (i, &c) in costs.iter().enumerate() {
+        if i - start >= min && held.saturating_add(c) > capacity {
+            out.push(start..i);
+            (start, held) = (i, 0);
+        }
+        held = held.saturating_add(c);
+    }
+    if start < costs.len() {
+        out.push(start..costs.len());
+    }
+    out
+}
+
+/// The refusal of an input whose files open at once hold more than the budget: `open`
+/// files of `each` bytes.
+pub(crate) fn too_large(
+    dir: &Path,
+    (m, n): (u32, u32),
+    (open, each): (usize, usize),
+    (max_open, budget): (usize, usize),
+) -> PartialError {
+    if open > max_open {
+        return PartialError::Invalid(format!(
+            "{}: its {m} shards rolled into {n} open {open} files at once, past the {max_open} the memory budget holds ({budget} bytes, {OPEN_FILE_BYTES} a file): give --shards dividing {m}, or a larger --memory-budget",
+            dir.display()
+        ));
+    }
+    PartialError::Invalid(format!(
+        "{}: its {open} file(s) open at once hold {each} bytes each with their parsed Parquet footer ({} bytes of row groups and about {FOOTER_FACTOR} bytes a footer byte past {FOOTER_IN_FILE_BYTES}), past the memory budget ({} bytes for {max_open} files): give a larger --memory-budget",
+        dir.display(),
+        OPEN_FILE_BYTES,
+        max_open * OPEN_FILE_BYTES
+    ))
+}
+
 /// How the inputs are rolled up within `budget`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct FanIn {
-    /// Input files open at once at most (two at least).
+    /// Input files open at once at most (two at least), without footers: files with
+    /// large footers count for more.
     pub max_open: usize,
     /// Roll-ups done before the last (0: the inputs were rolled up at once).
     pub intermediate: usize,
 }
 
 /// Rolls up `inputs` into `out` as [`rollup`] does, holding at most `budget` bytes of
-/// open row groups (and one being written): inputs past that are rolled up in groups
-/// into partials under `scratch` first (removed when done). An input that alone opens
-/// more files than the budget holds (its shard count against `shards`) is refused,
-/// naming it.
+/// open row groups and parsed footers (and one row group being written): inputs past
+/// that are rolled up in groups into partials under `scratch` first (removed when
+/// done). An input that alone opens more than the budget holds (its shard count
+/// against `shards`, or its footers) is refused, naming it.
 pub fn rollup_within(
     inputs: &[PathBuf],
     out: &Path,
@@ -51,6 +114,7 @@ pub fn rollup_within(
     scratch: &Path,
 ) -> Result<(Description, FanIn), PartialError> {
     let max_open = (budget / OPEN_FILE_BYTES).max(2);
+    let capacity = max_open * OPEN_FILE_BYTES;
     let mut fan = FanIn {
         max_open,
         intermediate: 0,
@@ -73,16 +137,21 @@ pub fn rollup_within(
     }
     let counts: Vec<u32> = parts.iter().map(|p| p.description().shard_count).collect();
     let n = shards.unwrap_or_else(|| counts.iter().copied().max().unwrap_or(1));
-    for (p, &m) in inputs.iter().zip(&counts) {
+    let mut costs = Vec::with_capacity(parts.len());
+    for (p, &m) in parts.iter().zip(&counts) {
         let open = open_files(m, n);
-        if open > max_open {
-            return Err(PartialError::Invalid(format!(
-                "{}: its {m} shards rolled into {n} open {open} files at once, past the {max_open} the memory budget holds ({budget} bytes, {OPEN_FILE_BYTES} a file): give --shards dividing {m}, or a larger --memory-budget",
-                p.display()
-            )));
+        let each = if open > max_open {
+            0
+        } else {
+            file_bytes(p, &(0..m).collect::<Vec<_>>())?
+        };
+        let cost = open.saturating_mul(each);
+        if open > max_open || cost > capacity {
+            return Err(too_large(p.dir(), (m, n), (open, each), (max_open, budget)));
         }
+        costs.push(cost);
     }
-    if counts.iter().map(|&m| open_files(m, n)).sum::<usize>() <= max_open {
+    if costs.iter().fold(0usize, |a, &c| a.saturating_add(c)) <= capacity {
         // One level: the descriptions read above serve the roll-up too.
         return Ok((rollup_opened(&parts, out, n)?, fan));
     }
@@ -91,25 +160,23 @@ pub fn rollup_within(
         .tempdir_in(scratch)
         .map_err(|e| PartialError::io(scratch, e))?;
     let mut level: Vec<PathBuf> = Vec::new();
-    let mut group: Vec<PathBuf> = Vec::new();
-    let mut open = 0;
-    for (p, &m) in inputs.iter().zip(&counts) {
-        let cost = open_files(m, n);
-        if open + cost > max_open {
-            level.push(roll_group(&group, work.path(), n, &mut fan)?);
-            group.clear();
-            open = 0;
-        }
-        group.push(p.clone());
-        open += cost;
+    for g in groups(&costs, capacity, 1) {
+        level.push(roll_group(&inputs[g], work.path(), n, &mut fan)?);
     }
-    level.push(roll_group(&group, work.path(), n, &mut fan)?);
     // Each intermediate partial has `n` shards: one file open each from here on.
-    while level.len() > max_open {
-        let mut next = Vec::with_capacity(level.len().div_ceil(max_open));
-        for g in level.chunks(max_open) {
-            next.push(roll_group(g, work.path(), n, &mut fan)?);
-            for done in g {
+    let all: Vec<u32> = (0..n).collect();
+    loop {
+        let costs = level
+            .iter()
+            .map(|d| file_bytes(&Partial::open(d)?, &all))
+            .collect::<Result<Vec<_>, _>>()?;
+        if level.len() < 2 || costs.iter().fold(0usize, |a, &c| a.saturating_add(c)) <= capacity {
+            break;
+        }
+        let mut next = Vec::new();
+        for g in groups(&costs, capacity, 2) {
+            next.push(roll_group(&level[g.clone()], work.path(), n, &mut fan)?);
+            for done in &level[g] {
                 let _ = std::fs::remove_dir_all(done);
             }
         }
@@ -130,4 +197,130 @@ fn roll_group(
     fan.intermediate += 1;
     rollup(group, &dir, Some(n))?;
     Ok(dir)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use parquet::file::writer::SerializedFileWriter;
+    use sha2::{Digest, Sha256};
+
+    use super::*;
+    use crate::build::{Builder, RawRow};
+    use crate::table::{schema, LineRow, Table};
+    use covmerge_proto::date::Date;
+
+    /// A partial of one shard in `dir` whose `lines` file holds `rows` rows (of one
+    /// path) in one-row groups: another writer's shape, its footer ~790 bytes a row.
+    fn tiny_groups(dir: &Path, rows: u32) {
+        let day: Date = "2026-11-01".parse().unwrap();
+        let mut b = Builder::new("", day, day, 1, usize::MAX, dir.parent().unwrap()).unwrap();
+        let version = "ab".repeat(20);
+        for line in 1..=rows {
+            b.add(&RawRow {
+                path: "kernel/sched/core.c",
+                commit: "c1",
+                version: Some(&version),
+                manager: "ci-qemu",
+                func_name: "",
+                line,
+                hits: 1,
+                rows: 1,
+            })
+            .unwrap();
+        }
+        let mut d = b.finish(dir).unwrap();
+        let path = dir.join(&d.shards[0].lines.name);
+        let rows: Vec<LineRow> = Partial::open(dir)
+            .unwrap()
+            .lines(0)
+            .unwrap()
+            .map(Result::unwrap)
+            .collect();
+        let f = std::fs::File::create(&path).unwrap();
+        let props = parquet::file::properties::WriterProperties::builder().build();
+        let mut w =
+            SerializedFileWriter::new(f, Arc::new(schema::<LineRow>()), Arc::new(props)).unwrap();
+        for r in &rows {
+            let mut rg = w.next_row_group().unwrap();
+            LineRow::write_group(std::slice::from_ref(r), &mut rg).unwrap();
+            rg.close().unwrap();
+        }
+        w.close().unwrap();
+        let data = std::fs::read(&path).unwrap();
+        d.shards[0].lines.bytes = data.len() as u64;
+        d.shards[0].lines.sha256 = hex::encode(Sha256::digest(&data));
+        std::fs::write(dir.join("partial.json"), d.to_json()).unwrap();
+    }
+
+    /// Three inputs of one file open each fit a budget of four files by count, but
+    /// their parsed footers (~1.6 MB on disk each, ~8 MB parsed) do not: they were
+    /// opened at once, past the budget; now they are rolled up in groups, to the same
+    /// files. One whose footer alone is past the budget is refused, naming it.
+    #[test]
+    fn inputs_whose_footers_outgrow_the_budget_were_opened_at_once() {
+        let tmp = tempfile::tempdir().unwrap();
+        let inputs: Vec<PathBuf> = (0..3)
+            .map(|i| {
+                let p = tmp.path().join(format!("day-{i}"));
+                tiny_groups(&p, 2_000);
+                p
+            })
+            .collect();
+        let footer = Partial::open(&inputs[0])
+            .unwrap()
+            .largest_footer(&[0])
+            .unwrap();
+        assert!(footer > 1_000_000, "{footer}");
+        let once = tmp.path().join("once");
+        let want = crate::rollup(&inputs, &once, Some(1)).unwrap();
+        let out = tmp.path().join("within");
+        let (got, fan) =
+            rollup_within(&inputs, &out, Some(1), 4 * OPEN_FILE_BYTES, tmp.path()).unwrap();
+        assert_eq!(fan.max_open, 4);
+        assert!(fan.intermediate > 0, "{fan:?}");
+        assert_eq!(got, want);
+        for f in [&want.shards[0].lines, &want.shards[0].paths] {
+            assert_eq!(
+                std::fs::read(out.join(&f.name)).unwrap(),
+                std::fs::read(once.join(&f.name)).unwrap()
+            );
+        }
+        let big = tmp.path().join("big");
+        tiny_groups(&big, 4_000);
+        let err = rollup_within(
+            std::slice::from_ref(&big),
+            &tmp.path().join("refused"),
+            Some(1),
+            2 * OPEN_FILE_BYTES,
+            tmp.path(),
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(err.contains("big") && err.contains("footer"), "{err}");
+        assert!(!tmp.path().join("refused").join("partial.json").exists());
+        // Shard by shard, the same refusal.
+        let p = Partial::open(&big).unwrap();
+        let err = crate::rollup_shard_within(
+            &[p],
+            &tmp.path().join("refused-shard"),
+            1,
+            0,
+            2 * OPEN_FILE_BYTES,
+            tmp.path(),
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(err.contains("big") && err.contains("footer"), "{err}");
+    }
+
+    #[test]
+    fn groups_keep_within_the_capacity_and_take_the_fewest_items_asked() {
+        assert_eq!(groups(&[3, 3, 3, 3], 6, 1), vec![0..2, 2..4]);
+        assert_eq!(groups(&[7, 1, 1], 6, 1), vec![0..1, 1..3]);
+        assert_eq!(groups(&[7, 7, 7], 6, 2), vec![0..2, 2..3]);
+        assert_eq!(groups(&[], 6, 2), Vec::<std::ops::Range<usize>>::new());
+        assert_eq!(groups(&[usize::MAX, 1], 6, 1), vec![0..1, 1..2]);
+    }
 }

@@ -214,6 +214,33 @@ pub(crate) fn verify(path: &Path, entry: &FileEntry) -> Result<(), PartialError>
     Ok(())
 }
 
+/// The length of the Parquet footer of the file at `path` (its last 8 bytes: the
+/// footer's length and `PAR1`), read without parsing it: what opening the file will
+/// hold decoded grows with it ([`crate::fan_in::FOOTER_FACTOR`]).
+pub(crate) fn footer_len(path: &Path) -> Result<u64, PartialError> {
+    use std::io::{Seek, SeekFrom};
+    let mut f = File::open(path).map_err(|e| PartialError::io(path, e))?;
+    let size = f
+        .seek(SeekFrom::End(0))
+        .map_err(|e| PartialError::io(path, e))?;
+    let mut tail = [0u8; 8];
+    if size < 12 {
+        return Err(PartialError::corrupt(
+            path,
+            format!("{size} bytes: not a Parquet file"),
+        ));
+    }
+    f.seek(SeekFrom::Start(size - 8))
+        .and_then(|_| f.read_exact(&mut tail))
+        .map_err(|e| PartialError::io(path, e))?;
+    if &tail[4..] != b"PAR1" {
+        return Err(PartialError::corrupt(path, "no Parquet magic at its end"));
+    }
+    Ok(u64::from(u32::from_le_bytes(
+        tail[..4].try_into().expect("4 bytes"),
+    )))
+}
+
 /// Reads one table file in key order, a row group at a time, checking what a file of a
 /// partial must be: its schema, its row count, keys strictly ascending, each path in the
 /// file's shard, and each row's values.

@@ -31,7 +31,7 @@ pub mod table;
 
 pub use build::{Builder, IdRow, RawRow, ShardPartial};
 pub use desc::{Description, FileEntry, PartialCounts, ShardFiles, FORMAT_VERSION};
-pub use fan_in::{rollup_within, FanIn, OPEN_FILE_BYTES};
+pub use fan_in::{rollup_within, FanIn, FOOTER_FACTOR, OPEN_FILE_BYTES};
 pub use rollup::{add_partial_counts, rollup};
 pub use shard_rollup::{rollup_shard_within, shards_for};
 pub use table::{FuncRow, LineRow, PathRow, Table, VersionRow};
@@ -175,6 +175,27 @@ impl Partial {
                 Some(((m.dev(), m.ino()), path))
             })
             .collect()
+    }
+
+    /// The longest footer of the table files of `shards` (a shard it does not have is
+    /// not looked at), in bytes ([`file::footer_len`]).
+    pub fn largest_footer(&self, shards: &[u32]) -> Result<u64, PartialError> {
+        use file::file_name;
+        let mut most = 0;
+        for &j in shards.iter().filter(|&&j| j < self.desc.shard_count) {
+            // The names a partial's files have (the description's are checked as
+            // they are opened).
+            let names = [
+                file_name::<LineRow>(j),
+                file_name::<FuncRow>(j),
+                file_name::<VersionRow>(j),
+                file_name::<PathRow>(j),
+            ];
+            for name in names {
+                most = most.max(file::footer_len(&self.dir.join(name))?);
+            }
+        }
+        Ok(most)
     }
 
     fn rows<T: Table>(

@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 
 use crate::build::ShardPartial;
 use crate::desc::{Description, PartialCounts, ShardFiles, FORMAT, FORMAT_VERSION};
-use crate::fan_in::{FanIn, OPEN_FILE_BYTES};
+use crate::fan_in::{file_bytes, groups, too_large, FanIn, OPEN_FILE_BYTES};
 use crate::rollup::{clear_out, merge_table_into, prepare_out, WriteTo};
 use crate::table::{FuncRow, LineRow, PathRow, VersionRow};
 use crate::{Partial, PartialError};
@@ -33,9 +33,10 @@ pub fn shards_for(m: u32, n: u32, j: u32) -> Vec<u32> {
 /// their files of [`shards_for`] shard `j` need be there) into `out` (a directory that
 /// does not exist yet, or is empty): its four files, no description, and what its
 /// rows count (`rows_in` without bad rows: they name no path). Holds at most `budget`
-/// bytes of open row groups: past that, the inputs' rows of shard `j` are rolled up in
-/// groups into partials of one shard under `scratch` first (removed when done). An
-/// input that alone opens more files than the budget holds is refused, naming it.
+/// bytes of open row groups and parsed footers: past that, the inputs' rows of shard
+/// `j` are rolled up in groups into partials of one shard under `scratch` first
+/// (removed when done). An input that alone opens more than the budget holds (files,
+/// or footers) is refused, naming it.
 ///
 /// The inputs' `rows_in` are not checked here (only a part of each is read): the
 /// caller adds up the shards' counts.
@@ -68,44 +69,52 @@ pub fn rollup_shard_within(
         });
     }
     let max_open = (budget / OPEN_FILE_BYTES).max(2);
+    let capacity = max_open * OPEN_FILE_BYTES;
     let mut fan = FanIn {
         max_open,
         intermediate: 0,
     };
-    let cost = |p: &Partial| shards_for(p.description().shard_count, n, j).len();
+    let mut costs = Vec::with_capacity(inputs.len());
     for p in inputs {
-        let (m, open) = (p.description().shard_count, cost(p));
-        if open > max_open {
-            return Err(PartialError::Invalid(format!(
-                "{}: its {m} shards rolled into {n} open {open} files at once, past the {max_open} the memory budget holds ({budget} bytes, {OPEN_FILE_BYTES} a file): give --shards dividing {m}, or a larger --memory-budget",
-                p.dir().display()
-            )));
+        let m = p.description().shard_count;
+        let files = shards_for(m, n, j);
+        let open = files.len();
+        let each = if open > max_open {
+            0
+        } else {
+            file_bytes(p, &files)?
+        };
+        let cost = open.saturating_mul(each);
+        if open > max_open || cost > capacity {
+            return Err(too_large(p.dir(), (m, n), (open, each), (max_open, budget)));
         }
+        costs.push(cost);
     }
+    let total = |c: &[usize]| c.iter().fold(0usize, |a, &c| a.saturating_add(c));
     let mut work = None;
     let mut level: Vec<Partial> = inputs.to_vec();
-    if inputs.iter().map(cost).sum::<usize>() > max_open {
+    if total(&costs) > capacity {
         let dir = tempfile::Builder::new()
             .prefix("covmerge-rollup-shard-")
             .tempdir_in(scratch)
             .map_err(|e| PartialError::io(scratch, e))?;
         let mut next = Vec::new();
-        let (mut group, mut open) = (Vec::new(), 0);
-        for p in inputs {
-            if open + cost(p) > max_open {
-                next.push(roll_group(&group, dir.path(), (n, j), &mut fan)?);
-                (group, open) = (Vec::new(), 0);
-            }
-            open += cost(p);
-            group.push(p.clone());
+        for g in groups(&costs, capacity, 1) {
+            next.push(roll_group(&inputs[g], dir.path(), (n, j), &mut fan)?);
         }
-        next.push(roll_group(&group, dir.path(), (n, j), &mut fan)?);
         // Each intermediate partial has one shard: one file open each from here on.
-        while next.len() > max_open {
-            let mut up = Vec::with_capacity(next.len().div_ceil(max_open));
-            for g in next.chunks(max_open) {
-                up.push(roll_group(g, dir.path(), (n, j), &mut fan)?);
-                for done in g {
+        loop {
+            let costs = next
+                .iter()
+                .map(|p| file_bytes(p, &[0]))
+                .collect::<Result<Vec<_>, _>>()?;
+            if next.len() < 2 || total(&costs) <= capacity {
+                break;
+            }
+            let mut up = Vec::new();
+            for g in groups(&costs, capacity, 2) {
+                up.push(roll_group(&next[g.clone()], dir.path(), (n, j), &mut fan)?);
+                for done in &next[g] {
                     let _ = std::fs::remove_dir_all(done.dir());
                 }
             }

@@ -1,0 +1,119 @@
+//! What a parsed Parquet footer holds in memory against its length on disk: the
+//! bound a roll-up counts each open file's footer by (`FOOTER_FACTOR`). Measured on a
+//! `lines`-shaped file of many one-row groups (another writer's shape: covmerge's own
+//! groups hold 8,192 rows), alone in its test binary so that only it allocates.
+
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+
+use parquet::data_type::{ByteArray, ByteArrayType, Int32Type, Int64Type};
+use parquet::file::properties::{EnabledStatistics, WriterProperties};
+use parquet::file::reader::{FileReader, SerializedFileReader};
+use parquet::file::writer::SerializedFileWriter;
+use parquet::schema::parser::parse_message_type;
+
+/// Counts the bytes allocated and the most ever allocated at once.
+struct Counting;
+
+static NOW: AtomicUsize = AtomicUsize::new(0);
+static PEAK: AtomicUsize = AtomicUsize::new(0);
+
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, l: Layout) -> *mut u8 {
+        let p = System.alloc(l);
+        if !p.is_null() {
+            let now = NOW.fetch_add(l.size(), Ordering::Relaxed) + l.size();
+            PEAK.fetch_max(now, Ordering::Relaxed);
+        }
+        p
+    }
+    unsafe fn dealloc(&self, p: *mut u8, l: Layout) {
+        NOW.fetch_sub(l.size(), Ordering::Relaxed);
+        System.dealloc(p, l)
+    }
+    unsafe fn realloc(&self, p: *mut u8, l: Layout, size: usize) -> *mut u8 {
+        let q = System.realloc(p, l, size);
+        if !q.is_null() {
+            NOW.fetch_sub(l.size(), Ordering::Relaxed);
+            let now = NOW.fetch_add(size, Ordering::Relaxed) + size;
+            PEAK.fetch_max(now, Ordering::Relaxed);
+        }
+        q
+    }
+}
+
+#[global_allocator]
+static A: Counting = Counting;
+
+/// Writes `groups` one-row groups of a `lines`-shaped table to `path`.
+fn write_lines(path: &std::path::Path, groups: u32) {
+    let schema = parse_message_type(
+        "message lines { required binary file_path (UTF8); required binary version (UTF8);
+         required binary manager (UTF8); required int32 line; required int64 hit_count;
+         required int64 rows; }",
+    )
+    .unwrap();
+    let props = WriterProperties::builder()
+        .set_statistics_enabled(EnabledStatistics::Chunk)
+        .build();
+    let f = std::fs::File::create(path).unwrap();
+    let mut w = SerializedFileWriter::new(f, Arc::new(schema), Arc::new(props)).unwrap();
+    for i in 0..groups {
+        let mut rg = w.next_row_group().unwrap();
+        let strings = [
+            format!("drivers/net/ethernet/intel/e1000e/netdev-{i:08}.c"),
+            format!("{:040x}", u64::from(i) * 7919),
+            format!("ci-upstream-kasan-gce-{}", i % 50),
+        ];
+        for s in &strings {
+            let mut c = rg.next_column().unwrap().unwrap();
+            c.typed::<ByteArrayType>()
+                .write_batch(&[ByteArray::from(s.as_str())], None, None)
+                .unwrap();
+            c.close().unwrap();
+        }
+        let mut c = rg.next_column().unwrap().unwrap();
+        c.typed::<Int32Type>()
+            .write_batch(&[i as i32 + 1], None, None)
+            .unwrap();
+        c.close().unwrap();
+        for v in [i64::from(i) * 3, 1] {
+            let mut c = rg.next_column().unwrap().unwrap();
+            c.typed::<Int64Type>()
+                .write_batch(&[v], None, None)
+                .unwrap();
+            c.close().unwrap();
+        }
+        rg.close().unwrap();
+    }
+    w.close().unwrap();
+}
+
+#[test]
+fn a_parsed_footer_holds_at_most_footer_factor_bytes_a_byte_of_it() {
+    let tmp = tempfile::tempdir().unwrap();
+    let path = tmp.path().join("lines-00000.parquet");
+    write_lines(&path, 20_000);
+    let data = std::fs::read(&path).unwrap();
+    let n = data.len();
+    let footer = u32::from_le_bytes(data[n - 8..n - 4].try_into().unwrap()) as usize;
+    drop(data);
+    let base = NOW.load(Ordering::Relaxed);
+    PEAK.store(base, Ordering::Relaxed);
+    let r = SerializedFileReader::new(std::fs::File::open(&path).unwrap()).unwrap();
+    assert_eq!(r.num_row_groups(), 20_000);
+    let held = NOW.load(Ordering::Relaxed) - base;
+    let peak = PEAK.load(Ordering::Relaxed) - base;
+    eprintln!(
+        "footer {footer} bytes: held {held} ({:.2}x), peak {peak} ({:.2}x)",
+        held as f64 / footer as f64,
+        peak as f64 / footer as f64
+    );
+    assert!(footer > 1 << 20, "{footer}");
+    assert!(
+        peak <= covmerge_partial::FOOTER_FACTOR * footer,
+        "a footer of {footer} bytes peaked at {peak} bytes parsed, past {} a byte",
+        covmerge_partial::FOOTER_FACTOR
+    );
+}
