@@ -99,12 +99,16 @@ impl StoreError {
 
 /// Whether a local filesystem error is in `e`'s source chain that the same call
 /// would meet again: a symlink loop (`ELOOP`, or walkdir's "File system loop
-/// found"), a path through a file (`ENOTDIR`), no permission (`EACCES`, `EPERM`). Not
-/// an outage to wait out: named at once.
+/// found"), a path through a file (`ENOTDIR`), no permission (`EACCES`, `EPERM`); or
+/// a file cut short under its reader, which another try would read whole, shorter.
+/// Not an outage to wait out: named at once.
 pub(crate) fn local_refusal(e: &(dyn std::error::Error + 'static)) -> bool {
     use std::io::ErrorKind;
     let mut cur = Some(e);
     while let Some(e) = cur {
+        if e.is::<crate::get::FileCut>() {
+            return true;
+        }
         if let Some(io) = e.downcast_ref::<std::io::Error>() {
             // Linux's EPERM, EACCES, ENOTDIR and ELOOP.
             if matches!(io.raw_os_error(), Some(1 | 13 | 20 | 40))

@@ -10,6 +10,17 @@ use crate::{local, Store, StoreError};
 /// Bytes a chunk of a local file's stream holds ([`chunks`]).
 const FILE_CHUNK: usize = 1 << 20;
 
+/// A local file found shorter, while it was read, than when it was opened: cut (or
+/// rewritten) under its reader. Never retried: another try would read the shorter file
+/// as a whole object (a copy, a result assembled from parts, published cut short).
+#[derive(Debug, thiserror::Error)]
+#[error("{path} ended before byte {size} (cut short while read, at byte {at} or after)")]
+pub(crate) struct FileCut {
+    path: String,
+    at: u64,
+    size: u64,
+}
+
 /// The stream of a get's bytes. A local file's is read [`FILE_CHUNK`] bytes at a time:
 /// `object_store` reads it 8 KiB a blocking task, so that streaming a few MB (a
 /// result's parts read back by the publish gate, a partial checked and copied) took
@@ -56,9 +67,19 @@ pub(crate) fn chunks(
             .unwrap_or_else(|e| Err(std::io::Error::other(e)));
             match read {
                 Ok(buf) => Ok(Some((Bytes::from(buf), start + n as u64..at.end))),
+                Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => {
+                    Err(object_store::Error::Generic {
+                        store: "LocalFileSystem",
+                        source: Box::new(FileCut {
+                            path: path.display().to_string(),
+                            at: start,
+                            size: at.end,
+                        }),
+                    })
+                }
                 Err(source) => Err(object_store::Error::Generic {
                     store: "LocalFileSystem",
-                    source: format!("reading {}: {source}", path.display()).into(),
+                    source: Box::new(source),
                 }),
             }
         }

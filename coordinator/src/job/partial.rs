@@ -415,7 +415,17 @@ async fn copy_partial(
     let dest = &dest;
     futures::stream::iter(&keys)
         .map(|(key, e)| async move {
-            dest.copy_from(&e.name, store, key).await?;
+            let n = dest.copy_from(&e.name, store, key).await?;
+            // Checked before the copy; a file changed since is not published.
+            if n != e.bytes {
+                return Err(JobError::Gate {
+                    job: spec_job(key),
+                    refused: Box::new(refuse(
+                        key.clone(),
+                        format!("{n} bytes copied, its merge wrote {}", e.bytes),
+                    )),
+                });
+            }
             Ok::<(), JobError>(())
         })
         .buffered(FILES_AT_ONCE)
