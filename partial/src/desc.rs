@@ -97,7 +97,7 @@ impl Description {
     pub fn read(dir: &Path) -> Result<Description, PartialError> {
         use std::io::Read as _;
         let path = dir.join(DESCRIPTION);
-        let f = std::fs::File::open(&path).map_err(|e| PartialError::io(&path, e))?;
+        let f = crate::file::open_regular(&path)?;
         let mut text = Vec::new();
         f.take(MAX_DESCRIPTION_BYTES + 1)
             .read_to_end(&mut text)

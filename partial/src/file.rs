@@ -179,9 +179,29 @@ impl<T: Table> TableWriter<T> {
     }
 }
 
+/// Opens the file at `path` of a partial for reading, refusing anything but a regular
+/// file: opened without waiting (a FIFO's open would block until a writer came, and
+/// its reads until it wrote), then looked at through the open handle.
+pub(crate) fn open_regular(path: &Path) -> Result<File, PartialError> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let f = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK)
+        .open(path)
+        .map_err(|e| PartialError::io(path, e))?;
+    let m = f.metadata().map_err(|e| PartialError::io(path, e))?;
+    if !m.is_file() {
+        return Err(PartialError::corrupt(
+            path,
+            "not a regular file (a partial's files are)",
+        ));
+    }
+    Ok(f)
+}
+
 /// Checks a file's size and SHA-256 against its entry (reading it once, in 64 KiB pieces).
 pub(crate) fn verify(path: &Path, entry: &FileEntry) -> Result<(), PartialError> {
-    let mut f = File::open(path).map_err(|e| PartialError::io(path, e))?;
+    let mut f = open_regular(path)?;
     let size = f.metadata().map_err(|e| PartialError::io(path, e))?.len();
     if size != entry.bytes {
         return Err(PartialError::corrupt(
@@ -219,7 +239,7 @@ pub(crate) fn verify(path: &Path, entry: &FileEntry) -> Result<(), PartialError>
 /// hold decoded grows with it ([`crate::fan_in::FOOTER_FACTOR`]).
 pub(crate) fn footer_len(path: &Path) -> Result<u64, PartialError> {
     use std::io::{Seek, SeekFrom};
-    let mut f = File::open(path).map_err(|e| PartialError::io(path, e))?;
+    let mut f = open_regular(path)?;
     let size = f
         .seek(SeekFrom::End(0))
         .map_err(|e| PartialError::io(path, e))?;
@@ -236,9 +256,14 @@ pub(crate) fn footer_len(path: &Path) -> Result<u64, PartialError> {
     if &tail[4..] != b"PAR1" {
         return Err(PartialError::corrupt(path, "no Parquet magic at its end"));
     }
-    Ok(u64::from(u32::from_le_bytes(
-        tail[..4].try_into().expect("4 bytes"),
-    )))
+    let len = u64::from(u32::from_le_bytes(tail[..4].try_into().expect("4 bytes")));
+    if len + 12 > size {
+        return Err(PartialError::corrupt(
+            path,
+            format!("its footer claims {len} bytes, past the file's {size}"),
+        ));
+    }
+    Ok(len)
 }
 
 /// Reads one table file in key order, a row group at a time, checking what a file of a
@@ -273,7 +298,7 @@ impl<T: Table> TableReader<T> {
             ));
         }
         verify(&path, entry)?;
-        let f = File::open(&path).map_err(|e| PartialError::io(&path, e))?;
+        let f = open_regular(&path)?;
         let reader = SerializedFileReader::new(f).map_err(|e| PartialError::corrupt(&path, e))?;
         let meta = reader.metadata().file_metadata();
         if meta.schema() != &schema::<T>() {
