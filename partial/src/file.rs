@@ -234,16 +234,24 @@ pub(crate) fn verify(path: &Path, entry: &FileEntry) -> Result<(), PartialError>
     Ok(())
 }
 
-/// The length of the Parquet footer of the file at `path` (its last 8 bytes: the
-/// footer's length and `PAR1`), read without parsing it: what opening the file will
-/// hold decoded grows with it ([`crate::fan_in::FOOTER_FACTOR`]).
-pub(crate) fn footer_len(path: &Path) -> Result<u64, PartialError> {
+/// The length of the Parquet footer of the file at `path`, described as `described`
+/// bytes long (its last 8 bytes: the footer's length and `PAR1`), read without parsing
+/// it: what opening the file will hold decoded grows with it
+/// ([`crate::fan_in::FOOTER_FACTOR`]).
+pub(crate) fn footer_len(path: &Path, described: u64) -> Result<u64, PartialError> {
     use std::io::{Seek, SeekFrom};
     let mut f = open_regular(path)?;
     let size = f
         .seek(SeekFrom::End(0))
         .map_err(|e| PartialError::io(path, e))?;
     let mut tail = [0u8; 8];
+    if size != described {
+        // As the SHA-256 check would say it (it comes later, as the file is read).
+        return Err(PartialError::corrupt(
+            path,
+            format!("{size} bytes, the description says {described} (truncated or another file)"),
+        ));
+    }
     if size < 12 {
         return Err(PartialError::corrupt(
             path,

@@ -185,14 +185,15 @@ impl Partial {
         for &j in shards.iter().filter(|&&j| j < self.desc.shard_count) {
             // The names a partial's files have (the description's are checked as
             // they are opened).
+            let s = &self.desc.shards[j as usize];
             let names = [
-                file_name::<LineRow>(j),
-                file_name::<FuncRow>(j),
-                file_name::<VersionRow>(j),
-                file_name::<PathRow>(j),
+                (file_name::<LineRow>(j), &s.lines),
+                (file_name::<FuncRow>(j), &s.funcs),
+                (file_name::<VersionRow>(j), &s.versions),
+                (file_name::<PathRow>(j), &s.paths),
             ];
-            for name in names {
-                most = most.max(file::footer_len(&self.dir.join(name))?);
+            for (name, entry) in names {
+                most = most.max(file::footer_len(&self.dir.join(name), entry.bytes)?);
             }
         }
         Ok(most)
