@@ -199,3 +199,46 @@ fn rollup_counts_a_partials_bad_rows_against_max_bad_rows_as_merge_does() {
         serde_json::from_slice(&std::fs::read(out.join("partial.json")).unwrap()).unwrap();
     assert_eq!(json["counts"]["rows_bad"], 1, "{json}");
 }
+
+/// A roll-up refused after its `--partial-out` was checked (an input whose 8 shards
+/// into 7 open more files than `--memory-budget` holds) left the output's directories,
+/// made by the check, behind, empty.
+#[test]
+fn a_refused_rollup_left_its_new_output_directories_behind() {
+    let c = corpus(97);
+    let d8 = c.dir().join("days/d8");
+    let o = covmerge(&[
+        "rollup",
+        "--source",
+        &c.source,
+        "--shards",
+        "8",
+        "--date-to",
+        "2024-04-06",
+        "--partial-out",
+        d8.to_str().unwrap(),
+        "--input",
+        &c.inputs[0],
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let out = c.dir().join("months/new/2024-04");
+    let o = covmerge(&[
+        "rollup",
+        "--shards",
+        "7",
+        "--memory-budget",
+        "16MiB",
+        "--partial-out",
+        out.to_str().unwrap(),
+        "--input",
+        d8.to_str().unwrap(),
+    ]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success(), "a roll-up past the budget succeeded");
+    assert!(err.contains("open 8 files at once"), "{err}");
+    assert!(
+        !c.dir().join("months").exists(),
+        "left {:?}",
+        std::fs::read_dir(c.dir().join("months/new")).map(|d| d.count())
+    );
+}

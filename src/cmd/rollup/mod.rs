@@ -3,7 +3,7 @@
 //! with `{namespace}` in `--partial-out`, one partial per namespace of one read.
 
 use std::collections::BTreeMap;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context, Result};
 use covmerge_coordinator::{plan_job, JobRequest};
@@ -102,12 +102,49 @@ pub(crate) async fn run(r: RollupArgs) -> Result<()> {
     }
     let known: Vec<String> = by_ns.keys().cloned().collect();
     sources.check_known(&known)?;
-    let outs = places(&r, templated, &known, &partials).await?;
-    // The roll-up's open row groups (one per input file read at once) are held within
-    // the budget; past it, inputs are rolled up in levels.
+    let (outs, made) = places(&r, templated, &known, &partials).await?;
     let budget = r.memory_budget.unwrap_or(DEFAULT_BUDGET) as usize;
+    let rolled = Rolled {
+        built: &built,
+        known: &known,
+        work: work.path(),
+        shards,
+        budget,
+    };
+    let done = roll_and_publish(by_ns, outs, &rolled).await;
+    if done.is_err() {
+        // A refused roll-up leaves no directory made for its outputs (a namespace's
+        // partial already published keeps its own: it is not empty).
+        for d in &made {
+            let _ = std::fs::remove_dir(d);
+        }
+    }
+    done
+}
+
+/// What every namespace's roll-up shares.
+struct Rolled<'a> {
+    /// Partials made of the raw rows, by namespace.
+    built: &'a [(String, PathBuf, Description)],
+    known: &'a [String],
+    work: &'a Path,
+    shards: Option<u32>,
+    /// `--memory-budget`: the roll-up's open row groups and footers are held within
+    /// it; past it, inputs are rolled up in levels.
+    budget: usize,
+}
+
+/// Rolls up each namespace's inputs (`by_ns`) and publishes its partial at its
+/// `outs` location, in order.
+async fn roll_and_publish(
+    by_ns: BTreeMap<String, Vec<PathBuf>>,
+    outs: Vec<String>,
+    r: &Rolled<'_>,
+) -> Result<()> {
+    let (shards, budget) = (r.shards, r.budget);
     for ((ns, dirs), url) in by_ns.into_iter().zip(outs) {
-        let raw_dir = built
+        let raw_dir = r
+            .built
             .iter()
             .find(|b| b.0 == ns)
             .map(|b| (b.1.clone(), &b.2));
@@ -116,11 +153,9 @@ pub(crate) async fn run(r: RollupArgs) -> Result<()> {
             (raw_dir, _) => {
                 let mut inputs = dirs;
                 inputs.extend(raw_dir.map(|(d, _)| d));
-                let out = work
-                    .path()
-                    .join(format!("rolled-{}", outs_index(&known, &ns)));
+                let out = r.work.join(format!("rolled-{}", outs_index(r.known, &ns)));
                 let out2 = out.clone();
-                let scratch = work.path().to_owned();
+                let scratch = r.work.to_owned();
                 let (d, fan) = tokio::task::spawn_blocking(move || {
                     covmerge_partial::rollup_within(&inputs, &out2, shards, budget, &scratch)
                 })
@@ -403,14 +438,15 @@ async fn read_raw(
 
 /// Where each of the `known` namespaces' partial goes (`--partial-out`, filled when
 /// `templated`): checked apart from the inputs, the sources and each other, then
-/// preflighted, before any is written. A later namespace's refusal leaves no
-/// directory made for an earlier one.
+/// preflighted, before any is written; and the directories preflighting made for
+/// them, deepest first. A later namespace's refusal leaves no directory made for an
+/// earlier one.
 async fn places(
     r: &RollupArgs,
     templated: bool,
     known: &[String],
     partials: &[PartialInput],
-) -> Result<Vec<String>> {
+) -> Result<(Vec<String>, Vec<PathBuf>)> {
     let mut outs = Vec::with_capacity(known.len());
     for ns in known {
         let url = if templated {
@@ -435,7 +471,7 @@ async fn places(
             return Err(e.into());
         }
     }
-    Ok(outs)
+    Ok((outs, made))
 }
 
 /// Before any partial is written: `urls` (`--partial-out`, filled for each namespace)
