@@ -70,24 +70,35 @@ pub(crate) fn groups(costs: &[usize], capacity: usize, min: usize) -> Vec<std::o
     out
 }
 
-/// The refusal of an input whose files open at once hold more than the budget: `open`
-/// files of `each` bytes.
-pub(crate) fn too_large(
-    dir: &Path,
+/// The bytes input `p` (of `m` shards, rolled into `n`) holds with `open` of its files
+/// open at once, their footers the longest of its files of `shards`; refused, naming
+/// it, past what `budget` holds (`max_open` files of [`OPEN_FILE_BYTES`]).
+pub(crate) fn input_cost(
+    p: &Partial,
     (m, n): (u32, u32),
-    (open, each): (usize, usize),
+    (open, shards): (usize, &[u32]),
     (max_open, budget): (usize, usize),
-) -> PartialError {
+) -> Result<usize, PartialError> {
     if open > max_open {
-        return PartialError::Invalid(format!(
+        return Err(PartialError::Invalid(format!(
             "{}: its {m} shards rolled into {n} open {open} files at once, past the {max_open} the memory budget holds ({budget} bytes, {OPEN_FILE_BYTES} a file): give --shards dividing {m}, or a larger --memory-budget",
-            dir.display()
-        ));
+            p.dir().display()
+        )));
     }
-    PartialError::Invalid(format!(
-        "{}: its {open} file(s) open at once would hold {each} bytes each with their parsed Parquet footer ({OPEN_FILE_BYTES} bytes for a row group, {FOOTER_FACTOR} a footer byte past {FOOTER_IN_FILE_BYTES}), past the memory budget of {budget} bytes: give a larger --memory-budget, or write the partial with fewer, larger row groups",
-        dir.display(),
-    ))
+    let each = file_bytes(p, shards)?;
+    let cost = open.saturating_mul(each);
+    if cost > max_open * OPEN_FILE_BYTES {
+        return Err(PartialError::Invalid(format!(
+            "{}: its {open} file(s) open at once would hold {each} bytes each with their parsed Parquet footer ({OPEN_FILE_BYTES} bytes for a row group, {FOOTER_FACTOR} a footer byte past {FOOTER_IN_FILE_BYTES}), past the memory budget of {budget} bytes: give a larger --memory-budget, or write the partial with fewer, larger row groups",
+            p.dir().display(),
+        )));
+    }
+    Ok(cost)
+}
+
+/// The sum of `costs` (saturating).
+pub(crate) fn total(costs: &[usize]) -> usize {
+    costs.iter().fold(0, |a, &c| a.saturating_add(c))
 }
 
 /// How the inputs are rolled up within `budget`.
@@ -136,21 +147,15 @@ pub fn rollup_within(
     }
     let counts: Vec<u32> = parts.iter().map(|p| p.description().shard_count).collect();
     let n = shards.unwrap_or_else(|| counts.iter().copied().max().unwrap_or(1));
-    let mut costs = Vec::with_capacity(parts.len());
-    for (p, &m) in parts.iter().zip(&counts) {
-        let open = open_files(m, n);
-        let each = if open > max_open {
-            0
-        } else {
-            file_bytes(p, &(0..m).collect::<Vec<_>>())?
-        };
-        let cost = open.saturating_mul(each);
-        if open > max_open || cost > capacity {
-            return Err(too_large(p.dir(), (m, n), (open, each), (max_open, budget)));
-        }
-        costs.push(cost);
-    }
-    if costs.iter().fold(0usize, |a, &c| a.saturating_add(c)) <= capacity {
+    let costs = parts
+        .iter()
+        .zip(&counts)
+        .map(|(p, &m)| {
+            let files = (open_files(m, n), &(0..m).collect::<Vec<_>>()[..]);
+            input_cost(p, (m, n), files, (max_open, budget))
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    if total(&costs) <= capacity {
         // One level: the descriptions read above serve the roll-up too.
         return Ok((rollup_opened(&parts, out, n)?, fan));
     }
@@ -169,7 +174,7 @@ pub fn rollup_within(
             .iter()
             .map(|d| file_bytes(&Partial::open(d)?, &all))
             .collect::<Result<Vec<_>, _>>()?;
-        if level.len() < 2 || costs.iter().fold(0usize, |a, &c| a.saturating_add(c)) <= capacity {
+        if level.len() < 2 || total(&costs) <= capacity {
             break;
         }
         let mut next = Vec::new();
@@ -253,6 +258,22 @@ mod tests {
         std::fs::write(dir.join("partial.json"), d.to_json()).unwrap();
     }
 
+    /// The refusal of rolling `input` alone into one shard, within `files` files of
+    /// budget, into `out` under the input's parent.
+    fn refusal(input: &Path, out: &str, files: usize) -> String {
+        let parent = input.parent().unwrap();
+        let budget = files * OPEN_FILE_BYTES;
+        rollup_within(
+            &[input.to_owned()],
+            &parent.join(out),
+            Some(1),
+            budget,
+            parent,
+        )
+        .unwrap_err()
+        .to_string()
+    }
+
     /// Three inputs of one file open each fit a budget of four files by count, but
     /// their parsed footers (~1.6 MB on disk each, ~8 MB parsed) do not: they were
     /// opened at once, past the budget; now they are rolled up in groups, to the same
@@ -288,15 +309,7 @@ mod tests {
         }
         let big = tmp.path().join("big");
         tiny_groups(&big, 4_000);
-        let err = rollup_within(
-            std::slice::from_ref(&big),
-            &tmp.path().join("refused"),
-            Some(1),
-            2 * OPEN_FILE_BYTES,
-            tmp.path(),
-        )
-        .unwrap_err()
-        .to_string();
+        let err = refusal(&big, "refused", 2);
         assert!(err.contains("big") && err.contains("footer"), "{err}");
         assert!(!tmp.path().join("refused").join("partial.json").exists());
         // Shard by shard, the same refusal.
@@ -329,15 +342,7 @@ mod tests {
             .status()
             .unwrap();
         assert!(made.success());
-        let err = rollup_within(
-            std::slice::from_ref(&p),
-            &tmp.path().join("out"),
-            Some(1),
-            4 * OPEN_FILE_BYTES,
-            tmp.path(),
-        )
-        .unwrap_err()
-        .to_string();
+        let err = refusal(&p, "out", 4);
         assert!(
             err.contains("lines-00000.parquet") && err.contains("not a regular file"),
             "{err}"
@@ -349,15 +354,7 @@ mod tests {
         let n = data.len();
         data[n - 8..n - 4].copy_from_slice(&u32::MAX.to_le_bytes());
         std::fs::write(&lines, &data).unwrap();
-        let err = rollup_within(
-            std::slice::from_ref(&q),
-            &tmp.path().join("out2"),
-            Some(1),
-            4 * OPEN_FILE_BYTES,
-            tmp.path(),
-        )
-        .unwrap_err()
-        .to_string();
+        let err = refusal(&q, "out2", 4);
         assert!(
             err.contains("lines-00000.parquet") && err.contains("past the file's"),
             "{err}"

@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 
 use crate::build::ShardPartial;
 use crate::desc::{Description, PartialCounts, ShardFiles, FORMAT, FORMAT_VERSION};
-use crate::fan_in::{file_bytes, groups, too_large, FanIn, OPEN_FILE_BYTES};
+use crate::fan_in::{file_bytes, groups, input_cost, total, FanIn, OPEN_FILE_BYTES};
 use crate::rollup::{clear_out, merge_table_into, prepare_out, WriteTo};
 use crate::table::{FuncRow, LineRow, PathRow, VersionRow};
 use crate::{Partial, PartialError};
@@ -74,23 +74,14 @@ pub fn rollup_shard_within(
         max_open,
         intermediate: 0,
     };
-    let mut costs = Vec::with_capacity(inputs.len());
-    for p in inputs {
-        let m = p.description().shard_count;
-        let files = shards_for(m, n, j);
-        let open = files.len();
-        let each = if open > max_open {
-            0
-        } else {
-            file_bytes(p, &files)?
-        };
-        let cost = open.saturating_mul(each);
-        if open > max_open || cost > capacity {
-            return Err(too_large(p.dir(), (m, n), (open, each), (max_open, budget)));
-        }
-        costs.push(cost);
-    }
-    let total = |c: &[usize]| c.iter().fold(0usize, |a, &c| a.saturating_add(c));
+    let costs = inputs
+        .iter()
+        .map(|p| {
+            let m = p.description().shard_count;
+            let files = shards_for(m, n, j);
+            input_cost(p, (m, n), (files.len(), &files), (max_open, budget))
+        })
+        .collect::<Result<Vec<_>, _>>()?;
     let mut work = None;
     let mut level: Vec<Partial> = inputs.to_vec();
     if total(&costs) > capacity {

@@ -3,8 +3,7 @@
 //! `lines`-shaped file of many one-row groups (another writer's shape: covmerge's own
 //! groups hold 8,192 rows), alone in its test binary so that only it allocates.
 
-use std::alloc::{GlobalAlloc, Layout, System};
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use parquet::data_type::{ByteArray, ByteArrayType, Int32Type, Int64Type};
@@ -13,38 +12,8 @@ use parquet::file::reader::{FileReader, SerializedFileReader};
 use parquet::file::writer::SerializedFileWriter;
 use parquet::schema::parser::parse_message_type;
 
-/// Counts the bytes allocated and the most ever allocated at once.
-struct Counting;
-
-static NOW: AtomicUsize = AtomicUsize::new(0);
-static PEAK: AtomicUsize = AtomicUsize::new(0);
-
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, l: Layout) -> *mut u8 {
-        let p = System.alloc(l);
-        if !p.is_null() {
-            let now = NOW.fetch_add(l.size(), Ordering::Relaxed) + l.size();
-            PEAK.fetch_max(now, Ordering::Relaxed);
-        }
-        p
-    }
-    unsafe fn dealloc(&self, p: *mut u8, l: Layout) {
-        NOW.fetch_sub(l.size(), Ordering::Relaxed);
-        System.dealloc(p, l)
-    }
-    unsafe fn realloc(&self, p: *mut u8, l: Layout, size: usize) -> *mut u8 {
-        let q = System.realloc(p, l, size);
-        if !q.is_null() {
-            NOW.fetch_sub(l.size(), Ordering::Relaxed);
-            let now = NOW.fetch_add(size, Ordering::Relaxed) + size;
-            PEAK.fetch_max(now, Ordering::Relaxed);
-        }
-        q
-    }
-}
-
-#[global_allocator]
-static A: Counting = Counting;
+mod counting;
+use counting::{NOW, PEAK};
 
 /// Writes `groups` one-row groups of a `lines`-shaped table to `path`, with chunk
 /// statistics or without any (nor dictionary nor compression: the smallest column

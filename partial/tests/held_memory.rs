@@ -2,46 +2,15 @@
 //! its limit as it counts it, and within about twice the limit as the allocator does
 //! (alone in its test binary, so that no other test's allocations count).
 
-use std::alloc::{GlobalAlloc, Layout, System};
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::Ordering;
 
 use covmerge_partial::{Builder, RawRow};
 
 mod common;
 use common::held_rows as rows;
 
-/// Counts the bytes allocated and the most ever allocated at once.
-struct Counting;
-
-static NOW: AtomicUsize = AtomicUsize::new(0);
-static PEAK: AtomicUsize = AtomicUsize::new(0);
-
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, l: Layout) -> *mut u8 {
-        let p = System.alloc(l);
-        if !p.is_null() {
-            let now = NOW.fetch_add(l.size(), Ordering::Relaxed) + l.size();
-            PEAK.fetch_max(now, Ordering::Relaxed);
-        }
-        p
-    }
-    unsafe fn dealloc(&self, p: *mut u8, l: Layout) {
-        NOW.fetch_sub(l.size(), Ordering::Relaxed);
-        System.dealloc(p, l)
-    }
-    unsafe fn realloc(&self, p: *mut u8, l: Layout, size: usize) -> *mut u8 {
-        let q = System.realloc(p, l, size);
-        if !q.is_null() {
-            NOW.fetch_sub(l.size(), Ordering::Relaxed);
-            let now = NOW.fetch_add(size, Ordering::Relaxed) + size;
-            PEAK.fetch_max(now, Ordering::Relaxed);
-        }
-        q
-    }
-}
-
-#[global_allocator]
-static A: Counting = Counting;
+mod counting;
+use counting::{NOW, PEAK};
 
 #[test]
 fn many_versions_managers_and_functions_stay_within_the_limit() {
