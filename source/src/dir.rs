@@ -232,7 +232,22 @@ fn list_tree(
 
 impl Source for DirSource {
     fn has_commit(&self, commit: &[u8]) -> Result<bool, SourceError> {
-        Ok(plain_commit(commit).is_some_and(|c| self.root.join(c).is_dir()))
+        // An empty `ROOT/<commit>/` holds no commit: every file would look deleted.
+        Ok(plain_commit(commit).is_some_and(|c| {
+            std::fs::read_dir(self.root.join(c)).is_ok_and(|mut d| d.next().is_some())
+        }))
+    }
+
+    fn named_instead(&self, id: &[u8]) -> Option<String> {
+        let c = plain_commit(id)?;
+        let dir = self.root.join(c);
+        let empty = std::fs::read_dir(&dir).ok()?.next().is_none();
+        empty.then(|| {
+            format!(
+                "{}/ is an empty directory: a dir: source holds a commit's files there",
+                dir.display()
+            )
+        })
     }
 
     fn tree_id(&self, commit: &[u8]) -> Result<Option<String>, SourceError> {

@@ -88,7 +88,9 @@ pub(super) async fn manifest_of(
 }
 
 /// Why a job whose tasks have all settled publishes nothing (the manifest then says
-/// failed): tasks that failed, or no file of the input at the base.
+/// failed): tasks that failed, or merges whose sources hold different bases. Every
+/// file of the input absent at a base the source holds is a valid result (contract
+/// §3: each counts as deleted): the header alone.
 pub(super) fn refusal(
     spec: &JobSpec,
     manifest: &mut Manifest,
@@ -96,10 +98,6 @@ pub(super) fn refusal(
     parts: &[MergeOutcome],
 ) -> Option<JobError> {
     let job = &spec.job;
-    // Every file of the input absent at the base is not coverage of that base but the
-    // sign of a source that does not hold it (an empty `ROOT/<commit>/`, a snapshot
-    // index written for the wrong commit, a worker's own `--source`): an empty result
-    // would be published as complete.
     let e = if !failed.is_empty() {
         manifest.failed = failed.clone();
         JobError::TasksFailed {
@@ -110,13 +108,6 @@ pub(super) fn refusal(
         JobError::SourcesDiffer(format!(
             "job {job}: the merges' sources do not hold the same base commit {}: {why}; a worker's --source lacks (or has other) files of the base, which its shards would count as deleted; give the workers the same source; no result published",
             spec.base_commit,
-        ))
-    } else if manifest.totals.files == 0 && manifest.totals.files_deleted > 0 {
-        JobError::NothingAtBase(format!(
-            "job {job}: none of the {} file(s) of the input exists at the base commit {} in the source {}: the source does not hold that base as the input expects (an empty or wrong ROOT/<commit>, snapshot or worker --source); no result published",
-            manifest.totals.files_deleted,
-            spec.base_commit,
-            covmerge_storage::redact_url(&spec.source),
         ))
     } else {
         return None;

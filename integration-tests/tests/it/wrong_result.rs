@@ -572,11 +572,63 @@ fn every_file_absent_at_the_base_published_an_empty_result() {
     ));
     assert!(!o.status.success(), "exit 0");
     assert!(
-        stderr(&o).contains("exists at the base commit c0"),
+        stderr(&o).contains("does not hold the base commit \"c0\"")
+            && stderr(&o).contains("is an empty directory"),
         "{}",
         stderr(&o)
     );
     assert!(!out.exists());
+}
+
+/// Found by the hostile review: a job whose every file was deleted at a base the
+/// source holds (other files there) was refused as "a source that does not hold the
+/// base", although each such file is simply deleted (contract §3): the result is the
+/// header alone, every row counted deleted.
+#[test]
+fn every_file_deleted_at_a_base_holding_other_files_was_refused() {
+    let c = Case::new();
+    std::fs::create_dir_all(c.path("src/c0")).unwrap();
+    std::fs::write(c.path("src/c0/keep.c"), "int x;\n").unwrap();
+    std::fs::create_dir_all(c.path("src/c1")).unwrap();
+    std::fs::write(c.path("src/c1/gone.c"), "a\nb\n").unwrap();
+    let input = c.write(
+        "in.csv",
+        &format!("{HDR}r,c1,gone.c,f,m,1,5\nr,c1,gone.c,f,m,2,0\nr,c1,gone.c,f,m,0,3\n"),
+    );
+    let src = format!("dir:{}", c.path("src").display());
+    let out = c.path("out.jsonl.gz");
+    let man = c.path("man.json");
+    let o = covmerge(&merge_args(
+        &src,
+        "c0",
+        out.to_str().unwrap(),
+        &[
+            "--manifest",
+            man.to_str().unwrap(),
+            "--input",
+            input.to_str().unwrap(),
+        ],
+    ));
+    assert!(o.status.success(), "{}", stderr(&o));
+    let text = String::from_utf8(covmerge_integration_tests::gunzip(&out)).unwrap();
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines.len(), 1, "only the header: {text}");
+    assert!(lines[0].contains("\"TotalRows\":3"), "{text}");
+    let m: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&man).unwrap()).unwrap();
+    let t = &m["totals"];
+    assert_eq!(
+        (
+            t["rows_in"].as_u64(),
+            t["files"].as_u64(),
+            t["files_deleted"].as_u64(),
+            t["rows_deleted"].as_u64(),
+            t["instrumented"].as_u64()
+        ),
+        (Some(3), Some(0), Some(1), Some(3), Some(0)),
+        "{m}"
+    );
+    assert_eq!(m["status"].as_str(), Some("complete"), "{m}");
 }
 
 /// Found by the hostile review: `sources --commit HEAD` wrote an empty index that a
