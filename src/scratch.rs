@@ -7,7 +7,8 @@
 //! - A directory whose marker is locked belongs to a live merge: never touched.
 //! - One with an unlocked marker: removed, logged with its size and former owner.
 //! - One without a marker (made by a covmerge from before markers, or by a merge that
-//!   has not written its marker yet, a few microseconds after making the directory):
+//!   has not written its marker yet, a few microseconds after making the directory; a
+//!   marker is written and locked under another name, then renamed into place):
 //!   removed only when untouched for [`UNMARKED_AFTER`].
 //! - Only directories named `covmerge-*` directly in the temporary directory, never
 //!   through a symbolic link; a directory that cannot be read or removed is left with
@@ -41,16 +42,26 @@ pub(crate) struct Owner {
 
 /// Writes and locks the marker of `dir`, a scratch directory this process just made.
 pub(crate) fn claim(dir: &Path) -> std::io::Result<Owner> {
+    claim_with(dir, || {})
+}
+
+/// [`claim`], running `between` once the marker is written and locked under a name of
+/// its own, before it is renamed into place: a sibling's sweep sees no marker (a young
+/// directory, left alone) or a locked one, never one not locked yet. (The marker was
+/// made under its name, then locked: a sweep in between took the lock, found the
+/// owner gone and removed the live merge's directory.)
+fn claim_with(dir: &Path, between: impl FnOnce()) -> std::io::Result<Owner> {
     let path = dir.join(MARKER);
+    let staged = dir.join(format!("{MARKER}.new"));
     let mut f = File::options()
         .create_new(true)
         .read(true)
         .write(true)
-        .open(&path)?;
+        .open(&staged)?;
     if !try_lock(&f)? {
         return Err(std::io::Error::other(format!(
             "{} is locked by another process",
-            path.display()
+            staged.display()
         )));
     }
     let host = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap_or_default();
@@ -61,6 +72,14 @@ pub(crate) fn claim(dir: &Path) -> std::io::Result<Owner> {
         host.trim(),
         unix_now()
     )?;
+    between();
+    if path.exists() {
+        return Err(std::io::Error::other(format!(
+            "{} exists: the directory is another merge's",
+            path.display()
+        )));
+    }
+    std::fs::rename(&staged, &path)?;
     Ok(Owner { _lock: f })
 }
 
@@ -218,5 +237,30 @@ mod tests {
         assert!(live.join("spill").exists() && young.exists() && other.exists());
         // A second claim on a live directory is refused.
         assert!(claim(&live).is_err());
+    }
+
+    /// A sibling's sweep between a marker's creation and its lock found it unlocked,
+    /// took the owner for gone and removed the live merge's directory (10 merges
+    /// started at once: one failed "locked by another process", others lost their
+    /// scratch directory).
+    #[test]
+    fn a_sweep_between_a_markers_creation_and_its_lock_removed_a_live_merge() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("covmerge-starting");
+        std::fs::create_dir(&dir).unwrap();
+        std::fs::write(dir.join("spill"), [0u8; 10]).unwrap();
+        let mut swept = None;
+        let _owner = claim_with(&dir, || swept = Some(sweep(tmp.path()))).unwrap();
+        let swept = swept.unwrap();
+        assert!(swept.removed.is_empty(), "{swept:?}");
+        assert!(dir.join("spill").exists() && dir.join(MARKER).exists());
+        assert!(!dir.join(format!("{MARKER}.new")).exists());
+        // Claimed: a sweep now sees it locked.
+        assert_eq!(sweep(tmp.path()).live, 1);
+        let text = std::fs::read_to_string(dir.join(MARKER)).unwrap();
+        assert!(
+            text.starts_with(&format!("pid {}", std::process::id())),
+            "{text}"
+        );
     }
 }
