@@ -67,7 +67,8 @@ pub(crate) struct RollupArgs {
     #[arg(long, num_args = 1.., required = true)]
     pub input: Vec<String>,
     /// Where the roll-up goes: a local directory, file://, s3:// or gs:// (empty, absent
-    /// or holding a partial, which is replaced; partial.json is written last). With
+    /// or holding a partial or a cut write's table files, which are replaced; partial.json
+    /// is written last). With
     /// {namespace} in it, one partial per namespace of the inputs (rows of a shared
     /// table read once), each where {namespace} is its name.
     #[arg(long, value_name = "URL")]

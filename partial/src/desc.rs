@@ -128,8 +128,13 @@ impl Description {
             found => {
                 return Err(PartialError::Version {
                     path,
-                    found: found.map_or_else(|| "none".to_owned(), |n| n.to_string()),
-                })
+                    found: match (found, head.format_version.as_ref()) {
+                        (Some(n), _) => n.to_string(),
+                        (None, None) => "none".to_owned(),
+                        // `"1"`, `1.0`: shown as written, not as "none".
+                        (None, Some(v)) => v.to_string(),
+                    },
+                });
             }
         }
         let d: Description =
@@ -144,7 +149,10 @@ impl Description {
         if from > to {
             return Err(format!("date_from {from} is after date_to {to}"));
         }
-        if self.shard_count == 0 || self.shards.len() != self.shard_count as usize {
+        if self.shard_count == 0 {
+            return Err("shard_count 0: a partial has 1 shard at least".to_owned());
+        }
+        if self.shards.len() != self.shard_count as usize {
             return Err(format!(
                 "shard_count {} but {} shards listed",
                 self.shard_count,
@@ -235,4 +243,51 @@ impl Description {
 /// A `YYYY-MM-DD` date.
 pub(crate) fn parse_date(s: &str) -> Result<Date, String> {
     s.parse::<Date>().map_err(|e| format!("date {s:?}: {e}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn read_text(text: &str) -> String {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join(DESCRIPTION), text).unwrap();
+        Description::read(dir.path()).unwrap_err().to_string()
+    }
+
+    /// A description of no shards was refused as "shard_count 0 but 0 shards
+    /// listed", which reads as if the two agreed; a version written as text was
+    /// "format version none".
+    #[test]
+    fn a_description_of_no_shards_or_a_version_in_quotes_was_named_confusingly() {
+        let head = format!("\"format\":\"{FORMAT}\"");
+        let e = read_text(&format!("{{{head},\"format_version\":\"1\"}}"));
+        assert!(e.contains("\"1\"") && !e.contains("none"), "{e}");
+        let e = read_text(&format!("{{{head}}}"));
+        assert!(e.contains("none"), "{e}");
+        let e = read_text(&format!(
+            "{{{head},\"format_version\":1,\"namespace\":\"\",\"date_from\":\"2024-01-01\",\
+             \"date_to\":\"2024-01-01\",\"counts\":{{\"rows_in\":0,\"rows_bad\":0,\
+             \"rows_other_namespaces\":0,\"namespace_column\":false,\"rows_without_line\":0,\
+             \"rows_without_version\":0,\"hits_without_version\":0}},\
+             \"other_namespaces\":{{\"listed\":{{}},\"unlisted_rows\":0}},\
+             \"shard_count\":0,\"shards\":[]}}"
+        ));
+        assert!(
+            e.contains("shard_count 0: a partial has 1 shard at least"),
+            "{e}"
+        );
+    }
+
+    /// A missing shard file's cause was printed twice by an error chain ("...:
+    /// No such file or directory (os error 2): No such file or directory (os error 2)").
+    #[test]
+    fn an_io_error_was_its_own_source_and_printed_twice() {
+        let e = PartialError::io(
+            Path::new("versions-00002.parquet"),
+            std::io::Error::from(std::io::ErrorKind::NotFound),
+        );
+        assert!(std::error::Error::source(&e).is_none());
+        assert!(e.to_string().starts_with("versions-00002.parquet: "), "{e}");
+    }
 }

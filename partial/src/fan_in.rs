@@ -80,8 +80,16 @@ pub(crate) fn input_cost(
     (max_open, budget): (usize, usize),
 ) -> Result<usize, PartialError> {
     if open > max_open {
+        // A shard of the roll-up opens m / gcd(m, n) of the input's files: any multiple
+        // of a divisor d of m with m / d within the budget does.
+        let fits = (1..=m).find(|&d| m % d == 0 && (m / d) as usize <= max_open);
+        let give = match fits {
+            Some(d) if d == m => format!("give --shards {m} or a multiple of it, or "),
+            Some(d) => format!("give --shards a multiple of {d} (such as {d} or {m}), or "),
+            None => "give ".to_owned(),
+        };
         return Err(PartialError::Invalid(format!(
-            "{}: its {m} shards rolled into {n} open {open} files at once, past the {max_open} the memory budget holds ({budget} bytes, {OPEN_FILE_BYTES} a file): give --shards dividing {m}, or a larger --memory-budget",
+            "{}: its {m} shards rolled into {n} open {open} files at once, past the {max_open} the memory budget holds ({budget} bytes, {OPEN_FILE_BYTES} a file): {give}a larger --memory-budget",
             p.dir().display()
         )));
     }

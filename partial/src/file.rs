@@ -19,6 +19,21 @@ pub(crate) fn file_name<T: Table>(shard: u32) -> String {
     format!("{}-{shard:05}.parquet", T::NAME)
 }
 
+/// Whether `name` is the name of a table file of some shard (`lines-00003.parquet`):
+/// a directory holding only such files and no description is a partial whose writing
+/// was cut (its description goes first when it is replaced, comes last when written).
+pub fn is_table_file_name(name: &str) -> bool {
+    let Some(rest) = name.strip_suffix(".parquet") else {
+        return false;
+    };
+    let Some((table, shard)) = rest.rsplit_once('-') else {
+        return false;
+    };
+    matches!(table, "lines" | "funcs" | "versions" | "paths")
+        && shard.len() == 5
+        && shard.bytes().all(|b| b.is_ascii_digit())
+}
+
 /// A `Write` that counts and hashes what goes through it.
 pub(crate) struct Hashing {
     out: BufWriter<File>,

@@ -32,6 +32,7 @@ pub mod table;
 pub use build::{Builder, IdRow, RawRow, ShardPartial};
 pub use desc::{Description, FileEntry, PartialCounts, ShardFiles, FORMAT_VERSION};
 pub use fan_in::{rollup_within, FanIn, FOOTER_FACTOR, OPEN_FILE_BYTES};
+pub use file::is_table_file_name;
 pub use rollup::{add_partial_counts, rollup};
 pub use shard_rollup::{rollup_shard_within, shards_for};
 pub use table::{FuncRow, LineRow, PathRow, Table, VersionRow};
@@ -41,12 +42,14 @@ pub use table::{FuncRow, LineRow, PathRow, Table, VersionRow};
 #[derive(Debug, thiserror::Error)]
 pub enum PartialError {
     /// A file could not be read or written.
-    #[error("{}: {source}", path.display())]
+    #[error("{}: {cause}", path.display())]
     Io {
         /// The file.
         path: PathBuf,
-        /// The cause.
-        source: std::io::Error,
+        /// The cause: in the message, not a source as well (a chain printed the
+        /// cause twice: "x.parquet: No such file or directory (os error 2): No such
+        /// file or directory (os error 2)").
+        cause: std::io::Error,
     },
     /// A file is not what the description says, or not a valid file of its table.
     #[error("{}: {what}", path.display())]
@@ -92,7 +95,7 @@ impl PartialError {
     pub(crate) fn io(path: &Path, source: std::io::Error) -> Self {
         PartialError::Io {
             path: path.to_owned(),
-            source,
+            cause: source,
         }
     }
     pub(crate) fn corrupt(path: &Path, what: impl std::fmt::Display) -> Self {

@@ -329,6 +329,14 @@ impl Table for LineRow {
                 self.path
             ));
         }
+        // A manager no record may take (`*`, past the cap): refused by every reader,
+        // a roll-up too (it took them, and the merge of its output named the roll-up).
+        if let Err(why) = covmerge_proto::group::check_manager(self.manager.as_bytes(), &[]) {
+            return Err(format!(
+                "a row of {:?} whose manager {:?} {why}",
+                self.path, self.manager
+            ));
+        }
         Ok(())
     }
 }

@@ -77,9 +77,6 @@ pub enum JobError {
     /// A check before any work refused the job (contract §6).
     #[error("{0}; nothing was read or written")]
     Preflight(String),
-    /// Every input file is absent at the base: an empty result is not published.
-    #[error("{0}")]
-    NothingAtBase(String),
     /// The merges' sources do not hold the same base: one worker's `--source` lacks
     /// (or has other) files of it, which its shards would count as deleted.
     #[error("{0}")]
@@ -90,6 +87,10 @@ pub enum JobError {
     /// `--resume` with a stored spec that is refused or differs from the command line.
     #[error("{0}")]
     Resume(String),
+    /// The partial published to `--partial-out` was written over while it was written
+    /// (another writer of the same location at once): not reported as written.
+    #[error("{0}")]
+    PartialOverwritten(String),
     /// Another coordinator holds the job's lease.
     #[error("{0}")]
     Busy(String),

@@ -182,6 +182,14 @@ pub fn partial_store(url: &str) -> Result<Store, JobError> {
 /// anything else there is refused, naming it. So is a location that is one of
 /// `inputs`, holds one or lies within one ([`check_apart`]).
 pub async fn preflight_partial_out(url: &str, inputs: &[String]) -> Result<(), JobError> {
+    // `DIR/partial.json` as an input is the partial DIR: a partial written in a
+    // directory of that name could not be named back.
+    if url.trim_end_matches('/').rsplit('/').next() == Some(DESCRIPTION) {
+        return Err(JobError::Preflight(format!(
+            "--partial-out {}: names a partial's description ({DESCRIPTION}); give the directory the partial goes in",
+            covmerge_storage::shown_url(url)
+        )));
+    }
     check_apart(url, inputs)?;
     // Opening a local location makes its directories: a refused one leaves none.
     let made = missing_dirs(url);
@@ -338,15 +346,22 @@ pub(super) fn real_path(p: &std::path::Path) -> std::path::PathBuf {
     }
 }
 
-/// The names `dest` holds, refused unless it holds nothing or a partial.
+/// The names `dest` holds, refused unless it holds nothing, a partial or a partial's
+/// table files without their description (a write that was cut).
 async fn check_dest(dest: &Store, url: &str) -> Result<Vec<String>, JobError> {
     let held = dest.list("").await?;
-    if !held.is_empty() && !held.iter().any(|k| k == DESCRIPTION) {
+    // Table files alone are a partial whose writing was cut (a killed job): replaced
+    // like a partial, so that the same command can run again.
+    let foreign: Vec<&String> = held
+        .iter()
+        .filter(|k| *k != DESCRIPTION && !covmerge_partial::is_table_file_name(k))
+        .collect();
+    if !foreign.is_empty() && !held.iter().any(|k| k == DESCRIPTION) {
         return Err(JobError::Preflight(format!(
-            "--partial-out {}: holds {} object(s) ({}) and no {DESCRIPTION}: not a partial; give an empty or new location",
+            "--partial-out {}: holds {} object(s) that are not a partial's files ({}) and no {DESCRIPTION}: not a partial; give an empty or new location",
             covmerge_storage::shown_url(url),
-            held.len(),
-            held.iter().take(3).cloned().collect::<Vec<_>>().join(", ")
+            foreign.len(),
+            foreign.iter().take(3).map(|k| k.as_str()).collect::<Vec<_>>().join(", ")
         )));
     }
     // A partial's files are side by side: a name with a `/` is a directory, where a
@@ -409,7 +424,7 @@ async fn copy_partial(
         .buffered(FILES_AT_ONCE)
         .try_collect::<Vec<()>>()
         .await?;
-    if !held.is_empty() {
+    if held.iter().any(|k| k == DESCRIPTION) {
         dest.delete(DESCRIPTION).await?;
     }
     let dest = &dest;
@@ -433,7 +448,8 @@ async fn copy_partial(
         .await?;
     let json = d.to_json();
     let description_sha256 = hex::encode(Sha256::digest(&json));
-    dest.put(DESCRIPTION, json.into()).await?;
+    dest.put(DESCRIPTION, json.clone().into()).await?;
+    confirm_published(dest, &keys, &json, url).await?;
     let written: std::collections::HashSet<&str> = d
         .shards
         .iter()
@@ -484,7 +500,110 @@ async fn verify(store: &Store, key: &str, e: &FileEntry) -> Result<(), JobError>
     Ok(())
 }
 
+/// Reads back what was published at `url`: its description must be `json` and each
+/// file of `keys` its size. Two writers of one location at once (a cron retry beside a
+/// slow run) each copied files over the other's, and both reported the partial
+/// written; a description whose files are not its own is removed (a reader would
+/// refuse it anyway) and neither is reported written.
+async fn confirm_published(
+    dest: &Store,
+    keys: &[(String, &FileEntry)],
+    json: &[u8],
+    url: &str,
+) -> Result<(), JobError> {
+    let shown = covmerge_storage::shown_url(url);
+    let again = "another writer of the same --partial-out at once; run the job again alone";
+    if dest.get_opt(DESCRIPTION).await?.as_deref() != Some(json) {
+        return Err(JobError::PartialOverwritten(format!(
+            "--partial-out {shown}: its {DESCRIPTION} was replaced or removed as it was written ({again}); this job's partial is not there"
+        )));
+    }
+    let sizes: Vec<(&str, u64, u64)> = futures::stream::iter(keys)
+        .map(|(_, e)| async move {
+            let n = dest.size(&e.name).await?;
+            Ok::<_, JobError>((e.name.as_str(), n, e.bytes))
+        })
+        .buffered(FILES_AT_ONCE)
+        .try_collect()
+        .await?;
+    if let Some((name, n, want)) = sizes.into_iter().find(|(_, n, want)| n != want) {
+        // Ours, with another's file: removed unless replaced since (then it is theirs).
+        if dest.get_opt(DESCRIPTION).await?.as_deref() == Some(json) {
+            dest.delete(DESCRIPTION).await?;
+        }
+        return Err(JobError::PartialOverwritten(format!(
+            "--partial-out {shown}: {name} is {n} bytes, not the {want} this job wrote ({again}); its {DESCRIPTION} was removed"
+        )));
+    }
+    Ok(())
+}
+
 /// The job of a key under `jobs/<job>/`.
 fn spec_job(key: &str) -> String {
     key.split('/').nth(1).unwrap_or_default().to_owned()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use bytes::Bytes;
+
+    fn entry(name: &str, bytes: u64) -> FileEntry {
+        FileEntry {
+            name: name.to_owned(),
+            rows: 1,
+            bytes,
+            sha256: String::new(),
+        }
+    }
+
+    /// Two writers of one `--partial-out` at once both reported the partial written,
+    /// the last description naming files the other had written over.
+    #[tokio::test]
+    async fn two_writers_at_once_both_reported_a_partial_whose_files_were_the_others() {
+        let dir = tempfile::tempdir().unwrap();
+        let url = format!("file://{}", dir.path().display());
+        let dest = Store::open(&url).unwrap();
+        dest.put("lines-00000.parquet", Bytes::from_static(b"0123456789"))
+            .await
+            .unwrap();
+        let ours = entry("lines-00000.parquet", 10);
+        let keys = vec![("k".to_owned(), &ours)];
+        let json = b"{\"ours\":1}\n".to_vec();
+
+        // Ours whole: confirmed, kept.
+        dest.put(DESCRIPTION, json.clone().into()).await.unwrap();
+        confirm_published(&dest, &keys, &json, &url).await.unwrap();
+
+        // Another writer's file over ours: refused, our description removed.
+        dest.put("lines-00000.parquet", Bytes::from_static(b"012345678"))
+            .await
+            .unwrap();
+        let e = confirm_published(&dest, &keys, &json, &url)
+            .await
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("lines-00000.parquet is 9 bytes, not the 10 this job wrote"),
+            "{e}"
+        );
+        assert!(!dest.exists(DESCRIPTION).await.unwrap());
+
+        // Another writer's description over ours: refused, theirs kept.
+        dest.put(DESCRIPTION, Bytes::from_static(b"{\"theirs\":1}\n"))
+            .await
+            .unwrap();
+        let e = confirm_published(&dest, &keys, &json, &url)
+            .await
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("was replaced or removed as it was written"),
+            "{e}"
+        );
+        assert_eq!(
+            dest.get(DESCRIPTION).await.unwrap().as_ref(),
+            b"{\"theirs\":1}\n"
+        );
+    }
 }

@@ -236,9 +236,161 @@ fn a_refused_rollup_left_its_new_output_directories_behind() {
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(!o.status.success(), "a roll-up past the budget succeeded");
     assert!(err.contains("open 8 files at once"), "{err}");
+    // Advice that works: 8 into 4 opens 2 files (it said "--shards dividing 8", and 1
+    // divides 8 but opens all 8).
+    assert!(
+        err.contains("give --shards a multiple of 4 (such as 4 or 8)"),
+        "{err}"
+    );
     assert!(
         !c.dir().join("months").exists(),
         "left {:?}",
         std::fs::read_dir(c.dir().join("months/new")).map(|d| d.count())
+    );
+}
+
+/// A partial's write cut before its `partial.json` (a killed job) left its table files,
+/// and the same command run again was refused: the location "holds N objects and no
+/// partial.json". Table files alone are now replaced like a partial; anything else
+/// there is still refused, named.
+#[test]
+fn a_cut_partial_write_refused_the_same_command_run_again() {
+    let c = corpus(98);
+    let out = c.dir().join("days/cut");
+    day(&c, &c.inputs[0], &out);
+    let whole = partial_files(&out);
+    // What a kill between the files and the description leaves.
+    std::fs::remove_file(out.join("partial.json")).unwrap();
+    day(&c, &c.inputs[0], &out);
+    assert_eq!(partial_files(&out), whole, "the rerun's partial differs");
+
+    // A file of another kind beside them is still refused, and named.
+    std::fs::remove_file(out.join("partial.json")).unwrap();
+    std::fs::write(out.join("notes.txt"), "mine").unwrap();
+    let o = covmerge(&[
+        "rollup",
+        "--source",
+        &c.source,
+        "--shards",
+        "2",
+        "--date-to",
+        "2024-04-06",
+        "--partial-out",
+        out.to_str().unwrap(),
+        "--input",
+        &c.inputs[0],
+    ]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success(), "a foreign file was written over");
+    assert!(
+        err.contains("holds 1 object(s) that are not a partial's files (notes.txt)"),
+        "{err}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(out.join("notes.txt")).unwrap(),
+        "mine"
+    );
+}
+
+/// A namespace `partial.json` filled `{namespace}` (and `--partial-out D/partial.json`
+/// was taken): the partial went to a directory `partial.json`, which every reader
+/// takes for the description of its parent, so it could not be named back, and beside
+/// another namespace a `{namespace}` roll-up refused a false overlap.
+#[test]
+fn a_partial_written_as_a_directory_named_partial_json_could_not_be_read_back() {
+    let c = corpus(99);
+    let dir = c.dir().join("ns");
+    for (args, says) in [
+        (
+            vec![
+                "--namespace",
+                "partial.json",
+                "--partial-out",
+                "{D}/{namespace}",
+            ],
+            "`partial.json` is the name of a partial's description",
+        ),
+        (
+            vec!["--partial-out", "{D}/x/partial.json/"],
+            "names a partial's description (partial.json)",
+        ),
+    ] {
+        let d = dir.to_str().unwrap();
+        let mut a = vec![
+            "rollup".to_string(),
+            "--source".into(),
+            c.source.clone(),
+            "--date-to".into(),
+            "2024-04-06".into(),
+            "--input".into(),
+            c.inputs[0].clone(),
+        ];
+        a.extend(args.iter().map(|s| s.replace("{D}", d)));
+        let a: Vec<&str> = a.iter().map(String::as_str).collect();
+        let o = covmerge(&a);
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(!o.status.success(), "{a:?} succeeded");
+        assert!(err.contains(says), "{a:?}: {err}");
+        assert!(!dir.exists(), "{a:?} left {dir:?}");
+    }
+}
+
+/// `rollup --input file://DIR/` (a listing of day partials) read them as raw rows: it
+/// asked for --source, and with one wrote today's period and one shard (the rows
+/// right). A listed prefix holding a partial's `partial.json` is that partial, as a
+/// merge reads it.
+#[test]
+fn a_listing_of_partials_was_rolled_up_as_raw_rows_with_todays_period() {
+    let c = corpus(100);
+    let days = c.dir().join("listed");
+    for (i, date) in [(0, "2024-05-01"), (1, "2024-05-03")] {
+        let o = covmerge(&[
+            "rollup",
+            "--source",
+            &c.source,
+            "--shards",
+            "2",
+            "--date-to",
+            date,
+            "--partial-out",
+            days.join(format!("d{i}")).to_str().unwrap(),
+            "--input",
+            &c.inputs[i],
+        ]);
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    }
+    let named = c.dir().join("named");
+    let listed = c.dir().join("from-listing");
+    for (out, inputs) in [
+        (
+            &named,
+            vec![
+                days.join("d0").display().to_string(),
+                days.join("d1").display().to_string(),
+            ],
+        ),
+        (&listed, vec![format!("file://{}/", days.display())]),
+    ] {
+        let mut a = vec!["rollup", "--partial-out", out.to_str().unwrap(), "--input"];
+        a.extend(inputs.iter().map(String::as_str));
+        let o = covmerge(&a);
+        assert!(
+            o.status.success(),
+            "{a:?}: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+    }
+    assert_eq!(partial_files(&listed), partial_files(&named));
+    let d: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(listed.join("partial.json")).unwrap())
+            .unwrap();
+    assert_eq!(
+        (
+            d["date_from"].as_str(),
+            d["date_to"].as_str(),
+            d["shard_count"].as_u64()
+        ),
+        (Some("2024-05-01"), Some("2024-05-03"), Some(2)),
+        "{d}"
     );
 }

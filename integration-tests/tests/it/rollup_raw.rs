@@ -299,11 +299,18 @@ fn namespaces_that_cannot_name_a_directory_and_wrong_sources_are_refused() {
         ("..", ".."),
         ("a/b", "characters"),
         ("a b", "characters"),
+        ("partial.json", "description"),
     ] {
         let csv = shared_table(&c, &["upstream", bad_ns, "android"]);
         let err = run(&csv, &["--source", src], &template);
         assert!(
             err.contains(&format!("{bad_ns:?}")) && err.contains(why),
+            "{bad_ns:?}: {err}"
+        );
+        // The empty namespace's rows: no --namespace selects them (it advised one).
+        assert_eq!(
+            err.contains("no --namespace selects its rows"),
+            bad_ns.is_empty(),
             "{bad_ns:?}: {err}"
         );
         assert!(

@@ -23,6 +23,9 @@ use raw::RawSettings;
 /// The default `--memory-budget` of a roll-up, as merge's.
 const DEFAULT_BUDGET: u64 = 256 << 20;
 
+/// The name of a partial's description.
+const DESCRIPTION: &str = "partial.json";
+
 /// A partial given as an input.
 struct PartialInput {
     input: String,
@@ -251,7 +254,7 @@ fn partials_bad_rows(partials: &[PartialInput], max: u64) -> Result<u64> {
 async fn classify(r: &RollupArgs) -> Result<(Vec<PartialInput>, Vec<String>)> {
     let mut partials: Vec<PartialInput> = Vec::new();
     let mut raw = Vec::new();
-    for i in &r.input {
+    for i in &listed_partials(&r.input).await? {
         refuse_store_partial(i).await?;
         let Some(dir) = local_dir(i).filter(|d| d.join("partial.json").is_file()) else {
             raw.push(i.clone());
@@ -297,6 +300,42 @@ async fn classify(r: &RollupArgs) -> Result<(Vec<PartialInput>, Vec<String>)> {
         });
     }
     Ok((partials, raw))
+}
+
+/// `inputs` with each `file://` listing (a trailing `/` or `*`) that lists a partial's
+/// `partial.json` replaced by what it lists, each prefix holding `partial.json` one
+/// input (as a merge reads such a listing, contract §10) and its other objects none.
+/// Read whole as raw rows, a listing of day partials needed `--source` and gave the
+/// roll-up today's period and one shard.
+async fn listed_partials(inputs: &[String]) -> Result<Vec<String>> {
+    let mut out = Vec::new();
+    for i in inputs {
+        let listing = i.starts_with("file://") && (i.ends_with('/') || i.ends_with('*'));
+        if !listing || local_dir(i).is_some_and(|d| d.join(DESCRIPTION).is_file()) {
+            out.push(i.clone());
+            continue;
+        }
+        let objects = covmerge_storage::expand_inputs(std::slice::from_ref(i))
+            .await
+            .with_context(|| format!("--input {}", covmerge_storage::shown_url(i)))?;
+        let marker = format!("/{DESCRIPTION}");
+        let prefixes: Vec<&str> = objects
+            .iter()
+            .filter_map(|o| o.strip_suffix(DESCRIPTION).filter(|_| o.ends_with(&marker)))
+            .collect();
+        if prefixes.is_empty() {
+            out.push(i.clone());
+            continue;
+        }
+        out.extend(prefixes.iter().map(|p| p.to_string()));
+        out.extend(
+            objects
+                .iter()
+                .filter(|o| !prefixes.iter().any(|p| o.starts_with(p)))
+                .cloned(),
+        );
+    }
+    Ok(out)
 }
 
 /// Refuses an output that is one of the partial inputs: it would be replaced while read.

@@ -40,6 +40,12 @@ pub(crate) fn unsafe_segment(ns: &[u8]) -> Option<String> {
     if ns == b"." || ns == b".." {
         return Some("`.` and `..` are not directory names".into());
     }
+    if ns == b"partial.json" {
+        return Some(
+            "`partial.json` is the name of a partial's description (`DIR/partial.json` reads as the partial DIR)"
+                .into(),
+        );
+    }
     if ns.len() > 255 {
         return Some(format!("{} bytes, more than 255", ns.len()));
     }
@@ -59,6 +65,11 @@ pub(crate) fn unsafe_segment(ns: &[u8]) -> Option<String> {
 pub(crate) fn check_routed(ns: &[u8]) -> Result<(), String> {
     match unsafe_segment(ns) {
         None => Ok(()),
+        // The empty namespace is no `--namespace` (a namespace is 1 byte at least):
+        // its rows are counted as another namespace's by every job.
+        Some(why) if ns.is_empty() => Err(format!(
+            "cannot fill {PLACEHOLDER} in --partial-out: {why}, and no --namespace selects its rows (a namespace is 1 byte at least); drop them from the export, or give --namespace NS with a --partial-out without {PLACEHOLDER} to roll up each other namespace alone"
+        )),
         Some(why) => Err(format!(
             "cannot fill {PLACEHOLDER} in --partial-out: {why}; give --namespace NS with a --partial-out without {PLACEHOLDER} to roll it up alone"
         )),

@@ -54,7 +54,7 @@ pub(super) fn shard_as_partial(
         let name = format!("{table}-00000.parquet");
         let to = dir.join(&name);
         std::fs::rename(dir.join(&e.name), &to)
-            .map_err(|source| PartialError::Io { path: to, source })?;
+            .map_err(|cause| PartialError::Io { path: to, cause })?;
         e.name = name;
     }
     let d = Description {
