@@ -66,6 +66,7 @@ where
         .spawn(move || {
             let out = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| f(cancel)));
             let _ = tx.send(out);
+            give_back_freed_memory();
         })
         .map_err(|e| ThreadError {
             name: name.to_string(),
@@ -86,6 +87,20 @@ where
                 .unwrap_or_else(|| "(no message)".into())
         ),
     })
+}
+
+/// Returns the memory the task freed to the system. glibc keeps a freed block over its
+/// mmap threshold (which grows to the largest block freed) in its heap: each merge task
+/// allocates and frees a deflate state of ~380 KB and a 256 KiB buffer, and with a
+/// small long-lived block between them the heap grew ~55 KB a task, past
+/// `--memory-budget` for a job of thousands of shards (4,096 shards of one row: 274 MB;
+/// 65,536: 3.6 GB). Trimmed once a task (its thread) ends, it stays flat.
+fn give_back_freed_memory() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    // SAFETY: malloc_trim only releases free memory of the allocator's own arenas.
+    unsafe {
+        libc::malloc_trim(0);
+    }
 }
 
 #[cfg(test)]

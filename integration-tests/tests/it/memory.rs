@@ -638,6 +638,56 @@ fn a_go_text_block_of_a_million_lines_was_expanded_outside_the_budget() {
     assert_eq!(t["rows_lost"], rows - 4 * blocks as u64);
 }
 
+/// A job of thousands of shards grew ~55 KB a shard task (4,096 shards of one row:
+/// 274 MB, 65,536: 3.6 GB, past the default budget): glibc kept each task's freed
+/// deflate state and output buffer in its heap. Freed memory is given back as each
+/// task's thread ends; the peak no longer grows with the shards.
+#[test]
+fn a_job_of_thousands_of_shards_grew_a_heap_of_freed_blocks() {
+    let dir = tempfile::tempdir().unwrap();
+    let src = source(dir.path(), 1, 3);
+    let input = dir.path().join("in.csv");
+    std::fs::write(&input, format!("{HDR}r,c1,f0.c,f,m,1,5\n")).unwrap();
+    // The process's own high-water mark (`VmHWM`, of its image since exec: a forked
+    // child's peak RSS would count this test process's pages), read until it exits.
+    let peak = |shards: &str| {
+        let out = dir.path().join(format!("out-{shards}.jsonl.gz"));
+        let mut child = Command::new(bin())
+            .arg("merge")
+            .arg("--quiet")
+            .args(merge_args(
+                &src,
+                input.to_str().unwrap(),
+                out.to_str().unwrap(),
+            ))
+            .args(["--shards", shards])
+            .stdout(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        let status = format!("/proc/{}/status", child.id());
+        let mut hwm_kb = 0u64;
+        while child.try_wait().unwrap().is_none() {
+            let text = std::fs::read_to_string(&status).unwrap_or_default();
+            if let Some(kb) = text
+                .lines()
+                .find_map(|l| l.strip_prefix("VmHWM:"))
+                .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+            {
+                hwm_kb = hwm_kb.max(kb);
+            }
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+        assert!(out.exists(), "--shards {shards}: no result");
+        hwm_kb
+    };
+    let (small, large) = (peak("64"), peak("1536"));
+    // Before: ~+80 MB from 64 to 1,536 shards (release); now a few MB.
+    assert!(
+        large < small + 24 * 1024,
+        "peak RSS {small} KB at 64 shards, {large} KB at 1,536"
+    );
+}
+
 /// The Go profile test's blocks, lines a block and data limit.
 const GO_BLOCKS: usize = 20;
 const GO_SPAN: usize = 1 << 20;
