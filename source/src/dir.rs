@@ -17,7 +17,7 @@ use std::ffi::CString;
 use std::io::Read;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use super::{plain_commit, plain_path, FileVersion, Source, SourceError, MAX_SOURCE_FILE_BYTES};
@@ -230,21 +230,39 @@ fn list_tree(
     Ok(())
 }
 
+/// Whether a file (or symlink, or anything but a directory) is under `dir`, symlinks
+/// not followed; stops at the first.
+fn holds_a_file(dir: &Path) -> bool {
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        let Ok(entries) = std::fs::read_dir(&d) else {
+            continue;
+        };
+        for e in entries.flatten() {
+            match e.file_type() {
+                Ok(t) if t.is_dir() => stack.push(e.path()),
+                Ok(_) => return true,
+                Err(_) => {}
+            }
+        }
+    }
+    false
+}
+
 impl Source for DirSource {
     fn has_commit(&self, commit: &[u8]) -> Result<bool, SourceError> {
-        // An empty `ROOT/<commit>/` holds no commit: every file would look deleted.
-        Ok(plain_commit(commit).is_some_and(|c| {
-            std::fs::read_dir(self.root.join(c)).is_ok_and(|mut d| d.next().is_some())
-        }))
+        // A `ROOT/<commit>/` without a file (empty, or empty directories) holds no
+        // commit: every file would look deleted.
+        Ok(plain_commit(commit).is_some_and(|c| holds_a_file(&self.root.join(c))))
     }
 
     fn named_instead(&self, id: &[u8]) -> Option<String> {
         let c = plain_commit(id)?;
         let dir = self.root.join(c);
-        let empty = std::fs::read_dir(&dir).ok()?.next().is_none();
-        empty.then(|| {
+        std::fs::read_dir(&dir).ok()?;
+        (!holds_a_file(&dir)).then(|| {
             format!(
-                "{}/ is an empty directory: a dir: source holds a commit's files there",
+                "{}/ is an empty directory (no file under it): a dir: source holds a commit's files there",
                 dir.display()
             )
         })

@@ -190,6 +190,23 @@ pub async fn preflight_partial_out(url: &str, inputs: &[String]) -> Result<(), J
             covmerge_storage::shown_url(url)
         )));
     }
+    // Inside another partial, it would be read with it (a listing of the outer one
+    // lists it) or make the outer one no partial (a partial holds no directory).
+    if let Some(p) =
+        covmerge_storage::local::local_path(url).and_then(|p| std::path::absolute(p).ok())
+    {
+        if let Some(outer) = p
+            .ancestors()
+            .skip(1)
+            .find(|a| a.join(DESCRIPTION).is_file())
+        {
+            return Err(JobError::Preflight(format!(
+                "--partial-out {}: lies inside the partial {}; give a location outside it",
+                covmerge_storage::shown_url(url),
+                outer.display()
+            )));
+        }
+    }
     check_apart(url, inputs)?;
     // Opening a local location makes its directories: a refused one leaves none.
     let made = missing_dirs(url);
@@ -350,26 +367,29 @@ pub(super) fn real_path(p: &std::path::Path) -> std::path::PathBuf {
 /// table files without their description (a write that was cut).
 async fn check_dest(dest: &Store, url: &str) -> Result<Vec<String>, JobError> {
     let held = dest.list("").await?;
-    // Table files alone are a partial whose writing was cut (a killed job): replaced
-    // like a partial, so that the same command can run again.
-    let foreign: Vec<&String> = held
-        .iter()
-        .filter(|k| *k != DESCRIPTION && !covmerge_partial::is_table_file_name(k))
-        .collect();
-    if !foreign.is_empty() && !held.iter().any(|k| k == DESCRIPTION) {
-        return Err(JobError::Preflight(format!(
-            "--partial-out {}: holds {} object(s) that are not a partial's files ({}) and no {DESCRIPTION}: not a partial; give an empty or new location",
-            covmerge_storage::shown_url(url),
-            foreign.len(),
-            foreign.iter().take(3).map(|k| k.as_str()).collect::<Vec<_>>().join(", ")
-        )));
-    }
     // A partial's files are side by side: a name with a `/` is a directory, where a
     // shard file may be due (its upload would fail only after minutes of retries).
     if let Some(k) = held.iter().find(|k| k.contains('/')) {
         return Err(JobError::Preflight(format!(
             "--partial-out {}: holds {k:?}, in a directory: a partial has none; give an empty or new location",
             covmerge_storage::shown_url(url),
+        )));
+    }
+    // A partial's files, with or without their description (table files alone are a
+    // write that was cut, a killed job: replaced like a partial, so that the same
+    // command can run again). Anything else is refused, with a description or not:
+    // the files a new partial does not have are deleted once it is written (a
+    // `partial.json` of any content beside a README and a thesis deleted both).
+    let foreign: Vec<&String> = held
+        .iter()
+        .filter(|k| *k != DESCRIPTION && !covmerge_partial::is_table_file_name(k))
+        .collect();
+    if !foreign.is_empty() {
+        return Err(JobError::Preflight(format!(
+            "--partial-out {}: holds {} object(s) that are not a partial's files ({}): not a partial; give an empty or new location",
+            covmerge_storage::shown_url(url),
+            foreign.len(),
+            foreign.iter().take(3).map(|k| k.as_str()).collect::<Vec<_>>().join(", ")
         )));
     }
     Ok(held)

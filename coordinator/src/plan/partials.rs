@@ -56,11 +56,14 @@ impl PlannedPartial {
 /// `/` names the prefix too (`gs://b/day` is `gs://b/day/`).
 pub(super) fn store_partial_inputs(inputs: Vec<String>) -> Vec<String> {
     let marker = format!("/{DESCRIPTION}");
-    let prefixes: Vec<String> = inputs
+    let mut prefixes: Vec<String> = inputs
         .iter()
         .filter(|i| is_store_url(i) && i.ends_with(&marker))
         .map(|i| i[..i.len() - DESCRIPTION.len()].to_string())
         .collect();
+    // A partial's objects are its own, a partial (a copy kept inside it) among them:
+    // read once, as the outer partial, whose files are only those it names.
+    prefixes = outermost(prefixes);
     if prefixes.is_empty() {
         return inputs;
     }
@@ -77,6 +80,16 @@ pub(super) fn store_partial_inputs(inputs: Vec<String>) -> Vec<String> {
             (!prefixes.iter().any(|p| i.starts_with(p.as_str()))).then_some(i)
         })
         .collect()
+}
+
+/// `prefixes` without those inside another of them.
+pub(super) fn outermost(prefixes: Vec<String>) -> Vec<String> {
+    let nested = |p: &String| {
+        prefixes
+            .iter()
+            .any(|q| q.len() < p.len() && p.starts_with(q.as_str()))
+    };
+    prefixes.iter().filter(|p| !nested(p)).cloned().collect()
 }
 
 /// `--input` as given, a store URL of a partial made a prefix (`--input-format

@@ -394,3 +394,85 @@ fn a_listing_of_partials_was_rolled_up_as_raw_rows_with_todays_period() {
         "{d}"
     );
 }
+
+/// A `--partial-out` holding a `partial.json` of any content beside files of its own
+/// (a README, a thesis) was taken for a partial, and the files the new partial did not
+/// have were deleted once it was written.
+#[test]
+fn a_partial_json_beside_other_files_had_them_deleted() {
+    let c = corpus(101);
+    let out = c.dir().join("mine");
+    std::fs::create_dir_all(&out).unwrap();
+    std::fs::write(out.join("partial.json"), "").unwrap();
+    std::fs::write(out.join("thesis.tex"), "mine").unwrap();
+    let o = covmerge(&[
+        "rollup",
+        "--source",
+        &c.source,
+        "--date-to",
+        "2024-04-06",
+        "--partial-out",
+        out.to_str().unwrap(),
+        "--input",
+        &c.inputs[0],
+    ]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success(), "written over thesis.tex");
+    assert!(err.contains("(thesis.tex)"), "{err}");
+    assert_eq!(
+        std::fs::read_to_string(out.join("thesis.tex")).unwrap(),
+        "mine"
+    );
+}
+
+/// A partial kept inside another (a copy, `cp -r P P/backup`) was read twice through
+/// a listing of the outer one (`merge --input file://P/` doubled every hit), and a
+/// `--partial-out` inside a partial was written there.
+#[test]
+fn a_partial_inside_another_was_read_with_it_through_a_listing() {
+    let c = corpus(102);
+    let p = c.dir().join("p");
+    day(&c, &c.inputs[0], &p);
+    let o = covmerge(&[
+        "rollup",
+        "--source",
+        &c.source,
+        "--date-to",
+        "2024-04-06",
+        "--partial-out",
+        p.join("inner").to_str().unwrap(),
+        "--input",
+        &c.inputs[1],
+    ]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        !o.status.success() && err.contains("lies inside the partial"),
+        "{err}"
+    );
+    // A copy put there by hand: the listing reads the outer partial alone.
+    let backup = p.join("backup");
+    std::fs::create_dir(&backup).unwrap();
+    for (name, bytes) in partial_files(&p) {
+        std::fs::write(backup.join(name), bytes).unwrap();
+    }
+    std::fs::copy(p.join("partial.json"), backup.join("partial.json")).unwrap();
+    let (named, listed) = (c.dir().join("named"), c.dir().join("listed"));
+    for (out, input) in [
+        (&named, p.display().to_string()),
+        (&listed, format!("file://{}/", p.display())),
+    ] {
+        let o = covmerge(&[
+            "rollup",
+            "--partial-out",
+            out.to_str().unwrap(),
+            "--input",
+            &input,
+        ]);
+        assert!(
+            o.status.success(),
+            "{input}: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+    }
+    assert_eq!(partial_files(&listed), partial_files(&named));
+}

@@ -578,6 +578,20 @@ fn every_file_absent_at_the_base_published_an_empty_result() {
         stderr(&o)
     );
     assert!(!out.exists());
+    // Directories without a file hold no commit either.
+    std::fs::create_dir_all(c.path("src/c0/sub/deeper")).unwrap();
+    let o = covmerge(&merge_args(
+        &src,
+        "c0",
+        out.to_str().unwrap(),
+        &["--input", input.to_str().unwrap()],
+    ));
+    assert!(
+        !o.status.success() && stderr(&o).contains("is an empty directory (no file under it)"),
+        "{}",
+        stderr(&o)
+    );
+    assert!(!out.exists());
 }
 
 /// Found by the hostile review: a job whose every file was deleted at a base the

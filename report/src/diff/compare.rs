@@ -160,8 +160,12 @@ fn bases(opts: &DiffOptions, old_commit: String, new_commit: String) -> Result<B
         );
     };
     let source = crate::budget::open_source(opts.budget, spec)?;
-    for c in [&old_commit, &new_commit] {
-        covmerge_source::require_commit(source.as_ref(), spec, c)?;
+    for (side, result, c) in [
+        ("OLD", &opts.old, &old_commit),
+        ("NEW", &opts.new, &new_commit),
+    ] {
+        covmerge_source::require_commit(source.as_ref(), spec, c)
+            .map_err(|e| anyhow::anyhow!("{side} {result}: {e}"))?;
     }
     Ok(Bases {
         source,

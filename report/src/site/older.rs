@@ -41,7 +41,8 @@ impl Older {
                 new.commit
             );
         };
-        covmerge_source::require_commit(source.as_ref(), name, &old_commit)?;
+        covmerge_source::require_commit(source.as_ref(), name, &old_commit)
+            .map_err(|e| anyhow::anyhow!("--diff {spec}: {e}"))?;
         Ok(Older::Across {
             old,
             bases: Bases {

@@ -319,9 +319,16 @@ async fn listed_partials(inputs: &[String]) -> Result<Vec<String>> {
             .await
             .with_context(|| format!("--input {}", covmerge_storage::shown_url(i)))?;
         let marker = format!("/{DESCRIPTION}");
-        let prefixes: Vec<&str> = objects
+        let all: Vec<&str> = objects
             .iter()
             .filter_map(|o| o.strip_suffix(DESCRIPTION).filter(|_| o.ends_with(&marker)))
+            .collect();
+        // A partial inside another (a copy kept in it) is the outer one's object, not
+        // an input: read once, as a merge reads the listing.
+        let prefixes: Vec<&str> = all
+            .iter()
+            .filter(|p| !all.iter().any(|q| q.len() < p.len() && p.starts_with(q)))
+            .copied()
             .collect();
         if prefixes.is_empty() {
             out.push(i.clone());
