@@ -538,21 +538,43 @@ async fn confirm_published(
             "--partial-out {shown}: its {DESCRIPTION} was replaced or removed as it was written ({again}); this job's partial is not there"
         )));
     }
-    let sizes: Vec<(&str, u64, u64)> = futures::stream::iter(keys)
+    // A local file is read back whole (two writers' files may have one size); a
+    // store's object by its size (a read of every object would double the publish).
+    let local = covmerge_storage::local::local_path(url).is_some();
+    let found: Vec<(&str, String, bool)> = futures::stream::iter(keys)
         .map(|(_, e)| async move {
-            let n = dest.size(&e.name).await?;
-            Ok::<_, JobError>((e.name.as_str(), n, e.bytes))
+            if !local {
+                let n = dest.size(&e.name).await?;
+                return Ok::<_, JobError>((e.name.as_str(), format!("{n} bytes"), n == e.bytes));
+            }
+            let (_, mut stream) = dest.get_stream_sized(&e.name).await?;
+            let (mut sha, mut n) = (Sha256::new(), 0u64);
+            while let Some(b) = stream.next().await {
+                let b = b?;
+                n += b.len() as u64;
+                sha.update(&b);
+            }
+            let sha = hex::encode(sha.finalize());
+            let same = n == e.bytes && sha == e.sha256;
+            Ok((
+                e.name.as_str(),
+                format!("{n} bytes with SHA-256 {sha}"),
+                same,
+            ))
         })
         .buffered(FILES_AT_ONCE)
         .try_collect()
         .await?;
-    if let Some((name, n, want)) = sizes.into_iter().find(|(_, n, want)| n != want) {
+    if let Some((name, what, _)) = found.into_iter().find(|f| !f.2) {
+        let want = keys.iter().find(|(_, e)| e.name == name).map(|(_, e)| e);
         // Ours, with another's file: removed unless replaced since (then it is theirs).
         if dest.get_opt(DESCRIPTION).await?.as_deref() == Some(json) {
             dest.delete(DESCRIPTION).await?;
         }
         return Err(JobError::PartialOverwritten(format!(
-            "--partial-out {shown}: {name} is {n} bytes, not the {want} this job wrote ({again}); its {DESCRIPTION} was removed"
+            "--partial-out {shown}: {name} is {what}, not the {} bytes with SHA-256 {} this job wrote ({again}); its {DESCRIPTION} was removed",
+            want.map_or(0, |e| e.bytes),
+            want.map_or("", |e| e.sha256.as_str()),
         )));
     }
     Ok(())
@@ -568,12 +590,12 @@ mod tests {
     use super::*;
     use bytes::Bytes;
 
-    fn entry(name: &str, bytes: u64) -> FileEntry {
+    fn entry(name: &str, content: &[u8]) -> FileEntry {
         FileEntry {
             name: name.to_owned(),
             rows: 1,
-            bytes,
-            sha256: String::new(),
+            bytes: content.len() as u64,
+            sha256: hex::encode(Sha256::digest(content)),
         }
     }
 
@@ -587,7 +609,7 @@ mod tests {
         dest.put("lines-00000.parquet", Bytes::from_static(b"0123456789"))
             .await
             .unwrap();
-        let ours = entry("lines-00000.parquet", 10);
+        let ours = entry("lines-00000.parquet", b"0123456789");
         let keys = vec![("k".to_owned(), &ours)];
         let json = b"{\"ours\":1}\n".to_vec();
 
@@ -595,8 +617,9 @@ mod tests {
         dest.put(DESCRIPTION, json.clone().into()).await.unwrap();
         confirm_published(&dest, &keys, &json, &url).await.unwrap();
 
-        // Another writer's file over ours: refused, our description removed.
-        dest.put("lines-00000.parquet", Bytes::from_static(b"012345678"))
+        // Another writer's file over ours, of the same size: refused, our
+        // description removed (its size alone passed).
+        dest.put("lines-00000.parquet", Bytes::from_static(b"0123456788"))
             .await
             .unwrap();
         let e = confirm_published(&dest, &keys, &json, &url)
@@ -604,7 +627,8 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(
-            e.contains("lines-00000.parquet is 9 bytes, not the 10 this job wrote"),
+            e.contains("lines-00000.parquet is 10 bytes with SHA-256 ")
+                && e.contains(&format!("not the 10 bytes with SHA-256 {}", ours.sha256)),
             "{e}"
         );
         assert!(!dest.exists(DESCRIPTION).await.unwrap());
