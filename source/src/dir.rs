@@ -259,7 +259,12 @@ impl Source for DirSource {
     fn named_instead(&self, id: &[u8]) -> Option<String> {
         let c = plain_commit(id)?;
         let dir = self.root.join(c);
-        std::fs::read_dir(&dir).ok()?;
+        // Unreadable (permissions, a file in its place): said, not taken for an unknown
+        // commit with a commit id's advice.
+        if let Err(e) = std::fs::read_dir(&dir) {
+            return (e.kind() != std::io::ErrorKind::NotFound)
+                .then(|| format!("{}/ cannot be read: {e}", dir.display()));
+        }
         (!holds_a_file(&dir)).then(|| {
             format!(
                 "{}/ is an empty directory (no file under it): a dir: source holds a commit's files there",
@@ -410,6 +415,29 @@ mod tests {
             .recv_timeout(std::time::Duration::from_secs(20))
             .expect("reading a FIFO must not wait for a writer");
         assert_eq!(r, (None, None), "a FIFO is no file");
+    }
+
+    /// An unreadable `ROOT/<commit>/` was refused as a commit the source lacks, with
+    /// the advice to give a full commit id; the reason was lost.
+    #[test]
+    fn an_unreadable_commit_directory_was_named_an_unknown_commit() {
+        let (d, _) = root();
+        std::fs::write(d.path().join("f"), "not a directory").unwrap();
+        std::fs::create_dir(d.path().join("e")).unwrap();
+        let s = DirSource::new(d.path());
+        let e = crate::require_commit(&s, "dir:R", "f")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("/f/ cannot be read: "), "{e}");
+        let e = crate::require_commit(&s, "dir:R", "e")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("/e/ is an empty directory"), "{e}");
+        let e = crate::require_commit(&s, "dir:R", "missing")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("a full commit id"), "{e}");
+        assert!(crate::require_commit(&s, "dir:R", "c").is_ok());
     }
 
     #[test]
