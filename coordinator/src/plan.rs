@@ -9,6 +9,8 @@ use crate::JobError;
 
 mod partials;
 
+pub use partials::store_partial_inputs;
+
 /// The header's `Namespace` when `--namespace` is not given.
 pub const DEFAULT_NAMESPACE: &str = "upstream";
 

@@ -54,7 +54,7 @@ impl PlannedPartial {
 /// prefix, with a trailing `/`, where its `partial.json` was listed) and its other
 /// objects none. With `--input-format partial`, a store URL given without a trailing
 /// `/` names the prefix too (`gs://b/day` is `gs://b/day/`).
-pub(super) fn store_partial_inputs(inputs: Vec<String>) -> Vec<String> {
+pub fn store_partial_inputs(inputs: Vec<String>) -> Vec<String> {
     let marker = format!("/{DESCRIPTION}");
     let mut prefixes: Vec<String> = inputs
         .iter()

@@ -318,29 +318,14 @@ async fn listed_partials(inputs: &[String]) -> Result<Vec<String>> {
         let objects = covmerge_storage::expand_inputs(std::slice::from_ref(i))
             .await
             .with_context(|| format!("--input {}", covmerge_storage::shown_url(i)))?;
-        let marker = format!("/{DESCRIPTION}");
-        let all: Vec<&str> = objects
+        if !objects
             .iter()
-            .filter_map(|o| o.strip_suffix(DESCRIPTION).filter(|_| o.ends_with(&marker)))
-            .collect();
-        // A partial inside another (a copy kept in it) is the outer one's object, not
-        // an input: read once, as a merge reads the listing.
-        let prefixes: Vec<&str> = all
-            .iter()
-            .filter(|p| !all.iter().any(|q| q.len() < p.len() && p.starts_with(q)))
-            .copied()
-            .collect();
-        if prefixes.is_empty() {
+            .any(|o| o.ends_with(&format!("/{DESCRIPTION}")))
+        {
             out.push(i.clone());
             continue;
         }
-        out.extend(prefixes.iter().map(|p| p.to_string()));
-        out.extend(
-            objects
-                .iter()
-                .filter(|o| !prefixes.iter().any(|p| o.starts_with(p)))
-                .cloned(),
-        );
+        out.extend(covmerge_coordinator::plan::store_partial_inputs(objects));
     }
     Ok(out)
 }
