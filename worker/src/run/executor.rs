@@ -189,6 +189,7 @@ impl Executor {
     pub fn new(store: Store, cfg: WorkerConfig) -> Self {
         let cache = ProjectionCache::new(cfg.shares.projection_cache, cfg.shares.diffs as u64);
         let pool = MemoryPool::new(cfg.memory_budget);
+        crate::thread::keep_freed_up_to(cfg.memory_budget / 8);
         let reserve = |name: &'static str, bytes: usize| {
             let mut r = pool.reservation(name);
             // The shares are divided from this budget: they fit.
