@@ -318,7 +318,7 @@ impl Tracker<'_> {
                         last_lost = Some(tokio::time::Instant::now());
                     }
                 }
-                Event::Report(body) => self.on_report(&body),
+                Event::Report(body) => self.on_report(&body).await,
                 Event::DeadLetter { body, reason } => {
                     held.extend(self.on_dead_letter(&body, &reason));
                 }
@@ -329,7 +329,7 @@ impl Tracker<'_> {
 
     /// A task's report: settles it when done or failed, notes a failed attempt that
     /// is retried.
-    fn on_report(&mut self, body: &[u8]) {
+    async fn on_report(&mut self, body: &[u8]) {
         let r: TaskReport = match wire::decode(body) {
             Ok(r) => r,
             Err(e) => {
@@ -340,17 +340,31 @@ impl Tracker<'_> {
         if r.job != *self.job {
             return;
         }
-        if !self.states.contains_key(&r.task) {
+        if self.states.get(&r.task).is_none_or(|s| s.is_final()) {
             return;
         }
         let attempt = r.attempt.0;
         let changed = match r.status {
-            ReportStatus::Split(o) => self
-                .change(&r.task, |s| s.complete(Output::Split(o), attempt))
-                .unwrap_or(false),
-            ReportStatus::Merged(o) => self
-                .change(&r.task, |s| s.complete(Output::Merge(Box::new(o)), attempt))
-                .unwrap_or(false),
+            // A report of a finished task says only that its marker is written: the
+            // output is the marker's, read back (a report is a message anyone who can
+            // reach the broker can send; a forged split report without chunks had its
+            // input's rows left out of a published result).
+            ReportStatus::Split(_) | ReportStatus::Merged(_) => {
+                match self.load_output(r.task).await {
+                    Ok(Some(o)) => self
+                        .change(&r.task, |s| s.complete(o, attempt))
+                        .unwrap_or(false),
+                    Ok(None) => {
+                        warn!(task = %r.task, attempt, "a report of a finished task without its marker in the store: ignored");
+                        false
+                    }
+                    // Settled from its marker by a later reconciliation.
+                    Err(e) => {
+                        warn!(task = %r.task, attempt, error = %e, "the marker of a reported task could not be read now");
+                        false
+                    }
+                }
+            }
             ReportStatus::Failed(f) => self.change(&r.task, |s| s.fail(f.message)).unwrap_or(false),
             ReportStatus::Retrying(f) => {
                 let n = self.notes.entry(r.task).or_default();
@@ -524,6 +538,12 @@ mod tests {
             };
             let failure = || Failure::new(FailureKind::BadInput, "bad input");
             for i in 0..n {
+                // A finished task's marker, written before its report.
+                if i % 4 < 2 {
+                    let mut o = SplitOutcome::default();
+                    o.counts.rows_in = 2 + u64::from(i % 4);
+                    put_marker(&store, &job, i, &o).await;
+                }
                 let bodies = match i % 4 {
                     0 => vec![report(i, done(2)), report(i, done(2))],
                     1 => vec![
@@ -569,5 +589,76 @@ mod tests {
                 "{n} tasks: {visits} task states looked at (quadratic)"
             );
         }
+    }
+
+    /// Writes the `.done` marker of split `i` of `job` holding `o`.
+    async fn put_marker(store: &Store, job: &JobId, i: u32, o: &SplitOutcome) {
+        let key = keys::done(job, TaskRef::Split(SplitId(i)));
+        store
+            .put(&key, bytes::Bytes::from(wire::encode(o).unwrap()))
+            .await
+            .unwrap();
+    }
+
+    /// A report is a message anyone who can reach the broker can send: a forged
+    /// split report without chunks settled the split, its worker's real report was
+    /// then dropped as a duplicate, and the result was published without that
+    /// input's rows (exit 0, the manifest's totals agreeing with themselves). A
+    /// report now settles a task with its marker's output, and is ignored without one.
+    #[tokio::test]
+    async fn a_forged_split_report_settled_the_split_without_its_rows() {
+        let queue = MemoryQueue::default();
+        let store = Store::open("memory:").unwrap();
+        let job = JobId::new_random();
+        queue.open_job(job.as_str()).await.unwrap();
+        let progress = ProgressView::hidden();
+        let mut tr = Tracker {
+            queue: &queue,
+            store: &store,
+            job: &job,
+            states: BTreeMap::new(),
+            tasks: HashMap::new(),
+            notes: HashMap::new(),
+            progress: &progress,
+            reconcile_every: Duration::from_secs(3600),
+            republish_after: Duration::from_secs(3600),
+            tally: Tally::default(),
+            visits: Default::default(),
+        };
+        let task = Task::Split(SplitTask {
+            namespace: None,
+            job: job.clone(),
+            split: SplitId(0),
+            input: "/in/0.csv".into(),
+            shards: 1,
+            max_bad_rows: 0,
+            read: Default::default(),
+            more: Vec::new(),
+        });
+        tr.start_phase(vec![task]).await.unwrap();
+        let report = |rows: u64| {
+            let mut o = SplitOutcome::default();
+            o.counts.rows_in = rows;
+            wire::encode(&TaskReport {
+                job: job.clone(),
+                task: TaskRef::Split(SplitId(0)),
+                attempt: Attempt(1),
+                status: ReportStatus::Split(o),
+            })
+            .unwrap()
+        };
+        // Forged before the worker wrote anything: no marker, not settled.
+        tr.on_report(&report(0)).await;
+        assert_eq!(
+            tr.tally.done, 0,
+            "a report without a marker settled its task"
+        );
+        // The worker's marker, then a report that disagrees with it: the marker counts.
+        let mut real = SplitOutcome::default();
+        real.counts.rows_in = 10_557;
+        put_marker(&store, &job, 0, &real).await;
+        tr.on_report(&report(0)).await;
+        assert_eq!(tr.tally.done, 1);
+        assert_eq!(tr.tally.rows_read, 10_557, "the report's counts were taken");
     }
 }

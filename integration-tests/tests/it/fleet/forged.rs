@@ -339,14 +339,22 @@ fn chunk_for_an_out_of_range_shard_no_longer_dropped_silently() {
                 start: 0,
                 len: 1,
             };
+            let outcome = SplitOutcome {
+                chunks: vec![(ShardId(99), chunk)],
+                ..SplitOutcome::default()
+            };
+            // A report settles a split with its marker's outcome: the marker first, as
+            // a worker writes it.
+            let marker = s
+                .path("store")
+                .join(covmerge_proto::layout::split_done(&t.job, t.split));
+            std::fs::create_dir_all(marker.parent().unwrap()).unwrap();
+            std::fs::write(&marker, wire::encode(&outcome).unwrap()).unwrap();
             let report = TaskReport {
                 job: t.job.clone(),
                 task: covmerge_proto::TaskRef::Split(t.split),
                 attempt: Attempt(1),
-                status: ReportStatus::Split(SplitOutcome {
-                    chunks: vec![(ShardId(99), chunk)],
-                    ..SplitOutcome::default()
-                }),
+                status: ReportStatus::Split(outcome),
             };
             q.publish_report(t.job.as_str(), wire::encode(&report).unwrap())
                 .await
@@ -362,6 +370,56 @@ fn chunk_for_an_out_of_range_shard_no_longer_dropped_silently() {
         "{err}"
     );
     assert!(!out.exists());
+}
+
+/// A report is a message anyone who can reach the broker can send. A forged report of
+/// split 0 (no chunks, no rows), sent before any worker ran, settled the split; its
+/// worker's real report was then a duplicate, and the job published a result without
+/// that input's rows, exit 0, the manifest's totals agreeing with themselves. A report
+/// now settles a task with its `.done` marker's outcome, and without one is ignored.
+#[test]
+fn a_forged_split_report_left_an_inputs_rows_out_of_the_result() {
+    use covmerge_proto::wire::{self, ReportStatus, SplitOutcome, TaskReport};
+    use covmerge_proto::{Attempt, JobId, SplitId, TaskRef};
+    use covmerge_queue::{amqp::AmqpQueue, Queue, DEFAULT_DELIVERY_LIMIT};
+
+    let s = FleetCorpus::new(110).build();
+    let amqp = fleet::amqp();
+    let store = s.file_store();
+    let out = s.path("out.gz");
+    let job = format!("forged-report-{}", std::process::id());
+    let mut a = s.coord_args(&amqp, &store, &out);
+    a.extend_from_slice(&["--job", &job]);
+    let coord = fleet::coordinator_spawn(&a);
+    // Its split tasks published: its queue of reports is there.
+    let t0 = std::time::Instant::now();
+    while tasks_ready() < s.inputs.len() {
+        assert!(t0.elapsed() < Duration::from_secs(60), "no split tasks");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    rt().block_on(async {
+        let q = AmqpQueue::connect(&amqp, DEFAULT_DELIVERY_LIMIT)
+            .await
+            .unwrap();
+        let report = TaskReport {
+            job: JobId::parse(&job).unwrap(),
+            task: TaskRef::Split(SplitId(0)),
+            attempt: Attempt(1),
+            status: ReportStatus::Split(SplitOutcome::default()),
+        };
+        q.publish_report(&job, wire::encode(&report).unwrap())
+            .await
+            .unwrap();
+    });
+    let w = worker(s.dir(), 81, &store, &[], &[]);
+    let o = coord.join().unwrap();
+    w.signal(libc::SIGTERM);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{err}");
+    assert!(
+        gunzip(&out) == s.want,
+        "the fleet's result is not the embedded merge's"
+    );
 }
 
 /// `worker --help` printed the password of `COVMERGE_AMQP`, malformed AMQP
