@@ -51,7 +51,24 @@ pub fn check_outputs_apart(
             }
         }
     }
-    let stores = stores.iter().map(|(f, d)| (*f, *d, location_key(d)));
+    let stores: Vec<(&str, &str, String)> = stores
+        .iter()
+        .map(|(f, d)| (*f, *d, location_key(d)))
+        .collect();
+    // The store's job objects (specs, markers, parts) are the fleet's own: a result
+    // written over another job's `job.json` left that job unreadable.
+    for (flag, dest, key) in &places {
+        for (store_flag, jobs, kj) in &stores {
+            if key.starts_with(kj.as_str()) || kj.starts_with(key.as_str()) {
+                return fail(format!(
+                    "{flag} {} overlaps {} under {store_flag}, where the fleet keeps its jobs' objects; give an output outside it",
+                    covmerge_storage::shown_url(dest),
+                    covmerge_storage::shown_url(jobs)
+                ));
+            }
+        }
+    }
+    let stores = stores.into_iter();
     let everything: Vec<(&str, &str, String)> = places.into_iter().chain(stores).collect();
     for spec in sources {
         for root in local_roots(spec) {
@@ -205,5 +222,30 @@ mod tests {
         assert_eq!(refused(&["dir:/dev"], &null), "");
         let y = format!("{x}y");
         assert_eq!(refused(&[], &[("--out", x), ("--partial-out", &y)]), "");
+    }
+
+    /// `--out file:///store/jobs/<other job>/job.json` wrote the result over that
+    /// job's spec (exit 0; the other job then could not be read), and `--out` onto the
+    /// job's own parts was taken too.
+    #[test]
+    fn a_result_written_over_another_jobs_spec_in_the_store() {
+        let t = tempfile::tempdir().unwrap();
+        let store = format!("file://{}/", t.path().display());
+        let jobs = format!("file://{}/jobs", t.path().display());
+        let spec = format!("{jobs}/j6/job.json");
+        let plain = t.path().join("jobs/j7/parts/00000.jsonl.gz");
+        for (flag, out) in [
+            ("--out", spec.as_str()),
+            ("--manifest", plain.to_str().unwrap()),
+            ("--partial-out", jobs.as_str()),
+        ] {
+            let e = check_outputs_apart(&[], &[(flag, out)], &[("--store", &jobs)])
+                .unwrap_err()
+                .to_string();
+            assert!(e.contains(flag) && e.contains("jobs' objects"), "{e}");
+        }
+        // Beside `jobs/` (a `store:` snapshot lives there) is the user's.
+        let beside = format!("{store}results/r.jsonl.gz");
+        check_outputs_apart(&[], &[("--out", &beside)], &[("--store", &jobs)]).unwrap();
     }
 }
