@@ -43,12 +43,8 @@ impl Embedded {
         let worker_cfg =
             WorkerConfig::embedded(m.memory_budget, workers, spec.split_ranges().len())
                 .map_err(anyhow::Error::msg)?;
-        let on_stdout = |o: &str| covmerge_storage::local::same_location(o, "-");
-        let summary_to_stderr = m.out.as_deref().is_some_and(on_stdout)
-            || m.job
-                .manifest
-                .as_deref()
-                .is_some_and(|p| on_stdout(&p.to_string_lossy()));
+        let summary_to_stderr =
+            crate::cmd::summary_to_stderr(m.out.as_deref(), m.job.manifest.as_deref());
         Ok(Embedded {
             workers,
             worker_cfg,

@@ -10,7 +10,9 @@ use covmerge_queue::Queue;
 use covmerge_storage::redact_url;
 use tracing::info;
 
-use super::{print_rows, print_totals};
+use covmerge_proto::output::totals_line;
+
+use super::{say, summary_to_stderr};
 use crate::cli::CoordinatorArgs;
 use crate::job::{check_outputs, check_source};
 
@@ -58,7 +60,9 @@ pub(crate) async fn run(c: CoordinatorArgs) -> Result<()> {
         covmerge_coordinator::preflight_partial_out(p, &inputs).await?;
     }
     let job = start.job().clone();
-    crate::outln!("job {job}");
+    // A result or manifest on standard output (`-`) is all it holds.
+    let to_stderr = summary_to_stderr(c.out.as_deref(), c.job.manifest.as_deref());
+    say(to_stderr, &format!("job {job}"));
     let health = c.fleet.listen.start().await?;
     let amqp = c.fleet.queue("covmerge coordinator").await?;
     let probe = amqp.clone();
@@ -82,19 +86,21 @@ pub(crate) async fn run(c: CoordinatorArgs) -> Result<()> {
             e => e.into(),
         })?;
     match (&outcome.manifest.partial, c.rollup) {
-        (Some(p), true) => crate::outln!(
-            "partial {} {}..{}: {} rows in {} shards",
-            p.url,
-            p.date_from,
-            p.date_to,
-            p.rows_in,
-            p.shard_count
+        (Some(p), true) => say(
+            to_stderr,
+            &format!(
+                "partial {} {}..{}: {} rows in {} shards",
+                p.url, p.date_from, p.date_to, p.rows_in, p.shard_count
+            ),
         ),
         _ => {
-            crate::outln!("result {}", outcome.result);
-            print_totals(&outcome.manifest);
+            say(to_stderr, &format!("result {}", outcome.result));
+            let t = &outcome.manifest.totals;
+            say(to_stderr, &totals_line(t.instrumented, t.covered));
         }
     }
-    print_rows(outcome.dashboard_rows);
+    if let Some(n) = outcome.dashboard_rows {
+        say(to_stderr, &format!("created {n} DB rows"));
+    }
     Ok(())
 }

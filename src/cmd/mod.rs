@@ -4,7 +4,6 @@
 //! worker's).
 
 use anyhow::Result;
-use covmerge_proto::output::totals_line;
 
 use crate::cli::{Cli, Command};
 
@@ -73,7 +72,9 @@ pub(crate) fn print_rows(rows: Option<i64>) {
     }
 }
 
-/// The closing line syz-covermerger prints.
-pub(crate) fn print_totals(m: &covmerge_proto::Manifest) {
-    crate::outln!("{}", totals_line(m.totals.instrumented, m.totals.covered));
+/// Whether a job's summary lines go to standard error: its result or manifest is
+/// written to standard output (`-`), which must hold that alone.
+pub(crate) fn summary_to_stderr(out: Option<&str>, manifest: Option<&std::path::Path>) -> bool {
+    let on_stdout = |o: &str| covmerge_storage::local::same_location(o, "-");
+    out.is_some_and(on_stdout) || manifest.is_some_and(|p| on_stdout(&p.to_string_lossy()))
 }

@@ -192,3 +192,38 @@ fn a_manager_named_star_or_like_a_group_is_a_bad_row_on_the_fleet() {
     );
     assert_eq!(manifest(&man)["totals"]["rows_bad"], 2);
 }
+
+/// `coordinator --out -` wrote `job ID` before the gzip stream on standard output and
+/// `result -` with the totals after it (exit 0): no reader could take the result. With
+/// the result (or the manifest) on standard output, those lines go to standard error,
+/// as `merge --out -` does.
+#[test]
+fn a_result_on_standard_output_was_wrapped_in_the_summary_lines() {
+    let s = FleetCorpus::new(111).build();
+    let amqp = fleet::amqp();
+    let store = s.file_store();
+    let _w = worker(s.dir(), 82, &store, &[], &[]);
+    let stdout = s.path("stdout.gz");
+    let mut a = vec!["coordinator"];
+    a.extend(s.job_args());
+    a.extend_from_slice(&["--amqp", &amqp, "--store", &store, "--out", "-"]);
+    let o = fleet::fleet_cmd(&a)
+        .stdout(std::fs::File::create(&stdout).unwrap())
+        .stderr(std::process::Stdio::piped())
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{err}");
+    let raw = std::fs::read(&stdout).unwrap();
+    assert_eq!(
+        raw.get(..2),
+        Some(&[0x1f, 0x8b][..]),
+        "{:?}",
+        &raw[..raw.len().min(40)]
+    );
+    assert!(
+        covmerge_integration_tests::gunzip_bytes(&raw) == s.want,
+        "standard output is not the result"
+    );
+    assert!(err.contains("job ") && err.contains("result -"), "{err}");
+}
