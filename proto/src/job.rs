@@ -254,8 +254,12 @@ impl JobSpec {
                 || v.len() > MAX_NAME_BYTES
                 || v.chars().any(char::is_control)
             {
+                // The value named (escaped, cut at 200 characters): a refused input
+                // was not named.
+                let shown: String = format!("{v:?}").chars().take(200).collect();
                 Err(format!(
-                    "{what} must be {}-{MAX_NAME_BYTES} bytes without control characters",
+                    "{what} {shown} ({} bytes) must be {}-{MAX_NAME_BYTES} bytes without control characters",
+                    v.len(),
                     if may_be_empty { 0 } else { 1 }
                 ))
             } else {
@@ -494,6 +498,12 @@ mod tests {
         let mut s = spec();
         s.inputs[1] = "x".repeat(crate::limits::MAX_NAME_BYTES + 1);
         assert!(s.validate().is_err());
+        // The refused input is named (escaped, cut): an input whose name held a
+        // newline was refused without saying which.
+        let mut s = spec();
+        s.inputs[1] = "/in/a\nb.csv".into();
+        let e = s.validate().unwrap_err();
+        assert!(e.contains(r#"an input "/in/a\nb.csv" (11 bytes)"#), "{e}");
         let mut s = spec();
         s.input.each = vec![crate::input::InputMeta {
             manager: "m".into(),
