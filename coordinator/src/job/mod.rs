@@ -17,6 +17,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 use std::time::Duration;
 
+use covmerge_proto::manifest::JobStatus;
 use covmerge_proto::{JobId, JobSpec, Manifest, TaskRef};
 use covmerge_queue::Queue;
 use covmerge_storage::Store;
@@ -224,37 +225,30 @@ async fn drive(
         .get_or_create(&[("job_id", job.to_string())])
         .set(totals.rows_in as i64);
     let mut failed = map.failed;
-    if failed.is_empty() && totals.rows_bad > spec.max_bad_rows {
-        let first = map.first_bad.map(|b| b.to_string()).unwrap_or_default();
-        if opts.cleanup {
-            finish::close_queues(queue.as_ref(), &job).await;
-        }
-        return Err(JobError::TooManyBadRows {
-            first,
+    // Refusals of the splits' rows as a whole (each split within its limits): like a
+    // failed task, they end the job with a failed manifest.
+    let refused = if !failed.is_empty() {
+        None
+    } else if totals.rows_bad > spec.max_bad_rows {
+        Some(JobError::TooManyBadRows {
+            first: map.first_bad.map(|b| b.to_string()).unwrap_or_default(),
             count: totals.rows_bad,
             max: spec.max_bad_rows,
-        });
-    }
-
-    // A shared table whose rows are all of other namespaces: `--namespace` misspelt
-    // (or of another case), and an empty result would look complete.
-    if failed.is_empty()
-        && namespaces.column
-        && namespaces.matched == 0
-        && !namespaces.others.is_empty()
-    {
-        if opts.cleanup {
-            finish::close_queues(queue.as_ref(), &job).await;
-        }
-        return Err(JobError::NoRowOfNamespace {
+        })
+    } else if namespaces.column && namespaces.matched == 0 && !namespaces.others.is_empty() {
+        // A shared table whose rows are all of other namespaces: `--namespace`
+        // misspelt (or of another case), and an empty result would look complete.
+        Some(JobError::NoRowOfNamespace {
             namespace: spec.namespace.clone().unwrap_or_default(),
             seen: namespaces.others.describe(),
-        });
-    }
+        })
+    } else {
+        None
+    };
 
     // Reduce phase (only when every split is in: a shard needs every split's chunks).
     let mut merges: BTreeMap<TaskRef, TaskState> = BTreeMap::new();
-    if failed.is_empty() {
+    if failed.is_empty() && refused.is_none() {
         progress.phase("merge", spec.shards as u64);
         let mut tracker = tracker();
         tracker.start_phase(merge_tasks(&spec, map.chunks)).await?;
@@ -267,7 +261,10 @@ async fn drive(
 
     let (mut manifest, parts) = manifest_of(&spec, totals, &merges, &outages, &store).await?;
     manifest.other_namespaces = namespaces.others;
-    if let Some(e) = refusal(&spec, &mut manifest, failed, &parts) {
+    if refused.is_some() {
+        manifest.status = JobStatus::Failed;
+    }
+    if let Some(e) = refused.or_else(|| refusal(&spec, &mut manifest, failed, &parts)) {
         still_held(lease).await?;
         finish::write_manifest(&manifest, opts, &store, &job).await?;
         // Nobody waits for this job's reports any more (a resume declares them anew).

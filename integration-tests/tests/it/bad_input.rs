@@ -151,10 +151,16 @@ fn max_bad_rows_skips_and_counts_then_fails_one_past() {
     );
 
     std::fs::remove_file(c.path("out.jsonl.gz")).unwrap();
+    std::fs::remove_file(c.path("manifest.json")).unwrap();
     let (ok, err) = c.merge(&[&a, &b], &["--max-bad-rows", "1"]);
     assert!(!ok, "one bad row past the limit must fail");
     assert!(err.contains(".csv:3:"), "{err}");
     c.no_result();
+    // Each split within the limit, the two past it: no failed manifest was written
+    // (a failed task's refusal writes one).
+    let m = manifest(&c.path("manifest.json"));
+    assert_eq!(m["status"], "failed", "{m}");
+    assert_eq!(m["totals"]["rows_bad"], 2, "{m}");
 }
 
 #[test]
