@@ -58,7 +58,10 @@ pub fn check_outputs_apart(
     // The store's job objects (specs, markers, parts) are the fleet's own: a result
     // written over another job's `job.json` left that job unreadable.
     for (flag, dest, key) in &places {
-        for (store_flag, jobs, kj) in &stores {
+        // A `?` is part of a store's object names, where the keys compared end at it:
+        // such a store's `jobs/` is not compared (else every output of its bucket was
+        // refused).
+        for (store_flag, jobs, kj) in stores.iter().filter(|s| !s.1.contains('?')) {
             if key.starts_with(kj.as_str()) || kj.starts_with(key.as_str()) {
                 return fail(format!(
                     "{flag} {} overlaps {} under {store_flag}, where the fleet keeps its jobs' objects; give an output outside it",
@@ -247,5 +250,9 @@ mod tests {
         // Beside `jobs/` (a `store:` snapshot lives there) is the user's.
         let beside = format!("{store}results/r.jsonl.gz");
         check_outputs_apart(&[], &[("--out", &beside)], &[("--store", &jobs)]).unwrap();
+        // A store whose name holds a `?` keeps its jobs under `pfx?x/jobs/`: an output
+        // beside it was refused as the whole prefix.
+        let out = [("--out", "s3://b/pfx/results/r.gz")];
+        check_outputs_apart(&[], &out, &[("--store", "s3://b/pfx?region=x/jobs")]).unwrap();
     }
 }
