@@ -58,10 +58,7 @@ pub fn check_outputs_apart(
     // The store's job objects (specs, markers, parts) are the fleet's own: a result
     // written over another job's `job.json` left that job unreadable.
     for (flag, dest, key) in &places {
-        // A `?` is part of a store's object names, where the keys compared end at it:
-        // such a store's `jobs/` is not compared (else every output of its bucket was
-        // refused).
-        for (store_flag, jobs, kj) in stores.iter().filter(|s| !s.1.contains('?')) {
+        for (store_flag, jobs, kj) in &stores {
             if key.starts_with(kj.as_str()) || kj.starts_with(key.as_str()) {
                 return fail(format!(
                     "{flag} {} overlaps {} under {store_flag}, where the fleet keeps its jobs' objects; give an output outside it",
@@ -71,7 +68,6 @@ pub fn check_outputs_apart(
             }
         }
     }
-    let stores = stores.into_iter();
     let everything: Vec<(&str, &str, String)> = places.into_iter().chain(stores).collect();
     for spec in sources {
         for root in local_roots(spec) {
@@ -254,5 +250,6 @@ mod tests {
         // beside it was refused as the whole prefix.
         let out = [("--out", "s3://b/pfx/results/r.gz")];
         check_outputs_apart(&[], &out, &[("--store", "s3://b/pfx?region=x/jobs")]).unwrap();
+        check_outputs_apart(&[], &out, &[("--store", "s3://b?region=x/jobs")]).unwrap();
     }
 }

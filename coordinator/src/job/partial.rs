@@ -299,10 +299,10 @@ pub(super) fn location_key(location: &str) -> String {
     key
 }
 
-/// A store URL as a comparable prefix: without its query, `s3a://` as `s3://`, and
-/// no empty path segments (`s3://b//p` is `s3://b/p`).
+/// A store URL as a comparable prefix: `s3a://` as `s3://`, and no empty path
+/// segments (`s3://b//p` is `s3://b/p`). A `?` is a character of a name, as the store
+/// reads it (`covmerge_storage::split_url`), not the start of a query.
 fn store_key(url: &str) -> String {
-    let url = url.split('?').next().unwrap_or(url);
     let (scheme, rest) = url.split_once("://").unwrap_or(("", url));
     let scheme = if scheme == "s3a" { "s3" } else { scheme };
     let rest: Vec<&str> = rest.split('/').filter(|s| !s.is_empty()).collect();
@@ -541,11 +541,11 @@ async fn confirm_published(
     // A local file is read back whole (two writers' files may have one size); a
     // store's object by its size (a read of every object would double the publish).
     let local = covmerge_storage::local::local_path(url).is_some();
-    let found: Vec<(&str, String, bool)> = futures::stream::iter(keys)
+    let found: Vec<(&FileEntry, String, bool)> = futures::stream::iter(keys)
         .map(|(_, e)| async move {
             if !local {
                 let n = dest.size(&e.name).await?;
-                return Ok::<_, JobError>((e.name.as_str(), format!("{n} bytes"), n == e.bytes));
+                return Ok::<_, JobError>((*e, format!("{n} bytes"), n == e.bytes));
             }
             let (_, mut stream) = dest.get_stream_sized(&e.name).await?;
             let (mut sha, mut n) = (Sha256::new(), 0u64);
@@ -556,25 +556,19 @@ async fn confirm_published(
             }
             let sha = hex::encode(sha.finalize());
             let same = n == e.bytes && sha == e.sha256;
-            Ok((
-                e.name.as_str(),
-                format!("{n} bytes with SHA-256 {sha}"),
-                same,
-            ))
+            Ok((*e, format!("{n} bytes with SHA-256 {sha}"), same))
         })
         .buffered(FILES_AT_ONCE)
         .try_collect()
         .await?;
-    if let Some((name, what, _)) = found.into_iter().find(|f| !f.2) {
-        let want = keys.iter().find(|(_, e)| e.name == name).map(|(_, e)| e);
+    if let Some((want, what, _)) = found.into_iter().find(|f| !f.2) {
         // Ours, with another's file: removed unless replaced since (then it is theirs).
         if dest.get_opt(DESCRIPTION).await?.as_deref() == Some(json) {
             dest.delete(DESCRIPTION).await?;
         }
         return Err(JobError::PartialOverwritten(format!(
-            "--partial-out {shown}: {name} is {what}, not the {} bytes with SHA-256 {} this job wrote ({again}); its {DESCRIPTION} was removed",
-            want.map_or(0, |e| e.bytes),
-            want.map_or("", |e| e.sha256.as_str()),
+            "--partial-out {shown}: {} is {what}, not the {} bytes with SHA-256 {} this job wrote ({again}); its {DESCRIPTION} was removed",
+            want.name, want.bytes, want.sha256,
         )));
     }
     Ok(())
