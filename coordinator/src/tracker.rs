@@ -493,33 +493,8 @@ mod tests {
             let job = JobId::new_random();
             queue.open_job(job.as_str()).await.unwrap();
             let progress = ProgressView::hidden();
-            let mut tr = Tracker {
-                queue: &queue,
-                store: &store,
-                job: &job,
-                states: BTreeMap::new(),
-                tasks: HashMap::new(),
-                notes: HashMap::new(),
-                progress: &progress,
-                reconcile_every: Duration::from_secs(3600),
-                republish_after: Duration::from_secs(3600),
-                tally: Tally::default(),
-                visits: Default::default(),
-            };
-            let tasks: Vec<Task> = (0..n)
-                .map(|i| {
-                    Task::Split(SplitTask {
-                        namespace: None,
-                        job: job.clone(),
-                        split: SplitId(i),
-                        input: format!("/in/{i}.csv"),
-                        shards: 1,
-                        max_bad_rows: 0,
-                        read: Default::default(),
-                        more: Vec::new(),
-                    })
-                })
-                .collect();
+            let mut tr = tracker(&queue, &store, &job, &progress);
+            let tasks: Vec<Task> = (0..n).map(|i| split_task(&job, i)).collect();
             tr.start_phase(tasks.clone()).await.unwrap();
             assert_eq!(tr.tally.running, n as u64);
             let report = |i: u32, status: ReportStatus| {
@@ -591,6 +566,42 @@ mod tests {
         }
     }
 
+    /// A tracker of `job` that neither reconciles nor republishes by itself.
+    fn tracker<'a>(
+        queue: &'a MemoryQueue,
+        store: &'a Store,
+        job: &'a JobId,
+        progress: &'a ProgressView,
+    ) -> Tracker<'a> {
+        Tracker {
+            queue,
+            store,
+            job,
+            states: BTreeMap::new(),
+            tasks: HashMap::new(),
+            notes: HashMap::new(),
+            progress,
+            reconcile_every: Duration::from_secs(3600),
+            republish_after: Duration::from_secs(3600),
+            tally: Tally::default(),
+            visits: Default::default(),
+        }
+    }
+
+    /// Split `i` of `job`, of the input `/in/<i>.csv`.
+    fn split_task(job: &JobId, i: u32) -> Task {
+        Task::Split(SplitTask {
+            namespace: None,
+            job: job.clone(),
+            split: SplitId(i),
+            input: format!("/in/{i}.csv"),
+            shards: 1,
+            max_bad_rows: 0,
+            read: Default::default(),
+            more: Vec::new(),
+        })
+    }
+
     /// Writes the `.done` marker of split `i` of `job` holding `o`.
     async fn put_marker(store: &Store, job: &JobId, i: u32, o: &SplitOutcome) {
         let key = keys::done(job, TaskRef::Split(SplitId(i)));
@@ -612,30 +623,8 @@ mod tests {
         let job = JobId::new_random();
         queue.open_job(job.as_str()).await.unwrap();
         let progress = ProgressView::hidden();
-        let mut tr = Tracker {
-            queue: &queue,
-            store: &store,
-            job: &job,
-            states: BTreeMap::new(),
-            tasks: HashMap::new(),
-            notes: HashMap::new(),
-            progress: &progress,
-            reconcile_every: Duration::from_secs(3600),
-            republish_after: Duration::from_secs(3600),
-            tally: Tally::default(),
-            visits: Default::default(),
-        };
-        let task = Task::Split(SplitTask {
-            namespace: None,
-            job: job.clone(),
-            split: SplitId(0),
-            input: "/in/0.csv".into(),
-            shards: 1,
-            max_bad_rows: 0,
-            read: Default::default(),
-            more: Vec::new(),
-        });
-        tr.start_phase(vec![task]).await.unwrap();
+        let mut tr = tracker(&queue, &store, &job, &progress);
+        tr.start_phase(vec![split_task(&job, 0)]).await.unwrap();
         let report = |rows: u64| {
             let mut o = SplitOutcome::default();
             o.counts.rows_in = rows;

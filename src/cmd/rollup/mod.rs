@@ -308,6 +308,7 @@ async fn classify(r: &RollupArgs) -> Result<(Vec<PartialInput>, Vec<String>)> {
 /// Read whole as raw rows, a listing of day partials needed `--source` and gave the
 /// roll-up today's period and one shard.
 async fn listed_partials(inputs: &[String]) -> Result<Vec<String>> {
+    let marker = format!("/{DESCRIPTION}");
     let mut out = Vec::new();
     for i in inputs {
         let listing = i.starts_with("file://") && (i.ends_with('/') || i.ends_with('*'));
@@ -318,10 +319,7 @@ async fn listed_partials(inputs: &[String]) -> Result<Vec<String>> {
         let objects = covmerge_storage::expand_inputs(std::slice::from_ref(i))
             .await
             .with_context(|| format!("--input {}", covmerge_storage::shown_url(i)))?;
-        if !objects
-            .iter()
-            .any(|o| o.ends_with(&format!("/{DESCRIPTION}")))
-        {
+        if !objects.iter().any(|o| o.ends_with(&marker)) {
             out.push(i.clone());
             continue;
         }

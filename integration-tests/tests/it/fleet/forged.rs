@@ -392,11 +392,7 @@ fn a_forged_split_report_left_an_inputs_rows_out_of_the_result() {
     a.extend_from_slice(&["--job", &job]);
     let coord = fleet::coordinator_spawn(&a);
     // Its split tasks published: its queue of reports is there.
-    let t0 = std::time::Instant::now();
-    while tasks_ready() < s.inputs.len() {
-        assert!(t0.elapsed() < Duration::from_secs(60), "no split tasks");
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    wait_tasks_ready(s.inputs.len(), "no split tasks");
     rt().block_on(async {
         let q = AmqpQueue::connect(&amqp, DEFAULT_DELIVERY_LIMIT)
             .await

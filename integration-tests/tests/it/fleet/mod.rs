@@ -96,6 +96,16 @@ pub(crate) fn tasks_ready() -> usize {
         .unwrap_or(0)
 }
 
+/// Waits until the shared task queue holds at least `n` ready tasks (a coordinator's
+/// published, its job's queues declared), failing after [`LONG`] with `what`.
+pub(crate) fn wait_tasks_ready(n: usize, what: &str) {
+    let t0 = std::time::Instant::now();
+    while tasks_ready() < n {
+        assert!(t0.elapsed() < LONG, "{what}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
 /// Waits until `dir` holds at least `n` `.done` markers.
 pub(crate) fn wait_markers(dir: &Path, n: usize, what: &fleet::Proc) {
     let t0 = std::time::Instant::now();

@@ -65,11 +65,7 @@ fn tasks_lost_from_the_queue_no_longer_hang_the_coordinator() {
     a.extend_from_slice(&["--republish-secs", "3", "--reconcile-secs", "1"]);
     let coord = fleet::coordinator_spawn(&a);
     // No worker yet: the three split tasks wait in the queue until they are purged.
-    let t0 = std::time::Instant::now();
-    while tasks_ready() < 3 {
-        assert!(t0.elapsed() < LONG, "the split tasks were never published");
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    wait_tasks_ready(3, "the split tasks were never published");
     let purged = std::process::Command::new("rabbitmqctl")
         .args(["-q", "purge_queue", "-p", &fleet::vhost(), "covmerge.tasks"])
         .output()
