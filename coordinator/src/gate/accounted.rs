@@ -7,7 +7,8 @@ use covmerge_proto::Manifest;
 use super::{refuse, Invariant, Refused};
 
 /// Every row read accounted for once (contract §7): `rows_in` = merged + bad + without
-/// line + lost + in deleted files, unless the rows read saturated; and the other
+/// line + lost + in deleted files (when the rows read saturated, those counts reach
+/// saturation too); and the other
 /// namespaces' list adds up to their rows, each listed name with rows, none the job's
 /// own namespace, none longer than a listed name may be.
 pub(super) fn accounted(manifest: &Manifest, namespace: &str) -> Result<(), Refused> {
@@ -23,19 +24,30 @@ pub(super) fn accounted(manifest: &Manifest, namespace: &str) -> Result<(), Refu
     let sum: u128 = parts.iter().map(|&n| u128::from(n)).sum();
     // Counts saturate at 2^64 - 1 (contract §10: a partial's sums of sums), and
     // `rows_in` is then that less the rows outside the prefix: a job whose rows read
-    // saturated cannot be checked row for row. Any other is, exactly (a count saturated
-    // while the rows read are not is a forged one).
+    // saturated cannot be checked row for row, but what accounts for them must reach
+    // saturation too (a part saturated, or their true sum past it). Any other job is
+    // checked exactly (a count saturated while the rows read are not is a forged one,
+    // and so is a saturated `rows_in` that a few rows account for).
+    let outside = u128::from(t.rows_outside_prefix);
     let saturated = t.rows_in.saturating_add(t.rows_outside_prefix) == u64::MAX;
-    let adds_up = saturated || sum == u128::from(t.rows_in);
+    let adds_up = if saturated {
+        sum + outside >= u128::from(u64::MAX)
+    } else {
+        sum == u128::from(t.rows_in)
+    };
     if !adds_up {
-        return Err(refuse(
-            Invariant::Totals,
-            place,
+        let what = if saturated {
+            format!(
+                "rows_in is {} (saturated, with {} outside the prefix) but merged {} + bad {} + without line {} + lost {} + deleted {} make only {sum}",
+                t.rows_in, t.rows_outside_prefix, t.rows_merged, t.rows_bad, t.rows_without_line, t.rows_lost, t.rows_deleted
+            )
+        } else {
             format!(
                 "rows_in is {} but merged {} + bad {} + without line {} + lost {} + deleted {} make {sum}",
                 t.rows_in, t.rows_merged, t.rows_bad, t.rows_without_line, t.rows_lost, t.rows_deleted
-            ),
-        ));
+            )
+        };
+        return Err(refuse(Invariant::Totals, place, what));
     }
     let o = &manifest.other_namespaces;
     // Saturating, as the counts are.

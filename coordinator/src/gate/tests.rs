@@ -477,3 +477,36 @@ fn a_bad_header_is_refused() {
     let e = check_result(&bad, &h, &m, &[s]).unwrap_err();
     assert!(e.to_string().contains("month 13 does not exist"), "{e}");
 }
+
+/// A partial's description edited to say 2^64 - 1 rows read (or two saying 2^63 each)
+/// saturated the job's `rows_in`, and the check of every row accounted for was skipped:
+/// exit 0 with a manifest whose 381 rows accounted for said 18446744073709551615 read.
+#[test]
+fn a_saturated_rows_in_that_few_rows_account_for_was_published() {
+    let s = check(&good(), 1).unwrap();
+    let h = header("upstream", "c1", 3, "2024-04-08", 9);
+    let mut m = manifest(&s);
+    m.totals.rows_in = u64::MAX;
+    let e = check_result(&spec(), &h, &m, std::slice::from_ref(&s)).unwrap_err();
+    assert_eq!(e.invariant, Invariant::Totals, "{e}");
+    assert!(
+        e.to_string()
+            .contains("(saturated, with 0 outside the prefix)"),
+        "{e}"
+    );
+    assert!(e.to_string().contains("make only 4"), "{e}");
+    // Saturated with the rows outside the prefix: the same.
+    let mut m = manifest(&s);
+    m.totals.rows_in = u64::MAX - 10;
+    m.totals.rows_outside_prefix = 10;
+    check_result(&spec(), &h, &m, std::slice::from_ref(&s)).unwrap_err();
+    // Accounted rows that reach saturation only with the rows outside the prefix pass.
+    let mut m = manifest(&s);
+    m.totals.rows_merged = u64::MAX - (1 << 40);
+    m.totals.rows_in = u64::MAX - (1 << 40);
+    m.totals.rows_outside_prefix = 1 << 40;
+    check_result(&spec(), &h, &m, std::slice::from_ref(&s)).unwrap();
+    // One short of saturation: refused.
+    m.totals.rows_merged -= 1;
+    check_result(&spec(), &h, &m, std::slice::from_ref(&s)).unwrap_err();
+}
