@@ -502,3 +502,27 @@ fn one_namespace_past_the_most_one_read_routes_is_refused_naming_it() {
     );
     assert!(!tmp.path().join("p").exists());
 }
+
+/// A roll-up without `--source` given a local CSV or a misspelt partial directory
+/// said `--input <unparseable URL>`: the input it could not take was not named (with
+/// several days, which one was misspelt?).
+#[test]
+fn raw_rows_without_a_source_named_no_input() {
+    let c = corpus(17);
+    let dir = c.dir().to_str().unwrap().to_owned();
+    let typo = format!("{dir}/days/typo-of-d1");
+    for input in [c.inputs[0].as_str(), typo.as_str()] {
+        let err = refused(&[
+            "rollup",
+            "--input",
+            input,
+            "--partial-out",
+            &format!("{dir}/p"),
+        ]);
+        assert!(
+            err.contains(&format!("--input {input}: raw rows")),
+            "{input}: {err}"
+        );
+        assert!(!err.contains("unparseable"), "{err}");
+    }
+}

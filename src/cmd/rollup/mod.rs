@@ -66,7 +66,7 @@ pub(crate) async fn run(r: RollupArgs) -> Result<()> {
     if !raw.is_empty() && sources.all.is_none() && sources.per.is_empty() {
         bail!(
             "--input {}: raw rows (not a partial: no partial.json) need --source to find each row's version",
-            covmerge_storage::redact_url(&raw[0])
+            covmerge_storage::shown_url(&raw[0])
         );
     }
     // What each output namespace sums: its partial inputs, its raw rows.
