@@ -77,6 +77,10 @@ pub enum JobError {
     /// A check before any work refused the job (contract §6).
     #[error("{0}; nothing was read or written")]
     Preflight(String),
+    /// The same check, made again once the job's work was done, refused it before
+    /// anything was published.
+    #[error("{0}; nothing was published")]
+    NotPublished(String),
     /// The merges' sources do not hold the same base: one worker's `--source` lacks
     /// (or has other) files of it, which its shards would count as deleted.
     #[error("{0}")]

@@ -1,9 +1,11 @@
 //! `--partial-out`: the job's partial (contract §10), made of its merge tasks' shard
 //! files. Its description is made from the merges' outcomes and the splits' counts and
-//! checked before anything is published ([`describe`]); after the result, the shard
-//! files are each read back against its size and SHA-256, then copied to the
-//! partial's URL (several at once), and `partial.json` is written last ([`write_partial`]): a URL without
-//! it holds no partial, and a re-run overwrites one.
+//! checked before anything is published ([`describe`]); before the result too, the
+//! destination is checked again and the shard files are each read back against its
+//! size and SHA-256 ([`check_partial`]); after the result they are copied to the
+//! partial's URL (several at once), and `partial.json` is written last
+//! ([`PartialToWrite::write`]): a URL without it holds no partial, and a re-run
+//! overwrites one.
 
 use covmerge_partial::desc::FORMAT;
 use covmerge_partial::{Description, FileEntry, PartialCounts, ShardFiles, FORMAT_VERSION};
@@ -395,103 +397,136 @@ async fn check_dest(dest: &Store, url: &str) -> Result<Vec<String>, JobError> {
     Ok(held)
 }
 
-/// Copies the shard files of the job's partial `d` to `url`, each checked against its
-/// size and SHA-256 as it is read, then writes `partial.json`. A partial that was
-/// there is replaced: its description goes once the new files all check (a refusal
-/// leaves it whole), before any file is overwritten; its files not overwritten last.
-pub(super) async fn write_partial(
+/// The job's partial `d`, checked and ready to be copied to `url`
+/// ([`PartialToWrite::write`]): its destination holds nothing else, and every shard file
+/// in the job's store is its size and SHA-256. Made before the result is published, so
+/// that a refused partial publishes nothing.
+pub(super) struct PartialToWrite<'a> {
+    d: &'a Description,
+    src: &'a Store,
+    dest: Store,
+    url: String,
+    /// What the destination held (a partial replaced).
+    held: Vec<String>,
+    keys: Vec<(String, &'a FileEntry)>,
+}
+
+/// Checks the job's partial `d` for `url` (see [`PartialToWrite`]).
+pub(super) async fn check_partial<'a>(
     spec: &JobSpec,
-    d: &Description,
-    store: &Store,
+    d: &'a Description,
+    store: &'a Store,
     url: &str,
-) -> Result<PartialWritten, JobError> {
-    copy_partial(d, store, &|name| keys::partial_file(&spec.job, name), url).await
+) -> Result<PartialToWrite<'a>, JobError> {
+    check_copy(d, store, &|name| keys::partial_file(&spec.job, name), url).await
 }
 
 /// Publishes the partial `d` written in the local directory `dir` (a roll-up's) to
-/// `url` as [`write_partial`] does.
+/// `url` as [`PartialToWrite::write`] does.
 pub async fn publish_local_partial(
     dir: &std::path::Path,
     d: &Description,
     url: &str,
 ) -> Result<PartialWritten, JobError> {
     let src = Store::open(&format!("file://{}", dir.display()))?;
-    copy_partial(d, &src, &|name| name.to_owned(), url).await
+    check_copy(d, &src, &|name| name.to_owned(), url)
+        .await?
+        .write()
+        .await
 }
 
-/// Copies the files of `d` from `src` (`key_of` a file's name: its key there) to
-/// `url`, then its description; returns what a manifest says of it.
-async fn copy_partial(
-    d: &Description,
-    src: &Store,
+/// Checks the files of `d` in `src` (`key_of` a file's name: its key there) and the
+/// destination `url` before any is copied; several files at once (small objects:
+/// latency, not bytes).
+async fn check_copy<'a>(
+    d: &'a Description,
+    src: &'a Store,
     key_of: &(dyn Fn(&str) -> String + Sync),
     url: &str,
-) -> Result<PartialWritten, JobError> {
-    let store = src;
+) -> Result<PartialToWrite<'a>, JobError> {
     let dest = partial_store(url)?;
     let held = check_dest(&dest, url).await?;
-    // Every file is checked before any is copied, then they are copied; each of the
-    // two several files at once (small objects: latency, not bytes). A partial that
-    // was there loses its description only once the new one's files all check.
-    let files: Vec<&FileEntry> = d
+    let keys: Vec<(String, &FileEntry)> = d
         .shards
         .iter()
         .flat_map(|s| [&s.lines, &s.funcs, &s.versions, &s.paths])
+        .map(|e| (key_of(&e.name), e))
         .collect();
-    let keys: Vec<(String, &FileEntry)> = files.iter().map(|e| (key_of(&e.name), *e)).collect();
     futures::stream::iter(&keys)
-        .map(|(key, e)| verify(store, key, e))
+        .map(|(key, e)| verify(src, key, e))
         .buffered(FILES_AT_ONCE)
         .try_collect::<Vec<()>>()
         .await?;
-    if held.iter().any(|k| k == DESCRIPTION) {
-        dest.delete(DESCRIPTION).await?;
-    }
-    let dest = &dest;
-    futures::stream::iter(&keys)
-        .map(|(key, e)| async move {
-            let n = dest.copy_from(&e.name, store, key).await?;
-            // Checked before the copy; a file changed since is not published.
-            if n != e.bytes {
-                return Err(JobError::Gate {
-                    job: spec_job(key),
-                    refused: Box::new(refuse(
-                        key.clone(),
-                        format!("{n} bytes copied, its merge wrote {}", e.bytes),
-                    )),
-                });
-            }
-            Ok::<(), JobError>(())
-        })
-        .buffered(FILES_AT_ONCE)
-        .try_collect::<Vec<()>>()
-        .await?;
-    let json = d.to_json();
-    let description_sha256 = hex::encode(Sha256::digest(&json));
-    dest.put(DESCRIPTION, json.clone().into()).await?;
-    confirm_published(dest, &keys, &json, url).await?;
-    let written: std::collections::HashSet<&str> = d
-        .shards
-        .iter()
-        .flat_map(|s| [&s.lines, &s.funcs, &s.versions, &s.paths])
-        .map(|e| e.name.as_str())
-        .chain([DESCRIPTION])
-        .collect();
-    let stale: Vec<String> = held
-        .into_iter()
-        .filter(|k| !written.contains(k.as_str()))
-        .collect();
-    dest.delete_all(&stale).await?;
-    let shown = covmerge_storage::shown_url(url).to_string();
-    info!(partial = %shown, shards = d.shard_count, rows = d.counts.rows_in, "partial written");
-    Ok(PartialWritten {
-        url: shown,
-        description_sha256,
-        shard_count: d.shard_count,
-        date_from: d.date_from.clone(),
-        date_to: d.date_to.clone(),
-        rows_in: d.counts.rows_in,
+    Ok(PartialToWrite {
+        d,
+        src,
+        dest,
+        url: url.to_owned(),
+        held,
+        keys,
     })
+}
+
+impl PartialToWrite<'_> {
+    /// Copies the checked files, then the description; returns what a manifest says
+    /// of it. A partial that was there loses its description before any file is
+    /// overwritten, and its files the new one lacks last.
+    pub(super) async fn write(self) -> Result<PartialWritten, JobError> {
+        let PartialToWrite {
+            d,
+            src,
+            dest,
+            url,
+            held,
+            keys,
+        } = self;
+        if held.iter().any(|k| k == DESCRIPTION) {
+            dest.delete(DESCRIPTION).await?;
+        }
+        let dest = &dest;
+        futures::stream::iter(&keys)
+            .map(|(key, e)| async move {
+                let n = dest.copy_from(&e.name, src, key).await?;
+                // Checked before the copy; a file changed since is not published.
+                if n != e.bytes {
+                    return Err(JobError::Gate {
+                        job: spec_job(key),
+                        refused: Box::new(refuse(
+                            key.clone(),
+                            format!("{n} bytes copied, its merge wrote {}", e.bytes),
+                        )),
+                    });
+                }
+                Ok::<(), JobError>(())
+            })
+            .buffered(FILES_AT_ONCE)
+            .try_collect::<Vec<()>>()
+            .await?;
+        let json = d.to_json();
+        let description_sha256 = hex::encode(Sha256::digest(&json));
+        dest.put(DESCRIPTION, json.clone().into()).await?;
+        confirm_published(dest, &keys, &json, &url).await?;
+        let written: std::collections::HashSet<&str> = keys
+            .iter()
+            .map(|(_, e)| e.name.as_str())
+            .chain([DESCRIPTION])
+            .collect();
+        let stale: Vec<String> = held
+            .into_iter()
+            .filter(|k| !written.contains(k.as_str()))
+            .collect();
+        dest.delete_all(&stale).await?;
+        let shown = covmerge_storage::shown_url(&url).to_string();
+        info!(partial = %shown, shards = d.shard_count, rows = d.counts.rows_in, "partial written");
+        Ok(PartialWritten {
+            url: shown,
+            description_sha256,
+            shard_count: d.shard_count,
+            date_from: d.date_from.clone(),
+            date_to: d.date_to.clone(),
+            rows_in: d.counts.rows_in,
+        })
+    }
 }
 
 /// Reads `key` of `store` through, refusing it unless its size and SHA-256 are `e`'s.

@@ -194,29 +194,40 @@ pub(super) async fn publish(
     let partial = match checked {
         Ok(p) => p,
         Err(refused) => {
-            manifest.status = JobStatus::Failed;
-            manifest.failed = vec![FailedTask {
-                task: "publish gate".into(),
-                error: refused.to_string(),
-            }];
-            still_held(lease).await?;
-            finish::write_manifest(&manifest, opts, store, &spec.job).await?;
-            return Err(JobError::Gate {
+            let e = JobError::Gate {
                 job: spec.job.to_string(),
                 refused: Box::new(refused),
-            });
+            };
+            return Err(refuse_job(manifest, "publish gate", e, opts, store, spec, lease).await);
         }
     };
     if let Some(why) = crate::gate::why_empty(&manifest) {
         warn!("{why}");
     }
+    // The partial's destination and files checked before anything is published: a
+    // refused partial publishes nothing, as a refused result.
+    let partial = match (&partial, &spec.partial_out) {
+        (Some(d), Some(url)) => {
+            still_held(lease).await?;
+            match super::partial::check_partial(spec, d, store, url).await {
+                Ok(p) => Some(p),
+                Err(e) => {
+                    let e = nothing_published(e);
+                    return Err(
+                        refuse_job(manifest, "--partial-out", e, opts, store, spec, lease).await,
+                    );
+                }
+            }
+        }
+        _ => None,
+    };
     manifest.header = Some(out.header_line().to_string());
     still_held(lease).await?;
     let result = out.write_result(&dest).await?;
     manifest.result = result.clone();
-    if let (Some(d), Some(url)) = (&partial, &spec.partial_out) {
+    if let Some(p) = partial {
         still_held(lease).await?;
-        manifest.partial = Some(super::partial::write_partial(spec, d, store, url).await?);
+        manifest.partial = Some(p.write().await?);
     }
     still_held(lease).await?;
     out.write_manifest(&manifest)
@@ -244,4 +255,38 @@ pub(super) async fn publish(
         result: result.unwrap_or_default(),
         dashboard_rows,
     })
+}
+
+/// Ends a job refused before anything was published: its manifest written with status
+/// failed and `task`'s error (unless the lease is lost), then the error returned.
+pub(super) async fn refuse_job(
+    mut manifest: Manifest,
+    task: &str,
+    e: JobError,
+    opts: &JobOptions,
+    store: &Store,
+    spec: &JobSpec,
+    lease: Option<&Lease>,
+) -> JobError {
+    manifest.status = JobStatus::Failed;
+    manifest.failed = vec![FailedTask {
+        task: task.into(),
+        error: e.to_string(),
+    }];
+    if let Err(held) = still_held(lease).await {
+        return held;
+    }
+    match finish::write_manifest(&manifest, opts, store, &spec.job).await {
+        Ok(()) => e,
+        Err(written) => written,
+    }
+}
+
+/// A check's refusal at publish time: the job read its inputs, but published nothing
+/// (a preflight's error says nothing was read).
+pub(super) fn nothing_published(e: JobError) -> JobError {
+    match e {
+        JobError::Preflight(m) => JobError::NotPublished(m),
+        e => e,
+    }
 }

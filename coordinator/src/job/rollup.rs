@@ -4,13 +4,13 @@
 //! the shards' rows) then the partial published as `--partial-out` publishes it
 //! (`partial.json` last), then the manifest and the cleanup.
 
-use covmerge_proto::manifest::{FailedTask, JobStatus};
 use covmerge_proto::wire::MergeOutcome;
 use covmerge_proto::{JobSpec, Manifest};
 use covmerge_queue::Queue;
 use covmerge_storage::Store;
 
 use super::begin::still_held;
+use super::publish::{nothing_published, refuse_job};
 use super::{partial, JobError, JobOptions, JobOutcome};
 use crate::finish;
 use crate::lease::Lease;
@@ -41,21 +41,22 @@ pub(super) async fn publish_rollup(
     let d = match partial::describe(spec, &manifest, done.namespace_column, &done.parts) {
         Ok(d) => d,
         Err(refused) => {
-            manifest.status = JobStatus::Failed;
-            manifest.failed = vec![FailedTask {
-                task: "partial gate".into(),
-                error: refused.to_string(),
-            }];
-            still_held(lease).await?;
-            finish::write_manifest(&manifest, opts, store, &spec.job).await?;
-            return Err(JobError::Gate {
+            let e = JobError::Gate {
                 job: spec.job.to_string(),
                 refused: Box::new(refused),
-            });
+            };
+            return Err(refuse_job(manifest, "partial gate", e, opts, store, spec, lease).await);
         }
     };
     still_held(lease).await?;
-    manifest.partial = Some(partial::write_partial(spec, &d, store, url).await?);
+    let checked = match partial::check_partial(spec, &d, store, url).await {
+        Ok(p) => p,
+        Err(e) => {
+            let e = nothing_published(e);
+            return Err(refuse_job(manifest, "--partial-out", e, opts, store, spec, lease).await);
+        }
+    };
+    manifest.partial = Some(checked.write().await?);
     still_held(lease).await?;
     finish::write_manifest(&manifest, opts, store, &spec.job).await?;
     finish::cleanup(opts, store, &spec.job, queue).await;

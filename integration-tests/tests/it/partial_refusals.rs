@@ -9,7 +9,9 @@
 
 use std::path::Path;
 
-use covmerge_integration_tests::{covmerge, fleet, partial_files, CorpusJob, FleetCorpus};
+use covmerge_integration_tests::{
+    bin, covmerge, fleet, manifest, partial_files, CorpusJob, FleetCorpus,
+};
 
 fn corpus(seed: u64) -> CorpusJob {
     FleetCorpus::local(seed)
@@ -475,4 +477,63 @@ fn a_partial_inside_another_was_read_with_it_through_a_listing() {
         );
     }
     assert_eq!(partial_files(&listed), partial_files(&named));
+}
+
+/// A file that is not a partial's, put in `--partial-out` while the merge ran (after
+/// its preflight): the result was published to `--out`, then the partial refused, exit
+/// 1 with "nothing was read or written" and no manifest. Now the partial's
+/// destination is checked again before anything is published: nothing is, and the
+/// failed manifest names `--partial-out`.
+#[test]
+fn a_partial_out_refused_after_the_merge_left_the_result_published() {
+    let c = corpus(93);
+    let (po, out, man, log) = (
+        c.dir().join("po"),
+        c.dir().join("out.jsonl.gz"),
+        c.dir().join("manifest.json"),
+        c.dir().join("stderr.log"),
+    );
+    let mut a = vec!["merge"];
+    a.extend(c.job_args_with(&c.source, &c.inputs));
+    a.extend_from_slice(&["--out", out.to_str().unwrap()]);
+    a.extend_from_slice(&["--manifest", man.to_str().unwrap()]);
+    a.extend_from_slice(&["--partial-out", po.to_str().unwrap()]);
+    let mut child = std::process::Command::new(bin())
+        .args(&a)
+        .env("RUST_LOG", "warn")
+        .env("COVMERGE_FAULT_SLEEP", "assemble:3000")
+        .stderr(std::fs::File::create(&log).unwrap())
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let t0 = std::time::Instant::now();
+    while !std::fs::read_to_string(&log).is_ok_and(|s| s.contains("fault point reached")) {
+        assert!(
+            t0.elapsed() < std::time::Duration::from_secs(60),
+            "the job never reached its assembly"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    std::fs::create_dir_all(&po).unwrap();
+    std::fs::write(po.join("notes.txt"), "an operator's notes\n").unwrap();
+    let status = child.wait().unwrap();
+    let err = std::fs::read_to_string(&log).unwrap();
+    assert!(!status.success(), "{err}");
+    assert!(
+        err.contains("not a partial's files (notes.txt)") && err.contains("nothing was published"),
+        "{err}"
+    );
+    assert!(!err.contains("nothing was read"), "{err}");
+    assert!(!out.exists(), "the result was published: {err}");
+    let m = manifest(&man);
+    assert_eq!(m["status"], "failed", "{m}");
+    assert_eq!(m["failed"][0]["task"], "--partial-out", "{m}");
+    assert!(m["result"].is_null(), "{m}");
+    // The notes are left as they were, and no partial is beside them.
+    let mut names: Vec<String> = std::fs::read_dir(&po)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    assert_eq!(names, ["notes.txt"]);
 }
