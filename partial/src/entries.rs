@@ -70,7 +70,7 @@ impl ByLine {
             self.forget();
         }
         if i >= self.slots.len() {
-            let n = (i + 1).next_power_of_two().clamp(1024, self.max);
+            let n = (i + 1).next_power_of_two().max(1024).min(self.max);
             self.slots.resize(n, LineSlot::default());
         }
         Some((self.stamp, &mut self.slots[i]))
@@ -315,6 +315,18 @@ mod tests {
         small.push_func(vote(1, 1, 1, 1));
         assert_eq!(small.funcs.len(), 2);
         assert_eq!(small.bytes(), FUNC_BYTES * small.funcs.capacity());
+    }
+
+    /// A limit whose table holds fewer lines than the 1,024 it grows by at least
+    /// (128 KiB: 512 lines) panicked on its first vote (`clamp` with min > max).
+    #[test]
+    fn a_limit_under_256_kib_panicked_growing_the_table_of_lines() {
+        let mut e = Entries::new(128 << 10);
+        e.push_func(vote(1, 511, 1, 1));
+        e.push_func(vote(1, 511, 1, 1));
+        e.push_func(vote(1, 512, 1, 1));
+        assert_eq!(e.funcs.len(), 2);
+        assert_eq!(e.by_line.slots.len(), 512);
     }
 
     /// The stamp wraps after 2^32 changes of version: the slots are cleared, so that a
