@@ -673,7 +673,7 @@ impl Builder {
         }
         // Each entry's ids turned into places (its (path, version)'s and its names'
         // ranks) first, so that the sort compares plain fields.
-        self.entries.forget_places();
+        self.entries.forget_recent();
         let mut lines = std::mem::take(&mut self.entries.lines);
         for e in &mut lines {
             e.pv = pv_pos[e.pv as usize];

@@ -1,12 +1,6 @@
-//! A builder's `lines` and `funcs` sums as flat entries: appended as rows come, summed
-//! per key by sorting when their vector is full, their memory counted by capacity.
-//!
-//! A `funcs` key (version, line, function) comes once per manager of a file's run of
-//! entries, the managers' lines one after the other: the entries of the version being
-//! fed are found by line ([`ByLine`]), so that such a run adds one entry per line. A
-//! `lines` key comes once per commit of a version at most (a day's keys mostly once):
-//! finding it again cost a cache miss per row for a fifth of them, and the sort sums
-//! them instead.
+//! A builder's `lines` and `funcs` sums as flat entries: appended as rows come (one
+//! entry per key while a small table of recent keys finds it), summed per key by
+//! sorting when their vector is full, their memory counted by capacity.
 
 use crate::bucket::{buckets_of, sort_by_bucket};
 use crate::sorted::{FuncAcc, LineAcc};
@@ -22,121 +16,118 @@ const MIN_GROW: usize = 1024;
 /// Entries a full vector takes past the limit (a limit too small for any).
 const FEW: usize = 4;
 
-/// Lines of a version [`ByLine`] finds entries of at most (later lines' votes are
-/// appended, and summed by the sort); fewer for a small limit (one for 256 bytes of
-/// it), none below 64 KiB.
-const BY_LINE: usize = 1 << 16;
+/// Slots of each table of recent keys at most (a power of two); fewer for a small
+/// limit (one slot for 512 bytes of it), none below 64 KiB.
+const RECENT: usize = 1 << 13;
 
-/// A slot of [`ByLine`]: the function and index of the last `funcs` entry of a line,
-/// valid while its stamp is the table's.
-#[derive(Clone, Copy, Default)]
-struct LineSlot {
-    stamp: u32,
-    func: u32,
+/// A slot of a table of recent keys: a key and the index of its last entry. The key
+/// is kept beside the index so that a key seen once (most of them) is told apart
+/// without reading its entry, a random place of a large vector.
+#[derive(Clone, Copy)]
+struct RecentSlot {
+    key: (u32, u32, u32),
     at: u32,
 }
 
-/// The last `funcs` entry of each line of the version being fed (`pv`), by line.
-/// Changing version, or moving the entries, takes a new stamp: every slot is stale
-/// at once.
-#[derive(Default)]
-struct ByLine {
-    pv: u32,
-    stamp: u32,
-    slots: Vec<LineSlot>,
-    /// Lines it holds at most (0: none).
-    max: usize,
-}
-
-impl ByLine {
-    fn forget(&mut self) {
-        self.stamp = self.stamp.wrapping_add(1);
-        if self.stamp == 0 {
-            // A stamp used before (after 2^32 changes): clear the slots instead.
-            self.slots.fill(LineSlot::default());
-            self.stamp = 1;
-        }
-    }
-
-    /// The stamp and slot of `line` of version `pv` (a stale slot is free), or none
-    /// past the lines it holds.
-    fn slot(&mut self, pv: u32, line: u32) -> Option<(u32, &mut LineSlot)> {
-        let i = line as usize;
-        if i >= self.max {
-            return None;
-        }
-        if pv != self.pv {
-            self.pv = pv;
-            self.forget();
-        }
-        if i >= self.slots.len() {
-            let n = (i + 1).next_power_of_two().max(1024).min(self.max);
-            self.slots.resize(n, LineSlot::default());
-        }
-        Some((self.stamp, &mut self.slots[i]))
-    }
-
-    fn bytes(&self) -> usize {
-        std::mem::size_of::<LineSlot>() * self.slots.capacity()
-    }
-}
+/// No entry.
+const NONE: RecentSlot = RecentSlot {
+    key: (0, 0, 0),
+    at: u32::MAX,
+};
 
 /// The entries, several of a key until [`Entries::compact`] sums them.
 #[derive(Default)]
 pub(crate) struct Entries {
     pub(crate) lines: Vec<LineAcc>,
     pub(crate) funcs: Vec<FuncAcc>,
-    /// The `funcs` entries of the version being fed, by line.
-    by_line: ByLine,
+    /// By a hash of a key: the key and the index of its last entry (or [`NONE`]).
+    /// Rows of one key come close together (one (file, commit)'s managers, or one
+    /// version's commits): their sums go to one entry.
+    recent_lines: Vec<RecentSlot>,
+    recent_funcs: Vec<RecentSlot>,
+    /// log2 of the tables' slots (0: no tables).
+    bits: u32,
 }
 
 impl Entries {
     /// Entries of a builder of `limit` bytes.
     pub(crate) fn new(limit: usize) -> Self {
-        let max = if limit < 64 << 10 {
+        let slots = (limit / 512).min(RECENT);
+        let bits = if limit < 64 << 10 {
             0
         } else {
-            (limit / 256).min(BY_LINE)
+            usize::BITS - 1 - slots.leading_zeros()
         };
         Entries {
-            by_line: ByLine {
-                pv: u32::MAX,
-                stamp: 1,
-                max,
-                ..ByLine::default()
-            },
+            bits,
             ..Entries::default()
         }
     }
 
-    /// Adds a `lines` entry.
+    /// The slot of key (a, b, c) in a table of recent keys (made when first used).
+    fn slot(&self, (a, b, c): (u32, u32, u32)) -> usize {
+        let h = u64::from(a).wrapping_mul(0x9e37_79b9_7f4a_7c15)
+            ^ u64::from(b).wrapping_mul(0xc2b2_ae3d_27d4_eb4f)
+            ^ u64::from(c).wrapping_mul(0x1656_67b1_9e37_79f9);
+        (h >> (64 - self.bits)) as usize
+    }
+
+    /// Adds a `lines` entry (to its key's recent entry when there is one).
     pub(crate) fn push_line(&mut self, e: LineAcc) {
+        if self.bits == 0 {
+            self.lines.push(e);
+            return;
+        }
+        if self.recent_lines.is_empty() {
+            self.recent_lines = vec![NONE; 1 << self.bits];
+        }
+        let key = (e.pv, e.manager, e.line);
+        let s = self.slot(key);
+        let r = self.recent_lines[s];
+        if r.key == key {
+            // The entry's own key checked too (a hit: a recent entry, in cache).
+            if let Some(held) = self
+                .lines
+                .get_mut(r.at as usize)
+                .filter(|h| (h.pv, h.manager, h.line) == key)
+            {
+                held.hits = held.hits.saturating_add(e.hits);
+                held.rows = held.rows.saturating_add(e.rows);
+                return;
+            }
+        }
+        self.recent_lines[s] = RecentSlot {
+            key,
+            at: self.lines.len() as u32,
+        };
         self.lines.push(e);
     }
 
-    /// Adds a `funcs` entry (to its line's last entry when it is of the same version
-    /// and function).
+    /// Adds a `funcs` entry (to its key's recent entry when there is one).
     pub(crate) fn push_func(&mut self, e: FuncAcc) {
-        let at = self.funcs.len() as u32;
-        let Some((stamp, slot)) = self.by_line.slot(e.pv, e.line) else {
+        if self.bits == 0 {
             self.funcs.push(e);
             return;
-        };
-        if slot.stamp == stamp && slot.func == e.func {
-            // The entry's own key checked too.
+        }
+        if self.recent_funcs.is_empty() {
+            self.recent_funcs = vec![NONE; 1 << self.bits];
+        }
+        let key = (e.pv, e.line, e.func);
+        let s = self.slot(key);
+        let r = self.recent_funcs[s];
+        if r.key == key {
             if let Some(held) = self
                 .funcs
-                .get_mut(slot.at as usize)
-                .filter(|h| (h.pv, h.line, h.func) == (e.pv, e.line, e.func))
+                .get_mut(r.at as usize)
+                .filter(|h| (h.pv, h.line, h.func) == key)
             {
                 held.rows = held.rows.saturating_add(e.rows);
                 return;
             }
         }
-        *slot = LineSlot {
-            stamp,
-            func: e.func,
-            at,
+        self.recent_funcs[s] = RecentSlot {
+            key,
+            at: self.funcs.len() as u32,
         };
         self.funcs.push(e);
     }
@@ -146,11 +137,12 @@ impl Entries {
         self.lines.len() == self.lines.capacity() || self.funcs.len() == self.funcs.capacity()
     }
 
-    /// Bytes held: the vectors by capacity, the table of lines.
+    /// Bytes held: the vectors by capacity, the tables of recent keys.
     pub(crate) fn bytes(&self) -> usize {
         LINE_BYTES * self.lines.capacity()
             + FUNC_BYTES * self.funcs.capacity()
-            + self.by_line.bytes()
+            + std::mem::size_of::<RecentSlot>()
+                * (self.recent_lines.len() + self.recent_funcs.len())
     }
 
     /// Bytes of the entries themselves.
@@ -183,7 +175,7 @@ impl Entries {
         }
         self.lines.shrink_to(self.lines.len() + FEW);
         self.funcs.shrink_to(self.funcs.len() + FEW);
-        self.forget_places();
+        self.forget_recent();
     }
 
     /// Makes room for a few more entries in each vector, whatever the limit.
@@ -196,9 +188,10 @@ impl Entries {
         }
     }
 
-    /// Forgets where the entries of lines are (they moved).
-    pub(crate) fn forget_places(&mut self) {
-        self.by_line.forget();
+    /// Forgets the recent keys (the entries moved).
+    pub(crate) fn forget_recent(&mut self) {
+        self.recent_lines.fill(NONE);
+        self.recent_funcs.fill(NONE);
     }
 }
 
@@ -239,113 +232,4 @@ pub(crate) fn dedup_funcs(funcs: &mut Vec<FuncAcc>) {
         }
         same
     });
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn vote(pv: u32, line: u32, func: u32, rows: u64) -> FuncAcc {
-        FuncAcc {
-            pv,
-            line,
-            func,
-            rows,
-        }
-    }
-
-    fn sums(e: &Entries) -> Vec<(u32, u32, u32, u64)> {
-        let mut v: Vec<_> = e
-            .funcs
-            .iter()
-            .map(|f| (f.pv, f.line, f.func, f.rows))
-            .collect();
-        v.sort_unstable();
-        let mut out: Vec<(u32, u32, u32, u64)> = Vec::new();
-        for (pv, line, func, rows) in v {
-            match out.last_mut() {
-                Some(l) if (l.0, l.1, l.2) == (pv, line, func) => l.3 += rows,
-                _ => out.push((pv, line, func, rows)),
-            }
-        }
-        out
-    }
-
-    /// Votes of one version's lines, manager after manager, add one entry per line;
-    /// another function on a line, another version, a line past the table and entries
-    /// moved each add entries of their own, and the sums stay exact.
-    #[test]
-    fn votes_of_a_versions_managers_sum_per_line() {
-        let mut e = Entries::new(1 << 20);
-        for _manager in 0..4 {
-            for line in 1..=100 {
-                e.push_func(vote(7, line, 1, 2));
-            }
-        }
-        assert_eq!(e.funcs.len(), 100);
-        assert!(e.funcs.iter().all(|f| f.rows == 8));
-        // Another function on line 5: its own entry, and line 5's first entry is not
-        // found again after it (its sum is still exact).
-        e.push_func(vote(7, 5, 2, 1));
-        e.push_func(vote(7, 5, 1, 1));
-        assert_eq!(e.funcs.len(), 102);
-        // Another version, then this one again: new entries (the sort sums them).
-        e.push_func(vote(8, 1, 1, 1));
-        e.push_func(vote(7, 1, 1, 1));
-        assert_eq!(e.funcs.len(), 104);
-        // Lines past what the table holds (4,096 at this limit): appended.
-        let past = (1 << 20) / 256;
-        e.push_func(vote(7, past as u32, 1, 1));
-        e.push_func(vote(7, past as u32, 1, 1));
-        assert_eq!(e.funcs.len(), 106);
-        // Entries moved: nothing found where it was.
-        e.forget_places();
-        e.push_func(vote(7, 2, 1, 1));
-        assert_eq!(e.funcs.len(), 107);
-        let s = sums(&e);
-        assert!(s.contains(&(7, 1, 1, 9)), "{s:?}");
-        assert!(s.contains(&(7, 2, 1, 9)), "{s:?}");
-        assert!(s.contains(&(7, 5, 1, 9)), "{s:?}");
-        assert!(s.contains(&(7, 5, 2, 1)), "{s:?}");
-        assert!(s.contains(&(8, 1, 1, 1)), "{s:?}");
-        assert!(s.contains(&(7, past as u32, 1, 2)), "{s:?}");
-        // A limit below 64 KiB: no table, every vote appended.
-        let mut small = Entries::new(1 << 15);
-        small.push_func(vote(1, 1, 1, 1));
-        small.push_func(vote(1, 1, 1, 1));
-        assert_eq!(small.funcs.len(), 2);
-        assert_eq!(small.bytes(), FUNC_BYTES * small.funcs.capacity());
-    }
-
-    /// A limit whose table holds fewer lines than the 1,024 it grows by at least
-    /// (128 KiB: 512 lines) panicked on its first vote (`clamp` with min > max).
-    #[test]
-    fn a_limit_under_256_kib_panicked_growing_the_table_of_lines() {
-        let mut e = Entries::new(128 << 10);
-        e.push_func(vote(1, 511, 1, 1));
-        e.push_func(vote(1, 511, 1, 1));
-        e.push_func(vote(1, 512, 1, 1));
-        assert_eq!(e.funcs.len(), 2);
-        assert_eq!(e.by_line.slots.len(), 512);
-    }
-
-    /// The stamp wraps after 2^32 changes of version: the slots are cleared, so that a
-    /// slot of a stamp used before is not taken for a current one.
-    #[test]
-    fn a_stamp_that_wraps_clears_the_slots() {
-        let mut e = Entries::new(1 << 20);
-        e.push_func(vote(1, 3, 1, 1));
-        // A slot of stamp 1, as if from 2^32 changes ago.
-        e.by_line.slots[5] = LineSlot {
-            stamp: 1,
-            func: 1,
-            at: 0,
-        };
-        e.by_line.stamp = u32::MAX;
-        e.push_func(vote(2, 3, 1, 1)); // the stamp wraps to 1: slots cleared
-        assert_eq!(e.by_line.stamp, 1);
-        assert_eq!(e.by_line.slots[5].stamp, 0);
-        assert_eq!((e.by_line.slots[3].stamp, e.by_line.slots[3].at), (1, 1));
-        assert_eq!(e.funcs.len(), 2);
-    }
 }
