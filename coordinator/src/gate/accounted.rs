@@ -36,18 +36,23 @@ pub(super) fn accounted(manifest: &Manifest, namespace: &str) -> Result<(), Refu
         sum == u128::from(t.rows_in)
     };
     if !adds_up {
-        let what = if saturated {
-            format!(
-                "rows_in is {} (saturated, with {} outside the prefix) but merged {} + bad {} + without line {} + lost {} + deleted {} make only {sum}",
-                t.rows_in, t.rows_outside_prefix, t.rows_merged, t.rows_bad, t.rows_without_line, t.rows_lost, t.rows_deleted
-            )
+        let (read, only) = if saturated {
+            let r = format!(
+                "{} (saturated, with {} outside the prefix)",
+                t.rows_in, t.rows_outside_prefix
+            );
+            (r, "only ")
         } else {
-            format!(
-                "rows_in is {} but merged {} + bad {} + without line {} + lost {} + deleted {} make {sum}",
-                t.rows_in, t.rows_merged, t.rows_bad, t.rows_without_line, t.rows_lost, t.rows_deleted
-            )
+            (t.rows_in.to_string(), "")
         };
-        return Err(refuse(Invariant::Totals, place, what));
+        return Err(refuse(
+            Invariant::Totals,
+            place,
+            format!(
+                "rows_in is {read} but merged {} + bad {} + without line {} + lost {} + deleted {} make {only}{sum}",
+                t.rows_merged, t.rows_bad, t.rows_without_line, t.rows_lost, t.rows_deleted
+            ),
+        ));
     }
     let o = &manifest.other_namespaces;
     // Saturating, as the counts are.

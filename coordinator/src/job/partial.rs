@@ -418,7 +418,13 @@ pub(super) async fn check_partial<'a>(
     store: &'a Store,
     url: &str,
 ) -> Result<PartialToWrite<'a>, JobError> {
-    check_copy(d, store, &|name| keys::partial_file(&spec.job, name), url).await
+    check_copy(d, store, &|name| keys::partial_file(&spec.job, name), url)
+        .await
+        // Made after the job's work: it read its inputs, and publishes nothing.
+        .map_err(|e| match e {
+            JobError::Preflight(m) => JobError::NotPublished(m),
+            e => e,
+        })
 }
 
 /// Publishes the partial `d` written in the local directory `dir` (a roll-up's) to

@@ -212,7 +212,6 @@ pub(super) async fn publish(
             match super::partial::check_partial(spec, d, store, url).await {
                 Ok(p) => Some(p),
                 Err(e) => {
-                    let e = nothing_published(e);
                     return Err(
                         refuse_job(manifest, "--partial-out", e, opts, store, spec, lease).await,
                     );
@@ -279,14 +278,5 @@ pub(super) async fn refuse_job(
     match finish::write_manifest(&manifest, opts, store, &spec.job).await {
         Ok(()) => e,
         Err(written) => written,
-    }
-}
-
-/// A check's refusal at publish time: the job read its inputs, but published nothing
-/// (a preflight's error says nothing was read).
-pub(super) fn nothing_published(e: JobError) -> JobError {
-    match e {
-        JobError::Preflight(m) => JobError::NotPublished(m),
-        e => e,
     }
 }

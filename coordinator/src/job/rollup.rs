@@ -10,7 +10,7 @@ use covmerge_queue::Queue;
 use covmerge_storage::Store;
 
 use super::begin::still_held;
-use super::publish::{nothing_published, refuse_job};
+use super::publish::refuse_job;
 use super::{partial, JobError, JobOptions, JobOutcome};
 use crate::finish;
 use crate::lease::Lease;
@@ -52,8 +52,7 @@ pub(super) async fn publish_rollup(
     let checked = match partial::check_partial(spec, &d, store, url).await {
         Ok(p) => p,
         Err(e) => {
-            let e = nothing_published(e);
-            return Err(refuse_job(manifest, "--partial-out", e, opts, store, spec, lease).await);
+            return Err(refuse_job(manifest, "--partial-out", e, opts, store, spec, lease).await)
         }
     };
     manifest.partial = Some(checked.write().await?);
