@@ -1,6 +1,7 @@
 //! A partial made from rows: summed in memory up to a byte limit, then written as a
 //! sorted run (itself a partial) in a scratch directory; the runs are rolled up into the
-//! result at the end. Memory: the limit, plus the roll-up's (one row group per run).
+//! result at the end. Memory: the limit, then the roll-up's (one row group per run, in
+//! levels past [`Builder::set_rollup_budget`]).
 //!
 //! The sums are held as flat entries (32 bytes a `lines` entry, 24 a `funcs` one),
 //! appended as rows come and summed per key by sorting them when their vector is full
@@ -21,6 +22,7 @@ use rustc_hash::FxHashMap as HashMap;
 use crate::bucket::sort_by_bucket;
 use crate::desc::{Description, PartialCounts, ShardFiles, FORMAT, FORMAT_VERSION};
 use crate::entries::{dedup_funcs, dedup_lines, Entries};
+use crate::fan_in::OPEN_FILE_BYTES;
 use crate::rollup::{clear_out, prepare_out, rollup, rollup_shard};
 use crate::sorted::{FuncAcc, LineAcc, Pv, Sorted};
 use crate::table::is_blob_id;
@@ -103,6 +105,8 @@ pub struct Builder {
     to: Date,
     shards: u32,
     limit: usize,
+    /// Bytes of open row groups the roll-up of the runs at the end may hold.
+    rollup_budget: usize,
     scratch: Option<tempfile::TempDir>,
     scratch_parent: PathBuf,
     runs: Vec<PathBuf>,
@@ -137,8 +141,8 @@ impl Builder {
     /// shards, holding about `limit` bytes of sums in memory before it writes a run to
     /// a scratch directory under `scratch` (its entries sorted in place: a run is
     /// written within the limit, but for the names' copy). The runs are rolled up at
-    /// the end: memory then grows with their number (one row group each), i.e. with
-    /// the distinct keys over `limit`.
+    /// the end, one row group open per run, in levels past what the roll-up budget
+    /// holds ([`Builder::set_rollup_budget`], the limit unless set).
     pub fn new(
         namespace: &str,
         from: Date,
@@ -164,6 +168,7 @@ impl Builder {
             to,
             shards,
             limit: limit.max(1),
+            rollup_budget: limit.max(1),
             scratch: None,
             scratch_parent: scratch.to_owned(),
             runs: Vec::new(),
@@ -202,6 +207,43 @@ impl Builder {
         let mut b = Builder::new("", day, day, shards, limit, scratch)?;
         b.only = Some(shard);
         Ok(b)
+    }
+
+    /// Sets what the roll-up of the runs at the end may hold, when more is free then
+    /// than the builder's limit (a merge task's whole share, its merge done); never
+    /// less than the limit.
+    pub fn set_rollup_budget(&mut self, bytes: usize) {
+        self.rollup_budget = bytes.max(self.limit);
+    }
+
+    /// Rolls the runs up in levels, groups of them into one run each, until at most
+    /// as many remain as the roll-up budget holds open at once ([`OPEN_FILE_BYTES`]
+    /// each, two at least): the last roll-up then holds that many row groups, not
+    /// one per run (runs of 1 MiB function names, written one a row, held a row group
+    /// of megabytes each). Roll-ups are exact: the same files whatever the grouping.
+    fn fewer_runs(&mut self) -> Result<(), PartialError> {
+        let max_open = (self.rollup_budget / OPEN_FILE_BYTES).max(2);
+        let n = if self.only.is_some() { 1 } else { self.shards };
+        let mut level = 0;
+        while self.runs.len() > max_open {
+            let scratch = self.scratch.as_ref().expect("runs were written").path();
+            let mut next = Vec::new();
+            for (g, group) in self.runs.chunks(max_open).enumerate() {
+                if group.len() == 1 {
+                    next.push(group[0].clone());
+                    continue;
+                }
+                let dir = scratch.join(format!("level-{level:03}-{g:05}"));
+                rollup(group, &dir, Some(n))?;
+                for done in group {
+                    let _ = std::fs::remove_dir_all(done);
+                }
+                next.push(dir);
+            }
+            self.runs = next;
+            level += 1;
+        }
+        Ok(())
     }
 
     /// The id of `path`, counted as a path of the partial (its `paths` row made).
@@ -585,6 +627,8 @@ impl Builder {
             return self.write_held(out, self.shards);
         }
         self.spill()?;
+        self.entries = Entries::new(self.limit);
+        self.fewer_runs()?;
         let d = rollup(&self.runs, out, Some(self.shards))?;
         Ok(d)
     }
@@ -599,6 +643,8 @@ impl Builder {
         };
         if !self.runs.is_empty() {
             self.spill()?;
+            self.entries = Entries::new(self.limit);
+            self.fewer_runs()?;
             return rollup_shard(&self.runs, out, self.shards, j);
         }
         prepare_out(out)?;

@@ -36,6 +36,7 @@ where
         shard,
         shards,
         limit,
+        finish_budget: limit,
         scratch,
     };
     crate::partial::partial_shard(chunks, source, &spec, out).map_err(Into::into)

@@ -696,3 +696,51 @@ fn a_job_of_thousands_of_shards_grew_a_heap_of_freed_blocks() {
 const GO_BLOCKS: usize = 20;
 const GO_SPAN: usize = 1 << 20;
 const GO_LIMIT: u64 = 400 << 20;
+
+/// 96 function names of ~1 MB each (under the 1 MiB row cap), one a line of one file, with `--partial-out` at
+/// `--memory-budget 16MiB`: the partial's builder wrote a run per row (each name past
+/// its limit) and rolled the 96 runs up at once, a row group of a name held per run
+/// (218 MB peak RSS); a merge of that partial interned every name before its split
+/// looked at its budget, every 4,096 rows (269 MB). A plain merge holds the names once
+/// (122 MB). Now the runs are rolled up in levels within the task's share and the
+/// split checks its budget when its strings grow: 134 and 117 MB, passing under 160
+/// MiB of data. The merge's result is the rows' (the partial is written beside it).
+#[test]
+fn function_names_of_megabytes_were_held_outside_the_partials_budget() {
+    let tmp = tempfile::tempdir().unwrap();
+    let names = 96;
+    let src = source(tmp.path(), 1, names + 4);
+    let mut t = String::from(HDR);
+    for i in 0..names {
+        let name = format!("fn{i}_{}", "x".repeat(1_000_000));
+        t.push_str(&format!("r,c1,f0.c,{name},m,{},1\n", i + 1));
+    }
+    let input = tmp.path().join("in.csv");
+    std::fs::write(&input, t).unwrap();
+    let small = ["--memory-budget", "16MiB", "--workers", "1"];
+    let partial = tmp.path().join("partial");
+    let written = tmp.path().join("written.jsonl.gz");
+    let mut extra = small.to_vec();
+    extra.extend(["--partial-out", partial.to_str().unwrap()]);
+    let want = merge_with(&src, &input, &written, &extra, PARTIAL_NAMES_LIMIT);
+    let f = &want["files"]["f0.c"];
+    assert_eq!(
+        f["funcs"].as_object().unwrap().len(),
+        names,
+        "{}",
+        f["managers"]
+    );
+    assert_eq!(
+        f["funcs"][format!("fn7_{}", "x".repeat(1_000_000))],
+        serde_json::json!([8])
+    );
+    let read = tmp.path().join("read.jsonl.gz");
+    let got = merge_with(&src, &partial, &read, &small, PARTIAL_NAMES_LIMIT);
+    assert!(
+        got == want,
+        "the merge of the partial differs from the rows'"
+    );
+}
+
+/// The data limit of the test above.
+const PARTIAL_NAMES_LIMIT: u64 = 160 << 20;

@@ -74,6 +74,9 @@ pub(crate) struct PartialShardSpec<'a> {
     /// Bytes of sums the builder holds before it spills a run; the versions found are
     /// held within an eighth of it beside.
     pub(crate) limit: usize,
+    /// Bytes the roll-up of the builder's runs may hold at the end, when the merge
+    /// that fed it is done (its task's share; the limit at least).
+    pub(crate) finish_budget: usize,
     /// Where the builder's runs go.
     pub(crate) scratch: &'a Path,
 }
@@ -91,8 +94,10 @@ impl<'s> ShardFeed<'s> {
         source: &'s dyn Source,
         spec: &PartialShardSpec<'_>,
     ) -> Result<Self, PartialShardError> {
+        let mut b = Builder::for_shard(spec.shard, spec.shards, spec.limit, spec.scratch)?;
+        b.set_rollup_budget(spec.finish_budget);
         Ok(ShardFeed {
-            b: Builder::for_shard(spec.shard, spec.shards, spec.limit, spec.scratch)?,
+            b,
             versions: Versions::new((spec.limit / 8).max(1 << 20)),
             source,
         })

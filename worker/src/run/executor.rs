@@ -57,6 +57,10 @@ pub struct WorkerConfig {
     /// configuration is handed back to another worker, and the worker exits after `n`
     /// such tasks in a row. `None` (embedded mode, one worker): such a task fails.
     pub max_config_failures: Option<u32>,
+    /// Where tasks make their scratch directories (a shard's partial files, its
+    /// builder's runs): a directory the process owns and a later one sweeps if the
+    /// process is killed (`None`: `$TMPDIR` itself).
+    pub scratch: Option<std::path::PathBuf>,
 }
 
 /// Default of `--max-config-failures`: with the backoff of [`super::config_backoff`]
@@ -116,6 +120,7 @@ impl Default for WorkerConfig {
             idle_release: Duration::from_secs(20),
             worker_id: new_worker_id(),
             max_config_failures: None,
+            scratch: None,
         }
     }
 }

@@ -40,9 +40,12 @@ impl ShardDir {
     }
 }
 
-/// `$TMPDIR` and a new temporary directory in it for a shard's partial files.
-pub(super) fn shard_dir() -> Result<(std::path::PathBuf, ShardDir), TaskError> {
-    let scratch = std::env::temp_dir();
+/// The scratch root (`root`, else `$TMPDIR`) and a new temporary directory in it for a
+/// shard's partial files.
+pub(super) fn shard_dir(
+    root: Option<&std::path::Path>,
+) -> Result<(std::path::PathBuf, ShardDir), TaskError> {
+    let scratch = root.map_or_else(std::env::temp_dir, std::path::Path::to_owned);
     let dir = tempfile::Builder::new()
         .prefix("covmerge-partial-shard-")
         .tempdir_in(&scratch)
@@ -73,12 +76,16 @@ impl Executor {
         on: OnThread<'_>,
     ) -> Result<(MergedPart, WrittenPartial), TaskError> {
         let t0 = std::time::Instant::now();
+        // The task's share: what the merge used is free when the builder's runs are
+        // rolled up.
+        let whole = use_of.prefetch + use_of.held_bases + use_of.held_maps + use_of.tables;
         let use_of = use_of.beside_partial();
-        let (scratch, dir) = shard_dir()?;
+        let (scratch, dir) = shard_dir(self.cfg.scratch.as_deref())?;
         let spec = PartialShardSpec {
             shard: t.shard.0,
             shards,
             limit: use_of.partial.max(1 << 20),
+            finish_budget: whole,
             scratch: &scratch,
         };
         // Checked before each file version, as the merge's own.

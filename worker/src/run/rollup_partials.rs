@@ -92,6 +92,7 @@ impl Executor {
         let rt = tokio::runtime::Handle::current();
         let name = format!("merge {}", t.shard);
         let share = reserve_task(&self.pool, name.clone(), self.cfg.shares.per_loop);
+        let root = self.cfg.scratch.clone();
         run_on_thread(&name, move |cancel| -> Result<_, TaskError> {
             let t0 = std::time::Instant::now();
             let j = t2.shard.0;
@@ -118,7 +119,7 @@ impl Executor {
                     .map_err(|e| Failure::transient(format!("shard {j}'s raw rows: {e}")))?;
                 parts.push(own);
             }
-            let (scratch, dir) = shard_dir()?;
+            let (scratch, dir) = shard_dir(root.as_deref())?;
             let out = dir.path().join("files");
             let (shard, fan) = rollup_shard_within(&parts, &out, shards, j, share.size(), &scratch)
                 .map_err(|e| {

@@ -85,11 +85,12 @@ impl Executor {
                 use_of.prefetch,
                 cancel.clone(),
             );
-            let (scratch, dir) = shard_dir()?;
+            let (scratch, dir) = shard_dir(this.cfg.scratch.as_deref())?;
             let spec = PartialShardSpec {
                 shard: t2.shard.0,
                 shards,
                 limit: (use_of.tables / 8 * 7).max(1 << 20),
+                finish_budget: share.size(),
                 scratch: &scratch,
             };
             // Checked before each file version: an abandoned task stops between files.

@@ -156,6 +156,9 @@ struct Rows<'a> {
     count: u64,
     /// Calls of [`Rows::add`], whose every 4096th checks the budget.
     added: u64,
+    /// The strings' bytes at the last check of the budget: strings grown by an eighth
+    /// of it since are checked at once (4096 rows of 1 MiB names would hold 4 GiB).
+    strings_checked: usize,
     /// The last manager checked (a name of the rows or the input's): the rows of a
     /// partial come sorted by manager within each file version.
     checked: Option<String>,
@@ -177,6 +180,7 @@ impl<'a> Rows<'a> {
             last_file: None,
             count: 0,
             added: 0,
+            strings_checked: 0,
             checked: None,
             groups,
         }
@@ -219,11 +223,14 @@ impl<'a> Rows<'a> {
             self.count = self.count.saturating_add(row.rows);
         }
         self.added += 1;
-        if self.added.is_multiple_of(4096) {
-            let held = self.strings.approx_bytes()
-                + self.tables.iter().map(|t| t.approx_bytes()).sum::<usize>();
+        let strings = self.strings.approx_bytes();
+        let grown = strings.saturating_sub(self.strings_checked) > self.settings.memory_budget / 8;
+        if self.added.is_multiple_of(4096) || grown {
+            self.strings_checked = strings;
+            let held = strings + self.tables.iter().map(|t| t.approx_bytes()).sum::<usize>();
             if held > self.settings.memory_budget {
                 self.flush()?;
+                self.strings_checked = self.strings.approx_bytes();
             }
         }
         Ok(())

@@ -71,6 +71,7 @@ fn partial_in_passes(
         shard: 0,
         shards: 1,
         limit: 1 << 20,
+        finish_budget: 1 << 20,
         scratch: tmp,
     };
     let mut feed = ShardFeed::new(src, &spec).unwrap();
