@@ -72,35 +72,20 @@ async fn run_embedded(
     spec: JobSpec,
     opts: &JobOptions,
     workers: usize,
-    worker_cfg: WorkerConfig,
+    mut worker_cfg: WorkerConfig,
     show_progress: bool,
 ) -> Result<JobOutcome, JobError> {
-    // Scratch directories of merges killed before they could remove theirs.
-    let tmp_root = std::env::temp_dir();
-    let swept = crate::scratch::sweep(&tmp_root);
-    tracing::debug!(live = swept.live, tmp = %tmp_root.display(), "scratch directories of live merges left alone");
-    if !swept.removed.is_empty() {
-        tracing::warn!(
-            tmp = %tmp_root.display(),
-            "removed {} scratch director{} ({} bytes) of merges that are gone",
-            swept.removed.len(),
-            if swept.removed.len() == 1 { "y" } else { "ies" },
-            swept.removed.iter().map(|(_, b)| b).sum::<u64>(),
-        );
-    }
-    let tmp = tempfile::Builder::new()
-        .prefix(crate::scratch::PREFIX)
-        .tempdir()
-        .map_err(|e| JobError::Plan(format!("temporary directory: {e}")))?;
-    let owner = crate::scratch::claim(tmp.path()).map_err(|e| {
-        JobError::Plan(format!(
-            "temporary directory {}: its owner marker: {e}",
-            tmp.path().display()
-        ))
-    })?;
+    let (tmp, owner) =
+        crate::scratch::sweep_and_make(crate::scratch::PREFIX).map_err(JobError::Plan)?;
     // Spills and parts live here: removed if the process is interrupted, too.
     let _cleanup = covmerge_storage::local::on_interrupt(tmp.path());
     let store = Store::open(&format!("file://{}", tmp.path().display()))?;
+    // The tasks' own scratch (a shard's partial, its builder's runs) in the same
+    // directory: swept with it if this process is killed.
+    let scratch = tmp.path().join(".scratch");
+    std::fs::create_dir(&scratch)
+        .map_err(|e| JobError::Plan(format!("temporary directory {}: {e}", scratch.display())))?;
+    worker_cfg.scratch = Some(scratch);
     let queue: Arc<dyn Queue> = Arc::new(MemoryQueue::default());
     let exec = Arc::new(Executor::new(store.clone(), worker_cfg));
     let (stop_tx, stop_rx) = oneshot::channel::<()>();

@@ -35,6 +35,37 @@ pub(crate) const PREFIX: &str = "covmerge-";
 /// swept (older covmerge versions wrote none).
 pub(crate) const UNMARKED_AFTER: Duration = Duration::from_secs(24 * 3600);
 
+/// Sweeps `$TMPDIR` of the scratch directories of covmerge processes that are gone
+/// (killed before they could remove theirs), then makes and claims a new one named
+/// `prefix…` there (`prefix` starts with [`PREFIX`]); refused with a message naming
+/// the directory.
+pub(crate) fn sweep_and_make(prefix: &str) -> Result<(tempfile::TempDir, Owner), String> {
+    debug_assert!(prefix.starts_with(PREFIX));
+    let tmp_root = std::env::temp_dir();
+    let swept = sweep(&tmp_root);
+    tracing::debug!(live = swept.live, tmp = %tmp_root.display(), "scratch directories of live merges left alone");
+    if !swept.removed.is_empty() {
+        warn!(
+            tmp = %tmp_root.display(),
+            "removed {} scratch director{} ({} bytes) of merges that are gone",
+            swept.removed.len(),
+            if swept.removed.len() == 1 { "y" } else { "ies" },
+            swept.removed.iter().map(|(_, b)| b).sum::<u64>(),
+        );
+    }
+    let tmp = tempfile::Builder::new()
+        .prefix(prefix)
+        .tempdir()
+        .map_err(|e| format!("temporary directory: {e}"))?;
+    let owner = claim(tmp.path()).map_err(|e| {
+        format!(
+            "temporary directory {}: its owner marker: {e}",
+            tmp.path().display()
+        )
+    })?;
+    Ok((tmp, owner))
+}
+
 /// This process's claim on its scratch directory: the marker, locked until dropped.
 pub(crate) struct Owner {
     _lock: File,

@@ -17,7 +17,14 @@ pub(crate) async fn run(w: WorkerArgs) -> Result<()> {
     let probe = amqp.clone();
     health.set_check(Box::new(move || probe.consuming()));
     let queue: Arc<dyn Queue> = Arc::new(amqp);
-    let cfg = w.config()?;
+    let mut cfg = w.config()?;
+    // Tasks' scratch directories in one the worker owns: a worker killed mid-task
+    // (a pre-empted spot instance restarted on the same disk) leaves them to the next
+    // covmerge's sweep.
+    let (scratch, _owner) = crate::scratch::sweep_and_make("covmerge-worker-")
+        .map_err(anyhow::Error::msg)
+        .context("the worker's scratch directory")?;
+    cfg.scratch = Some(scratch.path().to_owned());
     let exec = Arc::new(Executor::new(store.clone(), cfg));
     info!(amqp = %redact_url(&w.fleet.amqp), store = %store, worker = %exec.config().worker_id, "worker started");
     let shutdown = async move {

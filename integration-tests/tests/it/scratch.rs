@@ -209,3 +209,77 @@ fn a_full_tmpdir_hung_merge_forever() {
     assert!(err.contains("left in TMPDIR: []"), "{err}");
     assert!(!out.exists());
 }
+
+/// Runs `cmd` (its `$TMPDIR` `tmp`) until it logs that fault point `point` is reached,
+/// kills it with SIGKILL, and returns the scratch directories it left.
+fn killed_at(mut cmd: Command, point: &str, log: &Path, tmp: &Path) -> Vec<PathBuf> {
+    let mut child = cmd
+        .env("COVMERGE_FAULT_SLEEP", format!("{point}:60000"))
+        .env("RUST_LOG", "warn")
+        .stderr(std::fs::File::create(log).unwrap())
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap();
+    let t0 = Instant::now();
+    while !std::fs::read_to_string(log).is_ok_and(|s| s.contains("fault point reached")) {
+        assert!(
+            t0.elapsed() < Duration::from_secs(60),
+            "never reached {point}: {}",
+            std::fs::read_to_string(log).unwrap_or_default()
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    child.kill().unwrap();
+    child.wait().unwrap();
+    scratch_dirs(tmp)
+}
+
+/// A `--partial-out` merge killed with SIGKILL left its shard's partial files and its
+/// builder's runs in `$TMPDIR/covmerge-partial-*`, directories without an owner
+/// marker that the next merge's sweep left for 24 hours. They are now made inside the
+/// merge's own scratch directory, swept with it.
+#[test]
+fn a_killed_partial_out_merge_left_its_shard_partials_for_a_day() {
+    let c = Case::new();
+    let input = input(&c, 3000);
+    let tmp = c.path("tmp");
+    std::fs::create_dir(&tmp).unwrap();
+    let partial = c.path("partial");
+    let mut cmd = merge_cmd(&c, &input, &c.path("killed.gz"), &tmp);
+    cmd.args(["--partial-out", partial.to_str().unwrap()]);
+    let left = killed_at(cmd, "upload", &c.path("killed.log"), &tmp);
+    assert_eq!(left.len(), 1, "one directory, the merge's own: {left:?}");
+    let out = c.path("out.jsonl.gz");
+    let err = ok(&merge_cmd(&c, &input, &out, &tmp).output().unwrap());
+    assert!(err.contains("removed 1 scratch directory ("), "{err}");
+    assert!(scratch_dirs(&tmp).is_empty(), "{:?}", scratch_dirs(&tmp));
+}
+
+/// A `rollup` killed with SIGKILL left its scratch directory (its raw rows' spills and
+/// partials) in `$TMPDIR/covmerge-rollup-*`, without an owner marker: nothing removed
+/// it for a day. It is now claimed as a merge's is, and the next covmerge sweeps it.
+#[test]
+fn a_killed_rollup_left_its_scratch_directory_for_a_day() {
+    let c = Case::new();
+    let input = input(&c, 3000);
+    let tmp = c.path("tmp");
+    std::fs::create_dir(&tmp).unwrap();
+    let src = format!("dir:{}", c.path("src").display());
+    let mut cmd = Command::new(bin());
+    cmd.args([
+        "rollup",
+        "--input",
+        input.to_str().unwrap(),
+        "--source",
+        &src,
+    ])
+    .args(["--partial-out", c.path("p").to_str().unwrap()])
+    .env("TMPDIR", &tmp);
+    let left = killed_at(cmd, "rollup", &c.path("killed.log"), &tmp);
+    assert_eq!(left.len(), 1, "{left:?}");
+    assert!(left[0].join(".covmerge-owner").exists(), "{left:?}");
+    let out = c.path("out.jsonl.gz");
+    let err = ok(&merge_cmd(&c, &input, &out, &tmp).output().unwrap());
+    assert!(err.contains("removed 1 scratch directory ("), "{err}");
+    assert!(scratch_dirs(&tmp).is_empty(), "{:?}", scratch_dirs(&tmp));
+}

@@ -364,7 +364,8 @@ fn an_interrupted_merge_left_its_spills_behind() {
 }
 
 /// A merge interrupted while its shards' partial files were being stored left each
-/// shard's `covmerge-partial-shard-*` directory in `$TMPDIR`.
+/// shard's `covmerge-partial-shard-*` directory in `$TMPDIR` (now made in the merge's
+/// own scratch directory).
 #[test]
 fn an_interrupted_partial_out_left_its_shard_directories_behind() {
     let c = Case::new();
@@ -395,15 +396,22 @@ fn an_interrupted_partial_out_left_its_shard_directories_behind() {
         "the merge never stored a shard's partial: {}",
         std::fs::read_to_string(&log).unwrap()
     );
+    // In the merge's own scratch directory, `$TMPDIR/covmerge-*/.scratch/`.
     let shard_dirs = || {
-        std::fs::read_dir(&tmp)
-            .unwrap()
-            .filter(|e| {
-                let name = e.as_ref().unwrap().file_name();
-                name.to_string_lossy()
-                    .starts_with("covmerge-partial-shard-")
-            })
-            .count()
+        let mut n = 0;
+        for own in std::fs::read_dir(&tmp).unwrap() {
+            let Ok(inner) = std::fs::read_dir(own.unwrap().path().join(".scratch")) else {
+                continue;
+            };
+            n += inner
+                .filter(|e| {
+                    let name = e.as_ref().unwrap().file_name();
+                    name.to_string_lossy()
+                        .starts_with("covmerge-partial-shard-")
+                })
+                .count();
+        }
+        n
     };
     assert!(shard_dirs() > 0, "no shard directory to clean up");
     let status = signal_and_wait(child, libc::SIGINT);

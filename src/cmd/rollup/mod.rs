@@ -77,9 +77,10 @@ pub(crate) async fn run(r: RollupArgs) -> Result<()> {
         .clone()
         .or_else(|| partials.first().map(|p| p.namespace.clone()))
         .unwrap_or_default();
-    let work = tempfile::Builder::new()
-        .prefix("covmerge-rollup-")
-        .tempdir()
+    // Claimed, and the directories of processes killed before swept: a roll-up killed
+    // here leaves its runs to the next covmerge.
+    let (work, _owner) = crate::scratch::sweep_and_make("covmerge-rollup-")
+        .map_err(anyhow::Error::msg)
         .context("a temporary directory for the roll-up")?;
     let mut shards = r.shards;
     let mut built: Vec<(String, PathBuf, Description)> = Vec::new();
@@ -96,6 +97,8 @@ pub(crate) async fn run(r: RollupArgs) -> Result<()> {
         shards = Some(n);
         let bad = (partials_bad, routed);
         built = read_raw(&r, &spec, n, bad, &single, &sources, work.path()).await?;
+        // A roll-up killed here leaves its raw rows' partials in its scratch directory.
+        covmerge_fault::pause_async("rollup").await;
         for (ns, _, _) in &built {
             by_ns.entry(ns.clone()).or_default();
         }
