@@ -526,3 +526,60 @@ fn raw_rows_without_a_source_named_no_input() {
         assert!(!err.contains("unparseable"), "{err}");
     }
 }
+
+/// A `{namespace}` roll-up of a shared-table export and a partial of a namespace the
+/// export does not hold wrote that namespace's partial as if the export had not been
+/// read: no other namespace's rows, no bad row, the partial's own period, where each
+/// namespace of the export counts the export's other rows (and the bad rows that name
+/// no namespace) as a merge of its rows alone would. The namespace now gets the same
+/// share of the read; its rows are the partial's.
+#[test]
+fn a_namespace_of_partials_alone_counted_none_of_the_raw_rows() {
+    let c = corpus(89);
+    let shared = shared_table(&c, &["upstream", "android-6.1"]);
+    let shared_s = shared.to_str().unwrap().to_owned();
+    // The third part as a partial of namespace linux_next, of another day.
+    let day = c.path("linux_next-day");
+    let mut a = job(&c, std::slice::from_ref(&c.inputs[2]), "3");
+    let at = a.iter().position(|x| *x == "--date-to").unwrap();
+    a[at + 1] = "2024-04-07";
+    let day_out = c.path("linux_next-day.jsonl.gz");
+    a.extend_from_slice(&["--out", day_out.to_str().unwrap()]);
+    a.extend_from_slice(&["--partial-out", day.to_str().unwrap()]);
+    a.extend_from_slice(&["--namespace", "linux_next"]);
+    merge_ok(&a);
+    let day_s = day.to_str().unwrap().to_owned();
+    let template = format!("{}/partials/{{namespace}}/", c.dir().display());
+    let flags = [
+        "--source",
+        &c.source,
+        "--shards",
+        "3",
+        "--date-to",
+        DATE,
+        "--max-bad-rows",
+        "2",
+    ];
+    rollup(&[&shared_s, &day_s], &template, &flags);
+    let at = |ns: &str| desc(Path::new(&template.replace("{namespace}", ns)));
+    let (got, up, android, alone) = (
+        at("linux_next"),
+        at("upstream"),
+        at("android-6.1"),
+        desc(&day),
+    );
+    // Every row of the export is another namespace's; the bad row naming none is its.
+    let export_rows = up.counts.rows_in + android.counts.rows_in - 2;
+    assert_eq!(got.counts.rows_other_namespaces, export_rows, "{got:?}");
+    assert_eq!(got.other_namespaces.listed.len(), 2, "{got:?}");
+    assert_eq!(got.counts.rows_bad, 1);
+    assert_eq!(got.counts.rows_in, alone.counts.rows_in + 1);
+    assert!(got.counts.namespace_column);
+    assert_eq!(
+        (got.date_from.as_str(), got.date_to.as_str()),
+        ("2024-04-07", DATE)
+    );
+    // Its rows are the day partial's.
+    let part = template.replace("{namespace}", "linux_next");
+    assert_eq!(files(Path::new(&part)), files(&day));
+}

@@ -96,7 +96,10 @@ pub(crate) async fn run(r: RollupArgs) -> Result<()> {
         });
         shards = Some(n);
         let bad = (partials_bad, routed);
-        built = read_raw(&r, &spec, n, bad, &single, &sources, work.path()).await?;
+        // Namespaces of partial inputs alone count the raw rows as a merge would.
+        let partial_only: Vec<String> = by_ns.keys().cloned().collect();
+        let names = (single.as_str(), partial_only);
+        built = read_raw(&r, &spec, n, bad, names, &sources, work.path()).await?;
         // A roll-up killed here leaves its raw rows' partials in its scratch directory.
         covmerge_fault::pause_async("rollup").await;
         for (ns, _, _) in &built {
@@ -408,7 +411,7 @@ async fn read_raw(
     spec: &JobSpec,
     n: u32,
     (partials_bad, routed): (u64, bool),
-    single: &str,
+    (single, partial_only): (&str, Vec<String>),
     sources: &Sources,
     work: &std::path::Path,
 ) -> Result<Vec<(String, PathBuf, Description)>> {
@@ -441,11 +444,20 @@ async fn read_raw(
         let spill = work.join("spill");
         std::fs::create_dir_all(&spill).with_context(|| spill.display().to_string())?;
         let read = raw::read(&inputs, namespace.as_deref(), router, &settings, &rt, &spill)?;
-        let namespaces = read.namespaces(Some(single.as_str()).filter(|_| !routed))?;
-        // Every namespace has its source before any partial is made.
+        let namespaces =
+            read.namespaces(Some(single.as_str()).filter(|_| !routed), &partial_only)?;
+        // Every namespace of raw rows has its source before any partial is made; one
+        // without raw rows looks up no version (any source serves).
+        let any = namespaces
+            .iter()
+            .filter(|ns| ns.has_rows())
+            .find_map(|ns| sources.of(&ns.name))
+            .map(str::to_owned);
         let mut plan = Vec::with_capacity(namespaces.len());
         for ns in namespaces {
-            let Some(src) = sources.of(&ns.name).map(str::to_owned) else {
+            let src = sources.of(&ns.name).map(str::to_owned);
+            let src = if ns.has_rows() { src } else { src.or_else(|| any.clone()) };
+            let Some(src) = src else {
                 bail!(
                     "raw rows of namespace {:?}: no --source for them: give --source {}=SRC, or a --source for every namespace",
                     ns.name,

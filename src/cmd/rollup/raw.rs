@@ -84,9 +84,21 @@ pub(crate) struct Read {
 #[derive(Debug, Clone)]
 pub(crate) struct RawNamespace {
     pub(crate) name: String,
+    /// Its place among the routed namespaces ([`NO_ROWS`]: a namespace of partial
+    /// inputs only, none of whose rows the raw read met).
     index: u32,
     counts: PartialCounts,
     others: OtherNamespaces,
+}
+
+/// [`RawNamespace::index`] of a namespace without raw rows.
+const NO_ROWS: u32 = u32::MAX;
+
+impl RawNamespace {
+    /// Whether the raw read met rows of it.
+    pub(crate) fn has_rows(&self) -> bool {
+        self.index != NO_ROWS
+    }
 }
 
 /// Reads the raw `inputs` (each with how it is read) once into spill chunks under
@@ -159,8 +171,15 @@ impl Read {
     /// The namespaces whose partials the read makes, with their counts: with rows
     /// routed, every namespace met, each counting as a merge of its rows alone would
     /// (the bad rows that name no namespace count in every one, as they would in each
-    /// such merge); else the one of `namespace` (`""` without it).
-    pub(crate) fn namespaces(&self, namespace: Option<&str>) -> Result<Vec<RawNamespace>> {
+    /// such merge); else the one of `namespace` (`""` without it). With rows routed,
+    /// each of `partial_only` (namespaces of partial inputs) the raw rows hold none of
+    /// comes too, without rows but counting them as that merge would: every routed row
+    /// of another namespace, the bad rows that name none.
+    pub(crate) fn namespaces(
+        &self,
+        namespace: Option<&str>,
+        partial_only: &[String],
+    ) -> Result<Vec<RawNamespace>> {
         let o = &self.outcome;
         let Some(router) = &self.router else {
             let t = &o.namespaces;
@@ -216,6 +235,27 @@ impl Read {
                 others,
             });
         }
+        for name in partial_only {
+            if routed.iter().any(|r| r.name == name.as_bytes()) {
+                continue;
+            }
+            let mut others = OtherNamespaces::default();
+            for x in &routed {
+                others.add_rows(&x.name, x.rows);
+            }
+            out.push(RawNamespace {
+                name: name.clone(),
+                index: NO_ROWS,
+                counts: PartialCounts {
+                    rows_in: unrouted,
+                    rows_bad: unrouted,
+                    rows_other_namespaces: others.total(),
+                    namespace_column: true,
+                    ..Default::default()
+                },
+                others,
+            });
+        }
         Ok(out)
     }
 
@@ -226,14 +266,14 @@ impl Read {
         j: u32,
         n: u32,
     ) -> impl Iterator<Item = Result<(String, bytes::Bytes), MergeError>> + '_ {
-        let routed = ns.index * n + j;
+        let routed = ns.has_rows().then(|| ns.index * n + j);
         let mine: Vec<(u32, Range<usize>)> = self
             .spilled
             .chunks
             .lock()
             .unwrap()
             .iter()
-            .filter(|c| c.0 == routed)
+            .filter(|c| Some(c.0) == routed)
             .map(|c| (c.1, c.2.clone()))
             .collect();
         mine.into_iter().map(move |(file, r)| {
