@@ -235,7 +235,8 @@ impl Read {
                 others,
             });
         }
-        for name in partial_only {
+        // (Without routed rows there are no rows: nothing to count.)
+        for name in partial_only.iter().filter(|_| !routed.is_empty()) {
             if routed.iter().any(|r| r.name == name.as_bytes()) {
                 continue;
             }
