@@ -9,7 +9,14 @@
 //! - One without a marker (made by a covmerge from before markers, or by a merge that
 //!   has not written its marker yet, a few microseconds after making the directory; a
 //!   marker is written and locked under another name, then renamed into place):
-//!   removed only when untouched for [`UNMARKED_AFTER`].
+//!   removed only when untouched for [`UNMARKED_AFTER`], named as covmerge names its
+//!   temporary directories (`covmerge-` and six random letters and digits, or
+//!   `covmerge-partial-…`, `covmerge-partial-shard-…`, `covmerge-rollup-…`), and
+//!   holding no marker two levels down (another covmerge's `$TMPDIR` inside it): a
+//!   user's own `covmerge-data` is never taken.
+//! - A marker is opened without following a symbolic link and without waiting: one
+//!   that is not a regular file (a FIFO, a link to `/dev/zero` or to a secret) leaves
+//!   its directory alone, and at most 512 bytes of it are read for the log.
 //! - Only directories named `covmerge-*` directly in the temporary directory, never
 //!   through a symbolic link; a directory that cannot be read or removed is left with
 //!   a warning, and the merge goes on.
@@ -187,12 +194,27 @@ pub(crate) fn sweep(tmp: &Path) -> Swept {
 /// `Some` (holding the marker's lock while the directory is removed, and why it is
 /// stale) when `dir`'s owner is gone; `None` when it is alive or too young to tell.
 fn owner_gone(dir: &Path) -> std::io::Result<Option<(Option<File>, String)>> {
+    use std::io::Read;
+    use std::os::unix::fs::OpenOptionsExt;
     let marker = dir.join(MARKER);
-    match File::options().read(true).write(true).open(&marker) {
+    // Not through a symbolic link, and without waiting (a FIFO): a marker that is not
+    // a regular file is not one covmerge wrote, and its directory is left alone.
+    let opened = File::options()
+        .read(true)
+        .write(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
+        .open(&marker);
+    match opened {
+        Ok(f) if !f.metadata()?.is_file() => Err(std::io::Error::other(format!(
+            "{} is not a regular file",
+            marker.display()
+        ))),
         Ok(f) => match try_lock(&f) {
             Ok(true) => {
-                let owner = std::fs::read_to_string(&marker).unwrap_or_default();
-                let owner = owner.trim();
+                // What the owner wrote (one short line), not what a forged one holds.
+                let mut owner = String::new();
+                let _ = (&f).take(MARKER_BYTES).read_to_string(&mut owner);
+                let owner = owner.lines().next().unwrap_or_default().trim();
                 let why = if owner.is_empty() {
                     "its marker is not locked".to_string()
                 } else {
@@ -204,6 +226,12 @@ fn owner_gone(dir: &Path) -> std::io::Result<Option<(Option<File>, String)>> {
             Err(e) => Err(e),
         },
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            // Only a name covmerge's temporary directories take, and nothing below it
+            // that another covmerge claimed (a `$TMPDIR` inside it): a user's own
+            // `covmerge-…` directory is never swept.
+            if !temporary_name(dir) || holds_a_marker(dir) {
+                return Ok(None);
+            }
             let modified = std::fs::symlink_metadata(dir)?.modified()?;
             let age = SystemTime::now()
                 .duration_since(modified)
@@ -219,6 +247,50 @@ fn owner_gone(dir: &Path) -> std::io::Result<Option<(Option<File>, String)>> {
         }
         Err(e) => Err(e),
     }
+}
+
+/// Bytes of a marker read at most (its owner writes one short line).
+const MARKER_BYTES: u64 = 512;
+
+/// Whether `dir` is named as covmerge names its temporary directories: `covmerge-`,
+/// then `partial-`, `partial-shard-` or `rollup-` or nothing, then the six random
+/// letters and digits of `tempfile`.
+fn temporary_name(dir: &Path) -> bool {
+    let Some(name) = dir.file_name().and_then(|n| n.to_str()) else {
+        return false;
+    };
+    let Some(rest) = name.strip_prefix(PREFIX) else {
+        return false;
+    };
+    let random = ["partial-shard-", "partial-", "rollup-"]
+        .iter()
+        .find_map(|p| rest.strip_prefix(p))
+        .unwrap_or(rest);
+    random.len() == 6 && random.bytes().all(|b| b.is_ascii_alphanumeric())
+}
+
+/// Whether an owner marker lies within two levels below `dir` (not following
+/// symbolic links).
+fn holds_a_marker(dir: &Path) -> bool {
+    let mut level = vec![dir.to_path_buf()];
+    for _ in 0..2 {
+        let mut next = Vec::new();
+        for d in &level {
+            let Ok(entries) = std::fs::read_dir(d) else {
+                continue;
+            };
+            for e in entries.flatten() {
+                if e.file_name() == MARKER {
+                    return true;
+                }
+                if e.file_type().is_ok_and(|t| t.is_dir()) {
+                    next.push(e.path());
+                }
+            }
+        }
+        level = next;
+    }
+    false
 }
 
 /// The bytes of the files under `dir` (not following symbolic links).
@@ -274,6 +346,64 @@ mod tests {
     /// took the owner for gone and removed the live merge's directory (10 merges
     /// started at once: one failed "locked by another process", others lost their
     /// scratch directory).
+    /// Sets `dir`'s modification time `hours` back.
+    fn age(dir: &Path, hours: u64) {
+        let t = SystemTime::now() - Duration::from_secs(hours * 3600);
+        File::open(dir).unwrap().set_modified(t).unwrap();
+    }
+
+    /// A FIFO marker hung every later merge at start (the sweep opened it and read
+    /// from a pipe it alone wrote); a link to `/dev/zero` was read whole (2.1 GB); a
+    /// link to any file was opened for writing and its text logged.
+    #[test]
+    fn a_marker_that_is_a_fifo_or_a_link_hung_or_was_read_whole() {
+        let tmp = tempfile::tempdir().unwrap();
+        let fifo = tmp.path().join("covmerge-fifo01");
+        let zero = tmp.path().join("covmerge-zero01");
+        let secret = tmp.path().join("secret");
+        std::fs::write(&secret, "a secret\n").unwrap();
+        for d in [&fifo, &zero] {
+            std::fs::create_dir(d).unwrap();
+        }
+        let c = std::ffi::CString::new(fifo.join(MARKER).to_str().unwrap()).unwrap();
+        // SAFETY: mkfifo on a path of this test's own directory.
+        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+        std::os::unix::fs::symlink("/dev/zero", zero.join(MARKER)).unwrap();
+        let linked = tmp.path().join("covmerge-link01");
+        std::fs::create_dir(&linked).unwrap();
+        std::os::unix::fs::symlink(&secret, linked.join(MARKER)).unwrap();
+        let swept = sweep(tmp.path());
+        assert!(swept.removed.is_empty(), "{:?}", swept.removed);
+        assert!(fifo.exists() && zero.exists() && linked.exists());
+        assert_eq!(std::fs::read_to_string(&secret).unwrap(), "a secret\n");
+    }
+
+    /// A user's own `covmerge-partials` (an input partial in it) untouched for a day
+    /// was removed by the next merge's sweep, and a `$TMPDIR` inside an old unmarked
+    /// `covmerge-tmp` lost a live merge's directory to a sweep of its parent.
+    #[test]
+    fn an_unmarked_directory_not_named_as_covmerge_names_its_own_was_removed() {
+        let tmp = tempfile::tempdir().unwrap();
+        let user = tmp.path().join("covmerge-partials");
+        let nested = tmp.path().join("covmerge-Ab12cd");
+        let old = tmp.path().join("covmerge-partial-shard-Zz9Yy8");
+        for d in [&user, &nested, &old] {
+            std::fs::create_dir(d).unwrap();
+            std::fs::write(d.join("partial.json"), "{}").unwrap();
+        }
+        let live = nested.join("covmerge-Qq1Ww2");
+        std::fs::create_dir(&live).unwrap();
+        let _owner = claim(&live).unwrap();
+        for d in [&user, &nested, &old] {
+            age(d, 25);
+        }
+        let swept = sweep(tmp.path());
+        assert_eq!(swept.removed.len(), 1, "{:?}", swept.removed);
+        assert!(!old.exists());
+        assert!(user.join("partial.json").exists());
+        assert!(live.join(MARKER).exists());
+    }
+
     #[test]
     fn a_sweep_between_a_markers_creation_and_its_lock_removed_a_live_merge() {
         let tmp = tempfile::tempdir().unwrap();
