@@ -31,6 +31,8 @@ mod hardening;
 mod jobid;
 /// Memory bounded in every dimension of the input, under a limit set on the child.
 mod memory;
+/// The best function names across name passes, held once each.
+mod memory_names;
 /// Every record of a file unique by name: reserved and colliding managers are bad rows.
 mod names;
 /// The shared table: a `namespace` column and `--namespace`.

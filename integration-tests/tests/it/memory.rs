@@ -14,7 +14,7 @@ use crate::bad_input::HDR;
 
 /// Runs `covmerge merge ARGS` with its data segment (heap and private writable
 /// mappings) limited to `limit` bytes.
-fn merge_limited(args: &[&str], limit: u64) -> Output {
+pub(crate) fn merge_limited(args: &[&str], limit: u64) -> Output {
     let mut c = Command::new(bin());
     c.arg("merge")
         .arg("--quiet")

@@ -160,8 +160,9 @@ fn write_file(
         Some(mut names) => {
             add_names(&mut names, best, strings);
             all = names;
-            all.iter()
-                .map(|(&line, (_, f))| (f.as_slice(), line))
+            all.lines
+                .iter()
+                .map(|(&line, (_, f))| (&f[..], line))
                 .collect()
         }
     };
