@@ -85,6 +85,8 @@ async fn run_embedded(
     let scratch = tmp.path().join(".scratch");
     std::fs::create_dir(&scratch)
         .map_err(|e| JobError::Plan(format!("temporary directory {}: {e}", scratch.display())))?;
+    // So are the copies of store partials read as inputs.
+    covmerge_storage::local::set_scratch_root(&scratch);
     worker_cfg.scratch = Some(scratch);
     let queue: Arc<dyn Queue> = Arc::new(MemoryQueue::default());
     let exec = Arc::new(Executor::new(store.clone(), worker_cfg));

@@ -25,6 +25,7 @@ pub(crate) async fn run(w: WorkerArgs) -> Result<()> {
         .map_err(anyhow::Error::msg)
         .context("the worker's scratch directory")?;
     cfg.scratch = Some(scratch.path().to_owned());
+    covmerge_storage::local::set_scratch_root(scratch.path());
     let exec = Arc::new(Executor::new(store.clone(), cfg));
     info!(amqp = %redact_url(&w.fleet.amqp), store = %store, worker = %exec.config().worker_id, "worker started");
     let shutdown = async move {

@@ -240,6 +240,24 @@ pub fn resolve(path: &Path) -> Option<PathBuf> {
 
 static REGISTERED: Mutex<Vec<PathBuf>> = Mutex::new(Vec::new());
 
+static SCRATCH: Mutex<Option<PathBuf>> = Mutex::new(None);
+
+/// Sets where this process makes its temporary directories ([`scratch_root`]): one it
+/// owns and removes, and a later covmerge sweeps if it is killed.
+pub fn set_scratch_root(dir: &Path) {
+    *SCRATCH.lock().unwrap_or_else(|e| e.into_inner()) = Some(dir.to_path_buf());
+}
+
+/// Where to make a temporary directory: the process's scratch root if set
+/// ([`set_scratch_root`]), else `$TMPDIR`.
+pub fn scratch_root() -> PathBuf {
+    SCRATCH
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .clone()
+        .unwrap_or_else(std::env::temp_dir)
+}
+
 /// A path removed by [`remove_registered`] until this guard is dropped.
 #[must_use]
 pub struct Registered(PathBuf);

@@ -134,7 +134,7 @@ impl StoreCopy {
         let text = description(&url, rt)?;
         let tmp = tempfile::Builder::new()
             .prefix("covmerge-partial-")
-            .tempdir()
+            .tempdir_in(covmerge_storage::local::scratch_root())
             .map_err(|e| format!("a temporary directory for {url}: {e}"))?;
         let local = tmp.path().join(DESCRIPTION);
         std::fs::write(&local, &text).map_err(|e| format!("{}: {e}", local.display()))?;
@@ -168,6 +168,8 @@ impl StoreCopy {
         for entry in [&s.lines, &s.funcs, &s.versions, &s.paths] {
             self.copy(entry)?;
         }
+        // A merge killed here leaves the copy in its scratch directory.
+        covmerge_fault::pause_blocking("store-copy");
         self.fetched.lock().unwrap().push(shard);
         Ok(())
     }

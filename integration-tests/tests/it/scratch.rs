@@ -283,3 +283,82 @@ fn a_killed_rollup_left_its_scratch_directory_for_a_day() {
     assert!(err.contains("removed 1 scratch directory ("), "{err}");
     assert!(scratch_dirs(&tmp).is_empty(), "{:?}", scratch_dirs(&tmp));
 }
+
+/// A merge reading a partial through `file://` copies it to a temporary directory of
+/// its own, made in `$TMPDIR` beside the merge's, without an owner marker: killed,
+/// it left the copy for a day; interrupted, it left the copy while saying "temporary
+/// files removed". The copy is now made in the merge's own directory.
+#[test]
+fn a_killed_merge_of_a_store_partial_left_its_copy_for_a_day() {
+    let c = Case::new();
+    let input = input(&c, 3000);
+    let tmp = c.path("tmp");
+    std::fs::create_dir(&tmp).unwrap();
+    let partial = c.path("partial");
+    let mut made = merge_cmd(&c, &input, &c.path("first.gz"), &tmp);
+    made.args(["--partial-out", partial.to_str().unwrap()]);
+    ok(&made.output().unwrap());
+    let url = format!("file://{}/", partial.display());
+    let input = PathBuf::from(&url);
+    let cmd = merge_cmd(&c, &input, &c.path("killed.gz"), &tmp);
+    let left = killed_at(cmd, "store-copy", &c.path("killed.log"), &tmp);
+    assert_eq!(left.len(), 1, "one directory, the merge's own: {left:?}");
+    let mut cmd = merge_cmd(&c, &input, &c.path("stopped.gz"), &tmp);
+    let log = c.path("stopped.log");
+    let child = cmd
+        .env("COVMERGE_FAULT_SLEEP", "store-copy:60000")
+        .stderr(std::fs::File::create(&log).unwrap())
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap();
+    let t0 = Instant::now();
+    while !std::fs::read_to_string(&log).is_ok_and(|s| s.contains("fault point reached")) {
+        assert!(t0.elapsed() < Duration::from_secs(60), "never paused");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    // SAFETY: signalling our own child.
+    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+    let o = child.wait_with_output().unwrap();
+    assert_eq!(o.status.code(), Some(143));
+    assert!(scratch_dirs(&tmp).is_empty(), "{:?}", scratch_dirs(&tmp));
+}
+
+/// `rollup` had no signal handling: SIGTERM left its whole scratch directory until
+/// the next covmerge's sweep. It now removes it and exits 143, as `merge` does.
+#[test]
+fn a_rollup_stopped_by_sigterm_left_its_scratch_directory() {
+    let c = Case::new();
+    let input = input(&c, 3000);
+    let tmp = c.path("tmp");
+    std::fs::create_dir(&tmp).unwrap();
+    let src = format!("dir:{}", c.path("src").display());
+    let log = c.path("rollup.log");
+    let child = Command::new(bin())
+        .args([
+            "rollup",
+            "--input",
+            input.to_str().unwrap(),
+            "--source",
+            &src,
+        ])
+        .args(["--partial-out", c.path("p").to_str().unwrap()])
+        .env("TMPDIR", &tmp)
+        .env("RUST_LOG", "warn")
+        .env("COVMERGE_FAULT_SLEEP", "rollup:60000")
+        .stderr(std::fs::File::create(&log).unwrap())
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap();
+    let t0 = Instant::now();
+    while !std::fs::read_to_string(&log).is_ok_and(|s| s.contains("fault point reached")) {
+        assert!(t0.elapsed() < Duration::from_secs(60), "never paused");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert_eq!(scratch_dirs(&tmp).len(), 1);
+    // SAFETY: signalling our own child.
+    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+    let mut child = child;
+    assert_eq!(child.wait().unwrap().code(), Some(143));
+    assert!(scratch_dirs(&tmp).is_empty(), "{:?}", scratch_dirs(&tmp));
+    assert!(!c.path("p").join("partial.json").exists());
+}

@@ -40,7 +40,23 @@ struct PartialInput {
     files: Vec<((u64, u64), PathBuf)>,
 }
 
+/// `covmerge rollup`: SIGINT, SIGTERM, SIGHUP or SIGQUIT removes its scratch
+/// directory (the raw rows' spills and partials, the roll-up's levels) and exits as
+/// `merge` does; a partial being published is left as a killed one is (no
+/// `partial.json`: not a partial).
 pub(crate) async fn run(r: RollupArgs) -> Result<()> {
+    tokio::select! {
+        done = roll(r) => done,
+        (name, code) = super::interrupted() => {
+            covmerge_storage::local::remove_registered();
+            crate::log::err_line(&format!("covmerge: interrupted by {name}: temporary files removed"));
+            crate::log::finish(crate::log::FINISH_WAIT);
+            std::process::exit(code);
+        }
+    }
+}
+
+async fn roll(r: RollupArgs) -> Result<()> {
     let templated = names::template(&r.partial_out)?;
     // `{namespace}` filled where it is known; routed by namespace, each partial's
     // location is checked once the namespaces are (before any is written).
@@ -82,6 +98,8 @@ pub(crate) async fn run(r: RollupArgs) -> Result<()> {
     let (work, _owner) = crate::scratch::sweep_and_make("covmerge-rollup-")
         .map_err(anyhow::Error::msg)
         .context("a temporary directory for the roll-up")?;
+    let _cleanup = covmerge_storage::local::on_interrupt(work.path());
+    covmerge_storage::local::set_scratch_root(work.path());
     let mut shards = r.shards;
     let mut built: Vec<(String, PathBuf, Description)> = Vec::new();
     if !raw.is_empty() {
