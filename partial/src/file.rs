@@ -75,7 +75,7 @@ impl<T: Table> TableFile<T> {
         };
         let w =
             SerializedFileWriter::new(sink, Arc::new(schema::<T>()), Arc::new(properties::<T>()))
-                .map_err(|e| PartialError::corrupt(&path, e))?;
+                .map_err(|e| PartialError::written(&path, e))?;
         Ok(TableFile {
             path,
             name,
@@ -95,9 +95,9 @@ impl<T: Table> TableFile<T> {
         let mut rg = self
             .w
             .next_row_group()
-            .map_err(|e| PartialError::corrupt(path, e))?;
-        write(&mut rg).map_err(|e| PartialError::corrupt(path, e))?;
-        rg.close().map_err(|e| PartialError::corrupt(path, e))?;
+            .map_err(|e| PartialError::written(path, e))?;
+        write(&mut rg).map_err(|e| PartialError::written(path, e))?;
+        rg.close().map_err(|e| PartialError::written(path, e))?;
         self.rows += rows as u64;
         Ok(())
     }
@@ -108,7 +108,7 @@ impl<T: Table> TableFile<T> {
         let mut sink = self
             .w
             .into_inner()
-            .map_err(|e| PartialError::corrupt(&path, e))?;
+            .map_err(|e| PartialError::written(&path, e))?;
         // Not synced: a file torn by a crash is refused by its SHA-256 when read.
         sink.out.flush().map_err(|e| PartialError::io(&path, e))?;
         Ok(FileEntry {

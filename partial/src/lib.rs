@@ -104,6 +104,18 @@ impl PartialError {
             what: what.to_string(),
         }
     }
+
+    /// What writing the Parquet file at `path` met: the disk's own error (a full disk,
+    /// which Parquet's writer wraps) as one, else [`PartialError::corrupt`].
+    pub(crate) fn written(path: &Path, e: parquet::errors::ParquetError) -> Self {
+        match e {
+            parquet::errors::ParquetError::External(b) => match b.downcast::<std::io::Error>() {
+                Ok(io) => PartialError::io(path, *io),
+                Err(b) => Self::corrupt(path, parquet::errors::ParquetError::External(b)),
+            },
+            e => Self::corrupt(path, e),
+        }
+    }
 }
 
 /// A partial on disk, its description read and checked (the shard files are checked as
@@ -277,4 +289,27 @@ pub(crate) fn check_rows_in(dir: &Path, d: &Description, rows: u64) -> Result<()
         ));
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod written_tests {
+    use super::*;
+
+    /// A full disk under Parquet's writer (its `External` error) was a corrupt file,
+    /// not an I/O error: the merge gave no advice. It is the disk's error now.
+    #[test]
+    fn a_full_disk_under_parquet_s_writer_was_not_an_io_error() {
+        let path = Path::new("/tmp/x/lines-00000.parquet");
+        let io = std::io::Error::from(std::io::ErrorKind::StorageFull);
+        let e = PartialError::written(path, parquet::errors::ParquetError::External(Box::new(io)));
+        assert!(
+            matches!(&e, PartialError::Io { cause, .. } if cause.kind() == std::io::ErrorKind::StorageFull),
+            "{e:?}"
+        );
+        let other = parquet::errors::ParquetError::General("bad".into());
+        assert!(matches!(
+            PartialError::written(path, other),
+            PartialError::Corrupt { .. }
+        ));
+    }
 }

@@ -62,7 +62,11 @@ impl Spilled {
         let i = self.files.fetch_add(1, Ordering::Relaxed);
         let path = self.file(i);
         std::fs::write(&path, &flush.bytes).map_err(|e| SplitError::Emit {
-            message: format!("{}: {e}", path.display()),
+            // A full disk says what to do.
+            message: match covmerge_storage::disk_advice(&e) {
+                Some(advice) => format!("{}: {advice}", path.display()),
+                None => format!("{}: {e}", path.display()),
+            },
             transient: false,
         })?;
         let mut c = self.chunks.lock().unwrap();
@@ -132,12 +136,14 @@ pub(crate) fn read(
             None => Namespaces::Job(namespace),
         };
         let one = split_one_input(input, spec, ns, settings, rt, &emit).map_err(|e| {
-            let hint = if router.is_none() && namespace.is_none() {
-                " (rows of a shared table: give --namespace NS for one namespace, or {namespace} in --partial-out for one partial per namespace)"
+            let text = e.to_string();
+            // The shared table's hint only where the refusal is about namespaces.
+            let hint = if router.is_none() && namespace.is_none() && text.contains("namespace") {
+                " (rows of a shared table: give --namespace NS for one namespace, or {namespace} in --partial-out for one partial per namespace)".to_owned()
             } else {
-                ""
+                String::new()
             };
-            anyhow::anyhow!("{e}{hint}")
+            anyhow::anyhow!("{text}{hint}")
         })?;
         outcome.counts.add(&one.counts);
         outcome.namespaces.add(&one.namespaces);

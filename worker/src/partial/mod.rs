@@ -52,12 +52,23 @@ impl From<PartialShardError> for covmerge_proto::wire::Failure {
 
 impl From<PartialShardError> for MergeError {
     fn from(e: PartialShardError) -> Self {
-        // This worker's temporary files (a full disk): another try may have room.
-        let transient = matches!(e, PartialShardError::Partial(PartialError::Io { .. }));
+        // This worker's temporary files: another try may write them, but a full (or
+        // read-only) disk fails the task at once, saying so and what to do (README,
+        // "Scratch disk": not retried).
+        let (transient, advice) = match &e {
+            PartialShardError::Partial(PartialError::Io { cause, .. }) => {
+                let advice = covmerge_storage::disk_advice(cause);
+                (advice.is_none(), advice)
+            }
+            _ => (false, None),
+        };
         match e {
             PartialShardError::Merge(m) => m,
             e => MergeError::Partial {
-                message: e.to_string(),
+                message: match advice {
+                    Some(a) => format!("{e}: {a}"),
+                    None => e.to_string(),
+                },
                 transient,
             },
         }
@@ -300,4 +311,44 @@ fn add_block(
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A full scratch disk under the partial's builder was retried (5 attempts, the
+    /// task dead-lettered) and said nothing of what to do. It now fails at once with
+    /// the disk's advice (`PartialError::written` makes Parquet's wrapped one the same).
+    #[test]
+    fn a_full_disk_under_the_partial_builder_was_retried_without_advice() {
+        let path = std::path::PathBuf::from("/tmp/x/run-00001/lines-00000.parquet");
+        let full = PartialError::Io {
+            path: path.clone(),
+            cause: std::io::Error::from(std::io::ErrorKind::StorageFull),
+        };
+        let m = MergeError::from(PartialShardError::Partial(full));
+        let MergeError::Partial { message, transient } = m else {
+            panic!("{m:?}");
+        };
+        assert!(!transient, "{message}");
+        assert!(message.contains("a retry cannot help"), "{message}");
+        assert!(message.contains("lines-00000.parquet"), "{message}");
+        // Another I/O error may pass on another try.
+        let other = PartialError::Io {
+            path,
+            cause: std::io::Error::from(std::io::ErrorKind::Interrupted),
+        };
+        let m = MergeError::from(PartialShardError::Partial(other));
+        assert!(
+            matches!(
+                m,
+                MergeError::Partial {
+                    transient: true,
+                    ..
+                }
+            ),
+            "{m:?}"
+        );
+    }
 }
