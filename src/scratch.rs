@@ -6,17 +6,20 @@
 //!
 //! - A directory whose marker is locked belongs to a live merge: never touched.
 //! - One with an unlocked marker: removed, logged with its size and former owner.
-//! - One without a marker (made by a covmerge from before markers, or by a merge that
-//!   has not written its marker yet, a few microseconds after making the directory; a
-//!   marker is written and locked under another name, then renamed into place):
-//!   removed only when untouched for [`UNMARKED_AFTER`], named as covmerge names its
-//!   temporary directories (`covmerge-` and six random letters and digits, or
-//!   `covmerge-partial-…`, `covmerge-partial-shard-…`, `covmerge-rollup-…`), and
-//!   holding no marker two levels down (another covmerge's `$TMPDIR` inside it): a
-//!   user's own `covmerge-data` is never taken.
+//! - One without a marker (made by a covmerge from before markers, or by a process
+//!   stopped between making the directory and writing its marker; a marker is written
+//!   and locked under another name, then renamed into place): removed only when empty,
+//!   untouched for [`UNMARKED_AFTER`] and named as covmerge names its temporary
+//!   directories (`covmerge-` and six random letters and digits, or
+//!   `covmerge-partial-…`, `covmerge-partial-shard-…`, `covmerge-rollup-…`). Anything
+//!   in it may be anyone's: a user's `covmerge-backup`, an archive just unpacked with
+//!   its old times.
+//! - A dead one holding another file system (a bind mount) or a live merge's marker
+//!   anywhere below it (a `$TMPDIR` inside it) is left alone, with a warning.
 //! - A marker is opened without following a symbolic link and without waiting: one
-//!   that is not a regular file (a FIFO, a link to `/dev/zero` or to a secret) leaves
-//!   its directory alone, and at most 512 bytes of it are read for the log.
+//!   that is not a regular file (a FIFO, a device, a link to `/dev/zero` or to a
+//!   secret) leaves its directory alone, and at most 512 bytes of it are read for the
+//!   log, its first line without control characters.
 //! - Only directories named `covmerge-*` directly in the temporary directory, never
 //!   through a symbolic link; a directory that cannot be read or removed is left with
 //!   a warning, and the merge goes on.
@@ -170,7 +173,11 @@ pub(crate) fn sweep(tmp: &Path) -> Swept {
         }
         match owner_gone(&dir) {
             Ok(Some((held, why))) => {
-                let bytes = size_of(&dir);
+                let Inside { bytes, kept } = inspect(&dir);
+                if let Some(kept) = kept {
+                    warn!(dir = %dir.display(), "a scratch directory of a merge that is gone ({why}) holds {kept}; left alone");
+                    continue;
+                }
                 match std::fs::remove_dir_all(&dir) {
                     Ok(()) => {
                         info!(dir = %dir.display(), bytes, "removed the scratch directory of a merge that is gone ({why})");
@@ -197,6 +204,15 @@ fn owner_gone(dir: &Path) -> std::io::Result<Option<(Option<File>, String)>> {
     use std::io::Read;
     use std::os::unix::fs::OpenOptionsExt;
     let marker = dir.join(MARKER);
+    match std::fs::symlink_metadata(&marker) {
+        Ok(m) if !m.is_file() => {
+            return Err(std::io::Error::other(format!(
+                "{} is not a regular file",
+                marker.display()
+            )))
+        }
+        _ => {}
+    }
     // Not through a symbolic link, and without waiting (a FIFO): a marker that is not
     // a regular file is not one covmerge wrote, and its directory is left alone.
     let opened = File::options()
@@ -214,7 +230,14 @@ fn owner_gone(dir: &Path) -> std::io::Result<Option<(Option<File>, String)>> {
                 // What the owner wrote (one short line), not what a forged one holds.
                 let mut owner = String::new();
                 let _ = (&f).take(MARKER_BYTES).read_to_string(&mut owner);
-                let owner = owner.lines().next().unwrap_or_default().trim();
+                let owner: String = owner
+                    .lines()
+                    .next()
+                    .unwrap_or_default()
+                    .chars()
+                    .filter(|c| !c.is_control())
+                    .collect();
+                let owner = owner.trim();
                 let why = if owner.is_empty() {
                     "its marker is not locked".to_string()
                 } else {
@@ -226,10 +249,11 @@ fn owner_gone(dir: &Path) -> std::io::Result<Option<(Option<File>, String)>> {
             Err(e) => Err(e),
         },
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            // Only a name covmerge's temporary directories take, and nothing below it
-            // that another covmerge claimed (a `$TMPDIR` inside it): a user's own
-            // `covmerge-…` directory is never swept.
-            if !temporary_name(dir) || holds_a_marker(dir) {
+            // Only an empty directory of a name covmerge's temporary directories take
+            // (one left by a process stopped between making it and claiming it): a
+            // directory with anything in it may be anyone's (a user's
+            // `covmerge-backup`, an archive just unpacked with its old times).
+            if !temporary_name(dir) || std::fs::read_dir(dir)?.next().is_some() {
                 return Ok(None);
             }
             let modified = std::fs::symlink_metadata(dir)?.modified()?;
@@ -269,47 +293,64 @@ fn temporary_name(dir: &Path) -> bool {
     random.len() == 6 && random.bytes().all(|b| b.is_ascii_alphanumeric())
 }
 
-/// Whether an owner marker lies within two levels below `dir` (not following
-/// symbolic links).
-fn holds_a_marker(dir: &Path) -> bool {
-    let mut level = vec![dir.to_path_buf()];
-    for _ in 0..2 {
-        let mut next = Vec::new();
-        for d in &level {
-            let Ok(entries) = std::fs::read_dir(d) else {
-                continue;
-            };
-            for e in entries.flatten() {
-                if e.file_name() == MARKER {
-                    return true;
-                }
-                if e.file_type().is_ok_and(|t| t.is_dir()) {
-                    next.push(e.path());
-                }
-            }
-        }
-        level = next;
-    }
-    false
+/// What removing a dead merge's directory would take.
+struct Inside {
+    /// The bytes of its files.
+    bytes: u64,
+    /// Why it must be kept, if so: another file system mounted inside it (a bind
+    /// mount), or a live covmerge's marker below it (a `$TMPDIR` inside it).
+    kept: Option<String>,
 }
 
-/// The bytes of the files under `dir` (not following symbolic links).
-fn size_of(dir: &Path) -> u64 {
-    let mut total = 0;
+/// Walks `dir` (not following symbolic links): its files' bytes, and whether anything
+/// below it forbids its removal ([`Inside::kept`]).
+fn inspect(dir: &Path) -> Inside {
+    use std::os::unix::fs::MetadataExt;
+    let mut inside = Inside {
+        bytes: 0,
+        kept: None,
+    };
+    let Ok(top) = std::fs::symlink_metadata(dir) else {
+        return inside;
+    };
     let mut stack = vec![dir.to_path_buf()];
     while let Some(d) = stack.pop() {
         let Ok(entries) = std::fs::read_dir(&d) else {
             continue;
         };
         for e in entries.flatten() {
-            match e.file_type() {
-                Ok(t) if t.is_dir() => stack.push(e.path()),
-                Ok(t) if t.is_file() => total += e.metadata().map(|m| m.len()).unwrap_or(0),
-                _ => {}
+            let Ok(m) = std::fs::symlink_metadata(e.path()) else {
+                continue;
+            };
+            if m.dev() != top.dev() {
+                inside.kept = Some(format!("another file system at {}", e.path().display()));
+                return inside;
+            }
+            if m.is_dir() {
+                stack.push(e.path());
+            } else if m.is_file() {
+                inside.bytes += m.len();
+                if e.file_name() == MARKER && d != dir && live_marker(&e.path()) {
+                    inside.kept = Some(format!("a live merge's marker {}", e.path().display()));
+                    return inside;
+                }
             }
         }
     }
-    total
+    inside
+}
+
+/// Whether the marker at `path` (a regular file) is locked by a live process.
+fn live_marker(path: &Path) -> bool {
+    use std::os::unix::fs::OpenOptionsExt;
+    let Ok(f) = File::options()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
+        .open(path)
+    else {
+        return true;
+    };
+    !matches!(try_lock(&f), Ok(true))
 }
 
 #[cfg(test)]
@@ -379,29 +420,55 @@ mod tests {
     }
 
     /// A user's own `covmerge-partials` (an input partial in it) untouched for a day
-    /// was removed by the next merge's sweep, and a `$TMPDIR` inside an old unmarked
-    /// `covmerge-tmp` lost a live merge's directory to a sweep of its parent.
+    /// was removed by the next merge's sweep, and so were `covmerge-backup` and an
+    /// archive just unpacked (its old times restored): an unmarked directory is now
+    /// removed only when empty and named as covmerge names its own.
     #[test]
-    fn an_unmarked_directory_not_named_as_covmerge_names_its_own_was_removed() {
+    fn an_unmarked_directory_with_anything_in_it_was_removed() {
         let tmp = tempfile::tempdir().unwrap();
         let user = tmp.path().join("covmerge-partials");
-        let nested = tmp.path().join("covmerge-Ab12cd");
-        let old = tmp.path().join("covmerge-partial-shard-Zz9Yy8");
-        for d in [&user, &nested, &old] {
+        let backup = tmp.path().join("covmerge-backup");
+        let empty = tmp.path().join("covmerge-partial-shard-Zz9Yy8");
+        let empty_user = tmp.path().join("covmerge-my-empty-one");
+        for d in [&user, &backup, &empty, &empty_user] {
             std::fs::create_dir(d).unwrap();
+        }
+        for d in [&user, &backup] {
             std::fs::write(d.join("partial.json"), "{}").unwrap();
         }
-        let live = nested.join("covmerge-Qq1Ww2");
-        std::fs::create_dir(&live).unwrap();
-        let _owner = claim(&live).unwrap();
-        for d in [&user, &nested, &old] {
+        for d in [&user, &backup, &empty, &empty_user] {
             age(d, 25);
         }
         let swept = sweep(tmp.path());
         assert_eq!(swept.removed.len(), 1, "{:?}", swept.removed);
-        assert!(!old.exists());
-        assert!(user.join("partial.json").exists());
+        assert!(!empty.exists());
+        assert!(user.join("partial.json").exists() && backup.join("partial.json").exists());
+        assert!(empty_user.exists());
+    }
+
+    /// A `$TMPDIR` three levels inside a dead merge's directory lost a live merge's
+    /// directory to the sweep of its parent, and a file system mounted inside a dead
+    /// one would have been emptied: such a directory is now left alone.
+    #[test]
+    fn a_live_merge_three_levels_inside_a_dead_one_was_removed_with_it() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dead = tmp.path().join("covmerge-dead01");
+        std::fs::create_dir(&dead).unwrap();
+        drop(claim(&dead).unwrap());
+        let live = dead.join("a/b/covmerge-live01");
+        std::fs::create_dir_all(&live).unwrap();
+        let _owner = claim(&live).unwrap();
+        let swept = sweep(tmp.path());
+        assert!(swept.removed.is_empty(), "{:?}", swept.removed);
         assert!(live.join(MARKER).exists());
+        drop(_owner);
+        let swept = sweep(tmp.path());
+        assert_eq!(
+            swept.removed.len(),
+            1,
+            "the owner gone: {:?}",
+            swept.removed
+        );
     }
 
     #[test]

@@ -703,7 +703,7 @@ const GO_LIMIT: u64 = 400 << 20;
 /// (218 MB peak RSS); a merge of that partial interned every name before its split
 /// looked at its budget, every 4,096 rows (269 MB). A plain merge holds the names once
 /// (122 MB). Now the runs are rolled up in levels within the task's share and the
-/// split checks its budget when its strings grow: 134 and 117 MB, passing under 160
+/// split checks its budget when its strings grow: 134 and 117 MB, passing under 192
 /// MiB of data. The merge's result is the rows' (the partial is written beside it).
 #[test]
 fn function_names_of_megabytes_were_held_outside_the_partials_budget() {
@@ -742,5 +742,7 @@ fn function_names_of_megabytes_were_held_outside_the_partials_budget() {
     );
 }
 
-/// The data limit of the test above.
-const PARTIAL_NAMES_LIMIT: u64 = 160 << 20;
+/// The data limit of the test above: ~100 MB of names and the merge's own, and the
+/// stacks of the blocking threads a loaded machine starts (2 MiB each; under 160 MiB
+/// the test failed on CI's loaded machine, not alone); main's 218 / 269 MB do not fit.
+const PARTIAL_NAMES_LIMIT: u64 = 192 << 20;
