@@ -310,6 +310,12 @@ fn inspect(dir: &Path) -> Inside {
         bytes: 0,
         kept: None,
     };
+    // A bind mount of the same file system has the same device: the mount table says.
+    let real = dir.canonicalize().unwrap_or_else(|_| dir.to_path_buf());
+    if let Some(m) = mount_points().into_iter().find(|m| m.starts_with(&real)) {
+        inside.kept = Some(format!("a mount point at {}", m.display()));
+        return inside;
+    }
     let Ok(top) = std::fs::symlink_metadata(dir) else {
         return inside;
     };
@@ -338,6 +344,37 @@ fn inspect(dir: &Path) -> Inside {
         }
     }
     inside
+}
+
+/// This process's mount points (`/proc/self/mountinfo`'s fifth field, its octal
+/// escapes undone); none where it cannot be read.
+fn mount_points() -> Vec<PathBuf> {
+    use std::os::unix::ffi::OsStringExt;
+    let Ok(text) = std::fs::read_to_string("/proc/self/mountinfo") else {
+        return Vec::new();
+    };
+    text.lines()
+        .filter_map(|l| l.split(' ').nth(4))
+        .map(|m| {
+            let b = m.as_bytes();
+            let mut out = Vec::with_capacity(b.len());
+            let mut i = 0;
+            while i < b.len() {
+                let esc = b[i] == b'\\' && i + 3 < b.len();
+                let digit = |c: u8| u32::from(c.wrapping_sub(b'0'));
+                let v = esc.then(|| digit(b[i + 1]) * 64 + digit(b[i + 2]) * 8 + digit(b[i + 3]));
+                let octal = esc && b[i + 1..i + 4].iter().all(|c| (b'0'..=b'7').contains(c));
+                if let (true, Some(v @ 0..=255)) = (octal, v) {
+                    out.push(v as u8);
+                    i += 4;
+                } else {
+                    out.push(b[i]);
+                    i += 1;
+                }
+            }
+            PathBuf::from(std::ffi::OsString::from_vec(out))
+        })
+        .collect()
 }
 
 /// Whether the marker at `path` (a regular file) is locked by a live process.
