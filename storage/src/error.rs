@@ -162,6 +162,12 @@ pub(crate) fn http_status(e: &(dyn std::error::Error + 'static)) -> Option<(u16,
 /// What a local disk's refusal means and what to do, if `e` is one: full (`ENOSPC`),
 /// over quota (`EDQUOT`) or read-only (`EROFS`). `None` for any other error.
 pub fn disk_advice(e: &std::io::Error) -> Option<String> {
+    advice(e, true)
+}
+
+/// [`disk_advice`]; `scratch`: the disk holds temporary files (`$TMPDIR`'s advice),
+/// else an output (free space, or write it elsewhere).
+fn advice(e: &std::io::Error, scratch: bool) -> Option<String> {
     use std::io::ErrorKind;
     let what = match e.kind() {
         ErrorKind::StorageFull => "no space left on device",
@@ -169,6 +175,12 @@ pub fn disk_advice(e: &std::io::Error) -> Option<String> {
         ErrorKind::ReadOnlyFilesystem => "read-only file system",
         _ => return None,
     };
+    if !scratch {
+        return Some(format!(
+            "{what} ({e}): the local disk is full or not writable, a retry cannot help; \
+             free space on it, or write the output to a disk with room"
+        ));
+    }
     Some(format!(
         "{what} ({e}): the local disk is full or not writable, a retry cannot help; \
          free space on it, or point TMPDIR (merge's spill and temporary files) or the \
@@ -179,14 +191,42 @@ pub fn disk_advice(e: &std::io::Error) -> Option<String> {
 
 /// [`disk_advice`] for the first I/O error in `e`'s source chain.
 pub fn local_disk_problem(e: &(dyn std::error::Error + 'static)) -> Option<String> {
+    disk_problem(e, true)
+}
+
+/// [`local_disk_problem`]; `scratch` as [`advice`]'s.
+pub(crate) fn disk_problem(e: &(dyn std::error::Error + 'static), scratch: bool) -> Option<String> {
     let mut cur = Some(e);
     while let Some(e) = cur {
         if let Some(io) = e.downcast_ref::<std::io::Error>() {
-            if let Some(p) = disk_advice(io) {
+            if let Some(p) = advice(io, scratch) {
                 return Some(p);
             }
         }
         cur = e.source();
     }
     None
+}
+
+#[cfg(test)]
+mod advice_tests {
+    use super::*;
+
+    /// A full `--partial-out` destination told the user to point TMPDIR at a disk with
+    /// room: TMPDIR was not the full disk. An output's disk now says to free it or
+    /// write elsewhere; a scratch disk still names TMPDIR.
+    #[test]
+    fn a_full_output_disk_was_blamed_on_tmpdir() {
+        let full = || std::io::Error::from(std::io::ErrorKind::StorageFull);
+        let out = disk_problem(&full(), false).unwrap();
+        assert!(
+            !out.contains("TMPDIR") && out.contains("write the output"),
+            "{out}"
+        );
+        let scratch = disk_problem(&full(), true).unwrap();
+        assert!(scratch.contains("TMPDIR"), "{scratch}");
+        assert_eq!(disk_advice(&full()), Some(scratch));
+        let other = std::io::Error::from(std::io::ErrorKind::NotFound);
+        assert!(disk_problem(&other, false).is_none());
+    }
 }

@@ -302,7 +302,14 @@ impl Store {
                 key: key.to_string(),
             };
         }
-        if let Some(problem) = error::local_disk_problem(&source) {
+        // A store under $TMPDIR (an embedded merge's) holds temporary files; another
+        // (an --out or --partial-out directory) an output.
+        let tmp = format!("file://{}", std::env::temp_dir().display());
+        let scratch = self
+            .display
+            .strip_prefix(tmp.trim_end_matches('/'))
+            .is_some_and(|rest| rest.is_empty() || rest.starts_with('/'));
+        if let Some(problem) = error::disk_problem(&source, scratch) {
             return StoreError::LocalDisk {
                 op,
                 store: self.display.clone(),
