@@ -14,7 +14,7 @@ use crate::bad_input::HDR;
 
 /// Runs `covmerge merge ARGS` with its data segment (heap and private writable
 /// mappings) limited to `limit` bytes.
-pub(crate) fn merge_limited(args: &[&str], limit: u64) -> Output {
+fn merge_limited(args: &[&str], limit: u64) -> Output {
     let mut c = Command::new(bin());
     c.arg("merge")
         .arg("--quiet")
@@ -169,7 +169,7 @@ fn a_row_at_the_end_of_long_files_held_a_slot_per_base_line() {
 
 /// Runs `covmerge merge` on `src` and `input` with `extra` flags under a data limit
 /// of `limit` bytes; returns the result in canonical form (asserting success).
-fn merge_with(
+pub(crate) fn merge_with(
     src: &str,
     input: &Path,
     out: &Path,

@@ -2,10 +2,8 @@
 //! distinct names outgrow the merge's share): each distinct name once, whatever the
 //! lines that hold it.
 
-use covmerge_integration_tests::canon;
-
 use crate::bad_input::HDR;
-use crate::memory::merge_limited;
+use crate::memory::merge_with;
 
 /// 20 distinct function names of ~1 MB, one per line over 200 lines of one file (each
 /// name on 10 lines), at `--memory-budget 16MiB`: the names are counted in passes, and
@@ -28,32 +26,8 @@ fn best_names_across_passes_were_copied_once_per_line() {
     std::fs::write(&input, t).unwrap();
     let out = tmp.path().join("out.jsonl.gz");
     let src = format!("dir:{}", tmp.path().join("src").display());
-    let o = merge_limited(
-        &[
-            "--source",
-            &src,
-            "--base-repo",
-            "r",
-            "--base-commit",
-            "c1",
-            "--input",
-            input.to_str().unwrap(),
-            "--out",
-            out.to_str().unwrap(),
-            "--memory-budget",
-            "16MiB",
-            "--workers",
-            "1",
-        ],
-        LIMIT,
-    );
-    assert!(
-        o.status.success(),
-        "under a {} MiB data limit: {}",
-        LIMIT >> 20,
-        String::from_utf8_lossy(&o.stderr)
-    );
-    let got = canon(&out);
+    let small = ["--memory-budget", "16MiB", "--workers", "1"];
+    let got = merge_with(&src, &input, &out, &small, LIMIT);
     let funcs = got["files"]["a.c"]["funcs"].as_object().unwrap();
     assert_eq!(funcs.len(), names);
     let want: Vec<u64> = (0..lines)

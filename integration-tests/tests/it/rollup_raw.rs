@@ -199,6 +199,21 @@ fn shared_table(c: &CorpusJob, namespaces: &[&str]) -> PathBuf {
     path
 }
 
+/// The flags of a roll-up of `shared_table`'s export: the corpus' source, 3 shards,
+/// day `DATE`, its two bad rows allowed.
+fn shared_flags(c: &CorpusJob) -> [&str; 8] {
+    [
+        "--source",
+        &c.source,
+        "--shards",
+        "3",
+        "--date-to",
+        DATE,
+        "--max-bad-rows",
+        "2",
+    ]
+}
+
 /// A result without the header fields that differ between any two runs.
 fn result_of(out: &Path) -> Value {
     let text = gunzip(out);
@@ -220,16 +235,7 @@ fn a_shared_table_with_three_namespaces_read_once_gives_each_namespace_its_own_r
     let shared = shared_table(&c, &namespaces);
     let shared_s = shared.to_str().unwrap().to_owned();
     let template = format!("{}/partials/{{namespace}}/2024-04-08/", c.dir().display());
-    let flags = [
-        "--source",
-        &c.source,
-        "--shards",
-        "3",
-        "--date-to",
-        DATE,
-        "--max-bad-rows",
-        "2",
-    ];
+    let flags = shared_flags(&c);
     rollup(&[&shared_s], &template, &flags);
     let written: Vec<String> = {
         let mut v: Vec<String> = std::fs::read_dir(c.path("partials"))
@@ -550,16 +556,7 @@ fn a_namespace_of_partials_alone_counted_none_of_the_raw_rows() {
     merge_ok(&a);
     let day_s = day.to_str().unwrap().to_owned();
     let template = format!("{}/partials/{{namespace}}/", c.dir().display());
-    let flags = [
-        "--source",
-        &c.source,
-        "--shards",
-        "3",
-        "--date-to",
-        DATE,
-        "--max-bad-rows",
-        "2",
-    ];
+    let flags = shared_flags(&c);
     rollup(&[&shared_s, &day_s], &template, &flags);
     let at = |ns: &str| desc(Path::new(&template.replace("{namespace}", ns)));
     let (got, up, android, alone) = (

@@ -57,20 +57,7 @@ fn scratch_dirs(tmp: &Path) -> Vec<PathBuf> {
 /// Starts a merge paused before its shards (its scratch directory full of spills).
 fn paused_merge(c: &Case, input: &Path, out: &Path, tmp: &Path, ms: u32) -> (Child, PathBuf) {
     let log = c.path(&format!("paused-{ms}.log"));
-    let child = merge_cmd(c, input, out, tmp)
-        .env("COVMERGE_FAULT_SLEEP", format!("merge:{ms}"))
-        .stderr(std::fs::File::create(&log).unwrap())
-        .stdout(Stdio::null())
-        .spawn()
-        .unwrap();
-    let t0 = Instant::now();
-    while !std::fs::read_to_string(&log).is_ok_and(|s| s.contains("fault point reached")) {
-        assert!(
-            t0.elapsed() < Duration::from_secs(60),
-            "the merge never reached its shards"
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    let child = paused_at(merge_cmd(c, input, out, tmp), "merge", ms, &log);
     let dirs = scratch_dirs(tmp);
     assert_eq!(dirs.len(), 1, "{dirs:?}");
     (child, dirs.into_iter().next().unwrap())
@@ -210,11 +197,11 @@ fn a_full_tmpdir_hung_merge_forever() {
     assert!(!out.exists());
 }
 
-/// Runs `cmd` (its `$TMPDIR` `tmp`) until it logs that fault point `point` is reached,
-/// kills it with SIGKILL, and returns the scratch directories it left.
-fn killed_at(mut cmd: Command, point: &str, log: &Path, tmp: &Path) -> Vec<PathBuf> {
-    let mut child = cmd
-        .env("COVMERGE_FAULT_SLEEP", format!("{point}:60000"))
+/// Starts `cmd` paused for `ms` at fault point `point` (its standard error in `log`)
+/// and returns it once it says it reached the point.
+fn paused_at(mut cmd: Command, point: &str, ms: u32, log: &Path) -> Child {
+    let child = cmd
+        .env("COVMERGE_FAULT_SLEEP", format!("{point}:{ms}"))
         .env("RUST_LOG", "warn")
         .stderr(std::fs::File::create(log).unwrap())
         .stdout(Stdio::null())
@@ -229,9 +216,39 @@ fn killed_at(mut cmd: Command, point: &str, log: &Path, tmp: &Path) -> Vec<PathB
         );
         std::thread::sleep(Duration::from_millis(50));
     }
+    child
+}
+
+/// Runs `cmd` (its `$TMPDIR` `tmp`) until fault point `point`, kills it with
+/// SIGKILL, and returns the scratch directories it left.
+fn killed_at(cmd: Command, point: &str, log: &Path, tmp: &Path) -> Vec<PathBuf> {
+    let mut child = paused_at(cmd, point, 60_000, log);
     child.kill().unwrap();
     child.wait().unwrap();
     scratch_dirs(tmp)
+}
+
+/// Sends SIGTERM to `child` and returns its exit code.
+fn terminated(mut child: Child) -> Option<i32> {
+    // SAFETY: signalling our own child.
+    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+    child.wait().unwrap().code()
+}
+
+/// `rollup` of `input`'s raw rows onto the case's source into `p`, scratch in `tmp`.
+fn rollup_cmd(c: &Case, input: &Path, tmp: &Path) -> Command {
+    let src = format!("dir:{}", c.path("src").display());
+    let mut cmd = Command::new(bin());
+    cmd.args([
+        "rollup",
+        "--input",
+        input.to_str().unwrap(),
+        "--source",
+        &src,
+    ])
+    .args(["--partial-out", c.path("p").to_str().unwrap()])
+    .env("TMPDIR", tmp);
+    cmd
 }
 
 /// A `--partial-out` merge killed with SIGKILL left its shard's partial files and its
@@ -264,17 +281,7 @@ fn a_killed_rollup_left_its_scratch_directory_for_a_day() {
     let input = input(&c, 3000);
     let tmp = c.path("tmp");
     std::fs::create_dir(&tmp).unwrap();
-    let src = format!("dir:{}", c.path("src").display());
-    let mut cmd = Command::new(bin());
-    cmd.args([
-        "rollup",
-        "--input",
-        input.to_str().unwrap(),
-        "--source",
-        &src,
-    ])
-    .args(["--partial-out", c.path("p").to_str().unwrap()])
-    .env("TMPDIR", &tmp);
+    let cmd = rollup_cmd(&c, &input, &tmp);
     let left = killed_at(cmd, "rollup", &c.path("killed.log"), &tmp);
     assert_eq!(left.len(), 1, "{left:?}");
     assert!(left[0].join(".covmerge-owner").exists(), "{left:?}");
@@ -303,23 +310,9 @@ fn a_killed_merge_of_a_store_partial_left_its_copy_for_a_day() {
     let cmd = merge_cmd(&c, &input, &c.path("killed.gz"), &tmp);
     let left = killed_at(cmd, "store-copy", &c.path("killed.log"), &tmp);
     assert_eq!(left.len(), 1, "one directory, the merge's own: {left:?}");
-    let mut cmd = merge_cmd(&c, &input, &c.path("stopped.gz"), &tmp);
-    let log = c.path("stopped.log");
-    let child = cmd
-        .env("COVMERGE_FAULT_SLEEP", "store-copy:60000")
-        .stderr(std::fs::File::create(&log).unwrap())
-        .stdout(Stdio::null())
-        .spawn()
-        .unwrap();
-    let t0 = Instant::now();
-    while !std::fs::read_to_string(&log).is_ok_and(|s| s.contains("fault point reached")) {
-        assert!(t0.elapsed() < Duration::from_secs(60), "never paused");
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    // SAFETY: signalling our own child.
-    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
-    let o = child.wait_with_output().unwrap();
-    assert_eq!(o.status.code(), Some(143));
+    let cmd = merge_cmd(&c, &input, &c.path("stopped.gz"), &tmp);
+    let child = paused_at(cmd, "store-copy", 60_000, &c.path("stopped.log"));
+    assert_eq!(terminated(child), Some(143));
     assert!(scratch_dirs(&tmp).is_empty(), "{:?}", scratch_dirs(&tmp));
 }
 
@@ -331,34 +324,14 @@ fn a_rollup_stopped_by_sigterm_left_its_scratch_directory() {
     let input = input(&c, 3000);
     let tmp = c.path("tmp");
     std::fs::create_dir(&tmp).unwrap();
-    let src = format!("dir:{}", c.path("src").display());
-    let log = c.path("rollup.log");
-    let child = Command::new(bin())
-        .args([
-            "rollup",
-            "--input",
-            input.to_str().unwrap(),
-            "--source",
-            &src,
-        ])
-        .args(["--partial-out", c.path("p").to_str().unwrap()])
-        .env("TMPDIR", &tmp)
-        .env("RUST_LOG", "warn")
-        .env("COVMERGE_FAULT_SLEEP", "rollup:60000")
-        .stderr(std::fs::File::create(&log).unwrap())
-        .stdout(Stdio::null())
-        .spawn()
-        .unwrap();
-    let t0 = Instant::now();
-    while !std::fs::read_to_string(&log).is_ok_and(|s| s.contains("fault point reached")) {
-        assert!(t0.elapsed() < Duration::from_secs(60), "never paused");
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    let child = paused_at(
+        rollup_cmd(&c, &input, &tmp),
+        "rollup",
+        60_000,
+        &c.path("rollup.log"),
+    );
     assert_eq!(scratch_dirs(&tmp).len(), 1);
-    // SAFETY: signalling our own child.
-    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
-    let mut child = child;
-    assert_eq!(child.wait().unwrap().code(), Some(143));
+    assert_eq!(terminated(child), Some(143));
     assert!(scratch_dirs(&tmp).is_empty(), "{:?}", scratch_dirs(&tmp));
     assert!(!c.path("p").join("partial.json").exists());
 }
