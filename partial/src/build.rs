@@ -22,10 +22,12 @@ use rustc_hash::FxHashMap as HashMap;
 use crate::bucket::sort_by_bucket;
 use crate::desc::{Description, PartialCounts, ShardFiles, FORMAT, FORMAT_VERSION};
 use crate::entries::{dedup_funcs, dedup_lines, Entries};
-use crate::fan_in::OPEN_FILE_BYTES;
-use crate::rollup::{clear_out, prepare_out, rollup, rollup_shard};
+use crate::fan_in::rollup_within;
+use crate::rollup::{clear_out, prepare_out};
+use crate::shard_rollup::rollup_shard_within;
 use crate::sorted::{FuncAcc, LineAcc, Pv, Sorted};
 use crate::table::is_blob_id;
+use crate::Partial;
 use crate::PartialError;
 
 /// One input row (or several with one key, `rows` of them), its version already found.
@@ -214,36 +216,6 @@ impl Builder {
     /// less than the limit.
     pub fn set_rollup_budget(&mut self, bytes: usize) {
         self.rollup_budget = bytes.max(self.limit);
-    }
-
-    /// Rolls the runs up in levels, groups of them into one run each, until at most
-    /// as many remain as the roll-up budget holds open at once ([`OPEN_FILE_BYTES`]
-    /// each, two at least): the last roll-up then holds that many row groups, not
-    /// one per run (runs of 1 MiB function names, written one a row, held a row group
-    /// of megabytes each). Roll-ups are exact: the same files whatever the grouping.
-    fn fewer_runs(&mut self) -> Result<(), PartialError> {
-        let max_open = (self.rollup_budget / OPEN_FILE_BYTES).max(2);
-        let n = if self.only.is_some() { 1 } else { self.shards };
-        let mut level = 0;
-        while self.runs.len() > max_open {
-            let scratch = self.scratch.as_ref().expect("runs were written").path();
-            let mut next = Vec::new();
-            for (g, group) in self.runs.chunks(max_open).enumerate() {
-                if group.len() == 1 {
-                    next.push(group[0].clone());
-                    continue;
-                }
-                let dir = scratch.join(format!("level-{level:03}-{g:05}"));
-                rollup(group, &dir, Some(n))?;
-                for done in group {
-                    let _ = std::fs::remove_dir_all(done);
-                }
-                next.push(dir);
-            }
-            self.runs = next;
-            level += 1;
-        }
-        Ok(())
     }
 
     /// The id of `path`, counted as a path of the partial (its `paths` row made).
@@ -628,8 +600,14 @@ impl Builder {
         }
         self.spill()?;
         self.entries = Entries::new(self.limit);
-        self.fewer_runs()?;
-        let d = rollup(&self.runs, out, Some(self.shards))?;
+        let scratch = self.scratch.as_ref().expect("runs were written").path();
+        let (d, _) = rollup_within(
+            &self.runs,
+            out,
+            Some(self.shards),
+            self.rollup_budget,
+            scratch,
+        )?;
         Ok(d)
     }
 
@@ -644,8 +622,15 @@ impl Builder {
         if !self.runs.is_empty() {
             self.spill()?;
             self.entries = Entries::new(self.limit);
-            self.fewer_runs()?;
-            return rollup_shard(&self.runs, out, self.shards, j);
+            let scratch = self.scratch.as_ref().expect("runs were written").path();
+            let runs: Vec<Partial> = self
+                .runs
+                .iter()
+                .map(|r| Partial::open(r))
+                .collect::<Result<_, _>>()?;
+            let (p, _) =
+                rollup_shard_within(&runs, out, self.shards, j, self.rollup_budget, scratch)?;
+            return Ok(p);
         }
         prepare_out(out)?;
         let r = self.write_sorted(out, self.shards, Some(j));

@@ -13,7 +13,6 @@ use std::path::{Path, PathBuf};
 
 use covmerge_proto::shard_hash::shard_of;
 
-use crate::build::ShardPartial;
 use crate::desc::{
     parse_date, Description, FileEntry, PartialCounts, ShardFiles, FORMAT, FORMAT_VERSION,
 };
@@ -298,48 +297,6 @@ fn rollup_into(parts: &[Partial], out: &Path, n: u32) -> Result<Description, Par
     }
     d.write(out)?;
     Ok(d)
-}
-
-/// Rolls `runs` up into shard `j` of `n` alone, in `out` (a directory that does not
-/// exist yet, or is empty): its four files, no description. Every row of `runs` must be
-/// of shard `j` (the runs of a builder of that shard), so that their counts are the
-/// shard's.
-pub(crate) fn rollup_shard(
-    runs: &[PathBuf],
-    out: &Path,
-    n: u32,
-    j: u32,
-) -> Result<ShardPartial, PartialError> {
-    let parts: Vec<Partial> = runs
-        .iter()
-        .map(|p| Partial::open(p))
-        .collect::<Result<_, _>>()?;
-    prepare_out(out)?;
-    rollup_shard_into(&parts, out, n, j).inspect_err(|_| clear_out(out))
-}
-
-fn rollup_shard_into(
-    parts: &[Partial],
-    out: &Path,
-    n: u32,
-    j: u32,
-) -> Result<ShardPartial, PartialError> {
-    let mut rows_of = vec![0u64; parts.len()];
-    let files = ShardFiles {
-        index: j,
-        lines: merge_table::<LineRow>(parts, |s| &s.lines, j, n, out, &mut rows_of)?,
-        funcs: merge_table::<FuncRow>(parts, |s| &s.funcs, j, n, out, &mut rows_of)?,
-        versions: merge_table::<VersionRow>(parts, |s| &s.versions, j, n, out, &mut rows_of)?,
-        paths: merge_table::<PathRow>(parts, |s| &s.paths, j, n, out, &mut rows_of)?,
-    };
-    let mut counts = PartialCounts::default();
-    for (p, rows) in parts.iter().zip(rows_of) {
-        let pd = p.description();
-        // Every row of a run is of shard `j`: a row of another would be missed here.
-        check_rows_in(p.dir(), pd, rows.saturating_add(pd.counts.rows_bad))?;
-        add_partial_counts(&mut counts, &pd.counts);
-    }
-    Ok(ShardPartial { files, counts })
 }
 
 /// Adds `o`'s counts into `d`'s (saturating, as the manifest's).
