@@ -23,6 +23,7 @@ mod dict;
 mod entries;
 mod fan_in;
 mod file;
+mod ints;
 mod rollup;
 mod shard_rollup;
 mod sorted;

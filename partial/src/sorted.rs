@@ -161,9 +161,9 @@ impl Sorted {
                     2,
                     rows.iter().map(|e| self.bytes(self.ranked(e.manager))),
                 )?;
-                write_u32(rg, rows.iter().map(|e| e.line))?;
-                write_u64(rg, rows.iter().map(|e| e.hits))?;
-                write_u64(rg, rows.iter().map(|e| e.rows))
+                write_u32::<LineRow, _>(rg, 3, rows.iter().map(|e| e.line))?;
+                write_u64::<LineRow, _>(rg, 4, rows.iter().map(|e| e.hits))?;
+                write_u64::<LineRow, _>(rg, 5, rows.iter().map(|e| e.rows))
             },
         )?;
         let funcs = write_table::<FuncRow, _>(
@@ -184,13 +184,13 @@ impl Sorted {
                     1,
                     rows.iter().map(|e| self.bytes(self.at(e.pv).version)),
                 )?;
-                write_u32(rg, rows.iter().map(|e| e.line))?;
+                write_u32::<FuncRow, _>(rg, 2, rows.iter().map(|e| e.line))?;
                 write_strings::<FuncRow, _>(
                     rg,
                     3,
                     rows.iter().map(|e| self.bytes(self.ranked(e.func))),
                 )?;
-                write_u64(rg, rows.iter().map(|e| e.rows))
+                write_u64::<FuncRow, _>(rg, 4, rows.iter().map(|e| e.rows))
             },
         )?;
         let versions = write_table::<VersionRow, _>(
@@ -227,9 +227,9 @@ impl Sorted {
             |e| self.len(e.1 .0),
             |rows, rg| {
                 write_strings::<PathRow, _>(rg, 0, rows.iter().map(|e| self.bytes(e.1 .0)))?;
-                write_u64(rg, rows.iter().map(|e| e.1 .1 .0))?;
-                write_u64(rg, rows.iter().map(|e| e.1 .1 .1))?;
-                write_u64(rg, rows.iter().map(|e| e.1 .1 .2))
+                write_u64::<PathRow, _>(rg, 1, rows.iter().map(|e| e.1 .1 .0))?;
+                write_u64::<PathRow, _>(rg, 2, rows.iter().map(|e| e.1 .1 .1))?;
+                write_u64::<PathRow, _>(rg, 3, rows.iter().map(|e| e.1 .1 .2))
             },
         )?;
         Ok(ShardFiles {

@@ -13,6 +13,7 @@ use parquet::file::writer::SerializedRowGroupWriter;
 use parquet::schema::types::Type;
 
 use crate::dict::write_strings;
+use crate::ints::Width;
 
 /// A row group holds at most this many rows...
 pub(crate) const ROW_GROUP_ROWS: usize = 8192;
@@ -138,25 +139,14 @@ pub(crate) fn properties<T: Table>() -> WriterProperties {
             nulls_first: false,
         })
         .collect();
-    let mut b = WriterProperties::builder()
+    // Every column chunk is made whole by this crate (strings in `dict.rs`, integers
+    // as deltas in `ints.rs`) and appended; the writer only frames the file.
+    WriterProperties::builder()
         .set_writer_version(WriterVersion::PARQUET_1_0)
         .set_compression(Compression::SNAPPY)
         .set_max_row_group_row_count(Some(ROW_GROUP_ROWS))
-        .set_sorting_columns(Some(sorting));
-    // Integers (lines, hits, rows) as deltas, bit-packed: a roll-up's sums take many
-    // distinct values, which a dictionary stores at 8 bytes each.
-    for f in schema::<T>().get_fields() {
-        if matches!(
-            f.get_physical_type(),
-            parquet::basic::Type::INT32 | parquet::basic::Type::INT64
-        ) {
-            let col = parquet::schema::types::ColumnPath::from(f.name());
-            b = b
-                .set_column_dictionary_enabled(col.clone(), false)
-                .set_column_encoding(col, parquet::basic::Encoding::DELTA_BINARY_PACKED);
-        }
-    }
-    b.build()
+        .set_sorting_columns(Some(sorting))
+        .build()
 }
 
 /// The schema of `T`, parsed.
@@ -164,28 +154,22 @@ pub(crate) fn schema<T: Table>() -> Type {
     parquet::schema::parser::parse_message_type(T::SCHEMA).expect("the schemas are valid")
 }
 
-/// Writes the next column of `rg` from `values`.
-pub(crate) fn write_u32<W: std::io::Write + Send>(
+/// Writes column `i` of table `T`, a `UINT32` column, as the next column of `rg`.
+pub(crate) fn write_u32<T: Table, W: std::io::Write + Send>(
     rg: &mut SerializedRowGroupWriter<'_, W>,
+    i: usize,
     values: impl Iterator<Item = u32>,
 ) -> parquet::errors::Result<()> {
-    // UINT32 is stored in INT32, bit for bit.
-    let v: Vec<i32> = values.map(|x| x as i32).collect();
-    let mut col = rg.next_column()?.expect("a column per schema field");
-    col.typed::<Int32Type>().write_batch(&v, None, None)?;
-    col.close()
+    crate::ints::write_ints::<T, W>(rg, i, Width::W32, values.map(u64::from))
 }
 
-/// Writes the next column of `rg` from `values`.
-pub(crate) fn write_u64<W: std::io::Write + Send>(
+/// Writes column `i` of table `T`, a `UINT64` column, as the next column of `rg`.
+pub(crate) fn write_u64<T: Table, W: std::io::Write + Send>(
     rg: &mut SerializedRowGroupWriter<'_, W>,
+    i: usize,
     values: impl Iterator<Item = u64>,
 ) -> parquet::errors::Result<()> {
-    // UINT64 is stored in INT64, bit for bit.
-    let v: Vec<i64> = values.map(|x| x as i64).collect();
-    let mut col = rg.next_column()?.expect("a column per schema field");
-    col.typed::<Int64Type>().write_batch(&v, None, None)?;
-    col.close()
+    crate::ints::write_ints::<T, W>(rg, i, Width::W64, values)
 }
 
 fn read_strings(rg: &dyn RowGroupReader, i: usize, n: usize) -> Result<Vec<String>, String> {
@@ -293,9 +277,9 @@ impl Table for LineRow {
         write_strings::<Self, W>(rg, 0, rows.iter().map(|r| r.path.as_bytes()))?;
         write_strings::<Self, W>(rg, 1, rows.iter().map(|r| r.version.as_bytes()))?;
         write_strings::<Self, W>(rg, 2, rows.iter().map(|r| r.manager.as_bytes()))?;
-        write_u32(rg, rows.iter().map(|r| r.line))?;
-        write_u64(rg, rows.iter().map(|r| r.hits))?;
-        write_u64(rg, rows.iter().map(|r| r.rows))
+        write_u32::<Self, W>(rg, 3, rows.iter().map(|r| r.line))?;
+        write_u64::<Self, W>(rg, 4, rows.iter().map(|r| r.hits))?;
+        write_u64::<Self, W>(rg, 5, rows.iter().map(|r| r.rows))
     }
     fn read_group(rg: &dyn RowGroupReader, n: usize) -> Result<Vec<Self>, String> {
         let path = read_strings(rg, 0, n)?;
@@ -383,9 +367,9 @@ impl Table for FuncRow {
     ) -> parquet::errors::Result<()> {
         write_strings::<Self, W>(rg, 0, rows.iter().map(|r| r.path.as_bytes()))?;
         write_strings::<Self, W>(rg, 1, rows.iter().map(|r| r.version.as_bytes()))?;
-        write_u32(rg, rows.iter().map(|r| r.line))?;
+        write_u32::<Self, W>(rg, 2, rows.iter().map(|r| r.line))?;
         write_strings::<Self, W>(rg, 3, rows.iter().map(|r| r.func_name.as_bytes()))?;
-        write_u64(rg, rows.iter().map(|r| r.rows))
+        write_u64::<Self, W>(rg, 4, rows.iter().map(|r| r.rows))
     }
     fn read_group(rg: &dyn RowGroupReader, n: usize) -> Result<Vec<Self>, String> {
         let path = read_strings(rg, 0, n)?;
@@ -517,9 +501,9 @@ impl Table for PathRow {
         rg: &mut SerializedRowGroupWriter<'_, W>,
     ) -> parquet::errors::Result<()> {
         write_strings::<Self, W>(rg, 0, rows.iter().map(|r| r.path.as_bytes()))?;
-        write_u64(rg, rows.iter().map(|r| r.rows_without_line))?;
-        write_u64(rg, rows.iter().map(|r| r.rows_without_version))?;
-        write_u64(rg, rows.iter().map(|r| r.hits_without_version))
+        write_u64::<Self, W>(rg, 1, rows.iter().map(|r| r.rows_without_line))?;
+        write_u64::<Self, W>(rg, 2, rows.iter().map(|r| r.rows_without_version))?;
+        write_u64::<Self, W>(rg, 3, rows.iter().map(|r| r.hits_without_version))
     }
     fn read_group(rg: &dyn RowGroupReader, n: usize) -> Result<Vec<Self>, String> {
         let path = read_strings(rg, 0, n)?;

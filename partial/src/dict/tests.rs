@@ -144,8 +144,8 @@ fn shared_and_copied_strings_write_the_same_bytes() {
         let mut f = TableFile::<PathRow>::create(dir.path(), shard).unwrap();
         f.group(values.len(), |rg| {
             write_strings::<PathRow, _>(rg, 0, values.into_iter())?;
-            for _ in 0..3 {
-                crate::table::write_u64(rg, (0..3).map(|_| 0))?;
+            for i in 1..4 {
+                crate::table::write_u64::<PathRow, _>(rg, i, (0..3).map(|_| 0))?;
             }
             Ok(())
         })
