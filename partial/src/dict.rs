@@ -197,7 +197,7 @@ impl<'a> Dictionary<'a> {
 }
 
 /// The page `page` makes of `data` compressed with Snappy, as the files' codec.
-fn compressed(data: Vec<u8>, page: impl FnOnce(Bytes) -> Page) -> CompressedPage {
+pub(crate) fn compressed(data: Vec<u8>, page: impl FnOnce(Bytes) -> Page) -> CompressedPage {
     let packed = snap::raw::Encoder::new()
         .compress_vec(&data)
         .expect("a page is far below Snappy's 4 GiB limit");
@@ -292,7 +292,8 @@ fn flush_literal(literal: &mut Vec<u32>, width: u8, out: &mut Vec<u8>) {
     literal.clear();
 }
 
-fn write_varint(mut v: u64, out: &mut Vec<u8>) {
+/// Appends `v` as an unsigned LEB128 varint (Parquet's ULEB128).
+pub(crate) fn write_varint(mut v: u64, out: &mut Vec<u8>) {
     while v >= 0x80 {
         out.push(v as u8 | 0x80);
         v >>= 7;

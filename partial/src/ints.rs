@@ -12,14 +12,14 @@ use std::io::Write;
 
 use bytes::Bytes;
 use parquet::basic::{Compression, Encoding, EncodingMask, PageType};
-use parquet::column::page::{CompressedPage, Page, PageWriter};
+use parquet::column::page::{Page, PageWriter};
 use parquet::column::writer::ColumnCloseResult;
 use parquet::errors::{ParquetError, Result};
 use parquet::file::metadata::{ColumnChunkMetaData, PageEncodingStats};
 use parquet::file::statistics::{Statistics, ValueStatistics};
 use parquet::file::writer::{SerializedPageWriter, SerializedRowGroupWriter, TrackedWrite};
 
-use crate::dict::columns;
+use crate::dict::{columns, compressed, write_varint};
 use crate::table::Table;
 
 /// Values of a block.
@@ -80,20 +80,14 @@ fn chunk(
         .map_err(|_| ParquetError::General("a row group of 2^32 rows or more".into()))?;
     let mut data = Vec::with_capacity(values.len() * 2 + 16);
     encode(values, width, &mut data);
-    let packed = snap::raw::Encoder::new()
-        .compress_vec(&data)
-        .expect("a page is far below Snappy's 4 GiB limit");
-    let page = CompressedPage::new(
-        Page::DataPage {
-            buf: Bytes::from(packed),
-            num_values,
-            encoding: Encoding::DELTA_BINARY_PACKED,
-            def_level_encoding: Encoding::RLE,
-            rep_level_encoding: Encoding::RLE,
-            statistics: None,
-        },
-        data.len(),
-    );
+    let page = compressed(data, |buf| Page::DataPage {
+        buf,
+        num_values,
+        encoding: Encoding::DELTA_BINARY_PACKED,
+        def_level_encoding: Encoding::RLE,
+        rep_level_encoding: Encoding::RLE,
+        statistics: None,
+    });
     let mut sink = TrackedWrite::new(Vec::new());
     let mut pages = SerializedPageWriter::new(&mut sink);
     let data_page = pages.write_page(page)?;
@@ -153,11 +147,11 @@ fn statistics(width: Width, values: &[u64]) -> Statistics {
 /// its smallest delta, its mini blocks' bit widths, the mini blocks (the last one padded
 /// with zeros; mini blocks past the values get width 0 and no bytes).
 pub(crate) fn encode(values: &[u64], width: Width, out: &mut Vec<u8>) {
-    write_uleb(BLOCK as u64, out);
-    write_uleb(MINI_BLOCKS as u64, out);
-    write_uleb(values.len() as u64, out);
+    write_varint(BLOCK as u64, out);
+    write_varint(MINI_BLOCKS as u64, out);
+    write_varint(values.len() as u64, out);
     let Some(&first) = values.first() else {
-        write_uleb(0, out);
+        write_varint(0, out);
         return;
     };
     let first_signed = match width {
@@ -221,16 +215,8 @@ fn pack(values: &[u64; MINI], bits: u32, out: &mut Vec<u8>) {
     debug_assert_eq!(at + rest, dst.len());
 }
 
-fn write_uleb(mut v: u64, out: &mut Vec<u8>) {
-    while v >= 0x80 {
-        out.push(v as u8 | 0x80);
-        v >>= 7;
-    }
-    out.push(v as u8);
-}
-
 fn write_zigzag(v: i64, out: &mut Vec<u8>) {
-    write_uleb(((v << 1) ^ (v >> 63)) as u64, out);
+    write_varint(((v << 1) ^ (v >> 63)) as u64, out);
 }
 
 #[cfg(test)]
