@@ -225,7 +225,7 @@ impl<'a> Index<'a> {
         self.occurrences(t, b0, b1).len() as u32
     }
 
-    /// The common run imara-diff's histogram takes in `before[b0..b1]` against
+    /// The common run git's histogram takes in `before[b0..b1]` against
     /// `after[a0..a1]`: `None` where it falls back to Myers, a run of length 0 where
     /// the two have no line in common.
     pub(super) fn find_lcs(&self, b0: usize, b1: usize, a0: usize, a1: usize) -> Option<Lcs> {
@@ -261,7 +261,7 @@ impl<'a> Index<'a> {
     }
 
     /// The runs through line `after_pos` (token `t`) at each of `t`'s occurrences in
-    /// the region, as imara-diff tries them; returns where its scan goes on.
+    /// the region, as git tries them; returns where its scan goes on.
     fn update_lcs(
         &self,
         after_pos: usize,
@@ -319,11 +319,14 @@ impl<'a> Index<'a> {
                 *min_occ = occ;
                 *lcs = Lcs { b: s1, a: s2, len };
             }
-            // imara-diff (as git) skips the occurrences up to the run's end, comparing
-            // a position in `before` with one in `after`, each within its region.
+            // The next occurrence tried is the first past the run just found, in
+            // `before` (git's `while (np <= ae)`). imara-diff 0.2 compares it with the
+            // run's end in `after` instead, which skips occurrences that start longer
+            // runs: on a file of repeated lines it kept 151 of 200 unchanged lines
+            // where git keeps 197.
             loop {
                 match iter.next() {
-                    Some(p) if p - b0 > e2 - a0 => {
+                    Some(p) if p >= e1 => {
                         at = p;
                         break;
                     }
