@@ -3,7 +3,7 @@ use covmerge_proto::input::{
 };
 use covmerge_proto::job::{HeaderSpec, InputIdentity};
 use covmerge_proto::{JobId, JobSpec};
-use covmerge_storage::{expand_inputs, is_store_url, open_object};
+use covmerge_storage::{expand_each_input, is_store_url, open_object};
 
 use crate::JobError;
 
@@ -193,13 +193,13 @@ pub async fn plan_job(req: &JobRequest) -> Result<JobSpec, JobError> {
             req.file_path_prefix
         )));
     }
-    let inputs = expand_inputs(&partials::as_prefixes(&req.inputs, req.format))
+    let listed = expand_each_input(&partials::as_prefixes(&req.inputs, req.format))
         .await
         .map_err(|e| JobError::Plan(e.to_string()))?;
     // A store prefix holding a partial is one input (contract §10), not its objects.
     let inputs = match req.format {
-        InputFormat::Auto | InputFormat::Partial => partials::store_partial_inputs(inputs),
-        _ => inputs,
+        InputFormat::Auto | InputFormat::Partial => partials::partial_inputs_of_each(listed)?,
+        _ => listed.into_iter().flatten().collect(),
     };
     refuse_repeated_inputs(&inputs)?;
     let (sizes, input_ids, planned) = measure_inputs(req, &inputs).await?;
@@ -536,6 +536,47 @@ mod tests {
         let e = refuse_repeated_inputs(&inputs).unwrap_err().to_string();
         assert!(
             e.contains("gs://b/day/") && e.contains("counted twice"),
+            "{e}"
+        );
+    }
+
+    /// A CSV named by URL beside a partial's prefix, under it, was dropped unread
+    /// with the partial's own objects (`rows_in` 1 of 2): each `--input`'s listing
+    /// now gives its partials on its own, and an input named apart stays one. A
+    /// partial named apart inside another is its own input; a partial's table file
+    /// named apart is refused.
+    #[test]
+    fn an_input_named_under_a_partials_prefix_was_dropped_unread() {
+        let listing = |names: &[&str]| -> Vec<String> {
+            names.iter().map(|n| format!("file:///d/p/{n}")).collect()
+        };
+        let p = listing(&[
+            "extra.csv",
+            "inner/partial.json",
+            "lines-00000.parquet",
+            "partial.json",
+        ]);
+        let inputs = partials::partial_inputs_of_each(vec![
+            p.clone(),
+            listing(&["extra.csv"]),
+            listing(&["inner/lines-00000.parquet", "inner/partial.json"]),
+        ])
+        .unwrap();
+        assert_eq!(
+            inputs,
+            [
+                "file:///d/p/",
+                "file:///d/p/extra.csv",
+                "file:///d/p/inner/"
+            ]
+        );
+        refuse_repeated_inputs(&inputs).unwrap();
+        let e = partials::partial_inputs_of_each(vec![p, listing(&["lines-00000.parquet"])])
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("lines-00000.parquet")
+                && e.contains("a file of the partial input file:///d/p/"),
             "{e}"
         );
     }

@@ -25,7 +25,8 @@ mod stream;
 
 pub use error::{disk_advice, local_disk_problem, StoreError};
 pub use location::{
-    check_object_url, expand_inputs, file_url_path, local_unreadable, open_object, split_url,
+    check_object_url, expand_each_input, expand_inputs, file_url_path, local_unreadable,
+    open_object, split_url,
 };
 use location::{join_key, local_unreadable_reason, shown};
 

@@ -172,12 +172,20 @@ const LISTINGS_AT_ONCE: usize = 16;
 /// [`LISTINGS_AT_ONCE`] prefixes are listed at once; the inputs keep the specs' order,
 /// and the error is the first spec's in that order, as one listing after the other.
 pub async fn expand_inputs(specs: &[String]) -> Result<Vec<String>, StoreError> {
+    Ok(expand_each_input(specs)
+        .await?
+        .into_iter()
+        .flatten()
+        .collect())
+}
+
+/// [`expand_inputs`], each spec's inputs apart (what a listing gave, or the spec).
+pub async fn expand_each_input(specs: &[String]) -> Result<Vec<Vec<String>>, StoreError> {
     use futures::{StreamExt, TryStreamExt};
-    let each: Vec<Vec<String>> = futures::stream::iter(specs.iter().map(|s| expand_input(s)))
+    futures::stream::iter(specs.iter().map(|s| expand_input(s)))
         .buffered(LISTINGS_AT_ONCE)
         .try_collect()
-        .await?;
-    Ok(each.into_iter().flatten().collect())
+        .await
 }
 
 /// One spec of [`expand_inputs`]: itself, or the objects its prefix lists.

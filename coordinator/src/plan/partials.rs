@@ -82,6 +82,35 @@ pub fn store_partial_inputs(inputs: Vec<String>) -> Vec<String> {
         .collect()
 }
 
+/// The job's inputs from each `--input`'s expansion (`listed`, one list per spec):
+/// each spec's listing gives its partials as one input each
+/// ([`store_partial_inputs`]), on its own. An input named apart stays an input
+/// even under a partial's prefix (taken with the listings together, a CSV named
+/// beside a partial's prefix was dropped unread, as if it were one of the
+/// partial's objects); a partial's own table file named apart is refused: its rows
+/// are the partial's.
+pub(super) fn partial_inputs_of_each(listed: Vec<Vec<String>>) -> Result<Vec<String>, JobError> {
+    let inputs: Vec<String> = listed.into_iter().flat_map(store_partial_inputs).collect();
+    let prefixes: Vec<&String> = inputs
+        .iter()
+        .filter(|i| is_store_url(i) && i.ends_with('/'))
+        .collect();
+    for i in &inputs {
+        let inside = prefixes.iter().find(|p| {
+            i.len() > p.len()
+                && i.starts_with(p.as_str())
+                && covmerge_partial::is_table_file_name(&i[p.len()..])
+        });
+        if let Some(p) = inside {
+            return Err(JobError::Plan(format!(
+                "input {} is a file of the partial input {p}: its rows are the partial's (name the partial alone)",
+                covmerge_storage::shown_url(i)
+            )));
+        }
+    }
+    Ok(inputs)
+}
+
 /// `prefixes` without those inside another of them.
 pub(super) fn outermost(prefixes: Vec<String>) -> Vec<String> {
     let nested = |p: &String| {
