@@ -126,8 +126,21 @@ fn decode_pkg(file: &str, blob: &[u8], base: usize, _per_func: bool) -> Result<M
         if n > r.remaining() / 5 {
             return Err(r.err(format!("{n} units do not fit in the package")));
         }
+        let at = r.pos;
         let name = r.uleb("function name")?;
         let name = get_str(&r, &strs, name, "function name")?.to_string();
+        // No row may hold a longer one (contract §6): a partial of these rows, whose
+        // reader holds its rows to that cap, was written and then refused.
+        if name.len() > crate::csv_rows::MAX_ROW {
+            return Err(r.err_at(
+                at,
+                format!(
+                    "function name of {} bytes, longer than the {} byte cap on a row",
+                    name.len(),
+                    crate::csv_rows::MAX_ROW
+                ),
+            ));
+        }
         let f = r.uleb("function file")?;
         let f = get_str(&r, &strs, f, "function file")?.to_string();
         let mut units = Vec::with_capacity(n);

@@ -289,6 +289,32 @@ fn corrupt_files_are_errors_naming_file_and_offset() {
     assert!(e.contains("no covmeta.0101"), "{e}");
 }
 
+/// A function name over the cap on a row was read, merged, and written into a
+/// partial, whose reader then refused it (its rows are held to that cap): it is
+/// refused when read, naming the file and the offset; one at the cap is read.
+#[test]
+fn a_function_name_over_the_row_cap_was_written_into_a_partial_that_refused_it() {
+    for (len, ok) in [
+        (crate::csv_rows::MAX_ROW, true),
+        (crate::csv_rows::MAX_ROW + 1, false),
+    ] {
+        let mut m = sample_meta(Mode::Count, false);
+        m.pkgs[0].funcs[1].name = "G".repeat(len);
+        match decode_meta("covmeta.x", &encode::meta(&m)) {
+            Ok(d) => {
+                assert!(ok, "{len} bytes read");
+                assert_eq!(d.pkgs[0].funcs[1].name.len(), len);
+            }
+            Err(e) => {
+                assert!(!ok, "{len} bytes refused: {e}");
+                let (f, _, p) = corrupt(e);
+                assert_eq!(f, "covmeta.x");
+                assert!(p.contains("function name of 1048577 bytes"), "{p}");
+            }
+        }
+    }
+}
+
 /// Counts read from the file are checked against the bytes left before anything is
 /// allocated for them: a header claiming 2^64-1 packages, 2^32-1 functions or
 /// strings, or 2^64-1 function entries is an error, not an allocation.
