@@ -38,7 +38,12 @@ pub(super) fn row_of<'a>(
             why,
         });
     }
-    let sl = parse_count("sl", field(c.sl))?;
+    // A line number is not a count the dashboard sums: one past i64 (or u64) is
+    // past the end of any file and lost (contract §3.3), not a bad row.
+    let sl = match parse_count("sl", field(c.sl)) {
+        Err(RowProblem::Overflow { .. }) => u64::MAX,
+        r => r?,
+    };
     let hits = parse_count("hit_count", field(c.hits))?;
     Ok(Row {
         repo: field(c.repo),

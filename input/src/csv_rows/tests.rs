@@ -156,6 +156,28 @@ fn malformed_rows_name_their_line_and_problem() {
     assert!(matches!(probs[6], (8, RowProblem::Overflow { .. })));
 }
 
+/// An `sl` past i64 failed the job ("past the largest count"): a line number is not
+/// a count, and one past the end of any file is lost (contract §3.3), as one past
+/// u32 was. A negative or non-integer `sl` is still a bad row.
+#[test]
+fn an_sl_past_i64_failed_the_job_instead_of_being_lost() {
+    for sl in [
+        "4294967296",
+        "9223372036854775807",
+        "9223372036854775808",
+        "18446744073709551616",
+        "99999999999999999999999999999999",
+    ] {
+        let got = rows(&format!("{H}1,m,{sl},5,r,c,a.c,f\n")).unwrap();
+        assert_eq!(got[0].1, Ok(format!("a.c|c|m|{}|5", u32::MAX)), "sl {sl}");
+    }
+    let got = rows(&format!("{H}1,m,-99999999999999999999,5,r,c,a.c,f\n")).unwrap();
+    assert!(matches!(
+        got[0].1,
+        Err(RowProblem::Negative { column: "sl", .. })
+    ));
+}
+
 #[test]
 fn non_canonical_paths_are_bad_rows() {
     use covmerge_proto::path::PathError;
