@@ -286,6 +286,55 @@ fn a_shared_table_with_three_namespaces_read_once_gives_each_namespace_its_own_r
     }
 }
 
+/// One namespace's rows rolled up first, then rolled up with `{namespace}` beside the
+/// raw rows of the two others: the others' partials did not count its rows as rows of
+/// another namespace (`rows_other_namespaces` 2 where the same rows all raw give 5).
+/// Every namespace's partial is now the one the same rows all raw give.
+#[test]
+fn a_partial_rolled_up_beside_a_shared_tables_rows_was_not_counted_as_another_namespace() {
+    let c = corpus(89);
+    let namespaces = ["upstream", "android-6.1", "linux_next"];
+    let shared = std::fs::read_to_string(shared_table(&c, &namespaces)).unwrap();
+    let mut lines = shared.lines();
+    let header = lines.next().unwrap();
+    let (mut first, mut rest) = (format!("{header}\n"), format!("{header}\n"));
+    for l in lines.filter(|l| *l != header && l.split(',').count() > 3) {
+        let to = if l.starts_with("upstream,") {
+            &mut first
+        } else {
+            &mut rest
+        };
+        *to += l;
+        *to += "\n";
+    }
+    let (first_p, rest_p) = (c.path("first.csv"), c.path("rest.csv"));
+    std::fs::write(&first_p, first).unwrap();
+    std::fs::write(&rest_p, rest).unwrap();
+    let (first_s, rest_s) = (first_p.to_str().unwrap(), rest_p.to_str().unwrap());
+    let flags = shared_flags(&c);
+    let pre = c.path("pre-upstream");
+    let mut f = flags.to_vec();
+    f.extend_from_slice(&["--namespace", "upstream"]);
+    rollup(&[first_s], pre.to_str().unwrap(), &f);
+    let dir = c.dir().display().to_string();
+    let (mixed, raw) = (
+        format!("{dir}/mixed/{{namespace}}"),
+        format!("{dir}/raw/{{namespace}}"),
+    );
+    rollup(&[pre.to_str().unwrap(), rest_s], &mixed, &flags);
+    rollup(&[first_s, rest_s], &raw, &flags);
+    for ns in namespaces {
+        let (m, r) = (
+            mixed.replace("{namespace}", ns),
+            raw.replace("{namespace}", ns),
+        );
+        let (m, r) = (Path::new(&m), Path::new(&r));
+        assert_eq!(desc(m), desc(r), "{ns}");
+        assert_eq!(files(m), files(r), "{ns}");
+        assert_eq!(desc(m).other_namespaces.listed.len(), 2, "{ns}");
+    }
+}
+
 #[test]
 fn namespaces_that_cannot_name_a_directory_and_wrong_sources_are_refused() {
     let c = corpus(89);
