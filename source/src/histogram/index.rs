@@ -5,10 +5,12 @@ use std::cell::Cell;
 
 use imara_diff::Token;
 
-/// A line occurring more often than this in a region is not an anchor of the
-/// histogram there (imara-diff keeps the first 64 positions of a line and counts up
-/// to 64).
-const MAX_CHAIN_LEN: u32 = 63;
+/// git's `max_chain_length`: a region's run is taken only if its rarest line occurs
+/// at most this often in the region's `before`; a line occurring more than one time
+/// past it is never tried as an anchor, and a region without such a run goes to Myers.
+/// (imara-diff took 63, and counted a line up to 64 times only, so it tried lines of
+/// any count as anchors of count 64: its runs and git's differed around the limit.)
+const MAX_CHAIN_LEN: u32 = 64;
 
 /// Lines of `after` a block of the range maximum table covers.
 const BLOCK: usize = 64;
@@ -169,8 +171,9 @@ impl<'a> Index<'a> {
         first_over(b * BLOCK, ((b + 1) * BLOCK).min(to))
     }
 
-    /// The positions of `t` in `before[b0..b1]` as imara-diff's histogram of that
-    /// region holds them: the first 64, ascending.
+    /// The first positions of `t` in `before[b0..b1]`, ascending: all of them up to
+    /// [`MAX_CHAIN_LEN`] `+ 2` (a line occurring more often is never an anchor, and
+    /// counts as that many).
     fn occurrences(&self, t: Token, b0: usize, b1: usize) -> &[u32] {
         let all = self.all_positions(t);
         // A region often starts or ends with the middle: no search at that end.
@@ -179,7 +182,7 @@ impl<'a> Index<'a> {
         } else {
             self.first_at_or_after(t, all, b0)
         };
-        let cap = all.len().min(lo + MAX_CHAIN_LEN as usize + 1);
+        let cap = all.len().min(lo + MAX_CHAIN_LEN as usize + 2);
         let hi = if b1 == self.before.len() {
             cap
         } else {
@@ -220,7 +223,7 @@ impl<'a> Index<'a> {
         found
     }
 
-    /// How often `t` occurs in `before[b0..b1]`, counted up to 64.
+    /// How often `t` occurs in `before[b0..b1]`, counted up to [`MAX_CHAIN_LEN`] `+ 2`.
     fn count(&self, t: Token, b0: usize, b1: usize) -> u32 {
         self.occurrences(t, b0, b1).len() as u32
     }
