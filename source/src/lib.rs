@@ -10,6 +10,7 @@
 //! nothing of rows, shards or queues.
 
 mod cache;
+mod compact;
 mod dir;
 mod git;
 mod histogram;

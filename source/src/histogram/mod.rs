@@ -30,16 +30,14 @@
 //! imara-diff's Myers, as git's goes to its own. `tests` check the flags against a
 //! plain rendering of git's algorithm on generated pairs, and against the lines
 //! `git diff --histogram` keeps on files of repeated lines. Which of equal lines a
-//! hunk keeps then depends on the post-processing (imara-diff's slider heuristic,
-//! not git's `xdl_change_compact`): on files of few distinct lines (2 or 3) about
-//! one pair in ten keeps the same number of lines as git at other places.
+//! hunk keeps is then git's too: the hunks are slid by [`crate::compact`].
 //!
 //! - `mod.rs` (here): the diff of two files, region after region.
 //! - `index.rs`: the index the search for a region's run reads.
 //! - `fallback.rs`: the regions given to Myers, in pieces when its preprocessing
 //!   would take quadratic time.
 
-use imara_diff::{Algorithm, Diff, Token};
+use imara_diff::Token;
 
 mod fallback;
 mod index;
@@ -117,35 +115,6 @@ pub(crate) fn histogram_flags(
         fallback::diff(&b[b0..b1], &a[a0..a1], &mut rm[b0..b1], &mut ad[a0..a1]);
     }
     (removed, added)
-}
-
-/// An imara-diff `Diff` whose flags are `removed` and `added` (to post-process it):
-/// imara-diff's Myers of stand-in tokens, one per unchanged pair, shared by the
-/// pair and by nothing else, and two more for the removed and the added lines. Each
-/// removed or added stand-in occurs in one version only, which Myers marks changed
-/// before searching; what is left is the same sequence on both sides, which it
-/// strips whole.
-pub(crate) fn diff_of_flags(removed: Vec<bool>, added: Vec<bool>) -> Diff {
-    let stand_ins = |flags: &[bool], changed: u32| -> Vec<Token> {
-        let mut next = 2u32;
-        flags
-            .iter()
-            .map(|&f| {
-                if f {
-                    Token(changed)
-                } else {
-                    next += 1;
-                    Token(next - 1)
-                }
-            })
-            .collect()
-    };
-    let before = stand_ins(&removed, 0);
-    let after = stand_ins(&added, 1);
-    drop((removed, added));
-    let mut d = Diff::default();
-    d.compute_with(Algorithm::Myers, &before, &after, 0);
-    d
 }
 
 #[cfg(test)]

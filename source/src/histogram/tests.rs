@@ -1,6 +1,6 @@
 use super::fallback::{prune_scan_steps, MAX_PRUNE_STEPS};
 use super::*;
-use imara_diff::InternedInput;
+use imara_diff::{Algorithm, Diff, InternedInput};
 
 fn imara(input: &InternedInput<u32>) -> (Vec<bool>, Vec<bool>) {
     let d = Diff::compute(Algorithm::Histogram, input);
@@ -458,31 +458,5 @@ fn flags_equal_the_reference_around_the_chain_limit() {
                 );
             }
         }
-    }
-}
-
-/// A `Diff` made from flags has those flags, whatever they are.
-#[test]
-fn a_diff_of_flags_has_those_flags() {
-    let mut rng = Rng(7);
-    for case in 0..2_000 {
-        let (n, m) = (rng.below(40) as usize, rng.below(40) as usize);
-        let density = 1 + rng.below(4);
-        let mut removed: Vec<bool> = (0..n).map(|_| rng.below(density + 1) == 0).collect();
-        let mut added: Vec<bool> = (0..m).map(|_| rng.below(density + 1) == 0).collect();
-        // As many unchanged lines on each side.
-        let kept = |f: &[bool]| f.iter().filter(|&&x| !x).count();
-        while kept(&removed) > kept(&added) {
-            let i = removed.iter().position(|&x| !x).unwrap();
-            removed[i] = true;
-        }
-        while kept(&added) > kept(&removed) {
-            let i = added.iter().position(|&x| !x).unwrap();
-            added[i] = true;
-        }
-        let d = diff_of_flags(removed.clone(), added.clone());
-        let r: Vec<bool> = (0..n as u32).map(|i| d.is_removed(i)).collect();
-        let a: Vec<bool> = (0..m as u32).map(|i| d.is_added(i)).collect();
-        assert_eq!((r, a), (removed, added), "case {case}");
     }
 }
