@@ -34,18 +34,28 @@ pub(crate) async fn run(m: MergeArgs) -> Result<()> {
         None,
         &m.job.input,
     )?;
+    // The directories `--partial-out` makes: a job that fails leaves none of them
+    // (empty), as a refused one does.
+    let mut made = Vec::new();
     if let Some(p) = &spec.partial_out {
         let inputs: Vec<String> = m.job.input.iter().chain(&spec.inputs).cloned().collect();
+        made = covmerge_coordinator::missing_dirs(p);
         covmerge_coordinator::preflight_partial_out(p, &inputs).await?;
     }
-    let embedded = Embedded::new(&m, &spec)?;
+    let remove_made = || {
+        for d in &made {
+            let _ = std::fs::remove_dir(d);
+        }
+    };
+    let embedded = Embedded::new(&m, &spec).inspect_err(|_| remove_made())?;
     let to_stderr = embedded.summary_to_stderr;
     let outcome = tokio::select! {
-        r = embedded.run(spec) => r?,
+        r = embedded.run(spec) => r.inspect_err(|_| remove_made())?,
         (name, code) = interrupted() => {
             // Spills, parts and a result not yet renamed into place: nothing of this
             // run is left behind, and nothing half-written is published.
             covmerge_storage::local::remove_registered();
+            remove_made();
             crate::log::err_line(&format!("covmerge: interrupted by {name}: temporary files removed, no result published"));
             crate::log::finish(crate::log::FINISH_WAIT);
             std::process::exit(code);

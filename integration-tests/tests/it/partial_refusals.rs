@@ -251,6 +251,45 @@ fn a_refused_rollup_left_its_new_output_directories_behind() {
     );
 }
 
+/// A merge that failed after its `--partial-out` was checked (a bad row past
+/// `--max-bad-rows 0`) left the new output's directories, made by the check, behind,
+/// empty. A merge that succeeds writes its partial there as before.
+#[test]
+fn a_failed_merge_left_its_new_partial_out_directories_behind() {
+    let c = corpus(93);
+    let text = covmerge_integration_tests::gunzip(Path::new(&c.inputs[0]));
+    let bad_csv = c.dir().join("bad.csv");
+    std::fs::write(&bad_csv, [text.as_slice(), b"not,a,row\n"].concat()).unwrap();
+    let out = c.dir().join("partials/new/2024-04-06");
+    let merge = |input: &str| {
+        let inputs = [input.to_string()];
+        let mut a = vec!["merge".to_string()];
+        a.extend(
+            c.job_args_with(&c.source, &inputs)
+                .iter()
+                .map(|s| s.to_string()),
+        );
+        a.extend(["--out", "/dev/null", "--partial-out", out.to_str().unwrap()].map(String::from));
+        let a: Vec<&str> = a.iter().map(String::as_str).collect();
+        covmerge(&a)
+    };
+    let o = merge(bad_csv.to_str().unwrap());
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        !o.status.success(),
+        "a bad row past --max-bad-rows 0 merged"
+    );
+    assert!(err.contains("bad.csv"), "{err}");
+    assert!(
+        !c.dir().join("partials").exists(),
+        "left {:?}",
+        std::fs::read_dir(c.dir().join("partials/new")).map(|d| d.count())
+    );
+    let o = merge(&c.inputs[0]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(out.join("partial.json").is_file());
+}
+
 /// A partial's write cut before its `partial.json` (a killed job) left its table files,
 /// and the same command run again was refused: the location "holds N objects and no
 /// partial.json". Table files alone are now replaced like a partial; anything else
