@@ -201,6 +201,24 @@ impl<R: Read> RowReader<R> {
             Err(InputError::MissingColumn { .. }) => None,
             Err(e) => return Err(e),
         };
+        // `Namespace` read as an extra column merged the rows of every namespace
+        // together, silently: a column that is `namespace` but for its case is refused.
+        if let (None, Some(f)) = (
+            namespace,
+            fields
+                .iter()
+                .find(|f| f.eq_ignore_ascii_case(NAMESPACE.as_bytes())),
+        ) {
+            return Err(InputError::Read {
+                input: name.to_string(),
+                line: 1,
+                problem: format!(
+                    "column {:?}: the namespace column is `{NAMESPACE}`, in lower case; \
+                     rename it (read as an extra column, every namespace's rows would be merged)",
+                    String::from_utf8_lossy(f)
+                ),
+            });
+        }
         let cols = Columns {
             repo: find(REQUIRED[0])?,
             commit: find(REQUIRED[1])?,

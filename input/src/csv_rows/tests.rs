@@ -100,6 +100,31 @@ fn missing_column_is_refused_by_name() {
     assert!(e.to_string().contains("t.csv") && e.to_string().contains("hit_count"));
 }
 
+/// A header column `Namespace` was read as an extra column: every namespace's rows
+/// were merged together, silently. A column that is `namespace` but for its case is
+/// refused naming it; `namespace` itself is the column, and a name merely holding
+/// the word (`namespace_id`) an extra one.
+#[test]
+fn a_namespace_column_in_another_case_merged_every_namespace() {
+    for col in ["Namespace", "NAMESPACE", "nameSpace"] {
+        let e = rows(&format!(
+            "kernel_repo,kernel_commit,file_path,func_name,manager,sl,hit_count,{col}\nr,c,a.c,f,m,1,2,x\n"
+        ))
+        .unwrap_err()
+        .to_string();
+        assert!(
+            e.starts_with("t.csv:1:") && e.contains(col) && e.contains("lower case"),
+            "{e}"
+        );
+    }
+    for col in ["namespace", "namespace_id"] {
+        rows(&format!(
+            "kernel_repo,kernel_commit,file_path,func_name,manager,sl,hit_count,{col}\nr,c,a.c,f,m,1,2,x\n"
+        ))
+        .unwrap();
+    }
+}
+
 #[test]
 fn duplicated_header_column_is_refused_not_first_taken() {
     let e = rows("kernel_repo,kernel_commit,file_path,func_name,manager,sl,hit_count,sl\nr,c,a.c,f,m,1,2,3\n")
