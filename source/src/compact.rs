@@ -42,18 +42,8 @@ pub(crate) struct Side<'a, T: AsRef<[u8]>> {
 /// Slides the changed groups of `before` (with `after`'s beside it), then those of
 /// `after` (with `before`'s), as `git diff` does.
 pub(crate) fn compact_both<T: AsRef<[u8]>>(before: Side<'_, T>, after: Side<'_, T>) {
-    let Side {
-        ids: bi,
-        text: bt,
-        changed: bc,
-    } = before;
-    let Side {
-        ids: ai,
-        text: at,
-        changed: ac,
-    } = after;
-    compact(bi, bt, bc, ac);
-    compact(ai, at, ac, bc);
+    compact(before.ids, before.text, before.changed, after.changed);
+    compact(after.ids, after.text, after.changed, before.changed);
 }
 
 /// A group of changed lines: `start..end` (empty: the place above line `start`).
@@ -267,34 +257,10 @@ fn measure(n: usize, indent: &dyn Fn(usize) -> i32, split: isize) -> Measure {
     } else {
         (false, indent(split as usize))
     };
-    let (mut pre_blank, mut pre_indent) = (0, -1);
-    let mut i = split - 1;
-    while i >= 0 {
-        pre_indent = indent(i as usize);
-        if pre_indent != -1 {
-            break;
-        }
-        pre_blank += 1;
-        if pre_blank == MAX_BLANKS {
-            pre_indent = 0;
-            break;
-        }
-        i -= 1;
-    }
-    let (mut post_blank, mut post_indent) = (0, -1);
-    let mut i = split + 1;
-    while i < n as isize {
-        post_indent = indent(i as usize);
-        if post_indent != -1 {
-            break;
-        }
-        post_blank += 1;
-        if post_blank == MAX_BLANKS {
-            post_indent = 0;
-            break;
-        }
-        i += 1;
-    }
+    let before = (0..split.max(0) as usize).rev();
+    let (pre_blank, pre_indent) = blanks_then_indent(indent, before);
+    let after = (split + 1).max(0) as usize..n;
+    let (post_blank, post_indent) = blanks_then_indent(indent, after);
     Measure {
         end_of_file,
         indent: at,
@@ -303,6 +269,26 @@ fn measure(n: usize, indent: &dyn Fn(usize) -> i32, split: isize) -> Measure {
         post_blank,
         post_indent,
     }
+}
+
+/// The blank lines met first along `lines` and the indent of the line after them
+/// (-1: none; 0 past [`MAX_BLANKS`] blanks), as each of `measure_split`'s two scans.
+fn blanks_then_indent(
+    indent: &dyn Fn(usize) -> i32,
+    lines: impl Iterator<Item = usize>,
+) -> (i32, i32) {
+    let mut blanks = 0;
+    for i in lines {
+        let at = indent(i);
+        if at != -1 {
+            return (blanks, at);
+        }
+        blanks += 1;
+        if blanks == MAX_BLANKS {
+            return (blanks, 0);
+        }
+    }
+    (blanks, -1)
 }
 
 /// git's `split_score`.
