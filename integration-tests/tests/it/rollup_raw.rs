@@ -287,11 +287,13 @@ fn a_shared_table_with_three_namespaces_read_once_gives_each_namespace_its_own_r
 }
 
 /// One namespace's rows rolled up first, then rolled up with `{namespace}` beside the
-/// raw rows of the two others: the others' partials did not count its rows as rows of
-/// another namespace (`rows_other_namespaces` 2 where the same rows all raw give 5).
-/// Every namespace's partial is now the one the same rows all raw give.
+/// raw rows of the two others. A partial of another namespace stands for its own rows
+/// only (the other namespaces its read saw are in its description): it is not counted
+/// in the others' partials, which list the other namespaces of the raw rows read here.
+/// Every file is the one the same rows all raw give; the descriptions differ only in
+/// the pre-rolled namespace's rows missing from the others' lists.
 #[test]
-fn a_partial_rolled_up_beside_a_shared_tables_rows_was_not_counted_as_another_namespace() {
+fn a_partial_rolled_up_beside_a_shared_tables_rows_counts_only_in_its_own_namespace() {
     let c = corpus(89);
     let namespaces = ["upstream", "android-6.1", "linux_next"];
     let shared = std::fs::read_to_string(shared_table(&c, &namespaces)).unwrap();
@@ -329,10 +331,114 @@ fn a_partial_rolled_up_beside_a_shared_tables_rows_was_not_counted_as_another_na
             raw.replace("{namespace}", ns),
         );
         let (m, r) = (Path::new(&m), Path::new(&r));
-        assert_eq!(desc(m), desc(r), "{ns}");
         assert_eq!(files(m), files(r), "{ns}");
+        let (dm, mut dr) = (desc(m), desc(r));
+        if ns == "upstream" {
+            assert_eq!(dm, dr, "{ns}");
+            continue;
+        }
+        assert!(!dm.other_namespaces.listed.contains_key("upstream"), "{ns}");
+        let upstream = dr.other_namespaces.listed.remove("upstream").unwrap();
+        assert!(upstream > 0, "{ns}");
+        dr.counts.rows_other_namespaces -= upstream;
+        assert_eq!(dm, dr, "{ns}");
+    }
+}
+
+/// The day's partials of every namespace, made by one read of the shared table, then
+/// rolled up with `{namespace}` (a month of one day): each namespace's partial counted
+/// every other namespace's partial as rows of another namespace, on top of the rows its
+/// own read had counted (`rows_other_namespaces` doubled). Each is now the day's own.
+#[test]
+fn a_rollup_by_namespace_of_one_reads_partials_counted_the_other_namespaces_twice() {
+    let c = corpus(91);
+    let namespaces = ["upstream", "android-6.1", "linux_next"];
+    let shared = shared_table(&c, &namespaces);
+    let dir = c.dir().display().to_string();
+    let (day, month) = (
+        format!("{dir}/day/{{namespace}}"),
+        format!("{dir}/month/{{namespace}}"),
+    );
+    let flags = shared_flags(&c);
+    rollup(&[shared.to_str().unwrap()], &day, &flags);
+    let days: Vec<String> = namespaces
+        .iter()
+        .map(|ns| day.replace("{namespace}", ns))
+        .collect();
+    let days: Vec<&str> = days.iter().map(String::as_str).collect();
+    // The bad row that names no namespace is in each day's partial: counted once, as
+    // a roll-up of each namespace alone counts it (upstream's two are the most).
+    let over = format!("{dir}/over/{{namespace}}");
+    let mut a = vec![
+        "rollup",
+        "--partial-out",
+        &over,
+        "--max-bad-rows",
+        "1",
+        "--input",
+    ];
+    a.extend_from_slice(&days);
+    let err = refused(&a);
+    assert!(err.contains("namespace \"upstream\""), "{err}");
+    rollup(&days, &month, &["--max-bad-rows", "2"]);
+    for ns in namespaces {
+        let (d, m) = (
+            day.replace("{namespace}", ns),
+            month.replace("{namespace}", ns),
+        );
+        let (d, m) = (Path::new(&d), Path::new(&m));
+        assert_eq!(files(m), files(d), "{ns}");
+        assert_eq!(desc(m), desc(d), "{ns}");
         assert_eq!(desc(m).other_namespaces.listed.len(), 2, "{ns}");
     }
+}
+
+/// `rollup --namespace A` of a partial of A beside raw rows that hold only other
+/// namespaces was refused ("no raw row is of --namespace"), where `{namespace}` and
+/// `merge --namespace A --partial-out` write the partial of the same inputs. It is now
+/// written, and is theirs.
+#[test]
+fn rollup_of_a_namespaces_partial_beside_raw_rows_of_others_only_was_refused() {
+    let c = corpus(93);
+    let namespaces = ["upstream", "android-6.1", "linux_next"];
+    let shared = std::fs::read_to_string(shared_table(&c, &namespaces)).unwrap();
+    let mut lines = shared.lines();
+    let header = lines.next().unwrap();
+    let (mut first, mut rest) = (format!("{header}\n"), format!("{header}\n"));
+    for l in lines.filter(|l| *l != header && l.split(',').count() > 3) {
+        let to = if l.starts_with("upstream,") {
+            &mut first
+        } else {
+            &mut rest
+        };
+        *to += l;
+        *to += "\n";
+    }
+    let (first_p, rest_p) = (c.path("first.csv"), c.path("rest.csv"));
+    std::fs::write(&first_p, first).unwrap();
+    std::fs::write(&rest_p, rest).unwrap();
+    let (first_s, rest_s) = (first_p.to_str().unwrap(), rest_p.to_str().unwrap());
+    let mut f = shared_flags(&c).to_vec();
+    f.extend_from_slice(&["--namespace", "upstream"]);
+    let pre = c.path("pre-upstream");
+    rollup(&[first_s], pre.to_str().unwrap(), &f);
+    let pre_s = pre.to_str().unwrap();
+    let one = c.path("one");
+    rollup(&[pre_s, rest_s], one.to_str().unwrap(), &f);
+    let routed = format!("{}/routed/{{namespace}}", c.dir().display());
+    rollup(&[pre_s, rest_s], &routed, &shared_flags(&c));
+    let routed = routed.replace("{namespace}", "upstream");
+    assert_eq!(files(&one), files(Path::new(&routed)));
+    assert_eq!(desc(&one), desc(Path::new(&routed)));
+    assert_eq!(desc(&one).other_namespaces.listed.len(), 2);
+    // Raw rows alone, all of other namespaces: still a misspelt --namespace.
+    let mut a = vec!["rollup", "--partial-out"];
+    let lone = c.path("lone");
+    a.push(lone.to_str().unwrap());
+    a.extend_from_slice(&f);
+    a.extend_from_slice(&["--input", rest_s]);
+    let err = refused(&a);
+    assert!(err.contains("no raw row is of --namespace"), "{err}");
 }
 
 #[test]

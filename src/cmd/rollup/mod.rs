@@ -35,8 +35,6 @@ struct PartialInput {
     shards: u32,
     /// The description's `rows_bad`.
     rows_bad: u64,
-    /// The description's `rows_in`.
-    rows_in: u64,
     /// Its files' identities: two inputs sharing one are the same partial's files
     /// (a directory of links to another's).
     files: Vec<((u64, u64), PathBuf)>,
@@ -139,13 +137,6 @@ async fn roll(r: RollupArgs) -> Result<()> {
         work: work.path(),
         shards,
         budget,
-        partial_rows: match routed {
-            true => partials
-                .iter()
-                .map(|p| (p.namespace.clone(), p.rows_in))
-                .collect(),
-            false => Vec::new(),
-        },
     };
     let done = roll_and_publish(by_ns, outs, &rolled).await;
     if done.is_err() {
@@ -168,9 +159,6 @@ struct Rolled<'a> {
     /// `--memory-budget`: the roll-up's open row groups and footers are held within
     /// it; past it, inputs are rolled up in levels.
     budget: usize,
-    /// Routed by namespace: each partial input's namespace and rows, which every other
-    /// namespace's partial counts as rows of another namespace.
-    partial_rows: Vec<(String, u64)>,
 }
 
 /// Rolls up each namespace's inputs (`by_ns`) and publishes its partial at its
@@ -211,7 +199,6 @@ async fn roll_and_publish(
                 (out, d)
             }
         };
-        let d = count_other_partials(d, &ns, &r.partial_rows);
         covmerge_coordinator::publish_local_partial(&dir, &d, &url).await?;
         crate::outln!(
             "partial {} {}..{}: {} rows in {} shards",
@@ -223,24 +210,6 @@ async fn roll_and_publish(
         );
     }
     Ok(())
-}
-
-/// `d`, namespace `ns`'s partial, counting the rows of the partial inputs of other
-/// namespaces (`partial_rows`, routed roll-ups only) as rows of those namespaces, as
-/// it counts raw rows of theirs: a roll-up of one namespace's partial beside a shared
-/// table's raw rows listed it in none of the others' partials, where a roll-up of the
-/// same rows all raw lists it in each.
-fn count_other_partials(
-    mut d: Description,
-    ns: &str,
-    partial_rows: &[(String, u64)],
-) -> Description {
-    for (other, rows) in partial_rows.iter().filter(|(other, _)| other != ns) {
-        d.other_namespaces.add_rows(other.as_bytes(), *rows);
-        d.counts.rows_other_namespaces = d.counts.rows_other_namespaces.saturating_add(*rows);
-        d.counts.namespace_column = true;
-    }
-    d
 }
 
 /// The partial inputs by namespace, refused when routed and a namespace cannot fill
@@ -289,19 +258,25 @@ fn outs_index(known: &[String], ns: &str) -> usize {
 
 /// The partials' bad rows, which count against `--max-bad-rows` (`max`) as a merge
 /// counts them (and as the fleet's roll-up does); past it, refused naming the partial.
+/// Counted per namespace, as a roll-up of each namespace alone counts them: a bad row
+/// that names no namespace is in every namespace's partial of its read, and counted
+/// once. The most of any namespace is returned.
 fn partials_bad_rows(partials: &[PartialInput], max: u64) -> Result<u64> {
-    let mut bad = 0u64;
+    let mut bad: BTreeMap<&str, u64> = BTreeMap::new();
     for p in partials {
-        bad = bad.saturating_add(p.rows_bad);
-        if bad > max {
+        let n = bad.entry(p.namespace.as_str()).or_default();
+        *n = n.saturating_add(p.rows_bad);
+        if *n > max {
             bail!(
-                "--input {}: {} bad rows counted in the partial (its rows_bad), {bad} with the inputs before it: more than --max-bad-rows {max}",
+                "--input {}: {} bad rows counted in the partial (its rows_bad), {} with the inputs of namespace {:?} before it: more than --max-bad-rows {max}",
                 p.input,
-                p.rows_bad
+                p.rows_bad,
+                *n,
+                p.namespace
             );
         }
     }
-    Ok(bad)
+    Ok(bad.values().copied().max().unwrap_or(0))
 }
 
 /// Sorts the inputs into partials (local directories holding `partial.json`, checked
@@ -349,7 +324,6 @@ async fn classify(r: &RollupArgs) -> Result<(Vec<PartialInput>, Vec<String>)> {
             namespace: d.namespace.clone(),
             shards: d.shard_count,
             rows_bad: d.counts.rows_bad,
-            rows_in: d.counts.rows_in,
             dir,
             real,
             files,

@@ -189,7 +189,10 @@ impl Read {
         let o = &self.outcome;
         let Some(router) = &self.router else {
             let t = &o.namespaces;
-            if t.column && t.matched == 0 && !t.others.is_empty() {
+            // A shared table whose rows are all of other namespaces (a misspelt
+            // `--namespace`) is refused, unless a partial input is of the namespace:
+            // then its rows are there, as a merge of the same inputs takes them.
+            if t.column && t.matched == 0 && !t.others.is_empty() && partial_only.is_empty() {
                 bail!(
                     "no raw row is of --namespace {:?}: the inputs hold {}",
                     namespace.unwrap_or_default(),
