@@ -76,6 +76,17 @@ impl Header {
         self.cols
     }
 
+    /// Whether a record of the header's field count (`field(i)` its `i`th field) may be
+    /// the header again in another form, to be read as a row (and refused as such)
+    /// before its namespace decides anything: its `sl` field is not a count and its
+    /// fields name every required column. A row of another namespace is not parsed:
+    /// without this, a header in another column order (two exports joined) was counted
+    /// as a row of another namespace and the rows after it read by the first header's
+    /// positions. A data row pays one byte's check.
+    pub fn may_be_header<'a>(&self, field: impl Fn(usize) -> &'a [u8]) -> bool {
+        may_be_header(&self.cols, self.record.len(), field)
+    }
+
     /// When the first record of `text` (a bad row's text, up to the input's end) names
     /// every required column in as many fields as the header but is not the header byte
     /// for byte (another column order, other columns, a byte order mark, spaces): the
@@ -134,6 +145,16 @@ fn again(name: &str, line: u64, same_order: bool) -> InputError {
             "the header again, {how}: the rows after it cannot be read by the first header's positions (an input holds one header; split it where the header repeats)"
         ),
     }
+}
+
+/// [`Header::may_be_header`] of a header of `n` fields whose columns are `cols`.
+fn may_be_header<'a>(cols: &Columns, n: usize, field: impl Fn(usize) -> &'a [u8]) -> bool {
+    if field(cols.sl).first().is_some_and(u8::is_ascii_digit) {
+        return false;
+    }
+    REQUIRED
+        .iter()
+        .all(|c| (0..n).any(|i| column_name(i, field(i)).eq_ignore_ascii_case(c.as_bytes())))
 }
 
 /// A header field as a column name: without a UTF-8 byte order mark before the first
@@ -361,7 +382,7 @@ impl<R: Read> RowReader<R> {
                 continue; // a repeated header
             }
             if let Some(i) = c.namespace {
-                if !route(&rec[i]) {
+                if !may_be_header(&c, want, |j| &rec[j]) && !route(&rec[i]) {
                     continue;
                 }
             }

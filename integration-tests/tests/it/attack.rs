@@ -110,6 +110,52 @@ fn a_header_repeated_in_another_column_order_was_read_by_the_first_ones_position
     assert!(ok, "{err}");
 }
 
+/// Two exports of a shared table joined, the second's columns in another order: the
+/// rows of another namespace are not parsed, so the header again was counted as a row
+/// of namespace `hit_count` and the rows after it read by the first header's positions
+/// (their namespace taken from another column, dropped as other namespaces' rows),
+/// exit 0. It is now refused naming its line, by the fast path and the quoted one,
+/// in a merge of one namespace and in a roll-up routing every namespace.
+#[test]
+fn a_header_again_in_another_order_in_a_shared_table_was_counted_as_another_namespace() {
+    let c = Case::new();
+    let first = format!("{},namespace", columns());
+    let reordered = format!("namespace,{}", columns());
+    for (name, func) in [("plain.csv", "f"), ("quoted.csv", "\"f\"")] {
+        let text = format!(
+            "{first}\nr,c1,a.c,{func},m,1,5,upstream\n{reordered}\nupstream,r,c1,a.c,{func},m,2,7\n"
+        );
+        let input = c.write(name, &text);
+        let (ok, err) = c.merge(&[&input], &["--namespace", "upstream"]);
+        assert!(
+            !ok,
+            "{name}: the header again was read as another namespace's row"
+        );
+        assert!(
+            err.contains(&format!("{name}:3:")) && err.contains("the header again"),
+            "{name}: {err}"
+        );
+        c.no_result();
+        let src = format!("dir:{}", c.path("src").display());
+        let out = format!("{}/p-{name}/{{namespace}}", c.dir_path().display());
+        let o = covmerge(&[
+            "rollup",
+            "--source",
+            &src,
+            "--partial-out",
+            &out,
+            "--input",
+            input.to_str().unwrap(),
+        ]);
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(!o.status.success(), "{name}: rollup wrote the partials");
+        assert!(
+            err.contains(&format!("{name}:3:")) && err.contains("the header again"),
+            "{name}: {err}"
+        );
+    }
+}
+
 #[test]
 fn a_blank_line_before_the_header_was_called_an_empty_input() {
     let c = Case::new();

@@ -326,7 +326,10 @@ fn parse_unquoted<S, B>(
                 return bad(pos, problem, outcome);
             }
         };
-        if let Some((i, want)) = ns {
+        // The header again in another form (two exports joined) is read as a row, and
+        // refused as such, whatever its namespace field holds.
+        let header = c.namespace.is_some() && sh.header.may_be_header(|i| fields.get(i));
+        if let Some((i, want)) = ns.filter(|_| !header) {
             let v = fields.get(i);
             let matched = v == want;
             seen(v, matched);
@@ -337,7 +340,7 @@ fn parse_unquoted<S, B>(
         // Routed by namespace: that namespace's tables, from `base`.
         let mut base = 0;
         let mut at = None;
-        if let Some(r) = routing.as_mut() {
+        if let Some(r) = routing.as_mut().filter(|_| !header) {
             let v = fields.get(r.col);
             match r.route.route(v) {
                 Ok(k) => {
