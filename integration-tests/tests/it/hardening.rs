@@ -166,6 +166,28 @@ fn a_header_without_newline_was_read_without_bound() {
     c.no_result();
 }
 
+/// A header up to 64 KiB past the 1 MiB cap on a row was read (the cap was checked
+/// only before each further read). Exactly the cap is read; one byte more is refused.
+#[test]
+fn a_header_up_to_64_kib_over_the_row_cap_was_read() {
+    let c = Case::new();
+    let cols = HDR.trim_end();
+    for (extra, want_ok) in [(0usize, true), (1, false), (40 << 10, false)] {
+        // An extra column whose name fills the header to the cap, plus `extra` bytes.
+        let fill = (1usize << 20) - cols.len() - 1 + extra;
+        let text = format!("{cols},{}\nr,c1,a.c,f,m,1,5,x\n", "z".repeat(fill));
+        let input = c.write("wide.csv", &text);
+        let _ = std::fs::remove_file(c.path("out.jsonl.gz"));
+        let (ok, err) = c.merge(&[&input], &[]);
+        assert_eq!(ok, want_ok, "{extra} bytes over: {err}");
+        if !want_ok {
+            assert!(err.contains("wide.csv:1"), "{err}");
+            assert!(err.contains("header row longer than"), "{err}");
+            c.no_result();
+        }
+    }
+}
+
 #[test]
 fn rows_after_a_header_ended_by_a_bare_carriage_return_were_dropped_unseen() {
     let c = Case::new();

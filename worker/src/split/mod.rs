@@ -474,6 +474,19 @@ fn read_header_line(
     // `\r\n` ending is a line end here.
     let body_end = header_end - usize::from(buf[..header_end].ends_with(b"\n"));
     let body_end = body_end - usize::from(buf[..body_end].ends_with(b"\r"));
+    // The loop stops reading past the cap; a header found within the last read may
+    // still pass it (up to 64 KiB more were taken in).
+    if body_end > limits.max_row {
+        return Err(InputError::Read {
+            input: name.to_string(),
+            line: 1,
+            problem: format!(
+                "header row longer than the {} byte cap on a row",
+                limits.max_row
+            ),
+        }
+        .into());
+    }
     if body_end == 0 && header_end < buf.len() {
         return Err(InputError::Read {
             input: name.to_string(),
