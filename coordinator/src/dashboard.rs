@@ -67,7 +67,10 @@ pub fn upload_object_url(upload: &str) -> String {
 /// or `..` segment, or a name without `.upload`. The same check covers what
 /// `create_upload_url` answers and what `notify --upload` is given.
 pub fn check_upload(upload: &str) -> Result<(), String> {
-    let u = upload.trim();
+    // Taken as it is: the result is written to the object it names and save_coverage
+    // sends it back as it is (the dashboard strips only a lower-case `gs://`), so a
+    // location with spaces around it, or `GS://`, would name another object there.
+    let u = upload;
     // A URL is shown without credentials; so is a bare `USER:PASS@BUCKET/NAME`.
     let shown = if u.contains("://") {
         covmerge_storage::redact_url(u)
@@ -82,8 +85,11 @@ pub fn check_upload(upload: &str) -> Result<(), String> {
             "upload location {shown:?}: {why} (the dashboard's uploads are Google Cloud Storage objects: gs://BUCKET/NAME.upload or BUCKET/NAME.upload)"
         ))
     };
+    if u.trim() != u {
+        return bad("spaces or a line end around it");
+    }
     let rest = match u.split_once("://") {
-        Some((scheme, rest)) if scheme.eq_ignore_ascii_case("gs") => rest,
+        Some(("gs", rest)) => rest,
         None => u,
         Some((scheme, _)) => return bad(&format!("unsupported scheme {scheme}://")),
     };
@@ -526,6 +532,27 @@ impl CallError {
 #[cfg(test)]
 mod tests {
     use super::shown_reply;
+
+    /// A location with spaces or a line end around it was checked and written trimmed,
+    /// and sent untrimmed to save_coverage (another object for the dashboard); one of
+    /// `GS://` passed the check and was written to a bucket named `GS:`. Both are
+    /// refused before any write; the locations the dashboard gives are taken.
+    #[test]
+    fn an_upload_location_was_checked_otherwise_than_it_was_used() {
+        use super::check_upload;
+        for bad in [
+            " bkt/a.upload",
+            "bkt/b.upload\n",
+            "gs://bkt/c.upload ",
+            "GS://bkt/c.upload",
+            "Gs://bkt/c.upload",
+        ] {
+            assert!(check_upload(bad).is_err(), "{bad:?} taken");
+        }
+        for good in ["gs://bkt/c.upload", "bkt/dir/c.upload"] {
+            assert!(check_upload(good).is_ok(), "{good:?} refused");
+        }
+    }
 
     #[test]
     fn a_reply_that_echoes_the_key_does_not_leak_it() {

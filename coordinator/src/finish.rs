@@ -226,9 +226,10 @@ impl<'a> Assembly<'a> {
     ) -> Result<i64, JobError> {
         let resend = |arg: &str, what: &str| {
             format!(
-                "COVMERGE_DASHBOARD_KEY=... covmerge notify --dashboard {} --dashboard-client {} {arg} {what}",
-                redact_url(&d.url),
-                d.client
+                "COVMERGE_DASHBOARD_KEY=... covmerge notify --dashboard {} --dashboard-client {} {arg} {}",
+                sh_quote(&redact_url(&d.url)),
+                sh_quote(&d.client),
+                sh_quote(what)
             )
         };
         // Where the result stays when the dashboard never gets it.
@@ -251,6 +252,12 @@ impl<'a> Assembly<'a> {
                 kept,
             })
         };
+        if let Some(r) = result {
+            note_published(format!(
+                "the result is published at {r}; the dashboard was not told: send it with {}",
+                resend("--result", r)
+            ));
+        }
         let upload = match d.create_upload_url().await {
             Ok(u) => u,
             Err(e) => return keep(e).await,
@@ -269,6 +276,11 @@ impl<'a> Assembly<'a> {
         info!(object = %obj, "result written for the dashboard");
         manifest.dashboard_upload = Some(upload.clone());
         self.write_manifest(manifest).await?;
+        note_published(format!(
+            "the result is published at {}{obj}; save_coverage may not have reached the dashboard: send it with {}",
+            result.map(|r| format!("{r} and ")).unwrap_or_default(),
+            resend("--upload", &upload)
+        ));
         d.save_coverage(&upload)
             .await
             .map_err(|message| JobError::Dashboard {
@@ -277,6 +289,35 @@ impl<'a> Assembly<'a> {
                 resend: resend("--upload", &upload),
             })
     }
+}
+
+/// What this process has published, for a signal that ends it before the job is done
+/// (the dashboard not yet told): a result written is not "no result published".
+static PUBLISHED: std::sync::Mutex<Option<String>> = std::sync::Mutex::new(None);
+
+/// Records what is published and how to finish the job by hand (see [`published`]).
+pub(crate) fn note_published(note: String) {
+    *PUBLISHED.lock().unwrap_or_else(|e| e.into_inner()) = Some(note);
+}
+
+/// What this process has published so far, and how to tell the dashboard, if
+/// anything: said by `merge` when a signal ends it. SIGTERM while covmerge waited for
+/// save_coverage's reply said "no result published" of a result written, and printed
+/// neither where it was nor how to send it again.
+pub fn published() -> Option<String> {
+    PUBLISHED.lock().unwrap_or_else(|e| e.into_inner()).clone()
+}
+
+/// `s` as one shell word: as it is when it holds only characters no shell takes for
+/// syntax, else in single quotes (a `'` as `'\''`). The printed command to re-send a
+/// result split a client name with a space into two arguments, and ran a `$(...)` of
+/// a result's name.
+pub(crate) fn sh_quote(s: &str) -> String {
+    let plain = |c: char| c.is_ascii_alphanumeric() || "_./:@%+=,-".contains(c);
+    if !s.is_empty() && s.chars().all(plain) {
+        return s.to_string();
+    }
+    format!("'{}'", s.replace('\'', r"'\''"))
 }
 
 /// Reads part `key` of shard `shard` from `store` as it streams in, and checks it on a
@@ -489,4 +530,29 @@ pub fn preflight_outputs(
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::sh_quote;
+
+    /// The command printed to re-send a result to the dashboard split a client name
+    /// with a space, and ran the `$(id)` of a result's name when pasted.
+    #[test]
+    fn the_resend_command_split_a_client_name_and_ran_a_results_name() {
+        assert_eq!(sh_quote("ci-upstream"), "ci-upstream");
+        assert_eq!(sh_quote("gs://b/x.upload"), "gs://b/x.upload");
+        assert_eq!(sh_quote("coverage merger"), "'coverage merger'");
+        assert_eq!(sh_quote("my $(id).gz"), "'my $(id).gz'");
+        assert_eq!(sh_quote("it's"), r"'it'\''s'");
+        assert_eq!(sh_quote(""), "''");
+        // What a shell makes of each is the text again.
+        for s in ["a b", "$(id)", "it's", "", "x\ny", "`id`", "*"] {
+            let o = std::process::Command::new("sh")
+                .args(["-c", &format!("printf %s {}", sh_quote(s))])
+                .output()
+                .unwrap();
+            assert_eq!(String::from_utf8(o.stdout).unwrap(), s);
+        }
+    }
 }

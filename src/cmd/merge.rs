@@ -56,7 +56,9 @@ pub(crate) async fn run(m: MergeArgs) -> Result<()> {
             // run is left behind, and nothing half-written is published.
             covmerge_storage::local::remove_registered();
             remove_made();
-            crate::log::err_line(&format!("covmerge: interrupted by {name}: temporary files removed, no result published"));
+            let what = covmerge_coordinator::finish::published()
+                .unwrap_or_else(|| "no result published".into());
+            crate::log::err_line(&format!("covmerge: interrupted by {name}: temporary files removed, {what}"));
             crate::log::finish(crate::log::FINISH_WAIT);
             std::process::exit(code);
         }

@@ -223,6 +223,9 @@ pub(super) async fn publish(
     manifest.header = Some(out.header_line().to_string());
     still_held(lease).await?;
     let result = out.write_result(&dest).await?;
+    if let Some(r) = &result {
+        crate::finish::note_published(format!("the result is published at {r}"));
+    }
     manifest.result = result.clone();
     if let Some(p) = partial {
         still_held(lease).await?;
