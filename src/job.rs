@@ -16,6 +16,10 @@ impl JobArgs {
     /// commit is `--base-commit`, or looked up for `--base-at`; a roll-up (`rollup`)
     /// has none.
     pub(crate) fn request(&self, job: Option<JobId>, rollup: bool) -> Result<JobRequest> {
+        // Refused here, not by the job spec's check in the first task.
+        if !rollup && self.base_repo.as_deref().is_some_and(str::is_empty) {
+            bail!("--base-repo is empty: give the base's repository");
+        }
         Ok(JobRequest {
             job,
             inputs: self.input.clone(),

@@ -363,6 +363,19 @@ fn check_settings(req: &JobRequest, date_to: &str) -> Result<(), JobError> {
         Ok(to) => to,
         Err(e) => return Err(JobError::Plan(format!("--date-to {date_to:?}: {e}"))),
     };
+    // The header's fields the publish gate checks, refused here rather than by the
+    // gate after the whole merge.
+    if req.duration < 0 {
+        return Err(JobError::Plan(format!(
+            "--duration {}: the days the rows span, 0 or more",
+            req.duration
+        )));
+    }
+    if let Some(t) = req.total_rows.filter(|&t| t < 0) {
+        return Err(JobError::Plan(format!(
+            "--total-rows {t}: a count of rows, 0 or more"
+        )));
+    }
     // A merge's partial covers the --duration days ending at --date-to: refused here
     // rather than by its gate after the whole merge.
     if req.partial_out.is_some() && !req.rollup {

@@ -109,13 +109,20 @@ impl std::fmt::Display for Store {
 pub use covmerge_proto::redact::redact_url;
 pub use location::shown as shown_url;
 
-/// Whether `s` names an object-store location rather than a local path.
+/// Whether `s` names an object-store location rather than a local path: `memory:`, or
+/// any `scheme://` (RFC 3986's scheme characters), so that [`Store::open`] refuses one
+/// this build does not serve, naming it. `ftp://h/x` or `GS://b/x` was taken for a
+/// local relative path, and written there where such a directory existed.
 pub fn is_store_url(s: &str) -> bool {
-    [
-        "file://", "s3://", "s3a://", "gs://", "az://", "abfs://", "memory:", "http://", "https://",
-    ]
-    .iter()
-    .any(|p| s.starts_with(p))
+    if s.starts_with("memory:") {
+        return true;
+    }
+    let Some((scheme, _)) = s.split_once("://") else {
+        return false;
+    };
+    let mut c = scheme.bytes();
+    c.next().is_some_and(|b| b.is_ascii_alphabetic())
+        && c.all(|b| b.is_ascii_alphanumeric() || matches!(b, b'+' | b'-' | b'.'))
 }
 
 impl Store {

@@ -156,6 +156,74 @@ fn a_header_again_in_another_order_in_a_shared_table_was_counted_as_another_name
     }
 }
 
+/// `--duration -1` and `--total-rows -1` were refused by the publish gate after the
+/// whole merge; an empty `--base-repo` as a failed task. All are refused before any
+/// work now, naming the flag.
+#[test]
+fn a_negative_duration_or_total_rows_was_refused_only_after_the_merge() {
+    let c = Case::new();
+    let input = c.write("in.csv", &format!("{HDR}r,c1,a.c,f,m,1,5\n"));
+    for (flags, named) in [
+        (&["--duration=-1"][..], "--duration -1"),
+        (&["--total-rows=-1"][..], "--total-rows -1"),
+    ] {
+        let (ok, err) = c.merge(&[&input], flags);
+        assert!(!ok, "{flags:?}");
+        assert!(err.contains(named), "{flags:?}: {err}");
+        // Before any work: no task ran.
+        assert!(
+            !err.contains("task(s) failed") && !err.contains("gate"),
+            "{err}"
+        );
+        c.no_result();
+    }
+    let src = format!("dir:{}", c.path("src").display());
+    let o = covmerge(&[
+        "merge",
+        "--source",
+        &src,
+        "--base-repo",
+        "",
+        "--base-commit",
+        "c1",
+        "--out",
+        c.path("out.jsonl.gz").to_str().unwrap(),
+        "--input",
+        input.to_str().unwrap(),
+    ]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success());
+    assert!(
+        err.contains("--base-repo") && !err.contains("task(s) failed"),
+        "{err}"
+    );
+}
+
+/// An `--out` of a scheme this build does not serve (`ftp://`, `GS://`) was taken for
+/// a local relative path: written into a directory `GS:` where one existed, exit 0.
+/// Any `scheme://` is a store URL now, refused naming its scheme.
+#[test]
+fn an_out_of_an_unknown_or_capital_scheme_was_written_as_a_local_path() {
+    let c = Case::new();
+    let input = c.write("in.csv", &format!("{HDR}r,c1,a.c,f,m,1,5\n"));
+    std::fs::create_dir_all(c.path("GS:/bkt")).unwrap();
+    let src = format!("dir:{}", c.path("src").display());
+    for out in ["ftp://h/r.gz", "GS://bkt/r.gz", "gcs://bkt/r.gz"] {
+        let o = std::process::Command::new(covmerge_integration_tests::bin())
+            .current_dir(c.dir_path())
+            .args(["merge", "--quiet", "--source", &src, "--base-repo", "r"])
+            .args(["--base-commit", "c1", "--out", out, "--input"])
+            .arg(&input)
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(!o.status.success(), "{out}: written");
+        let scheme = out.split("://").next().unwrap();
+        assert!(err.contains(&format!("scheme {scheme}")), "{out}: {err}");
+    }
+    assert_eq!(std::fs::read_dir(c.path("GS:/bkt")).unwrap().count(), 0);
+}
+
 #[test]
 fn a_blank_line_before_the_header_was_called_an_empty_input() {
     let c = Case::new();
