@@ -154,18 +154,23 @@ fn may_be_header<'a>(cols: &Columns, n: usize, field: impl Fn(usize) -> &'a [u8]
     }
     REQUIRED
         .iter()
-        .all(|c| (0..n).any(|i| column_name(i, field(i)).eq_ignore_ascii_case(c.as_bytes())))
+        .all(|c| (0..n).any(|i| column_name_of(i, field(i)).eq_ignore_ascii_case(c.as_bytes())))
 }
 
 /// A header field as a column name: without a UTF-8 byte order mark before the first
 /// and without spaces around it.
 fn column_name(i: usize, f: &[u8]) -> Vec<u8> {
+    column_name_of(i, f).to_vec()
+}
+
+/// [`column_name`] without a copy.
+fn column_name_of(i: usize, f: &[u8]) -> &[u8] {
     let f = if i == 0 {
         f.strip_prefix(b"\xef\xbb\xbf").unwrap_or(f)
     } else {
         f
     };
-    f.trim_ascii().to_vec()
+    f.trim_ascii()
 }
 
 fn csv_reader<R: Read>(input: R) -> csv::Reader<R> {

@@ -387,3 +387,27 @@ fn an_unclosed_quote_took_the_rows_after_it_with_a_field_count_message() {
         RowProblem::FieldCount { want: 8, got: 3 }
     );
 }
+
+/// A record of another namespace is not parsed: one that may be the header again (its
+/// `sl` no count, every required column named) is told apart first, so that it is
+/// refused as a header rather than counted as another namespace's row; a data row,
+/// even with a space before its `sl`, is not taken for one.
+#[test]
+fn a_header_again_was_counted_as_another_namespaces_row() {
+    let header = RowReader::new("t.csv", H.as_bytes()).unwrap().header();
+    let fields = |line: &str| line.split(',').map(str::to_owned).collect::<Vec<_>>();
+    let may = |line: &str| {
+        let f = fields(line);
+        header.may_be_header(|i| f[i].as_bytes())
+    };
+    assert!(may(
+        "func_name,file_path,kernel_commit,kernel_repo,hit_count,sl,manager,x"
+    ));
+    assert!(may(
+        "\u{feff}X,MANAGER, sl ,hit_count,kernel_repo,kernel_commit,file_path,func_name"
+    ));
+    assert!(!may("ns,m, 1,5,r,c1,a.c,f"));
+    assert!(!may("ns,m,1,5,r,c1,a.c,f"));
+    // A bad row that names only some columns is a row (of its namespace).
+    assert!(!may("ns,manager,sl,hit_count,r,c1,a.c,f"));
+}
