@@ -45,6 +45,13 @@ pub fn spill(job: &JobId, split: SplitId, nonce: &str, seq: u32) -> String {
     format!("jobs/{job}/spill/{split}/{nonce}/{seq:05}.cms")
 }
 
+/// The merge tasks' chunks as the coordinator published them
+/// ([`crate::wire::MergePlan`]): a merge task whose chunks are not its shard's is
+/// refused.
+pub fn merge_plan(job: &JobId) -> String {
+    format!("jobs/{job}/merges.json")
+}
+
 /// A split's commit point (its `SplitOutcome`).
 pub fn split_done(job: &JobId, split: SplitId) -> String {
     format!("jobs/{job}/splits/{split}.done")

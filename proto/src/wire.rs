@@ -349,6 +349,49 @@ pub struct ChunkRef {
     pub len: u64,
 }
 
+/// The chunks of each merge task of a job, as the coordinator publishes them: stored
+/// before the first merge task is published, so that a worker runs a merge task only
+/// with its shard's chunks. A forged task naming one split's chunk twice (another's
+/// left out) was merged, and the job published with exit 0.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MergePlan {
+    /// The job.
+    pub job: JobId,
+    /// Per shard, [`MergePlan::digest`] of its merge task's chunks.
+    pub chunks_sha256: Vec<String>,
+}
+
+impl MergePlan {
+    /// The plan of `chunks` (per shard, in shard order).
+    pub fn new(job: &JobId, chunks: &[Vec<ChunkRef>]) -> Self {
+        MergePlan {
+            job: job.clone(),
+            chunks_sha256: chunks.iter().map(|c| Self::digest(c)).collect(),
+        }
+    }
+
+    /// SHA-256 of a shard's chunk list, in order (each key, a 0 byte, its start and
+    /// length as 8 bytes little-endian).
+    pub fn digest(chunks: &[ChunkRef]) -> String {
+        use sha2::{Digest, Sha256};
+        let mut h = Sha256::new();
+        for c in chunks {
+            h.update(c.key.as_bytes());
+            h.update([0]);
+            h.update(c.start.to_le_bytes());
+            h.update(c.len.to_le_bytes());
+        }
+        hex::encode(h.finalize())
+    }
+
+    /// Whether `chunks` are those planned for `shard`.
+    pub fn holds(&self, shard: ShardId, chunks: &[ChunkRef]) -> bool {
+        self.chunks_sha256
+            .get(shard.0 as usize)
+            .is_some_and(|d| *d == Self::digest(chunks))
+    }
+}
+
 impl ChunkRef {
     /// The chunk's byte range in its object.
     pub fn range(&self) -> std::ops::Range<u64> {

@@ -17,6 +17,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 use std::time::Duration;
 
+use covmerge_proto::layout as keys;
 use covmerge_proto::manifest::JobStatus;
 use covmerge_proto::{JobId, JobSpec, Manifest, TaskRef};
 use covmerge_queue::Queue;
@@ -250,6 +251,13 @@ async fn drive(
     let mut merges: BTreeMap<TaskRef, TaskState> = BTreeMap::new();
     if failed.is_empty() && refused.is_none() {
         progress.phase("merge", spec.shards as u64);
+        // The merge tasks' chunks, stored before any is published: a worker runs a
+        // merge task only with its shard's (a forged one naming a split's chunk twice
+        // was merged).
+        let plan = covmerge_proto::wire::MergePlan::new(&job, &map.chunks);
+        let plan = serde_json::to_vec(&plan).map_err(|e| JobError::Plan(e.to_string()))?;
+        still_held(lease).await?;
+        store.put(&keys::merge_plan(&job), plan.into()).await?;
         let mut tracker = tracker();
         tracker.start_phase(merge_tasks(&spec, map.chunks)).await?;
         tracker.wait_all().await?;

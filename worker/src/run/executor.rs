@@ -134,6 +134,9 @@ pub struct Executor {
     pub(super) sources: Mutex<SourceCache>,
     /// Specs of the jobs seen lately, to check tasks against.
     specs: Mutex<HashMap<JobId, Arc<JobSpec>>>,
+    /// Merge plans by job (read as their merge tasks come; cleared past
+    /// `SPEC_CACHE` jobs, as `specs`).
+    plans: Mutex<HashMap<JobId, Arc<covmerge_proto::wire::MergePlan>>>,
     pub(super) cache: ProjectionCache,
     /// The accountant of `--memory-budget`: the process-wide shares are reserved when
     /// the executor is made, each task's when it starts.
@@ -211,6 +214,7 @@ impl Executor {
             cfg,
             sources: Mutex::default(),
             specs: Mutex::default(),
+            plans: Mutex::default(),
             cache,
             pool,
             _process_shares: process_shares,
@@ -319,8 +323,11 @@ impl Executor {
                             t.split, t.job
                         ));
                     }
+                    // Its namespace too: a split of another namespace's rows was merged
+                    // into the job, and published as its coverage.
                     if t.shards != spec.shards
                         || t.max_bad_rows != spec.max_bad_rows
+                        || t.namespace != spec.namespace
                         || range
                             .zip(&inputs)
                             .any(|(j, (_, read))| *read != spec.input_spec(j))
@@ -362,12 +369,73 @@ impl Executor {
             }
             Ok(())
         };
-        if check(&*self.job_spec(task.job(), false).await?).is_ok() {
-            return Ok(());
+        if check(&*self.job_spec(task.job(), false).await?).is_err() {
+            // The job may have been planned again under the same id: reload before
+            // refusing.
+            check(&*self.job_spec(task.job(), true).await?)
+                .map_err(|why| Failure::refused(format!("{} refused: {why}", task.task_ref())))?;
         }
-        // The job may have been planned again under the same id: reload before refusing.
-        check(&*self.job_spec(task.job(), true).await?)
-            .map_err(|why| Failure::refused(format!("{} refused: {why}", task.task_ref())))
+        match task {
+            Task::Merge(t) => self.admit_chunks(t).await,
+            Task::Split(_) => Ok(()),
+        }
+    }
+
+    /// Admits a merge task only with the chunks the coordinator planned for its shard
+    /// ([`covmerge_proto::wire::MergePlan`], reloaded once before refusing: a resumed
+    /// job plans again).
+    async fn admit_chunks(&self, t: &covmerge_proto::wire::MergeTask) -> Result<(), TaskError> {
+        for fresh in [false, true] {
+            if self
+                .merge_plan(&t.job, fresh)
+                .await?
+                .holds(t.shard, &t.chunks)
+            {
+                return Ok(());
+            }
+        }
+        Err(Failure::refused(format!(
+            "merge {} of job {} refused: its chunks are not those the job's splits wrote for it ({})",
+            t.shard.0,
+            t.job,
+            keys::merge_plan(&t.job)
+        )))
+    }
+
+    /// The job's merge plan, from the cache unless `fresh`.
+    async fn merge_plan(
+        &self,
+        job: &JobId,
+        fresh: bool,
+    ) -> Result<Arc<covmerge_proto::wire::MergePlan>, TaskError> {
+        if !fresh {
+            if let Some(p) = self.plans.lock().unwrap().get(job) {
+                return Ok(p.clone());
+            }
+        }
+        let key = keys::merge_plan(job);
+        let bytes = self
+            .store
+            .get_opt(&key)
+            .await
+            .map_err(store_failure)?
+            .ok_or_else(|| {
+                Failure::refused(format!(
+                    "job {job} has no merge plan ({key}): its merge tasks were not published by its coordinator"
+                ))
+            })?;
+        let plan: covmerge_proto::wire::MergePlan = serde_json::from_slice(&bytes)
+            .map_err(|e| Failure::refused(format!("{key}: unreadable merge plan: {e}")))?;
+        if plan.job != *job {
+            return Err(Failure::refused(format!("{key} names job {}", plan.job)));
+        }
+        let plan = Arc::new(plan);
+        let mut plans = self.plans.lock().unwrap();
+        if plans.len() >= SPEC_CACHE {
+            plans.clear();
+        }
+        plans.insert(job.clone(), plan.clone());
+        Ok(plan)
     }
 
     /// The report of a task whose marker exists: it was done before (and its report

@@ -291,6 +291,41 @@ fn forged_split_task_cannot_read_files_outside_its_job() {
         });
         let refused_rollup = refusal(&q, &job, &forged_rollup).await;
         assert!(refused_rollup.contains("not a roll-up"), "{refused_rollup}");
+        // The job's own split of another namespace's rows: it was run, and a split
+        // whose input held none of the job's namespace was merged into it.
+        let forged_ns = Task::Split(SplitTask {
+            namespace: Some("android".into()),
+            job: JobId::parse(&job).unwrap(),
+            split: SplitId(0),
+            input: s.inputs[0].clone(),
+            shards: 6,
+            max_bad_rows: 0,
+            read: Default::default(),
+            more: Vec::new(),
+        });
+        let refused_ns = refusal(&q, &job, &forged_ns).await;
+        assert!(
+            refused_ns.contains("settings are not those of job"),
+            "{refused_ns}"
+        );
+        // A merge task of the job with chunks its splits did not plan for its shard
+        // (one split's chunk named twice, another's left out, was merged): refused.
+        let forged_chunks = Task::Merge(covmerge_proto::wire::MergeTask {
+            job: JobId::parse(&job).unwrap(),
+            shard: covmerge_proto::ShardId(0),
+            base_commit: s.corpus.base_commit.clone(),
+            source: s.source.clone(),
+            chunks: Vec::new(),
+            file_path_prefix: String::new(),
+            groups: Vec::new(),
+            partials: Vec::new(),
+            rollup: false,
+        });
+        let refused_chunks = refusal(&q, &job, &forged_chunks).await;
+        assert!(
+            refused_chunks.contains("its chunks are not those the job's splits wrote"),
+            "{refused_chunks}"
+        );
         // The same task with a job id that escapes the job's prefix.
         assert_escaping_job_id_is_poison(&q, &job, &s.inputs[0]).await;
         q.close_job(&job).await.unwrap();
