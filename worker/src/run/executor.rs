@@ -1,14 +1,13 @@
 //! The [`Executor`]: admits a task against its job, runs a split or a merge on its own
 //! thread, and writes the outputs and the `.done` marker.
 
-use std::collections::HashMap;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use bytes::Bytes;
-use covmerge_proto::input::InputSpec;
 use covmerge_proto::memory::{MemoryPool, MemoryReservation};
+use covmerge_proto::wire::MergePlan;
 use covmerge_proto::wire::{
     self, Failure, MergeOutcome, MergeTask, PartialShardOutcome, ReportStatus, SplitOutcome,
     SplitTask, Task,
@@ -18,6 +17,7 @@ use covmerge_storage::Store;
 use covmerge_telemetry::metrics;
 use tracing::{info, instrument, warn};
 
+use super::admit::Recent;
 use super::budget::reserve_task;
 use super::cancel::*;
 use super::direct_partial::DirectChunks;
@@ -133,10 +133,9 @@ pub struct Executor {
     pub(super) cfg: WorkerConfig,
     pub(super) sources: Mutex<SourceCache>,
     /// Specs of the jobs seen lately, to check tasks against.
-    specs: Mutex<HashMap<JobId, Arc<JobSpec>>>,
-    /// Merge plans by job (read as their merge tasks come; cleared past
-    /// `SPEC_CACHE` jobs, as `specs`).
-    plans: Mutex<HashMap<JobId, Arc<covmerge_proto::wire::MergePlan>>>,
+    pub(super) specs: Recent<JobId, Arc<JobSpec>>,
+    /// Merge plans of the jobs seen lately (read as their merge tasks come).
+    pub(super) plans: Recent<JobId, Arc<MergePlan>>,
     pub(super) cache: ProjectionCache,
     /// The accountant of `--memory-budget`: the process-wide shares are reserved when
     /// the executor is made, each task's when it starts.
@@ -149,11 +148,8 @@ pub struct Executor {
     /// The bases' ids as this worker's sources hold them, by (job, source, base):
     /// computed once per job (a `dir:` listing of a kernel tree is ~70k entries), and
     /// again for a later job, whose source may have changed meanwhile.
-    tree_ids: Mutex<HashMap<(JobId, String, String), String>>,
+    tree_ids: Recent<(JobId, String, String), String>,
 }
-
-/// Job specs an executor remembers; more jobs than this at once just reload.
-const SPEC_CACHE: usize = 64;
 
 /// What a `git:` source holds besides its version cache once used: decoded trees
 /// (up to 16 MB), and gix's object and pack caches and mapped packs of the handles of
@@ -213,14 +209,14 @@ impl Executor {
             store,
             cfg,
             sources: Mutex::default(),
-            specs: Mutex::default(),
-            plans: Mutex::default(),
+            specs: Recent::default(),
+            plans: Recent::default(),
             cache,
             pool,
             _process_shares: process_shares,
             progress: Arc::default(),
             config_failures: AtomicU32::new(0),
-            tree_ids: Mutex::default(),
+            tree_ids: Recent::default(),
         }
     }
 
@@ -244,7 +240,8 @@ impl Executor {
     pub fn release_idle(&self) {
         let dropped = self.sources.lock().unwrap().clear();
         self.cache.clear();
-        self.specs.lock().unwrap().clear();
+        self.specs.clear();
+        self.plans.clear();
         if dropped > 0 {
             info!(sources = dropped, "idle: released the cached sources");
         }
@@ -254,188 +251,6 @@ impl Executor {
     /// Sources open now (for tests and the soak benchmark).
     pub fn open_sources(&self) -> usize {
         self.sources.lock().unwrap().len()
-    }
-
-    /// The spec the coordinator stored for `job` (cached unless `fresh`).
-    pub(super) async fn job_spec(
-        &self,
-        job: &JobId,
-        fresh: bool,
-    ) -> Result<Arc<JobSpec>, TaskError> {
-        if !fresh {
-            if let Some(s) = self.specs.lock().unwrap().get(job) {
-                return Ok(s.clone());
-            }
-        }
-        let key = keys::job_spec(job);
-        let bytes = self
-            .store
-            .get_opt(&key)
-            .await
-            .map_err(store_failure)?
-            .ok_or_else(|| {
-                // The coordinator stores the spec before it publishes a task: a worker
-                // that does not find it looks at the wrong store (a bucket or root of
-                // another fleet). The worker's fault, not the task's, unless several
-                // workers say so (a forged task, a job whose objects were deleted).
-                Failure::config(format!("job {job} is unknown: no {key} in {}", self.store))
-            })?;
-        let spec: JobSpec = serde_json::from_slice(&bytes)
-            .map_err(|e| Failure::refused(format!("{key}: unreadable job spec: {e}")))?;
-        if spec.job != *job {
-            return Err(Failure::refused(format!("{key} names job {}", spec.job)));
-        }
-        spec.validate()
-            .map_err(|e| Failure::refused(format!("{key}: job spec refused: {e}")))?;
-        let spec = Arc::new(spec);
-        let mut specs = self.specs.lock().unwrap();
-        if specs.len() >= SPEC_CACHE {
-            specs.clear();
-        }
-        specs.insert(job.clone(), spec.clone());
-        Ok(spec)
-    }
-
-    /// Admits a task only if it is part of its job as the coordinator stored it: a
-    /// split reads one of the job's inputs, a merge uses the job's source and base.
-    /// Whoever can publish a task can thus not make a worker read other files.
-    pub async fn admit(&self, task: &Task) -> Result<(), TaskError> {
-        let check = |spec: &JobSpec| -> Result<(), String> {
-            match task {
-                Task::Split(t) => {
-                    // Exactly one of the job's splits: its inputs, in order, are those
-                    // of the split that starts at its first.
-                    let first = t.split.index();
-                    let range = spec
-                        .split_task_ranges()
-                        .into_iter()
-                        .find(|r| r.start == first)
-                        .ok_or_else(|| format!("job {} has no split {}", t.job, t.split))?;
-                    let inputs: Vec<(&str, InputSpec)> = split_inputs(t);
-                    if inputs.len() != range.len()
-                        || range
-                            .clone()
-                            .zip(&inputs)
-                            .any(|(j, (input, _))| spec.inputs[j] != *input)
-                    {
-                        return Err(format!(
-                            "its inputs are not those of split {} of job {}",
-                            t.split, t.job
-                        ));
-                    }
-                    // Its namespace too: a split of another namespace's rows was merged
-                    // into the job, and published as its coverage.
-                    if t.shards != spec.shards
-                        || t.max_bad_rows != spec.max_bad_rows
-                        || t.namespace != spec.namespace
-                        || range
-                            .zip(&inputs)
-                            .any(|(j, (_, read))| *read != spec.input_spec(j))
-                    {
-                        return Err(format!("its settings are not those of job {}", t.job));
-                    }
-                }
-                Task::Merge(t) => {
-                    if t.shard.0 >= spec.shards {
-                        return Err(format!("job {} has {} shards", t.job, spec.shards));
-                    }
-                    if t.rollup != spec.rollup.is_some() {
-                        return Err(format!(
-                            "it is {}a roll-up's task, job {} is {}a roll-up",
-                            if t.rollup { "" } else { "not " },
-                            t.job,
-                            if spec.rollup.is_some() { "" } else { "not " }
-                        ));
-                    }
-                    if t.source != spec.source
-                        || t.base_commit != spec.base_commit
-                        || t.file_path_prefix != spec.file_path_prefix
-                    {
-                        return Err(format!(
-                            "its source, base commit or file path prefix is not that of job {}",
-                            t.job
-                        ));
-                    }
-                    if t.groups != spec.groups {
-                        return Err(format!("its groups are not those of job {}", t.job));
-                    }
-                    if t.partials != spec.partial_shard_refs() {
-                        return Err(format!(
-                            "its partials are not those the job {} reads directly",
-                            t.job
-                        ));
-                    }
-                }
-            }
-            Ok(())
-        };
-        if check(&*self.job_spec(task.job(), false).await?).is_err() {
-            // The job may have been planned again under the same id: reload before
-            // refusing.
-            check(&*self.job_spec(task.job(), true).await?)
-                .map_err(|why| Failure::refused(format!("{} refused: {why}", task.task_ref())))?;
-        }
-        match task {
-            Task::Merge(t) => self.admit_chunks(t).await,
-            Task::Split(_) => Ok(()),
-        }
-    }
-
-    /// Admits a merge task only with the chunks the coordinator planned for its shard
-    /// ([`covmerge_proto::wire::MergePlan`], reloaded once before refusing: a resumed
-    /// job plans again).
-    async fn admit_chunks(&self, t: &covmerge_proto::wire::MergeTask) -> Result<(), TaskError> {
-        for fresh in [false, true] {
-            if self
-                .merge_plan(&t.job, fresh)
-                .await?
-                .holds(t.shard, &t.chunks)
-            {
-                return Ok(());
-            }
-        }
-        Err(Failure::refused(format!(
-            "merge {} of job {} refused: its chunks are not those the job's splits wrote for it ({})",
-            t.shard.0,
-            t.job,
-            keys::merge_plan(&t.job)
-        )))
-    }
-
-    /// The job's merge plan, from the cache unless `fresh`.
-    async fn merge_plan(
-        &self,
-        job: &JobId,
-        fresh: bool,
-    ) -> Result<Arc<covmerge_proto::wire::MergePlan>, TaskError> {
-        if !fresh {
-            if let Some(p) = self.plans.lock().unwrap().get(job) {
-                return Ok(p.clone());
-            }
-        }
-        let key = keys::merge_plan(job);
-        let bytes = self
-            .store
-            .get_opt(&key)
-            .await
-            .map_err(store_failure)?
-            .ok_or_else(|| {
-                Failure::refused(format!(
-                    "job {job} has no merge plan ({key}): its merge tasks were not published by its coordinator"
-                ))
-            })?;
-        let plan: covmerge_proto::wire::MergePlan = serde_json::from_slice(&bytes)
-            .map_err(|e| Failure::refused(format!("{key}: unreadable merge plan: {e}")))?;
-        if plan.job != *job {
-            return Err(Failure::refused(format!("{key} names job {}", plan.job)));
-        }
-        let plan = Arc::new(plan);
-        let mut plans = self.plans.lock().unwrap();
-        if plans.len() >= SPEC_CACHE {
-            plans.clear();
-        }
-        plans.insert(job.clone(), plan.clone());
-        Ok(plan)
     }
 
     /// The report of a task whose marker exists: it was done before (and its report
@@ -690,7 +505,7 @@ impl Executor {
         let name = self.cfg.source.as_deref().unwrap_or(&t.source).to_string();
         let base = t.base_commit.clone();
         let id_key = (t.job.clone(), name.clone(), base.clone());
-        let known = self.tree_ids.lock().unwrap().get(&id_key).cloned();
+        let known = self.tree_ids.get(&id_key);
         let source_id = tokio::task::spawn_blocking(move || {
             crate::source::require_commit(&*src, &name, &base)?;
             if let Some(id) = known {
@@ -710,11 +525,7 @@ impl Executor {
         .await
         .map_err(Failure::internal)?
         .map_err(|e: crate::source::SourceError| Failure::config(e))?;
-        let mut ids = self.tree_ids.lock().unwrap();
-        if ids.len() >= SPEC_CACHE {
-            ids.clear();
-        }
-        ids.insert(id_key, source_id.clone());
+        self.tree_ids.put(id_key, source_id.clone());
         Ok(source_id)
     }
 

@@ -22,6 +22,7 @@
 //! - [`cancel`]: how a handed-back task's thread stops reading and waiting.
 //! - [`serve`]: the loop over deliveries: report, acknowledge, retry with backoff.
 
+mod admit;
 pub mod budget;
 mod cancel;
 pub mod config;
