@@ -448,21 +448,23 @@ fn read_header_line(
 ) -> Result<(Vec<u8>, usize), SplitError> {
     let mut buf: Vec<u8> = Vec::with_capacity(limits.piece * 2);
     let mut end = HeaderEnd::default();
+    let too_long = || -> SplitError {
+        InputError::Read {
+            input: name.to_string(),
+            line: 1,
+            problem: format!(
+                "header row longer than the {} byte cap on a row",
+                limits.max_row
+            ),
+        }
+        .into()
+    };
     let header_end = loop {
         if let Some(i) = end.scan(&buf) {
             break i;
         }
-        let seen = buf.len();
-        if seen > limits.max_row {
-            return Err(InputError::Read {
-                input: name.to_string(),
-                line: 1,
-                problem: format!(
-                    "header row longer than the {} byte cap on a row",
-                    limits.max_row
-                ),
-            }
-            .into());
+        if buf.len() > limits.max_row {
+            return Err(too_long());
         }
         if read_full(input, &mut buf, limits.piece.min(64 << 10)).map_err(read_err)? == 0 {
             break buf.len();
@@ -477,15 +479,7 @@ fn read_header_line(
     // The loop stops reading past the cap; a header found within the last read may
     // still pass it (up to 64 KiB more were taken in).
     if body_end > limits.max_row {
-        return Err(InputError::Read {
-            input: name.to_string(),
-            line: 1,
-            problem: format!(
-                "header row longer than the {} byte cap on a row",
-                limits.max_row
-            ),
-        }
-        .into());
+        return Err(too_long());
     }
     if body_end == 0 && header_end < buf.len() {
         return Err(InputError::Read {
