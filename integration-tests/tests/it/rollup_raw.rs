@@ -199,6 +199,28 @@ fn shared_table(c: &CorpusJob, namespaces: &[&str]) -> PathBuf {
     path
 }
 
+/// `shared_table`'s export without its bad rows, cut in two: `first.csv` the rows of
+/// namespace `upstream`, `rest.csv` the others' (each with the header).
+fn upstream_apart(c: &CorpusJob, namespaces: &[&str]) -> (PathBuf, PathBuf) {
+    let shared = std::fs::read_to_string(shared_table(c, namespaces)).unwrap();
+    let mut lines = shared.lines();
+    let header = lines.next().unwrap();
+    let (mut first, mut rest) = (format!("{header}\n"), format!("{header}\n"));
+    for l in lines.filter(|l| *l != header && l.split(',').count() > 3) {
+        let to = if l.starts_with("upstream,") {
+            &mut first
+        } else {
+            &mut rest
+        };
+        *to += l;
+        *to += "\n";
+    }
+    let (first_p, rest_p) = (c.path("first.csv"), c.path("rest.csv"));
+    std::fs::write(&first_p, first).unwrap();
+    std::fs::write(&rest_p, rest).unwrap();
+    (first_p, rest_p)
+}
+
 /// The flags of a roll-up of `shared_table`'s export: the corpus' source, 3 shards,
 /// day `DATE`, its two bad rows allowed.
 fn shared_flags(c: &CorpusJob) -> [&str; 8] {
@@ -296,22 +318,7 @@ fn a_shared_table_with_three_namespaces_read_once_gives_each_namespace_its_own_r
 fn a_partial_rolled_up_beside_a_shared_tables_rows_counts_only_in_its_own_namespace() {
     let c = corpus(89);
     let namespaces = ["upstream", "android-6.1", "linux_next"];
-    let shared = std::fs::read_to_string(shared_table(&c, &namespaces)).unwrap();
-    let mut lines = shared.lines();
-    let header = lines.next().unwrap();
-    let (mut first, mut rest) = (format!("{header}\n"), format!("{header}\n"));
-    for l in lines.filter(|l| *l != header && l.split(',').count() > 3) {
-        let to = if l.starts_with("upstream,") {
-            &mut first
-        } else {
-            &mut rest
-        };
-        *to += l;
-        *to += "\n";
-    }
-    let (first_p, rest_p) = (c.path("first.csv"), c.path("rest.csv"));
-    std::fs::write(&first_p, first).unwrap();
-    std::fs::write(&rest_p, rest).unwrap();
+    let (first_p, rest_p) = upstream_apart(&c, &namespaces);
     let (first_s, rest_s) = (first_p.to_str().unwrap(), rest_p.to_str().unwrap());
     let flags = shared_flags(&c);
     let pre = c.path("pre-upstream");
@@ -401,22 +408,7 @@ fn a_rollup_by_namespace_of_one_reads_partials_counted_the_other_namespaces_twic
 fn rollup_of_a_namespaces_partial_beside_raw_rows_of_others_only_was_refused() {
     let c = corpus(93);
     let namespaces = ["upstream", "android-6.1", "linux_next"];
-    let shared = std::fs::read_to_string(shared_table(&c, &namespaces)).unwrap();
-    let mut lines = shared.lines();
-    let header = lines.next().unwrap();
-    let (mut first, mut rest) = (format!("{header}\n"), format!("{header}\n"));
-    for l in lines.filter(|l| *l != header && l.split(',').count() > 3) {
-        let to = if l.starts_with("upstream,") {
-            &mut first
-        } else {
-            &mut rest
-        };
-        *to += l;
-        *to += "\n";
-    }
-    let (first_p, rest_p) = (c.path("first.csv"), c.path("rest.csv"));
-    std::fs::write(&first_p, first).unwrap();
-    std::fs::write(&rest_p, rest).unwrap();
+    let (first_p, rest_p) = upstream_apart(&c, &namespaces);
     let (first_s, rest_s) = (first_p.to_str().unwrap(), rest_p.to_str().unwrap());
     let mut f = shared_flags(&c).to_vec();
     f.extend_from_slice(&["--namespace", "upstream"]);

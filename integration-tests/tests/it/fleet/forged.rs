@@ -216,15 +216,20 @@ fn forged_split_task_cannot_read_files_outside_its_job() {
             .await
             .unwrap();
         q.open_job(&job).await.unwrap();
-        let forged = Task::Split(SplitTask {
+        // The job's split 0: each forgery changes one thing.
+        let split0 = SplitTask {
             namespace: None,
             job: JobId::parse(&job).unwrap(),
             split: SplitId(0),
-            input: "/etc/passwd".into(),
+            input: s.inputs[0].clone(),
             shards: 6,
             max_bad_rows: 0,
             read: Default::default(),
             more: Vec::new(),
+        };
+        let forged = Task::Split(SplitTask {
+            input: "/etc/passwd".into(),
+            ..split0.clone()
         });
         let refused = refusal(&q, &job, &forged).await;
         assert!(refused.contains("refused"), "{refused}");
@@ -235,12 +240,6 @@ fn forged_split_task_cannot_read_files_outside_its_job() {
         // The job's own input with Go settings the job was not created with (a module
         // mapped outside the repository): refused too, before anything is read.
         let forged_go = Task::Split(SplitTask {
-            namespace: None,
-            job: JobId::parse(&job).unwrap(),
-            split: SplitId(0),
-            input: s.inputs[0].clone(),
-            shards: 6,
-            max_bad_rows: 0,
             read: covmerge_proto::input::InputSpec {
                 options: covmerge_proto::input::InputOptions {
                     partial_sha256: None,
@@ -251,7 +250,7 @@ fn forged_split_task_cannot_read_files_outside_its_job() {
                 },
                 ..Default::default()
             },
-            more: Vec::new(),
+            ..split0.clone()
         });
         let refused_go = refusal(&q, &job, &forged_go).await;
         assert!(
@@ -260,16 +259,21 @@ fn forged_split_task_cannot_read_files_outside_its_job() {
         );
         // A merge task of the job with groups the job was not created with (its
         // records would differ from the job's): refused before anything is read.
-        let forged_groups = Task::Merge(covmerge_proto::wire::MergeTask {
+        // The job's merge task of shard 0, no chunks: each forgery changes one thing.
+        let merge0 = covmerge_proto::wire::MergeTask {
             job: JobId::parse(&job).unwrap(),
             shard: covmerge_proto::ShardId(0),
             base_commit: s.corpus.base_commit.clone(),
             source: s.source.clone(),
             chunks: Vec::new(),
             file_path_prefix: String::new(),
-            groups: vec![covmerge_proto::group::Group::parse("all=*").unwrap()],
+            groups: Vec::new(),
             partials: Vec::new(),
             rollup: false,
+        };
+        let forged_groups = Task::Merge(covmerge_proto::wire::MergeTask {
+            groups: vec![covmerge_proto::group::Group::parse("all=*").unwrap()],
+            ..merge0.clone()
         });
         let refused_groups = refusal(&q, &job, &forged_groups).await;
         assert!(
@@ -279,15 +283,9 @@ fn forged_split_task_cannot_read_files_outside_its_job() {
         // A roll-up's task (no base: only the shard's partial files) for this merge
         // job: refused, its shard would have no part.
         let forged_rollup = Task::Merge(covmerge_proto::wire::MergeTask {
-            job: JobId::parse(&job).unwrap(),
-            shard: covmerge_proto::ShardId(0),
             base_commit: String::new(),
-            source: s.source.clone(),
-            chunks: Vec::new(),
-            file_path_prefix: String::new(),
-            groups: Vec::new(),
-            partials: Vec::new(),
             rollup: true,
+            ..merge0.clone()
         });
         let refused_rollup = refusal(&q, &job, &forged_rollup).await;
         assert!(refused_rollup.contains("not a roll-up"), "{refused_rollup}");
@@ -295,13 +293,7 @@ fn forged_split_task_cannot_read_files_outside_its_job() {
         // whose input held none of the job's namespace was merged into it.
         let forged_ns = Task::Split(SplitTask {
             namespace: Some("android".into()),
-            job: JobId::parse(&job).unwrap(),
-            split: SplitId(0),
-            input: s.inputs[0].clone(),
-            shards: 6,
-            max_bad_rows: 0,
-            read: Default::default(),
-            more: Vec::new(),
+            ..split0
         });
         let refused_ns = refusal(&q, &job, &forged_ns).await;
         assert!(
@@ -310,17 +302,7 @@ fn forged_split_task_cannot_read_files_outside_its_job() {
         );
         // A merge task of the job with chunks its splits did not plan for its shard
         // (one split's chunk named twice, another's left out, was merged): refused.
-        let forged_chunks = Task::Merge(covmerge_proto::wire::MergeTask {
-            job: JobId::parse(&job).unwrap(),
-            shard: covmerge_proto::ShardId(0),
-            base_commit: s.corpus.base_commit.clone(),
-            source: s.source.clone(),
-            chunks: Vec::new(),
-            file_path_prefix: String::new(),
-            groups: Vec::new(),
-            partials: Vec::new(),
-            rollup: false,
-        });
+        let forged_chunks = Task::Merge(merge0);
         let refused_chunks = refusal(&q, &job, &forged_chunks).await;
         assert!(
             refused_chunks.contains("its chunks are not those the job's splits wrote"),
